@@ -1,0 +1,42 @@
+# Two commands do all the set-up on a fresh machine:
+#   make run    the whole system on embedded defaults at http://127.0.0.1:8000
+#   make test   install what is missing, then run the whole suite
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+PY_STAMP := $(VENV)/.deps-stamp
+NODE_STAMP := chain/node_modules/.deps-stamp
+
+.PHONY: deps run test lint format chain clean
+
+deps: $(PY_STAMP) $(NODE_STAMP)
+
+$(PY_STAMP): requirements.txt requirements-dev.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements-dev.txt
+	touch $@
+
+$(NODE_STAMP): chain/package.json chain/package-lock.json
+	cd chain && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+run: deps
+	$(BIN)/python manage.py run_local
+
+test: deps
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: deps
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: deps
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+chain: deps
+	$(BIN)/python -m chain.stack
+
+clean:
+	rm -rf $(VENV) chain/node_modules var

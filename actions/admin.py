@@ -1,0 +1,136 @@
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+
+from django.conf import settings
+from django.contrib import admin, messages
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.timesince import timesince
+
+from actions.models import Action, ActionStatusHistory
+from actions.selectors import actions_stuck
+from actions.services import action_reconcile
+from picnic.lifecycle import Actor
+
+
+class StuckFilter(admin.SimpleListFilter):
+    title = "stuck"
+    parameter_name = "stuck"
+
+    def lookups(self, request, model_admin):
+        minutes = settings.ACTIONS_STUCK_AFTER_MINUTES
+        return [("yes", f"submitted/broadcast for more than {minutes} min")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(pk__in=actions_stuck().values("pk"))
+        return queryset
+
+
+class ActionStatusHistoryInline(admin.TabularInline):
+    model = ActionStatusHistory
+    fields = ("timestamp", "from_status", "status", "detail", "actor_kind", "actor_user", "payload")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    ordering = ("timestamp", "id")
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Action)
+class ActionAdmin(admin.ModelAdmin):
+    list_display = ("id", "type", "status", "user", "age", "smart_account", "error_short")
+    list_filter = ("status", "type", StuckFilter)
+    search_fields = ("user_op_hash", "tx_hash", "smart_account", "user__username")
+    list_select_related = ("user",)
+    inlines = [ActionStatusHistoryInline]
+    actions = ["reconcile_now"]
+    readonly_fields = [f.name for f in Action._meta.concrete_fields] + ["timeline"]
+    fieldsets = (
+        (None, {"fields": ("id", "type", "status", "summary", "timeline", "error")}),
+        ("Owner", {"fields": ("user", "application")}),
+        (
+            "Chain",
+            {
+                "fields": (
+                    "chain_id",
+                    "smart_account",
+                    "entry_point",
+                    "entry_point_version",
+                    "user_op_hash",
+                    "tx_hash",
+                    "block_number",
+                    "user_op",
+                    "params",
+                )
+            },
+        ),
+        (
+            "Timestamps",
+            {
+                "fields": (
+                    "created_at",
+                    "updated_at",
+                    "expires_at",
+                    "signed_at",
+                    "broadcast_at",
+                    "executed_at",
+                    "last_reconciled_at",
+                    "last_reconcile_error",
+                )
+            },
+        ),
+    )
+
+    def has_add_permission(self, request):
+        return False  # actions are created by the action tools, never by hand
+
+    def has_change_permission(self, request, obj=None):
+        return False  # status changes only through transitions (admin actions)
+
+    def get_search_results(self, request, queryset, search_term):
+        term = search_term.strip()
+        try:
+            return queryset.filter(pk=uuid.UUID(term)), False
+        except ValueError:
+            pass
+        if term.startswith("0x"):
+            term = term.lower()
+            return (
+                queryset.filter(user_op_hash=term)
+                | queryset.filter(tx_hash=term)
+                | queryset.filter(smart_account__iexact=term)
+            ), False
+        return super().get_search_results(request, queryset, search_term)
+
+    @admin.display(description="age", ordering="created_at")
+    def age(self, obj: Action) -> str:
+        return timesince(obj.created_at)
+
+    @admin.display(description="error")
+    def error_short(self, obj: Action) -> str:
+        return (obj.error or "")[:60]
+
+    @admin.display(description="live timeline")
+    def timeline(self, obj: Action) -> str:
+        url = reverse("actions-staff:action-timeline", args=[obj.pk])
+        return format_html('<a href="{}">open the live timeline</a>', url)
+
+    @admin.action(description="Reconcile now (ask the bundler for the receipt)")
+    def reconcile_now(self, request, queryset):
+        outcomes: Counter = Counter()
+        note = f"reconcile now by staff {request.user.get_username()}"
+        for pk in queryset.values_list("pk", flat=True):
+            outcomes[
+                action_reconcile(action_id=pk, actor=Actor.staff(request.user), note=note)
+            ] += 1
+        summary = ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items()))
+        level = messages.WARNING if outcomes.get("unavailable") else messages.SUCCESS
+        self.message_user(request, f"Reconciled {sum(outcomes.values())}: {summary}", level)

@@ -1,0 +1,149 @@
+"""ERC-4337 bundler JSON-RPC (ERC-7769) through web3.py, with bounded timeouts.
+
+Every failure mode of the remote side (refused, slow, HTTP error, non-JSON, a JSON-RPC error,
+a result of the wrong shape) surfaces as a BundlerError subclass, never as a hang or a
+library-specific exception, so callers can be best-effort with one `except`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import requests
+from django.conf import settings
+from eth_abi import decode
+from web3 import Web3
+from web3.exceptions import Web3Exception
+
+_HASH = re.compile(r"^0x[0-9a-fA-F]{64}$")
+_ERROR_SELECTOR = bytes.fromhex("08c379a0")  # Error(string)
+_PANIC_SELECTOR = bytes.fromhex("4e487b71")  # Panic(uint256)
+
+
+class BundlerError(Exception):
+    """The bundler answered with a JSON-RPC error (e.g. -32500 AAxx validation)."""
+
+    def __init__(self, message: str, *, code: int | None = None, data: Any = None):
+        self.code = code
+        self.data = data
+        super().__init__(message)
+
+
+class BundlerUnavailable(BundlerError):
+    """No usable answer: refused, timed out, HTTP error, malformed response."""
+
+
+@dataclass(frozen=True)
+class UserOpReceipt:
+    success: bool
+    tx_hash: str
+    block_number: int
+    reason: str | None
+    raw: dict[str, Any]
+
+
+def decode_revert_reason(data: str | None) -> str:
+    """A readable revert reason from revert data (Error(string), Panic(uint256) or raw hex)."""
+    if not data or data in ("0x", "0x0"):
+        return "execution reverted"
+    if not isinstance(data, str) or not data.startswith("0x"):
+        return str(data)
+    try:
+        raw = bytes.fromhex(data[2:])
+    except ValueError:
+        return data
+    try:
+        if raw[:4] == _ERROR_SELECTOR:
+            return decode(["string"], raw[4:])[0]
+        if raw[:4] == _PANIC_SELECTOR:
+            return f"panic 0x{decode(['uint256'], raw[4:])[0]:02x}"
+    except Exception:  # noqa: BLE001 - undecodable data is shown raw below
+        pass
+    return f"execution reverted (revert data {data})"
+
+
+def _quantity(value: Any, name: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str) and re.fullmatch(r"0x[0-9a-fA-F]+", value):
+        return int(value, 16)
+    raise BundlerUnavailable(f"malformed receipt: {name}={value!r}")
+
+
+def parse_receipt(result: Any) -> UserOpReceipt | None:
+    """`eth_getUserOperationReceipt` result → UserOpReceipt; None while pending."""
+    if result is None:
+        return None
+    if not isinstance(result, dict):
+        raise BundlerUnavailable(
+            f"malformed receipt: expected an object, got {type(result).__name__}"
+        )
+    success = result.get("success")
+    receipt = result.get("receipt")
+    if not isinstance(success, bool) or not isinstance(receipt, dict):
+        raise BundlerUnavailable("malformed receipt: missing success or receipt")
+    tx_hash = receipt.get("transactionHash")
+    if not isinstance(tx_hash, str) or not _HASH.match(tx_hash):
+        raise BundlerUnavailable(f"malformed receipt: transactionHash={tx_hash!r}")
+    block_number = _quantity(receipt.get("blockNumber"), "blockNumber")
+    reason = None if success else decode_revert_reason(result.get("reason"))
+    return UserOpReceipt(success, tx_hash.lower(), block_number, reason, result)
+
+
+class BundlerClient:
+    def __init__(self, url: str | None = None, *, timeout: float | None = None):
+        self.url = url or settings.BUNDLER_RPC_URL
+        self.timeout = timeout if timeout is not None else settings.BUNDLER_TIMEOUT_SECONDS
+        provider = Web3.HTTPProvider(
+            self.url,
+            request_kwargs={"timeout": self.timeout},
+            # No silent retries: the timeout above must bound the whole call.
+            exception_retry_configuration=None,
+        )
+        self.w3 = Web3(provider)
+
+    def call(self, method: str, params: list[Any]) -> Any:
+        try:
+            response = self.w3.provider.make_request(method, params)
+        except (requests.RequestException, ValueError, Web3Exception, OSError) as exc:
+            raise BundlerUnavailable(
+                f"{method} to {self.url}: {type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(response, dict):
+            raise BundlerUnavailable(f"{method}: malformed JSON-RPC response")
+        error = response.get("error")
+        if error is not None:
+            if isinstance(error, dict):
+                raise BundlerError(
+                    str(error.get("message") or error),
+                    code=error.get("code"),
+                    data=error.get("data"),
+                )
+            raise BundlerError(str(error))
+        if "result" not in response:
+            raise BundlerUnavailable(f"{method}: JSON-RPC response without result")
+        return response["result"]
+
+    def supported_entry_points(self) -> list[str]:
+        return self.call("eth_supportedEntryPoints", [])
+
+    def get_user_operation_receipt(self, user_op_hash: str) -> UserOpReceipt | None:
+        return parse_receipt(self.call("eth_getUserOperationReceipt", [user_op_hash]))
+
+    def get_user_operation_by_hash(self, user_op_hash: str) -> dict[str, Any] | None:
+        return self.call("eth_getUserOperationByHash", [user_op_hash])
+
+    def send_user_operation(self, user_op: dict[str, Any], entry_point: str) -> str:
+        result = self.call("eth_sendUserOperation", [user_op, entry_point])
+        if not isinstance(result, str) or not _HASH.match(result):
+            raise BundlerUnavailable(f"eth_sendUserOperation: malformed userOpHash {result!r}")
+        return result.lower()
+
+    def estimate_user_operation_gas(self, user_op: dict[str, Any], entry_point: str) -> dict:
+        return self.call("eth_estimateUserOperationGas", [user_op, entry_point])
+
+    def gas_price(self) -> dict:
+        """`pimlico_getUserOperationGasPrice` (Alto/Pimlico): slow/standard/fast fees."""
+        return self.call("pimlico_getUserOperationGasPrice", [])

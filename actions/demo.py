@@ -1,0 +1,130 @@
+"""Demo data for `manage.py seed_demo`: a smart account and actions in different states.
+
+The on-chain ones are real: user operations built, signed and sent through the local bundler.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+from django.conf import settings
+from eth_utils import keccak
+from web3 import Web3
+
+from actions.bundler import BundlerClient
+from actions.models import Action, ActionStatus, ActionType, SmartAccount, SmartAccountKind
+from actions.services import (
+    action_create,
+    action_expire_if_overdue,
+    action_reconcile,
+    action_submit,
+    action_transition,
+)
+from chain.dev import fund
+from chain.simple_account import SimpleAccountOwner
+from picnic.lifecycle import Actor
+from picnic.testing import wait_until
+
+RECIPIENT = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"  # Hardhat dev account #1
+DEMO = {
+    name: uuid.uuid5(uuid.NAMESPACE_URL, f"picnic-demo/{name}")
+    for name in (
+        "proposed",
+        "rejected",
+        "expired",
+        "executed",
+        "failed",
+        "submitted-error",
+    )
+}
+
+
+def demo_owner_key(username: str) -> str:
+    # Demo only: a deterministic EOA owner for the local SimpleAccount (passkeys come later).
+    return "0x" + keccak(text=f"picnic demo owner {username}").hex()
+
+
+def seed_actions(*, user, application, say: Callable[[str], None]) -> SmartAccount:
+    w3 = Web3(Web3.HTTPProvider(settings.CHAIN_RPC_URL, request_kwargs={"timeout": 10}))
+    bundler = BundlerClient(timeout=15)
+    version = settings.ENTRY_POINT_VERSION
+    owner = SimpleAccountOwner(w3, owner_key=demo_owner_key(user.username), version=version)
+    account, _ = SmartAccount.objects.update_or_create(
+        chain_id=settings.CHAIN_ID,
+        address=owner.address,
+        defaults={
+            "user": user,
+            "kind": SmartAccountKind.PICNIC,
+            "entry_point_version": version,
+            "factory": owner.factory.address,
+            "owner": f"eoa:{owner.owner.address}",
+        },
+    )
+    if w3.eth.get_balance(account.address) < Web3.to_wei(1, "ether"):
+        fund(w3, account.address, Web3.to_wei(5, "ether"))
+    say(
+        f"smart account {account.address} (SimpleAccount v{version}) funded on chain {w3.eth.chain_id}"
+    )
+
+    def create(
+        name: str, call_data: str, summary: str, *, sign: bool, gas=None, ttl=None
+    ) -> Action | None:
+        if Action.objects.filter(pk=DEMO[name]).exists():
+            return None
+        op = owner.build(call_data, bundler, gas=gas)
+        if sign:
+            op = owner.sign(op, chain_id=settings.CHAIN_ID)
+        return action_create(
+            action_id=DEMO[name],
+            user=user,
+            application=application,
+            type=ActionType.TRANSFER,
+            summary=summary,
+            chain_id=settings.CHAIN_ID,
+            smart_account=account.address,
+            params={"asset_id": f"eip155:{settings.CHAIN_ID}/slip44:60", "to": RECIPIENT},
+            user_op=op,
+            entry_point_version=version,
+            ttl_seconds=ttl,
+        )
+
+    def execute(action: Action) -> None:
+        action_transition(action_id=action.pk, to=ActionStatus.SIGNED, actor=Actor.end_user(user))
+        action_submit(action_id=action.pk, client=bundler)
+        wait_until(
+            lambda: (
+                action_reconcile(action_id=action.pk, actor=Actor.worker(), client=bundler)
+                in ("executed", "failed", "not_pending")
+            ),
+            timeout=60,
+            interval=0.5,
+        )
+
+    send = owner.execute(RECIPIENT, Web3.to_wei("0.01", "ether"))
+    if action := create("executed", send, "Send 0.01 ETH to 0x7099…79C8", sign=True):
+        execute(action)
+    inner = Web3.to_bytes(hexstr=owner.execute(RECIPIENT, 1))
+    revert = owner.execute(account.address, 0, inner)  # reverts: "account: not Owner or EntryPoint"
+    gas = {"callGasLimit": 200_000, "verificationGasLimit": 600_000, "preVerificationGas": 100_000}
+    if action := create("failed", revert, "Call that reverts on-chain (demo)", sign=True, gas=gas):
+        execute(action)
+    if action := create("submitted-error", send, "Send 0.01 ETH (bad signature, demo)", sign=False):
+        # Unsigned (dummy signature): the bundler refuses it with AA24 and it stays submitted.
+        action_transition(action_id=action.pk, to=ActionStatus.SIGNED, actor=Actor.end_user(user))
+        action_submit(action_id=action.pk, client=bundler)
+    if action := create("rejected", send, "Send 0.01 ETH to 0x7099…79C8", sign=False):
+        action_transition(
+            action_id=action.pk,
+            to=ActionStatus.REJECTED,
+            actor=Actor.end_user(user),
+            detail="user declined on the signing page",
+        )
+    if action := create("expired", send, "Send 0.01 ETH to 0x7099…79C8", sign=False, ttl=30):
+        Action.objects.filter(pk=action.pk).update(expires_at=action.created_at)
+        action_expire_if_overdue(action=Action.objects.get(pk=action.pk))
+    create("proposed", send, "Send 0.01 ETH to 0x7099…79C8", sign=False, ttl=24 * 3600)
+    for name, pk in DEMO.items():
+        status = Action.objects.filter(pk=pk).values_list("status", flat=True).first()
+        say(f"action {pk} ({name}): {status}")
+    return account

@@ -1,0 +1,167 @@
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from picnic.lifecycle import Lifecycle
+from picnic.models import StatusHistory
+
+
+class ActionType(models.TextChoices):
+    TRANSFER = "transfer", "Transfer"
+    SWAP = "swap", "Swap"
+    CARD_FREEZE = "cardFreeze", "Card freeze"
+    CARD_UNFREEZE = "cardUnfreeze", "Card unfreeze"
+    CARD_LIMIT_SET = "cardLimitSet", "Card daily limit"
+
+
+class ActionStatus(models.TextChoices):
+    PROPOSED = "proposed", "Proposed"
+    SIGNED = "signed", "Signed"
+    SUBMITTED = "submitted", "Submitted"
+    BROADCAST = "broadcast", "Broadcast"
+    EXECUTED = "executed", "Executed"
+    FAILED = "failed", "Failed"
+    EXPIRED = "expired", "Expired"
+    REJECTED = "rejected", "Rejected"
+
+
+S = ActionStatus
+# The seed's lifecycle and only it: proposed → signed → submitted → broadcast → executed, with
+# failed (on-chain revert), expired (TTL before signing) and rejected (declined) as the other
+# terminal states. Reconciliation may find the receipt of a `submitted` action directly.
+ACTION_LIFECYCLE = Lifecycle(
+    name="action",
+    moves={
+        S.PROPOSED: frozenset({S.SIGNED, S.EXPIRED, S.REJECTED}),
+        S.SIGNED: frozenset({S.SUBMITTED}),
+        S.SUBMITTED: frozenset({S.BROADCAST, S.EXECUTED, S.FAILED}),
+        S.BROADCAST: frozenset({S.EXECUTED, S.FAILED}),
+        S.EXECUTED: frozenset(),
+        S.FAILED: frozenset(),
+        S.EXPIRED: frozenset(),
+        S.REJECTED: frozenset(),
+    },
+    timestamps={S.SIGNED: "signed_at", S.BROADCAST: "broadcast_at", S.EXECUTED: "executed_at"},
+    history_fk="action",
+)
+PENDING_ON_CHAIN = (S.SUBMITTED, S.BROADCAST)
+
+
+class Action(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    type = models.CharField(max_length=16, choices=ActionType.choices)
+    status = models.CharField(
+        max_length=16, choices=ActionStatus.choices, default=ActionStatus.PROPOSED, db_index=True
+    )
+    summary = models.TextField(help_text="What the user sees on the signing page.")
+    chain_id = models.PositiveBigIntegerField()
+    smart_account = models.CharField(max_length=42, db_index=True)
+
+    # Owner: the user and the OAuth client (agent) that created the action.
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="picnic_actions"
+    )
+    application = models.ForeignKey(
+        settings.OAUTH2_PROVIDER_APPLICATION_MODEL,
+        on_delete=models.PROTECT,
+        related_name="picnic_actions",
+    )
+
+    params = models.JSONField(default=dict, blank=True, help_text="The tool call's parameters.")
+    user_op = models.JSONField(
+        null=True, blank=True, help_text="ERC-4337 user operation (bundler RPC field names)."
+    )
+    entry_point = models.CharField(max_length=42, blank=True)
+    entry_point_version = models.CharField(max_length=4, blank=True)
+    user_op_hash = models.CharField(max_length=66, null=True, blank=True, db_index=True)
+    tx_hash = models.CharField(max_length=66, null=True, blank=True, db_index=True)
+    block_number = models.PositiveBigIntegerField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
+
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    signed_at = models.DateTimeField(null=True, blank=True)
+    broadcast_at = models.DateTimeField(null=True, blank=True)
+    executed_at = models.DateTimeField(null=True, blank=True)
+
+    # Reconciliation bookkeeping for support staff (not part of the status contract).
+    last_reconciled_at = models.DateTimeField(null=True, blank=True)
+    last_reconcile_error = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ("-created_at",)
+        indexes = [models.Index(fields=["status", "updated_at"], name="action_status_updated")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=ActionStatus.values), name="action_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(type__in=ActionType.values), name="action_type_valid"
+            ),
+            # tx_hash and block_number arrive together with the receipt.
+            models.CheckConstraint(
+                condition=Q(tx_hash__isnull=True, block_number__isnull=True)
+                | Q(tx_hash__isnull=False, block_number__isnull=False),
+                name="action_receipt_fields_together",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status=ActionStatus.EXECUTED) | Q(tx_hash__isnull=False),
+                name="action_executed_has_tx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_type_display()} {self.id} ({self.status})"
+
+    @property
+    def resource_uri(self) -> str:
+        return f"picnic://action/{self.id}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return ACTION_LIFECYCLE.is_terminal(self.status)
+
+
+class SmartAccountKind(models.TextChoices):
+    PICNIC = "picnic", "Picnic (ERC-4337)"
+    GNOSIS_PAY = "gnosisPay", "Gnosis Pay (Safe)"
+
+
+class SmartAccount(models.Model):
+    """A smart account the user controls; actions operate on one of them."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="smart_accounts"
+    )
+    kind = models.CharField(max_length=16, choices=SmartAccountKind.choices)
+    chain_id = models.PositiveBigIntegerField()
+    address = models.CharField(max_length=42)
+    entry_point_version = models.CharField(max_length=4, blank=True)
+    factory = models.CharField(max_length=42, blank=True)
+    # Who signs for it: "eoa:<address>" for the local stack's SimpleAccount; passkeys later.
+    owner = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["chain_id", "address"], name="smart_account_unique"),
+            models.CheckConstraint(
+                condition=Q(kind__in=SmartAccountKind.values), name="smart_account_kind_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.address} on {self.chain_id}"
+
+
+class ActionStatusHistory(StatusHistory):
+    action = models.ForeignKey(Action, on_delete=models.CASCADE, related_name="history")
+
+    class Meta(StatusHistory.Meta):
+        verbose_name_plural = "action status history"

@@ -1,0 +1,28 @@
+"""Celery tasks: thin wrappers that call one service each."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from actions import services
+from picnic.lifecycle import Actor
+
+
+@shared_task(name="actions.tasks.actions_expire_overdue")
+def actions_expire_overdue() -> int:
+    return services.actions_expire_overdue()
+
+
+@shared_task(name="actions.tasks.actions_reconcile_pending")
+def actions_reconcile_pending() -> dict[str, int]:
+    return dict(services.actions_reconcile_pending())
+
+
+@shared_task(name="actions.tasks.action_reconcile")
+def action_reconcile(action_id: str) -> str:
+    return services.action_reconcile(action_id=action_id, actor=Actor.worker())
+
+
+@shared_task(name="actions.tasks.actions_purge_retained")
+def actions_purge_retained() -> int:
+    return services.actions_purge_retained()

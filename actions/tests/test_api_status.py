@@ -1,0 +1,209 @@
+"""GET /api/v1/actions/{id}: get_action_status over DRF with OAuth2 bearer tokens."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+import yaml
+from django.utils import timezone
+
+from actions.models import Action, ActionStatus
+from actions.services import action_transition
+from actions.tests.factories import make_action
+from picnic.lifecycle import Actor
+
+SEED_FIELDS = [
+    "action_id",
+    "type",
+    "status",
+    "summary",
+    "chain_id",
+    "smart_account",
+    "tx_hash",
+    "user_op_hash",
+    "block_number",
+    "error",
+    "created_at",
+    "expires_at",
+    "signed_at",
+    "broadcast_at",
+    "executed_at",
+    "status_history",
+]
+
+
+def url(action_id) -> str:
+    return f"/api/v1/actions/{action_id}"
+
+
+@pytest.fixture
+def action(user, application):
+    return make_action(user=user, application=application)
+
+
+@pytest.fixture
+def token(user, application, make_token):
+    return make_token(user, application, scope="read:actions")
+
+
+def test_it_returns_exactly_the_seed_fields(bearer, action, token):
+    response = bearer(url(action.pk), token)
+    assert response.status_code == 200
+    body = response.json()
+    assert list(body) == SEED_FIELDS
+    assert body["action_id"] == str(action.pk)
+    assert body["type"] == "transfer"
+    assert body["status"] == "proposed"
+    assert body["chain_id"] == 31337 and isinstance(body["chain_id"], int)
+    assert body["user_op_hash"] == action.user_op_hash
+    assert body["user_op_hash"].startswith("0x") and len(body["user_op_hash"]) == 66
+    for field in ("tx_hash", "block_number", "error", "signed_at", "broadcast_at", "executed_at"):
+        assert body[field] is None
+    created = body["created_at"]
+    assert created.endswith("Z") and "T" in created
+    assert body["status_history"] == [
+        {"status": "proposed", "timestamp": created, "detail": "proposed by the action tool"}
+    ]
+
+
+def test_card_actions_have_no_user_op_hash(bearer, user, application, token):
+    card = make_action(
+        user=user, application=application, type="cardFreeze", user_op=None, summary="Freeze card"
+    )
+    body = bearer(url(card.pk), token).json()
+    assert body["type"] == "cardFreeze"
+    assert body["user_op_hash"] is None
+
+
+def test_it_reports_every_transition_with_detail(bearer, action, token):
+    action_transition(
+        action_id=action.pk,
+        to=ActionStatus.REJECTED,
+        actor=Actor.end_user(action.user),
+        detail="user declined on the signing page",
+    )
+    body = bearer(url(action.pk), token).json()
+    assert body["status"] == "rejected"
+    assert [(h["status"], h["detail"]) for h in body["status_history"]] == [
+        ("proposed", "proposed by the action tool"),
+        ("rejected", "user declined on the signing page"),
+    ]
+
+
+def test_it_expires_an_overdue_action_on_read(bearer, user, application, token):
+    action = make_action(user=user, application=application, ttl_seconds=60)
+    Action.objects.filter(pk=action.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    body = bearer(url(action.pk), token).json()
+    assert body["status"] == "expired"
+    assert body["status_history"][-1]["status"] == "expired"
+    assert Action.objects.get(pk=action.pk).status == ActionStatus.EXPIRED
+
+
+def test_unknown_action_is_not_found_with_the_seed_text(bearer, token):
+    missing = uuid.uuid4()
+    response = bearer(url(missing), token)
+    assert response.status_code == 404
+    assert response.json() == {"detail": f"Action not found: {missing}"}
+
+
+def test_a_malformed_id_is_not_found(bearer, token):
+    response = bearer(url("not-a-uuid"), token)
+    assert response.status_code == 404
+    assert response.json() == {"detail": "Action not found: not-a-uuid"}
+
+
+def test_actions_beyond_the_24_hour_window_are_not_found(bearer, action, token):
+    Action.objects.filter(pk=action.pk).update(
+        created_at=timezone.now() - timedelta(hours=24, seconds=1)
+    )
+    response = bearer(url(action.pk), token)
+    assert response.status_code == 404
+    assert response.json()["detail"] == f"Action not found: {action.pk}"
+
+
+def test_another_users_action_is_refused(bearer, action, other_user, application, make_token):
+    response = bearer(url(action.pk), make_token(other_user, application))
+    assert response.status_code == 403
+    assert response.json() == {"detail": "Action does not belong to the authenticated user"}
+
+
+def test_another_oauth_clients_action_is_refused(
+    bearer, action, user, make_application, make_token
+):
+    other_client = make_application("another-agent")
+    response = bearer(url(action.pk), make_token(user, other_client))
+    assert response.status_code == 403
+    assert response.json() == {"detail": "Action belongs to a different OAuth client"}
+
+
+def test_a_token_without_read_actions_gets_a_scope_error(
+    bearer, action, user, application, make_token
+):
+    response = bearer(url(action.pk), make_token(user, application, scope="write:actions"))
+    assert response.status_code == 403
+    body = response.json()
+    assert body["detail"] == "Insufficient scope: this call requires the scope read:actions"
+    assert body["required_scopes"] == ["read:actions"]
+    assert 'error="insufficient_scope"' in response["WWW-Authenticate"]
+
+
+def test_no_token_is_401_with_a_bearer_challenge(client, action):
+    response = client.get(url(action.pk))
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"].startswith("Bearer")
+
+
+@pytest.mark.parametrize("case", ["garbage", "expired"])
+def test_an_invalid_or_expired_token_is_401(client, action, user, application, make_token, case):
+    if case == "expired":
+        token = make_token(user, application, expires_in=-10).token
+    else:
+        token = "not-a-token"
+    response = client.get(url(action.pk), HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 401
+
+
+def test_the_openapi_schema_describes_the_response_exactly(client):
+    response = client.get("/api/schema/")
+    assert response.status_code == 200
+    schema = yaml.safe_load(response.content)
+    operation = schema["paths"]["/api/v1/actions/{action_id}"]["get"]
+    assert operation["operationId"] == "get_action_status"
+    assert set(operation["responses"]) == {"200", "401", "403", "404"}
+    component = schema["components"]["schemas"]["ActionStatus"]
+    assert list(component["properties"]) == SEED_FIELDS
+    assert set(component["required"]) == set(SEED_FIELDS)
+    nullable = {name for name, prop in component["properties"].items() if prop.get("nullable")}
+    assert nullable == {
+        "tx_hash",
+        "user_op_hash",
+        "block_number",
+        "error",
+        "signed_at",
+        "broadcast_at",
+        "executed_at",
+    }
+    enums = schema["components"]["schemas"]
+    assert enums["ActionTypeEnum"]["enum"] == [
+        "transfer",
+        "swap",
+        "cardFreeze",
+        "cardUnfreeze",
+        "cardLimitSet",
+    ]
+    assert enums["ActionStatusEnum"]["enum"] == [
+        "proposed",
+        "signed",
+        "submitted",
+        "broadcast",
+        "executed",
+        "failed",
+        "expired",
+        "rejected",
+    ]
+    history = enums["StatusHistoryEntry"]
+    assert list(history["properties"]) == ["status", "timestamp", "detail"]
+    assert history["properties"]["detail"]["nullable"] is True
+    assert operation["security"] == [{"oauth2": ["read:actions"]}]

@@ -1,0 +1,155 @@
+"""Django admin for actions and the staff HTMX timeline page."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from actions.models import Action, ActionStatus
+from actions.services import action_transition
+from actions.tests.factories import make_action, user_op
+from picnic.lifecycle import Actor
+from picnic.testing import ScriptedServer
+
+S = ActionStatus
+TX = "0x" + "cd" * 32
+
+
+@pytest.fixture
+def staff_client(client, staff_user):
+    client.force_login(staff_user)
+    return client
+
+
+def _advance(action, *steps):
+    for step in steps:
+        action_transition(action_id=action.pk, to=step, actor=Actor.system())
+
+
+def test_the_changelist_shows_actions_and_filters_stuck_work(
+    staff_client, user, application, settings
+):
+    settings.ACTIONS_STUCK_AFTER_MINUTES = 10
+    stuck = make_action(user=user, application=application)
+    _advance(stuck, S.SIGNED, S.SUBMITTED)
+    Action.objects.filter(pk=stuck.pk).update(updated_at=timezone.now() - timedelta(minutes=11))
+    moving = make_action(user=user, application=application)
+    _advance(moving, S.SIGNED, S.SUBMITTED, S.BROADCAST)
+    response = staff_client.get("/admin/actions/action/")
+    assert response.status_code == 200
+    assert str(stuck.pk) in response.text and str(moving.pk) in response.text
+    response = staff_client.get("/admin/actions/action/?stuck=yes")
+    assert str(stuck.pk) in response.text and str(moving.pk) not in response.text
+    assert "submitted/broadcast for more than 10 min" in response.text
+
+
+@pytest.mark.parametrize("field", ["id", "user_op_hash", "tx_hash", "smart_account"])
+def test_search_finds_an_action_by_each_identifier(staff_client, user, application, field):
+    target = make_action(
+        user=user, application=application, smart_account="0x" + "7a" * 20, user_op=user_op(nonce=5)
+    )
+    other = make_action(user=user, application=application)
+    Action.objects.filter(pk=target.pk).update(tx_hash=TX, block_number=7)
+    target.refresh_from_db()
+    term = str(getattr(target, field)).upper().replace("0X", "0x")
+    response = staff_client.get("/admin/actions/action/", {"q": term})
+    assert str(target.pk) in response.text
+    assert str(other.pk) not in response.text
+
+
+def test_the_change_page_shows_history_read_only(staff_client, user, application):
+    action = make_action(user=user, application=application)
+    _advance(action, S.REJECTED)
+    response = staff_client.get(f"/admin/actions/action/{action.pk}/change/")
+    assert response.status_code == 200
+    assert "proposed by the action tool" in response.text
+    assert "open the live timeline" in response.text
+    assert 'name="history-0-detail"' not in response.text  # not editable
+
+
+def test_reconcile_now_records_the_staff_user(
+    staff_client, staff_user, user, application, settings
+):
+    action = make_action(user=user, application=application)
+    _advance(action, S.SIGNED, S.SUBMITTED, S.BROADCAST)
+    with ScriptedServer() as bundler:
+        settings.BUNDLER_RPC_URL = bundler.url
+        bundler.result = {
+            "success": True,
+            "reason": "0x",
+            "receipt": {"transactionHash": TX, "blockNumber": "0x10"},
+        }
+        response = staff_client.post(
+            "/admin/actions/action/",
+            {"action": "reconcile_now", "_selected_action": [str(action.pk)]},
+            follow=True,
+        )
+    assert "Reconciled 1: 1 executed" in response.text
+    row = Action.objects.get(pk=action.pk).history.last()
+    assert row.status == S.EXECUTED
+    assert row.actor_kind == "staff" and row.actor_user == staff_user
+    assert row.detail.startswith("reconcile now by staff sam: included in block 16")
+
+
+def test_reconcile_now_with_the_bundler_down_says_so(staff_client, user, application, settings):
+    action = make_action(user=user, application=application)
+    _advance(action, S.SIGNED, S.SUBMITTED)
+    settings.BUNDLER_RPC_URL = "http://127.0.0.1:9"
+    response = staff_client.post(
+        "/admin/actions/action/",
+        {"action": "reconcile_now", "_selected_action": [str(action.pk)]},
+        follow=True,
+    )
+    assert "1 unavailable" in response.text
+    assert Action.objects.get(pk=action.pk).status == S.SUBMITTED
+
+
+def test_the_timeline_page_is_for_staff_only(client, user, application):
+    action = make_action(user=user, application=application)
+    client.force_login(user)
+    response = client.get(f"/staff/actions/{action.pk}/")
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+def test_the_timeline_polls_while_live_and_skips_unchanged_content(staff_client, user, application):
+    action = make_action(user=user, application=application)
+    page = staff_client.get(f"/staff/actions/{action.pk}/")
+    assert page.status_code == 200
+    assert 'hx-trigger="every 2s"' in page.text
+    assert "proposed by the action tool" in page.text
+    assert f'href="/staff/actions/{action.pk}/"' in page.text  # works without JavaScript
+    version = Action.objects.get(pk=action.pk).updated_at.isoformat()
+
+    unchanged = staff_client.get(
+        f"/staff/actions/{action.pk}/", {"u": version}, HTTP_HX_REQUEST="true"
+    )
+    assert unchanged.status_code == 204 and unchanged.content == b""
+
+    _advance(action, S.SIGNED)
+    changed = staff_client.get(
+        f"/staff/actions/{action.pk}/", {"u": version}, HTTP_HX_REQUEST="true"
+    )
+    assert changed.status_code == 200
+    assert "<html" not in changed.text  # only the partial
+    assert 'data-status="signed"' in changed.text
+    assert 'hx-trigger="every 2s"' in changed.text
+
+
+def test_the_timeline_stops_polling_at_a_terminal_state(staff_client, user, application):
+    action = make_action(user=user, application=application)
+    _advance(action, S.REJECTED)
+    partial = staff_client.get(f"/staff/actions/{action.pk}/", {"u": "old"}, HTTP_HX_REQUEST="true")
+    assert partial.status_code == 286  # htmx: stop polling
+    assert 'data-status="rejected"' in partial.text
+    assert "hx-trigger" not in partial.text
+    page = staff_client.get(f"/staff/actions/{action.pk}/")
+    assert "hx-trigger" not in page.text and "(final)" in page.text
+
+
+def test_the_timeline_expires_an_overdue_action_before_showing_it(staff_client, user, application):
+    action = make_action(user=user, application=application)
+    Action.objects.filter(pk=action.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    page = staff_client.get(f"/staff/actions/{action.pk}/")
+    assert 'data-status="expired"' in page.text

@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+from django.contrib.admin.views.decorators import staff_member_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django_htmx.http import HttpResponseStopPolling
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from actions.models import Action
+from actions.selectors import (
+    ActionAccessDenied,
+    ActionNotFound,
+    action_get_for_client,
+    action_with_history,
+)
+from actions.serializers import ActionStatusSerializer, ErrorSerializer
+from actions.services import action_expire_if_overdue, action_status_refresh
+from picnic.api import RequiredScopes
+
+
+class ActionStatusView(APIView):
+    """get_action_status: the current state of an action, reconciled on read."""
+
+    permission_classes = [RequiredScopes]
+    required_scopes = ["read:actions"]
+
+    @extend_schema(
+        operation_id="get_action_status",
+        summary="Read the current state of a pending or past action",
+        description=(
+            "Polling fallback for `picnic://action/{action_id}`. Not strictly read-only: for a "
+            "`submitted` or `broadcast` action it asks the bundler for the userOp receipt "
+            "first and may advance the status to `executed` or `failed` (best-effort)."
+        ),
+        parameters=[
+            OpenApiParameter("action_id", str, OpenApiParameter.PATH, description="Action ID")
+        ],
+        responses={
+            200: ActionStatusSerializer,
+            401: OpenApiResponse(ErrorSerializer, description="Missing or invalid bearer token"),
+            403: OpenApiResponse(
+                ErrorSerializer,
+                description="Missing scope read:actions, or the action belongs to another "
+                "user or OAuth client",
+            ),
+            404: OpenApiResponse(ErrorSerializer, description="Action not found: <id>"),
+        },
+    )
+    def get(self, request: Request, action_id: str) -> Response:
+        try:
+            action = action_get_for_client(
+                action_id=action_id, user=request.user, application=request.auth.application
+            )
+        except ActionNotFound as exc:
+            raise NotFound(str(exc)) from None
+        except ActionAccessDenied as exc:
+            raise PermissionDenied(str(exc)) from None
+        action_status_refresh(action=action)
+        return Response(ActionStatusSerializer(action_with_history(action_id=action.pk)).data)
+
+
+@staff_member_required
+def action_timeline(request: HttpRequest, action_id) -> HttpResponse:
+    """Staff page: the live status timeline of one action.
+
+    The timeline partial polls itself while the action is not terminal; a poll whose `u`
+    matches the action's `updated_at` gets 204 (nothing to swap), and the terminal answer is
+    a 286 so htmx stops polling.
+    """
+    action = action_expire_if_overdue(action=get_object_or_404(Action, pk=action_id))
+    version = action.updated_at.isoformat()
+    if request.htmx:
+        if request.GET.get("u") == version and not action.is_terminal:
+            return HttpResponse(status=204)
+        action = action_with_history(action_id=action.pk)
+        response = render(
+            request, "actions/action_timeline.html#timeline", {"action": action, "version": version}
+        )
+        if action.is_terminal:
+            response.status_code = HttpResponseStopPolling.status_code
+        return response
+    action = action_with_history(action_id=action.pk)
+    return render(request, "actions/action_timeline.html", {"action": action, "version": version})

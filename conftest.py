@@ -1,0 +1,126 @@
+"""Fixtures shared by every app's tests: users, OAuth clients and tokens, the local chain."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from chain.stack import LocalChain, free_port
+
+
+def pytest_collection_modifyitems(config, items):
+    from django.conf import settings
+
+    if "postgresql" in settings.DATABASES["default"]["ENGINE"]:
+        return
+    if os.environ.get("PICNIC_REQUIRE_POSTGRES") == "1":
+        raise pytest.UsageError("PICNIC_REQUIRE_POSTGRES=1 but DATABASE_URL is not PostgreSQL")
+    skip = pytest.mark.skip(reason="needs PostgreSQL (set DATABASE_URL=postgres://…)")
+    for item in items:
+        if "postgres" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def chain(tmp_path_factory) -> LocalChain:
+    """The real local chain stack on free loopback ports, once per test session."""
+    stack = LocalChain(
+        rpc_port=free_port(),
+        bundler_port=free_port(),
+        workdir=Path(tmp_path_factory.mktemp("chain")),
+    )
+    stack.start()
+    yield stack
+    stack.stop()
+
+
+@pytest.fixture
+def chain_settings(chain, settings):
+    settings.CHAIN_RPC_URL = chain.rpc_url
+    settings.BUNDLER_RPC_URL = chain.bundler_url
+    # A real bundler on a busy 2-core CI machine: generous, still bounded.
+    settings.BUNDLER_TIMEOUT_SECONDS = 15
+    return chain
+
+
+@pytest.fixture
+def make_user(db, django_user_model):
+    def make(username: str, **extra):
+        return django_user_model.objects.create_user(
+            username=username, email=f"{username}@example.test", password="pw-" + username, **extra
+        )
+
+    return make
+
+
+@pytest.fixture
+def user(make_user):
+    return make_user("alice")
+
+
+@pytest.fixture
+def other_user(make_user):
+    return make_user("bob")
+
+
+@pytest.fixture
+def staff_user(make_user):
+    return make_user("sam", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def make_application(db):
+    from oauth2_provider.models import Application
+
+    def make(name: str = "agent", user=None):
+        return Application.objects.create(
+            name=name,
+            user=user,
+            client_type=Application.CLIENT_CONFIDENTIAL,
+            authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+            redirect_uris="http://127.0.0.1:9999/callback",
+        )
+
+    return make
+
+
+@pytest.fixture
+def application(make_application):
+    return make_application("mcp-agent")
+
+
+@pytest.fixture
+def make_token(db):
+    from oauth2_provider.models import AccessToken
+
+    def make(user, application, scope: str = "read:actions", expires_in: int = 3600):
+        return AccessToken.objects.create(
+            user=user,
+            application=application,
+            token=secrets.token_urlsafe(32),
+            scope=scope,
+            expires=timezone.now() + timedelta(seconds=expires_in),
+        )
+
+    return make
+
+
+@pytest.fixture
+def bearer(client):
+    """A Django test client call with an OAuth2 bearer token."""
+
+    def get(url: str, token) -> object:
+        return client.get(url, HTTP_AUTHORIZATION=f"Bearer {token.token}")
+
+    return get
+
+
+@pytest.fixture
+def is_postgres() -> bool:
+    return connection.vendor == "postgresql"

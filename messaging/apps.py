@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class MessagingConfig(AppConfig):
+    name = "messaging"
+    verbose_name = "DM deliveries"

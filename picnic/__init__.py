@@ -1,0 +1,3 @@
+from picnic.celery import app as celery_app
+
+__all__ = ("celery_app",)

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class PicnicConfig(AppConfig):
+    name = "picnic"
+    verbose_name = "Picnic (shared lifecycle machinery)"

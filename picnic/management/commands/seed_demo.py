@@ -1,0 +1,86 @@
+"""Idempotent demo data for `make run`: users, an OAuth client with a token, demo actions."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+from oauth2_provider.models import AccessToken, Application
+
+from actions.demo import seed_actions
+
+STAFF = ("staff", "picnic-staff-demo")
+END_USER = "alice"
+SCOPES = "read:actions write:actions"
+
+
+class Command(BaseCommand):
+    help = "Create demo data (idempotent). Refuses to run with DJANGO_DEBUG=false."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--skip-chain", action="store_true", help="no on-chain demo actions")
+
+    def handle(self, *args, skip_chain: bool = False, **options):
+        if not settings.DEBUG:
+            raise CommandError("seed_demo creates known passwords: it refuses DJANGO_DEBUG=false")
+        User = get_user_model()
+        staff, created = User.objects.get_or_create(
+            username=STAFF[0],
+            defaults={"is_staff": True, "is_superuser": True, "email": "staff@example.test"},
+        )
+        if created:
+            staff.set_password(STAFF[1])
+            staff.save()
+        alice, _ = User.objects.get_or_create(
+            username=END_USER, defaults={"email": "alice@example.test"}
+        )
+        app, _ = Application.objects.get_or_create(
+            client_id="picnic-demo-agent",
+            defaults={
+                "name": "Demo MCP agent",
+                "client_type": Application.CLIENT_CONFIDENTIAL,
+                "authorization_grant_type": Application.GRANT_AUTHORIZATION_CODE,
+                "redirect_uris": "http://127.0.0.1:8000/o/callback/",
+                "algorithm": "",
+            },
+        )
+        token = (
+            AccessToken.objects.filter(
+                user=alice, application=app, scope=SCOPES, expires__gt=timezone.now()
+            )
+            .order_by("-expires")
+            .first()
+        )
+        if token is None:
+            token = AccessToken.objects.create(
+                user=alice,
+                application=app,
+                scope=SCOPES,
+                token=secrets.token_urlsafe(32),
+                expires=timezone.now() + timedelta(days=30),
+            )
+        say = self.stdout.write
+        if not skip_chain:
+            try:
+                seed_actions(user=alice, application=app, say=say)
+            except (OSError, ConnectionError) as exc:
+                raise CommandError(
+                    f"the local chain stack is not reachable at {settings.CHAIN_RPC_URL} / "
+                    f"{settings.BUNDLER_RPC_URL} ({exc}); start it (python -m chain.stack) "
+                    "or pass --skip-chain"
+                ) from exc
+        say(self.style.SUCCESS("demo data ready"))
+        say(f"  staff login   http://127.0.0.1:8000/admin/  user {STAFF[0]} password {STAFF[1]}")
+        say(
+            f"  end user      {alice.username} (OAuth client {app.name}, client_id {app.client_id})"
+        )
+        say(f"  bearer token  {token.token}")
+        say(f"  scopes        {token.scope}")
+        say(
+            "  try          curl -H 'Authorization: Bearer "
+            f"{token.token}' http://127.0.0.1:8000/api/v1/actions/<action_id>"
+        )

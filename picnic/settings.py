@@ -1,0 +1,198 @@
+"""Django settings for the Picnic back-office.
+
+Everything deployment-specific comes from environment variables (see README, "Settings");
+the defaults run the whole system on one machine: SQLite under var/, a filesystem Celery
+broker, and the local chain stack on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from picnic.env import (
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+    env_url,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("PICNIC_VAR_DIR", str(BASE_DIR / "var")))
+
+DEBUG = env_bool("DJANGO_DEBUG", True)
+_DEV_SECRET = "dev-only-insecure-secret-key-do-not-use-in-production"
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", _DEV_SECRET)
+if not DEBUG and SECRET_KEY == _DEV_SECRET:
+    raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is false")
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "oauth2_provider",
+    "drf_spectacular",
+    "django_htmx",
+    "template_partials",
+    "picnic",
+    "actions",
+    "messaging",
+    "operations",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "picnic.urls"
+WSGI_APPLICATION = "picnic.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database ------------------------------------------------------------------------------
+DATABASE_URL = env_url(
+    "DATABASE_URL",
+    f"sqlite:///{VAR_DIR / 'picnic.sqlite3'}",
+    schemes=("sqlite", "postgres", "postgresql", "pgsql"),
+)
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A web process and a worker share the file: wait for the write lock instead of failing.
+    DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # A file, not :memory:, so a real Celery worker subprocess can share the test database.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Auth, i18n, static --------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "admin:login"
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+# --- API: DRF, OAuth2 (django-oauth-toolkit), OpenAPI (drf-spectacular) ---------------------
+OAUTH2_SCOPES = {
+    "read:actions": "Read the status of Picnic actions",
+    "write:actions": "Propose Picnic wallet actions for the user to sign",
+}
+# Named explicitly so our models can point at the (swappable) application model.
+OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
+OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL = "oauth2_provider.AccessToken"
+OAUTH2_PROVIDER = {
+    "SCOPES": OAUTH2_SCOPES,
+    "DEFAULT_SCOPES": ["read:actions"],
+    "PKCE_REQUIRED": True,
+    "ACCESS_TOKEN_EXPIRE_SECONDS": env_int("OAUTH2_ACCESS_TOKEN_SECONDS", 3600, minimum=60),
+}
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "oauth2_provider.contrib.rest_framework.OAuth2Authentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "UNAUTHENTICATED_USER": None,
+    "EXCEPTION_HANDLER": "picnic.api.exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Picnic back-office API",
+    "DESCRIPTION": "Status of asynchronous work started by agents: Picnic wallet actions.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "OAUTH2_FLOWS": ["authorizationCode"],
+    "OAUTH2_AUTHORIZATION_URL": "/o/authorize/",
+    "OAUTH2_TOKEN_URL": "/o/token/",
+    "OAUTH2_SCOPES": OAUTH2_SCOPES,
+    "ENUM_NAME_OVERRIDES": {
+        "ActionTypeEnum": "actions.models.ActionType",
+        "ActionStatusEnum": "actions.models.ActionStatus",
+    },
+}
+
+# --- Celery --------------------------------------------------------------------------------
+# Default broker: kombu's filesystem transport under var/, so the embedded setup needs no
+# server; production and CI point CELERY_BROKER_URL at Redis.
+CELERY_BROKER_URL = env_url(
+    "CELERY_BROKER_URL",
+    "filesystem://",
+    schemes=("filesystem", "redis", "rediss", "amqp", "memory"),
+)
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    _queue = VAR_DIR / "celery" / "queue"
+    for _folder in (_queue, VAR_DIR / "celery" / "control"):
+        _folder.mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_queue),
+        "data_folder_out": str(_queue),
+        "control_folder": str(VAR_DIR / "celery" / "control"),
+    }
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+CELERY_BEAT_SCHEDULE = {
+    "actions-expire-overdue": {"task": "actions.tasks.actions_expire_overdue", "schedule": 15.0},
+    "actions-reconcile-pending": {
+        "task": "actions.tasks.actions_reconcile_pending",
+        "schedule": 10.0,
+    },
+    "actions-purge-retained": {"task": "actions.tasks.actions_purge_retained", "schedule": 600.0},
+}
+
+# --- Chain ---------------------------------------------------------------------------------
+CHAIN_RPC_URL = env_url("CHAIN_RPC_URL", "http://127.0.0.1:8545", schemes=("http", "https"))
+BUNDLER_RPC_URL = env_url("BUNDLER_RPC_URL", "http://127.0.0.1:4337", schemes=("http", "https"))
+ENTRY_POINT_VERSION = env_choice("ENTRY_POINT_VERSION", "0.7", ("0.7", "0.8"))
+CHAIN_ID = env_int("CHAIN_ID", 31337, minimum=1)
+# Upper bound for any single bundler/RPC call made while answering a request.
+BUNDLER_TIMEOUT_SECONDS = env_float("BUNDLER_TIMEOUT_SECONDS", 2.0)
+
+# --- Actions lifecycle ---------------------------------------------------------------------
+ACTION_TTL_SECONDS = env_int("ACTION_TTL_SECONDS", 15 * 60, minimum=30)
+ACTION_RETENTION_HOURS = env_int("ACTION_RETENTION_HOURS", 24, minimum=1)
+ACTIONS_STUCK_AFTER_MINUTES = env_int("ACTIONS_STUCK_AFTER_MINUTES", 10, minimum=1)
+ACTIONS_RECONCILE_BATCH_SIZE = env_int("ACTIONS_RECONCILE_BATCH_SIZE", 50, minimum=1)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}

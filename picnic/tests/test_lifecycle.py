@@ -1,0 +1,169 @@
+"""The shared transition function, exercised through the action lifecycle."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import close_old_connections, connection, transaction
+
+from actions.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionStatusHistory
+from actions.services import action_transition
+from actions.tests.factories import make_action
+from picnic.lifecycle import Actor, IllegalTransition, status_changed
+from picnic.models import ActorKind, AppendOnlyError
+
+S = ActionStatus
+
+
+@pytest.fixture
+def action(user, application):
+    return make_action(user=user, application=application)
+
+
+def test_it_records_the_initial_proposed_row(action):
+    rows = list(action.history.values_list("from_status", "status", "actor_kind"))
+    assert rows == [(None, "proposed", ActorKind.AGENT)]
+
+
+def test_it_sets_the_timestamp_of_each_state_and_appends_history(action):
+    action_transition(action_id=action.pk, to=S.SIGNED, actor=Actor.end_user(action.user))
+    action_transition(action_id=action.pk, to=S.SUBMITTED, actor=Actor.worker())
+    action_transition(action_id=action.pk, to=S.BROADCAST, actor=Actor.worker(), detail="ok")
+    action.refresh_from_db()
+    assert action.status == S.BROADCAST
+    assert action.signed_at is not None and action.broadcast_at is not None
+    assert action.executed_at is None
+    assert action.signed_at <= action.broadcast_at
+    history = list(action.history.order_by("timestamp", "id"))
+    assert [(h.from_status, h.status) for h in history] == [
+        (None, "proposed"),
+        ("proposed", "signed"),
+        ("signed", "submitted"),
+        ("submitted", "broadcast"),
+    ]
+    assert history[1].actor_user == action.user
+    assert history[3].detail == "ok"
+    assert history[3].timestamp == action.broadcast_at
+
+
+@pytest.mark.parametrize(
+    ("path", "illegal"),
+    [
+        ([], S.EXECUTED),
+        ([], S.BROADCAST),
+        ([S.SIGNED], S.EXPIRED),
+        ([S.SIGNED], S.REJECTED),
+        ([S.REJECTED], S.SIGNED),
+        ([S.EXPIRED], S.SIGNED),
+        ([S.SIGNED, S.SUBMITTED, S.BROADCAST, S.EXECUTED], S.FAILED),
+        ([S.SIGNED, S.SUBMITTED, S.FAILED], S.EXECUTED),
+    ],
+)
+def test_it_refuses_moves_outside_the_seed_lifecycle(action, path, illegal):
+    for step in path:
+        updates = {"tx_hash": "0x" + "ab" * 32, "block_number": 1} if step == S.EXECUTED else None
+        action_transition(action_id=action.pk, to=step, actor=Actor.system(), updates=updates)
+    rows_before = action.history.count()
+    with pytest.raises(IllegalTransition):
+        action_transition(action_id=action.pk, to=illegal, actor=Actor.system())
+    action.refresh_from_db()
+    assert action.status == (path[-1] if path else S.PROPOSED)
+    assert action.history.count() == rows_before
+
+
+def test_terminal_states_are_the_seeds():
+    assert ACTION_LIFECYCLE.terminal == {S.EXECUTED, S.FAILED, S.EXPIRED, S.REJECTED}
+
+
+def test_the_database_refuses_an_executed_action_without_tx_hash(action):
+    from django.db import IntegrityError
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Action.objects.filter(pk=action.pk).update(status=S.EXECUTED)
+
+
+def test_history_rows_are_append_only(action):
+    row = action.history.get()
+    row.detail = "rewritten"
+    with pytest.raises(AppendOnlyError):
+        row.save()
+    with pytest.raises(AppendOnlyError):
+        row.delete()
+    assert ActionStatusHistory.objects.get(pk=row.pk).detail == "proposed by the action tool"
+
+
+def test_it_publishes_status_changed_only_after_commit(action, django_capture_on_commit_callbacks):
+    seen = []
+
+    def receiver(sender, pk, from_status, to_status, **kwargs):
+        seen.append((sender, pk, from_status, to_status))
+
+    status_changed.connect(receiver)
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            action_transition(action_id=action.pk, to=S.REJECTED, actor=Actor.end_user(action.user))
+            assert seen == []
+    finally:
+        status_changed.disconnect(receiver)
+    assert seen == [(Action, action.pk, "proposed", "rejected")]
+
+
+def test_a_failing_subscriber_does_not_break_the_transition(
+    action, django_capture_on_commit_callbacks
+):
+    def broken(**kwargs):
+        raise RuntimeError("subscriber down")
+
+    status_changed.connect(broken)
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            action_transition(action_id=action.pk, to=S.REJECTED, actor=Actor.system())
+    finally:
+        status_changed.disconnect(broken)
+    action.refresh_from_db()
+    assert action.status == S.REJECTED
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_concurrent_writers_give_exactly_one_transition(user, application):
+    """Real concurrent PostgreSQL connections: both read `broadcast`, both try to execute."""
+    action = make_action(user=user, application=application)
+    for step in (S.SIGNED, S.SUBMITTED, S.BROADCAST):
+        action_transition(action_id=action.pk, to=step, actor=Actor.system())
+    barrier = threading.Barrier(2)
+    results: list[str] = []
+
+    def worker(n: int) -> None:
+        try:
+            with transaction.atomic():
+                # Both transactions have read the row before either writes.
+                assert Action.objects.get(pk=action.pk).status == S.BROADCAST
+                barrier.wait(timeout=10)
+                action_transition(
+                    action_id=action.pk,
+                    to=S.EXECUTED,
+                    actor=Actor.worker(),
+                    detail=f"worker {n}",
+                    updates={"tx_hash": "0x" + f"{n:02x}" * 32, "block_number": n},
+                )
+            results.append("moved")
+        except IllegalTransition:
+            results.append("refused")
+        finally:
+            close_old_connections()
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert sorted(results) == ["moved", "refused"]
+    action.refresh_from_db()
+    assert action.status == S.EXECUTED
+    executed_rows = action.history.filter(status=S.EXECUTED)
+    assert executed_rows.count() == 1
+    # The row that won is the one whose receipt fields landed.
+    assert executed_rows.get().detail == f"worker {action.block_number}"

@@ -1,0 +1,47 @@
+"""seed_demo: idempotent demo data, with real on-chain demo actions."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import CommandError, call_command
+from oauth2_provider.models import AccessToken, Application
+
+from actions.demo import DEMO
+from actions.models import Action, ActionStatus, SmartAccount
+
+
+@pytest.mark.chain
+@pytest.mark.django_db
+def test_it_creates_demo_data_once_with_actions_in_different_states(chain_settings, settings):
+    settings.DEBUG = True  # the test runner forces DEBUG off; seed_demo is for local runs
+    out = io.StringIO()
+    call_command("seed_demo", stdout=out)
+    first = out.getvalue()
+    counts = (Action.objects.count(), AccessToken.objects.count(), Application.objects.count())
+    call_command("seed_demo", stdout=io.StringIO())
+    assert (Action.objects.count(), AccessToken.objects.count(), Application.objects.count()) == counts
+
+    statuses = dict(Action.objects.filter(pk__in=DEMO.values()).values_list("pk", "status"))
+    assert statuses == {
+        DEMO["proposed"]: ActionStatus.PROPOSED,
+        DEMO["rejected"]: ActionStatus.REJECTED,
+        DEMO["expired"]: ActionStatus.EXPIRED,
+        DEMO["executed"]: ActionStatus.EXECUTED,
+        DEMO["failed"]: ActionStatus.FAILED,
+        DEMO["submitted-error"]: ActionStatus.SUBMITTED,
+    }
+    assert "AA24" in Action.objects.get(pk=DEMO["submitted-error"]).error
+    account = SmartAccount.objects.get(user__username="alice")
+    assert Action.objects.filter(smart_account=account.address).count() == 6
+    token = AccessToken.objects.get(user__username="alice")
+    assert f"bearer token  {token.token}" in first
+    assert "scopes        read:actions write:actions" in first
+
+
+@pytest.mark.django_db
+def test_it_refuses_to_run_outside_debug(settings):
+    settings.DEBUG = False
+    with pytest.raises(CommandError, match="refuses DJANGO_DEBUG=false"):
+        call_command("seed_demo", "--skip-chain")

@@ -1,0 +1,16 @@
+from django.contrib import admin
+from django.urls import include, path
+from django.views.generic import RedirectView
+from drf_spectacular.views import SpectacularAPIView
+
+from actions.urls import api_urlpatterns as actions_api
+from actions.urls import staff_urlpatterns as actions_staff
+
+urlpatterns = [
+    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    path("admin/", admin.site.urls),
+    path("o/", include("oauth2_provider.urls", namespace="oauth2_provider")),
+    path("api/v1/", include((actions_api, "actions"), namespace="actions-api")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("staff/", include((actions_staff, "actions"), namespace="actions-staff")),
+]
