@@ -21,7 +21,11 @@ def test_it_creates_demo_data_once_with_actions_in_different_states(chain_settin
     first = out.getvalue()
     counts = (Action.objects.count(), AccessToken.objects.count(), Application.objects.count())
     call_command("seed_demo", stdout=io.StringIO())
-    assert (Action.objects.count(), AccessToken.objects.count(), Application.objects.count()) == counts
+    assert (
+        Action.objects.count(),
+        AccessToken.objects.count(),
+        Application.objects.count(),
+    ) == counts
 
     statuses = dict(Action.objects.filter(pk__in=DEMO.values()).values_list("pk", "status"))
     assert statuses == {
