@@ -100,7 +100,8 @@ class Command(BaseCommand):
         finally:
             for child in children:
                 if child.poll() is None:
-                    os.killpg(child.pid, signal.SIGTERM)
+                    # The main process only: Celery then shuts its pool down itself (warm).
+                    child.terminate()
             for child in children:
                 try:
                     child.wait(timeout=15)
