@@ -2,8 +2,7 @@ from __future__ import annotations
 
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
-from django_htmx.http import HttpResponseStopPolling
+from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.request import Request
@@ -20,6 +19,7 @@ from actions.selectors import (
 from actions.serializers import ActionStatusSerializer, ErrorSerializer
 from actions.services import action_expire_if_overdue, action_status_refresh
 from picnic.api import RequiredScopes
+from picnic.timeline import render_timeline
 
 
 class ActionStatusView(APIView):
@@ -65,23 +65,12 @@ class ActionStatusView(APIView):
 
 @staff_member_required
 def action_timeline(request: HttpRequest, action_id) -> HttpResponse:
-    """Staff page: the live status timeline of one action.
-
-    The timeline partial polls itself while the action is not terminal; a poll whose `u`
-    matches the action's `updated_at` gets 204 (nothing to swap), and the terminal answer is
-    a 286 so htmx stops polling.
-    """
+    """Staff page: the live status timeline of one action (see picnic.timeline)."""
     action = action_expire_if_overdue(action=get_object_or_404(Action, pk=action_id))
-    version = action.updated_at.isoformat()
-    if request.htmx:
-        if request.GET.get("u") == version and not action.is_terminal:
-            return HttpResponse(status=204)
-        action = action_with_history(action_id=action.pk)
-        response = render(
-            request, "actions/action_timeline.html#timeline", {"action": action, "version": version}
-        )
-        if action.is_terminal:
-            response.status_code = HttpResponseStopPolling.status_code
-        return response
-    action = action_with_history(action_id=action.pk)
-    return render(request, "actions/action_timeline.html", {"action": action, "version": version})
+    return render_timeline(
+        request,
+        template="actions/action_timeline.html",
+        version=action.updated_at.isoformat(),
+        is_terminal=action.is_terminal,
+        context={"action": action_with_history(action_id=action.pk)},
+    )
