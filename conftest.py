@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
@@ -25,6 +26,22 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def celery_test_queue():
+    """Tasks enqueued by tests go to a queue of their own, purged at the end, so a broker
+    shared with a running `make run` (or an earlier CI run) never mixes work."""
+    from picnic.celery import app
+
+    name = f"picnic-test-{uuid.uuid4().hex[:8]}"
+    app.conf.task_default_queue = name
+    yield name
+    try:
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_purge(name)
+    except Exception:  # noqa: BLE001 - best-effort cleanup of a broker we may not reach
+        pass
 
 
 @pytest.fixture(scope="session")

@@ -47,7 +47,9 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     return result
 
 
-def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
+def env_float(
+    name: str, default: float, *, minimum: float = 0.0, allow_minimum: bool = False
+) -> float:
     value = _raw(name)
     if value is None:
         return default
@@ -55,8 +57,9 @@ def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
         result = float(value)
     except ValueError:
         raise ImproperlyConfigured(f"{name}={value!r} is not a number") from None
-    if not result > minimum:
-        raise ImproperlyConfigured(f"{name}={result} must be greater than {minimum}")
+    if result < minimum or (result == minimum and not allow_minimum):
+        bound = "at least" if allow_minimum else "greater than"
+        raise ImproperlyConfigured(f"{name}={result} must be {bound} {minimum}")
     return result
 
 

@@ -110,6 +110,8 @@ STATIC_ROOT = VAR_DIR / "static"
 OAUTH2_SCOPES = {
     "read:actions": "Read the status of Picnic actions",
     "write:actions": "Propose Picnic wallet actions for the user to sign",
+    "agent:dm_read": "Read DM delivery facts in your workspaces",
+    "agent:dm_write": "Send and cancel DMs through your workspaces' social accounts",
 }
 # Named explicitly so our models can point at the (swappable) application model.
 OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
@@ -174,6 +176,8 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 10.0,
     },
     "actions-purge-retained": {"task": "actions.tasks.actions_purge_retained", "schedule": 600.0},
+    "deliveries-process-due": {"task": "messaging.tasks.deliveries_process_due", "schedule": 5.0},
+    "deliveries-reap-leases": {"task": "messaging.tasks.deliveries_reap_leases", "schedule": 15.0},
 }
 
 # --- Chain ---------------------------------------------------------------------------------
@@ -189,6 +193,19 @@ ACTION_TTL_SECONDS = env_int("ACTION_TTL_SECONDS", 15 * 60, minimum=30)
 ACTION_RETENTION_HOURS = env_int("ACTION_RETENTION_HOURS", 24, minimum=1)
 ACTIONS_STUCK_AFTER_MINUTES = env_int("ACTIONS_STUCK_AFTER_MINUTES", 10, minimum=1)
 ACTIONS_RECONCILE_BATCH_SIZE = env_int("ACTIONS_RECONCILE_BATCH_SIZE", 50, minimum=1)
+
+# --- DM deliveries -------------------------------------------------------------------------
+X_API_BASE_URL = env_url("X_API_BASE_URL", "http://127.0.0.1:8787", schemes=("http", "https"))
+DM_PROVIDER_TIMEOUT_SECONDS = env_float("DM_PROVIDER_TIMEOUT_SECONDS", 10.0)
+# A claim outlives the provider timeout by a margin, so only a dead worker's lease lapses.
+DM_LEASE_SECONDS = env_float("DM_LEASE_SECONDS", DM_PROVIDER_TIMEOUT_SECONDS + 20)
+if DM_LEASE_SECONDS <= DM_PROVIDER_TIMEOUT_SECONDS:
+    raise ImproperlyConfigured(
+        f"DM_LEASE_SECONDS={DM_LEASE_SECONDS} must exceed "
+        f"DM_PROVIDER_TIMEOUT_SECONDS={DM_PROVIDER_TIMEOUT_SECONDS}"
+    )
+DM_MAX_CONNECT_ATTEMPTS = env_int("DM_MAX_CONNECT_ATTEMPTS", 5, minimum=1)
+DM_RETRY_BACKOFF_SECONDS = env_float("DM_RETRY_BACKOFF_SECONDS", 5.0, allow_minimum=True)
 
 LOGGING = {
     "version": 1,

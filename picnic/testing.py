@@ -106,3 +106,56 @@ def wait_until(
     if not value:
         raise AssertionError(f"condition not met within {timeout}s (last value {value!r})")
     return value
+
+
+def database_url() -> str:
+    """A DATABASE_URL for a subprocess (e.g. a real Celery worker) to reach the test database."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    if connection.vendor == "postgresql":
+        user = db["USER"] or "postgres"
+        return f"postgres://{user}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    return f"sqlite:///{db['NAME']}"
+
+
+def start_celery_worker(*, queue: str, log_path, env: dict[str, str] | None = None):
+    """A real `celery worker` process on `queue`, sharing the test database and broker."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from django.conf import settings
+
+    environ = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        **(env or {}),
+    }
+    log = open(log_path, "w")  # noqa: SIM115 - closed by the caller via proc.log
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "picnic",
+            "worker",
+            "--pool=solo",
+            "-Q",
+            queue,
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-l",
+            "info",
+        ],
+        cwd=Path(settings.BASE_DIR),
+        env=environ,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    proc.log = log
+    return proc

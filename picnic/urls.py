@@ -5,6 +5,8 @@ from drf_spectacular.views import SpectacularAPIView
 
 from actions.urls import api_urlpatterns as actions_api
 from actions.urls import staff_urlpatterns as actions_staff
+from messaging.urls import api_urlpatterns as messaging_api
+from messaging.urls import staff_urlpatterns as messaging_staff
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
@@ -12,5 +14,10 @@ urlpatterns = [
     path("o/", include("oauth2_provider.urls", namespace="oauth2_provider")),
     path("api/v1/", include((actions_api, "actions"), namespace="actions-api")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path(
+        "private-messaging-api/",
+        include((messaging_api, "messaging"), namespace="private-messaging-api"),
+    ),
     path("staff/", include((actions_staff, "actions"), namespace="actions-staff")),
+    path("staff/", include((messaging_staff, "messaging"), namespace="messaging-staff")),
 ]

@@ -2,31 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
-from django.conf import settings
-from django.db import connection
 
 from actions import tasks
 from actions.models import Action, ActionStatus
 from actions.services import action_transition
 from actions.tests.factories import make_action
 from picnic.lifecycle import Actor
-from picnic.testing import ScriptedServer, wait_until
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _database_url() -> str:
-    db = connection.settings_dict
-    if connection.vendor == "postgresql":
-        return f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-    return f"sqlite:///{db['NAME']}"
+from picnic.testing import ScriptedServer, start_celery_worker, wait_until
 
 
 @pytest.mark.django_db(transaction=True)
@@ -41,33 +26,8 @@ def test_a_real_worker_reconciles_an_action_sent_through_the_broker(user, applic
             "reason": "0x",
             "receipt": {"transactionHash": "0x" + "ee" * 32, "blockNumber": "0x5"},
         }
-        env = {
-            **os.environ,
-            "DATABASE_URL": _database_url(),
-            "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-            "BUNDLER_RPC_URL": bundler.url,
-        }
-        log = (tmp_path / "worker.log").open("w")
-        worker = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "picnic",
-                "worker",
-                "--pool=solo",
-                "-Q",
-                queue,
-                "--without-gossip",
-                "--without-mingle",
-                "-l",
-                "info",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
+        worker = start_celery_worker(
+            queue=queue, log_path=tmp_path / "worker.log", env={"BUNDLER_RPC_URL": bundler.url}
         )
         try:
             tasks.action_reconcile.apply_async(args=[str(action.pk)], queue=queue)
@@ -78,7 +38,7 @@ def test_a_real_worker_reconciles_an_action_sent_through_the_broker(user, applic
         finally:
             worker.terminate()
             worker.wait(timeout=30)
-            log.close()
+            worker.log.close()
     row = Action.objects.get(pk=action.pk).history.last()
     assert (row.status, row.actor_kind) == ("executed", "worker")
     assert bundler.requests[0]["method"] == "eth_getUserOperationReceipt"

@@ -10,6 +10,7 @@ from oauth2_provider.models import AccessToken, Application
 
 from actions.demo import DEMO
 from actions.models import Action, ActionStatus, SmartAccount
+from messaging.models import Delivery
 
 
 @pytest.mark.chain
@@ -19,12 +20,18 @@ def test_it_creates_demo_data_once_with_actions_in_different_states(chain_settin
     out = io.StringIO()
     call_command("seed_demo", stdout=out)
     first = out.getvalue()
-    counts = (Action.objects.count(), AccessToken.objects.count(), Application.objects.count())
+    counts = (
+        Action.objects.count(),
+        AccessToken.objects.count(),
+        Application.objects.count(),
+        Delivery.objects.count(),
+    )
     call_command("seed_demo", stdout=io.StringIO())
     assert (
         Action.objects.count(),
         AccessToken.objects.count(),
         Application.objects.count(),
+        Delivery.objects.count(),
     ) == counts
 
     statuses = dict(Action.objects.filter(pk__in=DEMO.values()).values_list("pk", "status"))
@@ -41,7 +48,9 @@ def test_it_creates_demo_data_once_with_actions_in_different_states(chain_settin
     assert Action.objects.filter(smart_account=account.address).count() == 6
     token = AccessToken.objects.get(user__username="alice")
     assert f"bearer token  {token.token}" in first
-    assert "scopes        read:actions write:actions" in first
+    assert "scopes        read:actions write:actions agent:dm_read agent:dm_write" in first
+    assert Delivery.objects.count() == 3
+    assert set(Delivery.objects.values_list("status", flat=True)) == {"queued"}
 
 
 @pytest.mark.django_db

@@ -17,6 +17,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from chain.stack import ChainStackError, LocalChain
+from messaging.demo import DEMO_TOKEN_DEFAULT, DEMO_TOKEN_ENV
+from messaging.providers.local_x import LocalXServer
 
 
 def _port(url: str, name: str) -> int:
@@ -49,6 +51,12 @@ class Command(BaseCommand):
             f"chain stack up in {time.monotonic() - started:.1f}s "
             f"(node {chain.rpc_url}, bundler {chain.bundler_url})"
         )
+        # The local X DM API for demo deliveries; the worker reads the token by reference.
+        os.environ.setdefault(DEMO_TOKEN_ENV, DEMO_TOKEN_DEFAULT)
+        x_api = LocalXServer(
+            port=_port(settings.X_API_BASE_URL, "X_API_BASE_URL"), token=os.environ[DEMO_TOKEN_ENV]
+        ).start()
+        self.stdout.write(f"local X DM API on {x_api.url}")
         children: list[subprocess.Popen] = []
         stopping = False
 
@@ -108,4 +116,5 @@ class Command(BaseCommand):
                 except subprocess.TimeoutExpired:
                     os.killpg(child.pid, signal.SIGKILL)
             chain.stop()
-            self.stdout.write("stopped web server, worker and chain stack")
+            x_api.stop()
+            self.stdout.write("stopped web server, worker, local X API and chain stack")

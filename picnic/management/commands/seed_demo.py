@@ -12,10 +12,11 @@ from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application
 
 from actions.demo import seed_actions
+from messaging.demo import seed_messaging
 
 STAFF = ("staff", "picnic-staff-demo")
 END_USER = "alice"
-SCOPES = "read:actions write:actions"
+SCOPES = "read:actions write:actions agent:dm_read agent:dm_write"
 
 
 class Command(BaseCommand):
@@ -64,6 +65,7 @@ class Command(BaseCommand):
                 expires=timezone.now() + timedelta(days=30),
             )
         say = self.stdout.write
+        seed_messaging(user=alice, application=app, say=say)
         if not skip_chain:
             try:
                 seed_actions(user=alice, application=app, say=say)

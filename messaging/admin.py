@@ -1,0 +1,209 @@
+from __future__ import annotations
+
+import uuid
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from messaging.models import (
+    Conversation,
+    D,
+    Delivery,
+    DeliveryStatusHistory,
+    Membership,
+    SocialAccount,
+    Workspace,
+)
+from messaging.selectors import deliveries_stuck
+from messaging.services import delivery_cancel, delivery_resolve_unknown
+from picnic.lifecycle import IllegalTransition
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ("user",)
+
+
+class SocialAccountInline(admin.TabularInline):
+    model = SocialAccount
+    extra = 0
+    fields = ("provider", "handle", "credential_ref")
+
+
+@admin.register(Workspace)
+class WorkspaceAdmin(admin.ModelAdmin):
+    list_display = ("name", "id", "created_at")
+    search_fields = ("name", "=id")
+    inlines = [MembershipInline, SocialAccountInline]
+
+
+@admin.register(SocialAccount)
+class SocialAccountAdmin(admin.ModelAdmin):
+    list_display = ("handle", "provider", "workspace", "credential_ref")
+    list_filter = ("provider",)
+    search_fields = ("handle",)
+
+
+@admin.register(Conversation)
+class ConversationAdmin(admin.ModelAdmin):
+    list_display = ("id", "social_account", "recipient_id", "provider_conversation_id")
+    search_fields = ("recipient_id", "provider_conversation_id")
+
+
+class StuckFilter(admin.SimpleListFilter):
+    title = "stuck"
+    parameter_name = "stuck"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "claimed/sending past the lease")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(pk__in=deliveries_stuck().values("pk"))
+        return queryset
+
+
+class FailedReasonFilter(admin.SimpleListFilter):
+    title = "failure reason"
+    parameter_name = "reason"
+
+    def lookups(self, request, model_admin):
+        reasons = (
+            Delivery.objects.filter(status=D.FAILED)
+            .exclude(reason__isnull=True)
+            .values_list("reason", flat=True)
+            .distinct()
+            .order_by("reason")[:20]
+        )
+        return [(reason, reason[:60]) for reason in reasons]
+
+    def queryset(self, request, queryset):
+        if self.value():
+            return queryset.filter(status=D.FAILED, reason=self.value())
+        return queryset
+
+
+class HistoryInline(admin.TabularInline):
+    model = DeliveryStatusHistory
+    fields = ("timestamp", "from_status", "status", "detail", "actor_kind", "actor_user", "payload")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    ordering = ("timestamp", "id")
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class ResolveForm(forms.Form):
+    outcome = forms.ChoiceField(choices=[(D.SENT, "sent"), (D.FAILED, "failed")])
+    provider_message_id = forms.CharField(required=False, help_text="Required for sent.")
+    note = forms.CharField(widget=forms.Textarea, help_text="What you checked, and where.")
+
+    def clean(self):
+        data = super().clean()
+        if data.get("outcome") == D.SENT and not data.get("provider_message_id", "").strip():
+            self.add_error(
+                "provider_message_id", "Resolving as sent needs the provider message id."
+            )
+        return data
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(admin.ModelAdmin):
+    list_display = ("id", "status", "social_account", "workspace", "created_at", "reason_short")
+    list_filter = ("status", StuckFilter, FailedReasonFilter, "social_account__provider")
+    search_fields = ("provider_message_id", "social_account__handle", "conversation__recipient_id")
+    list_select_related = ("social_account", "workspace")
+    inlines = [HistoryInline]
+    actions = ["cancel_selected"]
+    readonly_fields = [f.name for f in Delivery._meta.concrete_fields] + ["links"]
+    exclude = ("payload_hash",)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def get_search_results(self, request, queryset, search_term):
+        try:
+            key = uuid.UUID(search_term.strip())
+        except ValueError:
+            return super().get_search_results(request, queryset, search_term)
+        return queryset.filter(pk=key) | queryset.filter(idempotency_key=key), False
+
+    @admin.display(description="reason")
+    def reason_short(self, obj: Delivery) -> str:
+        return (obj.reason or "")[:60]
+
+    @admin.display(description="links")
+    def links(self, obj: Delivery) -> str:
+        timeline = reverse("messaging-staff:delivery-timeline", args=[obj.pk])
+        if obj.status == D.UNKNOWN:
+            resolve = reverse("admin:messaging_delivery_resolve", args=[obj.pk])
+            return format_html(
+                '<a href="{}">live timeline</a> · <a href="{}">resolve</a>', timeline, resolve
+            )
+        return format_html('<a href="{}">live timeline</a>', timeline)
+
+    @admin.action(description="Cancel selected deliveries (queued or claimed only)")
+    def cancel_selected(self, request, queryset):
+        done, refused = 0, []
+        for delivery in queryset:
+            try:
+                delivery_cancel(delivery=delivery, user=request.user, staff=True)
+                done += 1
+            except IllegalTransition as exc:
+                refused.append(f"{delivery.pk} is {exc.current}")
+        self.message_user(request, f"Cancelled {done}.")
+        if refused:
+            self.message_user(request, "Not cancelled: " + "; ".join(refused), messages.WARNING)
+
+    def get_urls(self):
+        return [
+            path(
+                "<uuid:delivery_id>/resolve/",
+                self.admin_site.admin_view(self.resolve_view),
+                name="messaging_delivery_resolve",
+            )
+        ] + super().get_urls()
+
+    def resolve_view(self, request, delivery_id):
+        if not request.user.has_perm("messaging.view_delivery"):
+            raise PermissionDenied
+        delivery = get_object_or_404(Delivery, pk=delivery_id)
+        form = ResolveForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                delivery_resolve_unknown(
+                    delivery_id=delivery.pk,
+                    staff_user=request.user,
+                    outcome=form.cleaned_data["outcome"],
+                    provider_message_id=form.cleaned_data["provider_message_id"],
+                    note=form.cleaned_data["note"],
+                )
+            except IllegalTransition as exc:
+                self.message_user(
+                    request, f"Not resolved: the delivery is {exc.current}", messages.ERROR
+                )
+            else:
+                self.message_user(request, f"Delivery resolved as {form.cleaned_data['outcome']}.")
+            return redirect("admin:messaging_delivery_change", delivery.pk)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Resolve unknown delivery {delivery.pk}",
+            "delivery": delivery,
+            "form": form,
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/messaging/delivery/resolve.html", context)

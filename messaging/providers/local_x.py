@@ -1,0 +1,151 @@
+"""A local server speaking the X API v2 DM shape, for tests and `make run`.
+
+Behaviour per server (`mode`) or per message (a marker in the text, handy in demos):
+`ok` (201 with ids), `refuse` (403 problem), `hang` (reads the request, never answers),
+`drop` (reads the request, closes the connection), `error` (503 after reading). Every request
+it reads is recorded, so tests can count what really reached the provider.
+
+    python -m messaging.providers.local_x --port 8787
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+PATH = re.compile(r"^/2/dm_conversations/with/([^/]+)/messages$")
+MARKERS = ("refuse", "hang", "drop", "error")
+
+
+class LocalXServer:
+    def __init__(self, *, port: int = 0, token: str | None = None, mode: str = "ok"):
+        self.mode = mode
+        self.token = token
+        self.requests: list[dict[str, Any]] = []
+        self.received = threading.Event()
+        self._release = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server API
+                server._handle(self)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def start(self) -> LocalXServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self) -> LocalXServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _json(self, handler: BaseHTTPRequestHandler, status: int, payload: dict) -> None:
+        body = json.dumps(payload).encode()
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        raw = handler.rfile.read(length)
+        match = PATH.match(handler.path)
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        text = body.get("text", "") if isinstance(body, dict) else ""
+        self.requests.append(
+            {"path": handler.path, "auth": handler.headers.get("Authorization"), "text": text}
+        )
+        self.received.set()
+        mode = next((m for m in MARKERS if f"[{m}]" in text), self.mode)
+        if not match:
+            return self._json(
+                handler, 404, {"title": "Not Found", "detail": "no such route", "status": 404}
+            )
+        if self.token and handler.headers.get("Authorization") != f"Bearer {self.token}":
+            return self._json(
+                handler,
+                401,
+                {
+                    "title": "Unauthorized",
+                    "type": "about:blank",
+                    "status": 401,
+                    "detail": "Unauthorized",
+                },
+            )
+        if mode == "hang":
+            self._release.wait(600)
+            return None
+        if mode == "drop":
+            handler.close_connection = True
+            handler.connection.shutdown(2)
+            return None
+        if mode == "error":
+            return self._json(
+                handler,
+                503,
+                {"title": "Service Unavailable", "status": 503, "detail": "Service Unavailable"},
+            )
+        if mode == "refuse" or not text:
+            return self._json(
+                handler,
+                403,
+                {
+                    "title": "Forbidden",
+                    "type": "about:blank",
+                    "status": 403,
+                    "detail": "You are not permitted to send Direct Messages to this user.",
+                },
+            )
+        participant = match.group(1)
+        return self._json(
+            handler,
+            201,
+            {
+                "data": {
+                    "dm_conversation_id": f"{participant}-1000",
+                    "dm_event_id": str(uuid.uuid4().int >> 64),
+                }
+            },
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Local X DM API server")
+    parser.add_argument("--port", type=int, default=8787)
+    parser.add_argument("--token")
+    args = parser.parse_args()
+    server = LocalXServer(port=args.port, token=args.token)
+    print(f"local X DM API on {server.url}", flush=True)
+    server.httpd.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from messaging.models import D, Delivery, Membership, SocialAccount
+
+
+class NotFound(Exception):
+    """Unknown, or not visible to this caller: both answer the same."""
+
+
+class Forbidden(Exception):
+    """Visible, but the caller's role does not allow this."""
+
+
+def _uuid(value) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        return None
+
+
+def membership_role(*, user, workspace_id) -> str | None:
+    return (
+        Membership.objects.filter(workspace_id=workspace_id, user=user)
+        .values_list("role", flat=True)
+        .first()
+    )
+
+
+def social_account_for(
+    *, user, workspace_id, social_account_id, roles
+) -> tuple[SocialAccount, str]:
+    """The social account, if the user is a member of its workspace with one of `roles`.
+
+    A non-member, an unknown workspace and an account of another workspace all look the same.
+    """
+    role = membership_role(user=user, workspace_id=workspace_id)
+    account = SocialAccount.objects.filter(pk=social_account_id, workspace_id=workspace_id).first()
+    if role is None or account is None:
+        raise NotFound("Social account not found in this workspace")
+    if role not in roles:
+        raise Forbidden(f"Your role in this workspace ({role}) does not allow this")
+    return account, role
+
+
+def delivery_lookup(*, account: SocialAccount, action_id=None, idempotency_key=None) -> Delivery:
+    deliveries = Delivery.objects.filter(
+        workspace_id=account.workspace_id, social_account=account
+    ).prefetch_related("history")
+    if action_id is not None:
+        delivery = deliveries.filter(pk=action_id).first()
+        what = f"action_id {action_id}"
+    else:
+        delivery = deliveries.filter(idempotency_key=idempotency_key).first()
+        what = f"idempotency_key {idempotency_key}"
+    if delivery is None:
+        raise NotFound(
+            f"Delivery not found: no action with {what} for this workspace and social account. "
+            "Nothing was recorded for it, so nothing was sent; a send with the same "
+            "idempotency_key is safe."
+        )
+    return delivery
+
+
+def deliveries_due_q(now: datetime) -> Q:
+    """Claimable: queued and due, or claimed with no live lease (nothing was sent yet)."""
+    lapsed = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
+    return Q(status=D.QUEUED, next_attempt_at__lte=now) | (
+        Q(status=D.CLAIMED, next_attempt_at__lte=now) & lapsed
+    )
+
+
+def deliveries_stuck(now: datetime | None = None) -> QuerySet[Delivery]:
+    now = now or timezone.now()
+    return Delivery.objects.filter(status__in=(D.CLAIMED, D.SENDING), lease_expires_at__lt=now)

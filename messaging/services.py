@@ -1,0 +1,391 @@
+"""Writes for DM deliveries. Every status change goes through `delivery_transition`.
+
+At most once: a delivery is `sending` (committed) before its request leaves, and nothing that
+happens after that point ever sends it again automatically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from messaging.models import (
+    CANCELLABLE,
+    DELIVERY_LIFECYCLE,
+    MANAGE_ROLES,
+    SEND_ROLES,
+    Conversation,
+    D,
+    Delivery,
+    Provider,
+    SocialAccount,
+)
+from messaging.providers.x import NotSent, OutcomeUnknown, Refused, XDirectMessages
+from messaging.selectors import Forbidden, NotFound, deliveries_due_q, social_account_for
+from picnic.lifecycle import Actor, IllegalTransition, record_history, transition
+
+logger = logging.getLogger(__name__)
+
+
+class IdempotencyConflict(Exception):
+    pass
+
+
+class CredentialMissing(Exception):
+    pass
+
+
+def delivery_transition(*, delivery_id, to: str, actor: Actor, **kwargs: Any) -> Delivery:
+    return transition(
+        lifecycle=DELIVERY_LIFECYCLE, model=Delivery, pk=delivery_id, to=to, actor=actor, **kwargs
+    )
+
+
+def payload_hash(*, recipient_id: str, text: str) -> str:
+    canonical = json.dumps({"recipient_id": recipient_id, "text": text}, sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class SendResult:
+    delivery: Delivery
+    created: bool
+
+
+def _same_or_conflict(existing: Delivery, digest: str) -> SendResult:
+    if existing.payload_hash != digest:
+        raise IdempotencyConflict(
+            f"idempotency_key {existing.idempotency_key} was already used with a different "
+            f"payload (action {existing.id}); nothing was changed"
+        )
+    return SendResult(existing, created=False)
+
+
+def delivery_send(
+    *,
+    user,
+    application,
+    workspace_id,
+    social_account_id,
+    text: str,
+    idempotency_key: uuid.UUID,
+    conversation_id=None,
+    recipient_id: str | None = None,
+) -> SendResult:
+    """Accept a DM for delivery, idempotently per (workspace, social account, key)."""
+    account, _role = social_account_for(
+        user=user, workspace_id=workspace_id, social_account_id=social_account_id, roles=SEND_ROLES
+    )
+    if conversation_id is not None:
+        conversation = Conversation.objects.filter(
+            pk=conversation_id, social_account=account
+        ).first()
+        if conversation is None:
+            raise NotFound("Conversation not found for this social account")
+    else:
+        conversation, _ = Conversation.objects.get_or_create(
+            social_account=account, recipient_id=recipient_id
+        )
+    digest = payload_hash(recipient_id=conversation.recipient_id, text=text)
+    keyed = Delivery.objects.filter(
+        workspace_id=account.workspace_id, social_account=account, idempotency_key=idempotency_key
+    )
+    if existing := keyed.first():
+        return _same_or_conflict(existing, digest)
+    try:
+        with transaction.atomic():
+            delivery = Delivery.objects.create(
+                workspace_id=account.workspace_id,
+                social_account=account,
+                conversation=conversation,
+                text=text,
+                idempotency_key=idempotency_key,
+                payload_hash=digest,
+                created_by=user,
+                application=application,
+            )
+            record_history(
+                lifecycle=DELIVERY_LIFECYCLE,
+                instance=delivery,
+                from_status=None,
+                status=D.QUEUED,
+                actor=Actor.agent(),
+                detail="accepted for delivery",
+                timestamp=delivery.created_at,
+            )
+            transaction.on_commit(lambda: _enqueue(delivery.pk), robust=True)
+    except IntegrityError:
+        # A concurrent send with the same key won the unique constraint.
+        return _same_or_conflict(keyed.get(), digest)
+    return SendResult(delivery, created=True)
+
+
+def _enqueue(delivery_id) -> None:
+    from messaging.tasks import delivery_deliver
+
+    delivery_deliver.delay(str(delivery_id))
+
+
+def deliveries_claim(*, worker_id: str, limit: int = 10, delivery_id=None) -> list[uuid.UUID]:
+    """Claim due deliveries without double-claiming (SKIP LOCKED on PostgreSQL, and the
+    conditional UPDATE of the transition everywhere)."""
+    now = timezone.now()
+    lease = {
+        "lease_owner": worker_id,
+        "lease_expires_at": now + timedelta(seconds=settings.DM_LEASE_SECONDS),
+    }
+    claimed = []
+    with transaction.atomic():
+        due = Delivery.objects.select_for_update(skip_locked=True).filter(deliveries_due_q(now))
+        if delivery_id is not None:
+            due = due.filter(pk=delivery_id)
+        rows = list(
+            due.order_by("next_attempt_at", "created_at").values_list("pk", "status")[:limit]
+        )
+        for pk, status in rows:
+            if status == D.QUEUED:
+                try:
+                    delivery_transition(
+                        delivery_id=pk,
+                        to=D.CLAIMED,
+                        actor=Actor.worker(),
+                        updates=lease,
+                        only_from={D.QUEUED},
+                        detail=f"claimed by {worker_id}",
+                    )
+                except IllegalTransition:
+                    continue
+            elif not Delivery.objects.filter(deliveries_due_q(now), pk=pk, status=D.CLAIMED).update(
+                **lease
+            ):
+                continue  # a retry of a claim whose connection never opened: no new history row
+            claimed.append(pk)
+    return claimed
+
+
+def resolve_credential(account: SocialAccount) -> str:
+    name = account.credential_ref.removeprefix("env:")
+    token = os.environ.get(name)
+    if not token:
+        raise CredentialMissing(f"credential {account.credential_ref} is not configured")
+    return token
+
+
+def provider_for(account: SocialAccount) -> XDirectMessages:
+    if account.provider == Provider.X:
+        return XDirectMessages(
+            settings.X_API_BASE_URL, timeout=settings.DM_PROVIDER_TIMEOUT_SECONDS
+        )
+    raise ValueError(f"no adapter for provider {account.provider!r}")
+
+
+def delivery_attempt(*, delivery_id, worker_id: str) -> str:
+    """Deliver one claimed delivery. Not one transaction: `sending` must be committed before
+    the request leaves, and no transaction may stay open across the provider call."""
+    delivery = Delivery.objects.select_related("social_account", "conversation").get(pk=delivery_id)
+    if delivery.status != D.CLAIMED or delivery.lease_owner != worker_id:
+        return "not_ours"
+    worker = Actor.worker()
+    try:
+        token = resolve_credential(delivery.social_account)
+        adapter = provider_for(delivery.social_account)
+        conn = adapter.connect()
+    except (CredentialMissing, ValueError) as exc:
+        delivery_transition(
+            delivery_id=delivery.pk,
+            to=D.FAILED,
+            actor=worker,
+            only_from={D.CLAIMED},
+            updates={"reason": f"{exc}; nothing was sent"},
+            detail=str(exc),
+        )
+        return D.FAILED
+    except NotSent as exc:
+        return _retry_later(delivery, worker_id, str(exc))
+    try:
+        delivery_transition(
+            delivery_id=delivery.pk,
+            to=D.SENDING,
+            actor=worker,
+            only_from={D.CLAIMED},
+            detail=f"sending to {delivery.social_account.provider} as {worker_id}",
+            updates={
+                "lease_expires_at": timezone.now() + timedelta(seconds=settings.DM_LEASE_SECONDS)
+            },
+        )
+    except IllegalTransition:  # cancelled while we were connecting
+        conn.close()
+        return "cancelled"
+    try:
+        sent = adapter.send(
+            conn, token=token, participant_id=delivery.conversation.recipient_id, text=delivery.text
+        )
+    except Refused as exc:
+        return _settle(
+            delivery,
+            D.FAILED,
+            reason=str(exc),
+            payload=exc.payload,
+            detail=f"provider refused ({exc.status}): {exc}",
+        )
+    except OutcomeUnknown as exc:
+        return _settle(
+            delivery,
+            D.UNKNOWN,
+            reason=str(exc),
+            payload=exc.payload,
+            detail=f"{exc}; the outcome is unknown and the message will not be re-sent",
+        )
+    Conversation.objects.filter(
+        pk=delivery.conversation_id, provider_conversation_id__isnull=True
+    ).update(provider_conversation_id=sent.conversation_id)
+    return _settle(
+        delivery,
+        D.SENT,
+        reason=None,
+        payload=sent.payload,
+        provider_message_id=sent.message_id,
+        detail=f"provider message id {sent.message_id}",
+    )
+
+
+def _settle(
+    delivery: Delivery, to: str, *, reason, payload, detail: str, provider_message_id=None
+) -> str:
+    updates: dict[str, Any] = {"reason": reason, "lease_expires_at": None}
+    if provider_message_id:
+        updates["provider_message_id"] = provider_message_id
+    # A late real answer may still settle a delivery the lease reaper already marked unknown.
+    sources = {D.SENDING, D.UNKNOWN} if to != D.UNKNOWN else {D.SENDING}
+    try:
+        delivery_transition(
+            delivery_id=delivery.pk,
+            to=to,
+            actor=Actor.worker(),
+            only_from=sources,
+            updates=updates,
+            detail=detail,
+            payload=payload,
+        )
+    except IllegalTransition:
+        return "raced"
+    return to
+
+
+def _retry_later(delivery: Delivery, worker_id: str, error: str) -> str:
+    attempts = delivery.attempts + 1
+    if attempts >= settings.DM_MAX_CONNECT_ATTEMPTS:
+        reason = f"provider unreachable after {attempts} attempts, nothing was sent: {error}"
+        delivery_transition(
+            delivery_id=delivery.pk,
+            to=D.FAILED,
+            actor=Actor.worker(),
+            only_from={D.CLAIMED},
+            updates={"reason": reason, "attempts": attempts, "last_error": error},
+            detail=reason,
+        )
+        return D.FAILED
+    Delivery.objects.filter(pk=delivery.pk, status=D.CLAIMED, lease_owner=worker_id).update(
+        attempts=attempts,
+        last_error=error,
+        lease_owner="",
+        lease_expires_at=None,
+        next_attempt_at=timezone.now()
+        + timedelta(seconds=settings.DM_RETRY_BACKOFF_SECONDS * attempts),
+    )
+    return "retry"
+
+
+def delivery_process(*, delivery_id, worker_id: str) -> str:
+    """Claim one delivery and attempt it (the on-commit task)."""
+    if not deliveries_claim(worker_id=worker_id, delivery_id=delivery_id, limit=1):
+        return "not_claimed"
+    return delivery_attempt(delivery_id=delivery_id, worker_id=worker_id)
+
+
+def deliveries_process_due(*, worker_id: str, limit: int = 20) -> dict[str, int]:
+    """Beat: the catch-up path for anything whose on-commit task was lost, and retries."""
+    outcomes: dict[str, int] = {}
+    for pk in deliveries_claim(worker_id=worker_id, limit=limit):
+        outcome = delivery_attempt(delivery_id=pk, worker_id=worker_id)
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    return outcomes
+
+
+def deliveries_reap_leases() -> int:
+    """A `sending` delivery whose lease lapsed belongs to a dead worker: `unknown`, not re-sent."""
+    now = timezone.now()
+    reaped = 0
+    for pk in Delivery.objects.filter(status=D.SENDING, lease_expires_at__lt=now).values_list(
+        "pk", flat=True
+    ):
+        try:
+            delivery_transition(
+                delivery_id=pk,
+                to=D.UNKNOWN,
+                actor=Actor.system(),
+                only_from={D.SENDING},
+                updates={"reason": "the worker stopped while sending; the outcome is unknown"},
+                detail="worker lease expired while sending; the message will not be re-sent",
+            )
+            reaped += 1
+        except IllegalTransition:
+            pass
+    return reaped
+
+
+def delivery_cancel(*, delivery: Delivery, user, staff: bool = False) -> Delivery:
+    if not staff and delivery.created_by_id != user.pk:
+        from messaging.selectors import membership_role
+
+        if membership_role(user=user, workspace_id=delivery.workspace_id) not in MANAGE_ROLES:
+            raise Forbidden("Only the sender or a workspace owner/admin can cancel this delivery")
+    actor = Actor.staff(user) if staff else Actor.end_user(user)
+    try:
+        return delivery_transition(
+            delivery_id=delivery.pk,
+            to=D.CANCELLED,
+            actor=actor,
+            only_from=set(CANCELLABLE),
+            detail=f"cancelled by {'staff ' if staff else ''}{user.get_username()}",
+        )
+    except IllegalTransition as exc:
+        raise IllegalTransition(
+            model="Delivery", pk=delivery.pk, current=exc.current, target=D.CANCELLED
+        ) from None
+
+
+def delivery_resolve_unknown(
+    *, delivery_id, staff_user, outcome: str, note: str, provider_message_id: str | None = None
+) -> Delivery:
+    """Staff settle an `unknown` delivery after checking with the provider by hand."""
+    note = (note or "").strip()
+    if not note:
+        raise ValueError("a note is required to resolve an unknown delivery")
+    if outcome == D.SENT and not (provider_message_id or "").strip():
+        raise ValueError("resolving as sent needs the provider message id")
+    if outcome not in (D.SENT, D.FAILED):
+        raise ValueError("an unknown delivery resolves to sent or failed")
+    updates: dict[str, Any] = {
+        "reason": None if outcome == D.SENT else f"resolved by staff: {note}"
+    }
+    if outcome == D.SENT:
+        updates["provider_message_id"] = provider_message_id.strip()
+    return delivery_transition(
+        delivery_id=delivery_id,
+        to=outcome,
+        actor=Actor.staff(staff_user),
+        only_from={D.UNKNOWN},
+        updates=updates,
+        detail=f"resolved by staff {staff_user.get_username()}: {note}",
+    )

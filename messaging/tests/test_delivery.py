@@ -1,0 +1,228 @@
+"""The delivery worker's services against a local server speaking the X DM API."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db import close_old_connections, connection
+from django.utils import timezone
+
+from chain.stack import free_port
+from messaging.models import D, Delivery
+from messaging.providers.local_x import LocalXServer
+from messaging.services import (
+    deliveries_claim,
+    deliveries_process_due,
+    deliveries_reap_leases,
+    delivery_process,
+    delivery_send,
+    delivery_transition,
+)
+from picnic.lifecycle import Actor
+
+from .conftest import X_TOKEN
+
+
+@pytest.fixture
+def queue(member, application, workspace, social_account):
+    def make(text: str = "Your order shipped", recipient: str = "1234567890") -> Delivery:
+        return delivery_send(
+            user=member,
+            application=application,
+            workspace_id=workspace.pk,
+            social_account_id=social_account.pk,
+            recipient_id=recipient,
+            text=text,
+            idempotency_key=uuid.uuid4(),
+        ).delivery
+
+    return make
+
+
+def history(delivery) -> list[str]:
+    return list(delivery.history.order_by("timestamp", "id").values_list("status", flat=True))
+
+
+def test_a_delivery_is_sent_once_with_the_provider_message_id(x_server, queue):
+    delivery = queue()
+    assert delivery_process(delivery_id=delivery.pk, worker_id="w1") == D.SENT
+    delivery.refresh_from_db()
+    assert delivery.status == D.SENT
+    assert delivery.provider_message_id.isdigit()
+    assert delivery.reason is None
+    assert delivery.conversation.provider_conversation_id == "1234567890-1000"
+    assert history(delivery) == ["queued", "claimed", "sending", "sent"]
+    assert x_server.requests == [
+        {
+            "path": "/2/dm_conversations/with/1234567890/messages",
+            "auth": f"Bearer {X_TOKEN}",
+            "text": "Your order shipped",
+        }
+    ]
+    sent_row = delivery.history.get(status=D.SENT)
+    assert sent_row.payload["data"]["dm_event_id"] == delivery.provider_message_id
+
+
+def test_a_definitive_refusal_fails_with_the_providers_reason(x_server, queue):
+    delivery = queue("[refuse] hello")
+    assert delivery_process(delivery_id=delivery.pk, worker_id="w1") == D.FAILED
+    delivery.refresh_from_db()
+    assert (
+        delivery.reason == "Forbidden: You are not permitted to send Direct Messages to this user."
+    )
+    assert delivery.history.last().payload["status"] == 403
+
+
+@pytest.mark.parametrize(
+    ("marker", "reason"),
+    [
+        ("[hang]", "no answer within 1s after sending"),
+        ("[drop]", "connection lost after sending"),
+        ("[error]", "HTTP 503 after sending: Service Unavailable: Service Unavailable"),
+    ],
+)
+def test_an_outcome_that_cannot_be_known_is_unknown_and_never_resent(
+    x_server, queue, marker, reason
+):
+    delivery = queue(f"{marker} hello")
+    assert delivery_process(delivery_id=delivery.pk, worker_id="w1") == D.UNKNOWN
+    delivery.refresh_from_db()
+    assert delivery.status == D.UNKNOWN
+    assert delivery.reason.startswith(reason)
+    assert history(delivery) == ["queued", "claimed", "sending", "unknown"]
+    assert "will not be re-sent" in delivery.history.last().detail
+    # Nothing picks it up again, however often the workers run.
+    assert deliveries_process_due(worker_id="w2") == {}
+    assert delivery_process(delivery_id=delivery.pk, worker_id="w3") == "not_claimed"
+    assert len(x_server.requests) == 1
+
+
+def test_a_refused_connection_is_retried_within_claimed_and_sent_once(settings, queue):
+    port = free_port()
+    settings.X_API_BASE_URL = f"http://127.0.0.1:{port}"
+    settings.DM_PROVIDER_TIMEOUT_SECONDS = 1.0
+    settings.DM_RETRY_BACKOFF_SECONDS = 0.0
+    delivery = queue()
+    assert delivery_process(delivery_id=delivery.pk, worker_id="w1") == "retry"
+    delivery.refresh_from_db()
+    assert delivery.status == D.CLAIMED
+    assert delivery.attempts == 1 and "could not connect" in delivery.last_error
+    assert delivery.lease_expires_at is None
+    with LocalXServer(port=port, token=X_TOKEN) as server:
+        assert deliveries_process_due(worker_id="w2") == {D.SENT: 1}
+        assert len(server.requests) == 1
+    delivery.refresh_from_db()
+    assert delivery.status == D.SENT
+    assert history(delivery) == ["queued", "claimed", "sending", "sent"]
+
+
+def test_a_provider_unreachable_too_often_fails_without_sending(settings, queue):
+    settings.X_API_BASE_URL = f"http://127.0.0.1:{free_port()}"
+    settings.DM_MAX_CONNECT_ATTEMPTS = 2
+    settings.DM_RETRY_BACKOFF_SECONDS = 0.0
+    delivery = queue()
+    assert delivery_process(delivery_id=delivery.pk, worker_id="w1") == "retry"
+    assert deliveries_process_due(worker_id="w1") == {D.FAILED: 1}
+    delivery.refresh_from_db()
+    assert delivery.status == D.FAILED
+    assert delivery.reason.startswith("provider unreachable after 2 attempts, nothing was sent")
+
+
+def test_a_missing_credential_fails_before_anything_is_sent(x_server, queue, monkeypatch):
+    monkeypatch.delenv("PICNIC_TEST_X_TOKEN")
+    delivery = queue()
+    assert delivery_process(delivery_id=delivery.pk, worker_id="w1") == D.FAILED
+    delivery.refresh_from_db()
+    assert (
+        delivery.reason == "credential env:PICNIC_TEST_X_TOKEN is not configured; nothing was sent"
+    )
+    assert x_server.requests == []
+
+
+def test_a_wrong_token_is_a_definitive_refusal(x_server, queue, monkeypatch):
+    monkeypatch.setenv("PICNIC_TEST_X_TOKEN", "revoked")
+    delivery = queue()
+    assert delivery_process(delivery_id=delivery.pk, worker_id="w1") == D.FAILED
+    assert Delivery.objects.get(pk=delivery.pk).reason == "Unauthorized: Unauthorized"
+
+
+def test_a_delivery_cancelled_while_connecting_is_not_sent(x_server, queue):
+    delivery = queue()
+    assert deliveries_claim(worker_id="w1", delivery_id=delivery.pk) == [delivery.pk]
+    delivery_transition(delivery_id=delivery.pk, to=D.CANCELLED, actor=Actor.system())
+    from messaging.services import delivery_attempt
+
+    assert delivery_attempt(delivery_id=delivery.pk, worker_id="w1") == "not_ours"
+    assert x_server.requests == []
+
+
+def test_the_reaper_marks_a_dead_workers_sending_delivery_unknown(queue):
+    delivery = queue()
+    for step in (D.CLAIMED, D.SENDING):
+        delivery_transition(
+            delivery_id=delivery.pk,
+            to=step,
+            actor=Actor.worker(),
+            updates={
+                "lease_owner": "dead",
+                "lease_expires_at": timezone.now() - timedelta(seconds=1),
+            },
+        )
+    assert deliveries_reap_leases() == 1
+    delivery.refresh_from_db()
+    assert delivery.status == D.UNKNOWN
+    assert delivery.reason == "the worker stopped while sending; the outcome is unknown"
+    assert delivery.history.last().actor_kind == "system"
+    assert deliveries_reap_leases() == 0
+
+
+def test_a_claim_held_by_a_live_lease_is_not_taken(queue):
+    delivery = queue()
+    assert deliveries_claim(worker_id="w1") == [delivery.pk]
+    assert deliveries_claim(worker_id="w2") == []
+    assert Delivery.objects.get(pk=delivery.pk).lease_owner == "w1"
+
+
+def test_a_dead_workers_claim_is_taken_over_because_nothing_was_sent(queue):
+    delivery = queue()
+    assert deliveries_claim(worker_id="w1") == [delivery.pk]
+    Delivery.objects.filter(pk=delivery.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert deliveries_claim(worker_id="w2") == [delivery.pk]
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.lease_owner) == (D.CLAIMED, "w2")
+    assert history(delivery) == ["queued", "claimed"]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_workers_never_claim_the_same_delivery(queue):
+    created = {queue(f"message {n}").pk for n in range(10)}
+    barrier = threading.Barrier(3)
+    claims: dict[str, list] = {}
+
+    def worker(name: str) -> None:
+        try:
+            barrier.wait(timeout=10)
+            claims[name] = deliveries_claim(worker_id=name, limit=10)
+        finally:
+            close_old_connections()
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(f"w{n}",)) for n in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    everything = [pk for pks in claims.values() for pk in pks]
+    assert len(everything) == len(set(everything))  # no double claim
+    assert set(everything) == created
+    for name, pks in claims.items():
+        assert set(Delivery.objects.filter(pk__in=pks).values_list("lease_owner", flat=True)) <= {
+            name
+        }
+    assert all(Delivery.objects.get(pk=pk).history.count() == 2 for pk in created)
