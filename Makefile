@@ -30,6 +30,7 @@ test: deps
 lint: deps
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python manage.py makemigrations --check --dry-run
 
 format: deps
 	$(BIN)/ruff check --fix .

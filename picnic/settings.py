@@ -112,6 +112,8 @@ OAUTH2_SCOPES = {
     "write:actions": "Propose Picnic wallet actions for the user to sign",
     "agent:dm_read": "Read DM delivery facts in your workspaces",
     "agent:dm_write": "Send and cancel DMs through your workspaces' social accounts",
+    "operations:read": "Read your generation operations",
+    "operations:write": "Quote and submit generation operations, spending your credits",
 }
 # Named explicitly so our models can point at the (swappable) application model.
 OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
@@ -178,6 +180,11 @@ CELERY_BEAT_SCHEDULE = {
     "actions-purge-retained": {"task": "actions.tasks.actions_purge_retained", "schedule": 600.0},
     "deliveries-process-due": {"task": "messaging.tasks.deliveries_process_due", "schedule": 5.0},
     "deliveries-reap-leases": {"task": "messaging.tasks.deliveries_reap_leases", "schedule": 15.0},
+    "operations-process-due": {"task": "operations.tasks.operations_process_due", "schedule": 3.0},
+    "operations-expire-details": {
+        "task": "operations.tasks.operations_expire_details",
+        "schedule": 600.0,
+    },
 }
 
 # --- Chain ---------------------------------------------------------------------------------
@@ -206,6 +213,30 @@ if DM_LEASE_SECONDS <= DM_PROVIDER_TIMEOUT_SECONDS:
     )
 DM_MAX_CONNECT_ATTEMPTS = env_int("DM_MAX_CONNECT_ATTEMPTS", 5, minimum=1)
 DM_RETRY_BACKOFF_SECONDS = env_float("DM_RETRY_BACKOFF_SECONDS", 5.0, allow_minimum=True)
+
+# --- Generation operations -----------------------------------------------------------------
+OPERATIONS_BACKEND_URL = env_url(
+    "OPERATIONS_BACKEND_URL", "http://127.0.0.1:8788", schemes=("http", "https")
+)
+OPERATIONS_BACKEND_API_KEY = env_str("OPERATIONS_BACKEND_API_KEY", "local-dev-key")
+# A label for billing components (which credential paid), never the key itself.
+OPERATIONS_BACKEND_CREDENTIAL_ID = env_str("OPERATIONS_BACKEND_CREDENTIAL_ID", "local-openai")
+OPERATIONS_BACKEND_TIMEOUT_SECONDS = env_float("OPERATIONS_BACKEND_TIMEOUT_SECONDS", 10.0)
+OPERATIONS_DEFAULT_MODEL = env_str("OPERATIONS_DEFAULT_MODEL", "gpt-5-mini")
+OPERATIONS_MAX_OUTPUT_TOKENS = env_int("OPERATIONS_MAX_OUTPUT_TOKENS", 2048, minimum=1)
+# Credits per 1,000 tokens.
+OPERATIONS_PRICES = {"input": "0.5", "cached": "0.1", "output": "1.5", "reasoning": "2.0"}
+# Which operations wait for a human first: "category:<name>" or "tool:<name>", comma-separated.
+OPERATIONS_REVIEW_RULES = env_list("OPERATIONS_REVIEW_RULES", ["category:sensitive"])
+for _rule in OPERATIONS_REVIEW_RULES:
+    if not _rule.startswith(("category:", "tool:")) or _rule.endswith(":"):
+        raise ImproperlyConfigured(
+            f"OPERATIONS_REVIEW_RULES: {_rule!r} is not category:<name> or tool:<name>"
+        )
+OPERATIONS_DETAIL_TTL_HOURS = env_int("OPERATIONS_DETAIL_TTL_HOURS", 24 * 7, minimum=1)
+OPERATIONS_QUOTE_TTL_SECONDS = env_int("OPERATIONS_QUOTE_TTL_SECONDS", 600, minimum=10)
+OPERATIONS_POLL_SECONDS = env_float("OPERATIONS_POLL_SECONDS", 2.0)
+OPERATIONS_STUCK_RUNNING_MINUTES = env_int("OPERATIONS_STUCK_RUNNING_MINUTES", 30, minimum=1)
 
 LOGGING = {
     "version": 1,

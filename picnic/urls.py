@@ -7,12 +7,15 @@ from actions.urls import api_urlpatterns as actions_api
 from actions.urls import staff_urlpatterns as actions_staff
 from messaging.urls import api_urlpatterns as messaging_api
 from messaging.urls import staff_urlpatterns as messaging_staff
+from operations.urls import api_urlpatterns as operations_api
+from operations.urls import staff_urlpatterns as operations_staff
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
     path("o/", include("oauth2_provider.urls", namespace="oauth2_provider")),
     path("api/v1/", include((actions_api, "actions"), namespace="actions-api")),
+    path("api/v1/", include((operations_api, "operations"), namespace="operations-api")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path(
         "private-messaging-api/",
@@ -20,4 +23,5 @@ urlpatterns = [
     ),
     path("staff/", include((actions_staff, "actions"), namespace="actions-staff")),
     path("staff/", include((messaging_staff, "messaging"), namespace="messaging-staff")),
+    path("staff/", include((operations_staff, "operations"), namespace="operations-staff")),
 ]

@@ -11,6 +11,7 @@ from oauth2_provider.models import AccessToken, Application
 from actions.demo import DEMO
 from actions.models import Action, ActionStatus, SmartAccount
 from messaging.models import Delivery
+from operations.models import Operation, Wallet
 
 
 @pytest.mark.chain
@@ -25,6 +26,7 @@ def test_it_creates_demo_data_once_with_actions_in_different_states(chain_settin
         AccessToken.objects.count(),
         Application.objects.count(),
         Delivery.objects.count(),
+        Operation.objects.count(),
     )
     call_command("seed_demo", stdout=io.StringIO())
     assert (
@@ -32,6 +34,7 @@ def test_it_creates_demo_data_once_with_actions_in_different_states(chain_settin
         AccessToken.objects.count(),
         Application.objects.count(),
         Delivery.objects.count(),
+        Operation.objects.count(),
     ) == counts
 
     statuses = dict(Action.objects.filter(pk__in=DEMO.values()).values_list("pk", "status"))
@@ -48,7 +51,16 @@ def test_it_creates_demo_data_once_with_actions_in_different_states(chain_settin
     assert Action.objects.filter(smart_account=account.address).count() == 6
     token = AccessToken.objects.get(user__username="alice")
     assert f"bearer token  {token.token}" in first
-    assert "scopes        read:actions write:actions agent:dm_read agent:dm_write" in first
+    assert (
+        "scopes        read:actions write:actions agent:dm_read agent:dm_write "
+        "operations:read operations:write" in first
+    )
+    assert sorted(Operation.objects.values_list("state", flat=True)) == [
+        "needs_review",
+        "queued",
+        "queued",
+    ]
+    assert Wallet.objects.get(owner__username="alice").held_credits > 0
     assert Delivery.objects.count() == 3
     assert set(Delivery.objects.values_list("status", flat=True)) == {"queued"}
 

@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError
 from chain.stack import ChainStackError, LocalChain
 from messaging.demo import DEMO_TOKEN_DEFAULT, DEMO_TOKEN_ENV
 from messaging.providers.local_x import LocalXServer
+from operations.backends.local_openai import LocalResponsesServer
 
 
 def _port(url: str, name: str) -> int:
@@ -57,6 +58,12 @@ class Command(BaseCommand):
             port=_port(settings.X_API_BASE_URL, "X_API_BASE_URL"), token=os.environ[DEMO_TOKEN_ENV]
         ).start()
         self.stdout.write(f"local X DM API on {x_api.url}")
+        backend = LocalResponsesServer(
+            port=_port(settings.OPERATIONS_BACKEND_URL, "OPERATIONS_BACKEND_URL"),
+            api_key=settings.OPERATIONS_BACKEND_API_KEY,
+            work_seconds=5,
+        ).start()
+        self.stdout.write(f"local Responses API (tool backend) on {backend.url}")
         children: list[subprocess.Popen] = []
         stopping = False
 
@@ -117,4 +124,5 @@ class Command(BaseCommand):
                     os.killpg(child.pid, signal.SIGKILL)
             chain.stop()
             x_api.stop()
-            self.stdout.write("stopped web server, worker, local X API and chain stack")
+            backend.stop()
+            self.stdout.write("stopped web server, worker, local providers and chain stack")

@@ -13,10 +13,11 @@ from oauth2_provider.models import AccessToken, Application
 
 from actions.demo import seed_actions
 from messaging.demo import seed_messaging
+from operations.demo import seed_operations
 
 STAFF = ("staff", "picnic-staff-demo")
 END_USER = "alice"
-SCOPES = "read:actions write:actions agent:dm_read agent:dm_write"
+SCOPES = "read:actions write:actions agent:dm_read agent:dm_write operations:read operations:write"
 
 
 class Command(BaseCommand):
@@ -66,6 +67,7 @@ class Command(BaseCommand):
             )
         say = self.stdout.write
         seed_messaging(user=alice, application=app, say=say)
+        seed_operations(user=alice, application=app, say=say)
         if not skip_chain:
             try:
                 seed_actions(user=alice, application=app, say=say)

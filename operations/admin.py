@@ -1,0 +1,186 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib import admin, messages
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html
+
+from operations.models import (
+    BillingComponent,
+    DispatchStatus,
+    LedgerEntry,
+    Operation,
+    OperationStatusHistory,
+    Quote,
+    State,
+    Wallet,
+)
+from operations.services import operation_pause, operation_resume
+from picnic.lifecycle import IllegalTransition
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class HistoryInline(ReadOnlyInline):
+    model = OperationStatusHistory
+    fields = ("timestamp", "from_status", "status", "detail", "actor_kind", "actor_user", "payload")
+    readonly_fields = fields
+    ordering = ("timestamp", "id")
+
+
+class ComponentInline(ReadOnlyInline):
+    model = BillingComponent
+    fields = (
+        "kind",
+        "source_id",
+        "model",
+        "credential_id",
+        "usage_credits",
+        "wallet_debited_credits",
+        "evidence_at",
+    )
+    readonly_fields = fields
+
+
+class WorkFilter(admin.SimpleListFilter):
+    title = "needs attention"
+    parameter_name = "attention"
+
+    def lookups(self, request, model_admin):
+        return [
+            ("needs_review", "needs review"),
+            ("reconciling", "reconciling"),
+            ("dispatch_unknown", "dispatch unknown"),
+            (
+                "stuck_running",
+                f"running for more than {settings.OPERATIONS_STUCK_RUNNING_MINUTES} min",
+            ),
+        ]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value in ("needs_review", "reconciling"):
+            return queryset.filter(state=value)
+        if value == "dispatch_unknown":
+            return queryset.filter(dispatch_status=DispatchStatus.UNKNOWN)
+        if value == "stuck_running":
+            cutoff = timezone.now() - timedelta(minutes=settings.OPERATIONS_STUCK_RUNNING_MINUTES)
+            return queryset.filter(state__in=(State.RUNNING, State.WAITING), updated_at__lt=cutoff)
+        return queryset
+
+
+@admin.register(Operation)
+class OperationAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "tool",
+        "category",
+        "state",
+        "stage",
+        "dispatch_status",
+        "billing_status",
+        "owner",
+        "created_at",
+    )
+    list_filter = (WorkFilter, "state", "dispatch_status", "billing_status", "channel")
+    search_fields = ("=id", "tool", "category", "backend_response_id", "owner__username")
+    list_select_related = ("owner",)
+    inlines = [ComponentInline, HistoryInline]
+    actions = ["pause", "resume"]
+    readonly_fields = [f.name for f in Operation._meta.concrete_fields] + ["links"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="links")
+    def links(self, obj: Operation) -> str:
+        return format_html(
+            '<a href="{}">live timeline</a> · <a href="{}">review queue</a>',
+            reverse("operations-staff:operation-timeline", args=[obj.pk]),
+            reverse("operations-staff:review-queue"),
+        )
+
+    def _each(self, request, queryset, service, verb: str) -> None:
+        done, refused = 0, []
+        for pk in queryset.values_list("pk", flat=True):
+            try:
+                service(operation_id=pk, staff_user=request.user)
+                done += 1
+            except IllegalTransition as exc:
+                refused.append(f"{pk} is {exc.current}")
+        self.message_user(request, f"{verb} {done}.")
+        if refused:
+            self.message_user(
+                request, f"Not {verb.lower()}: " + "; ".join(refused), messages.WARNING
+            )
+
+    @admin.action(description="Pause selected operations")
+    def pause(self, request, queryset):
+        self._each(request, queryset, operation_pause, "Paused")
+
+    @admin.action(description="Resume selected paused operations")
+    def resume(self, request, queryset):
+        self._each(request, queryset, operation_resume, "Resumed")
+
+
+class LedgerInline(ReadOnlyInline):
+    model = LedgerEntry
+    fields = ("created_at", "kind", "amount", "available_after", "held_after", "operation", "note")
+    readonly_fields = fields
+    ordering = ("-created_at", "-id")
+
+
+@admin.register(Wallet)
+class WalletAdmin(admin.ModelAdmin):
+    list_display = ("owner", "available_credits", "held_credits", "updated_at")
+    search_fields = ("owner__username",)
+    readonly_fields = ("owner", "available_credits", "held_credits", "updated_at")
+    inlines = [LedgerInline]
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(LedgerEntry)
+class LedgerEntryAdmin(admin.ModelAdmin):
+    list_display = (
+        "created_at",
+        "wallet",
+        "kind",
+        "amount",
+        "available_after",
+        "held_after",
+        "operation",
+    )
+    list_filter = ("kind",)
+    search_fields = ("wallet__owner__username", "=operation__id")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Quote)
+class QuoteAdmin(admin.ModelAdmin):
+    list_display = ("id", "tool", "owner", "quoted_credits", "expires_at")
+    search_fields = ("=id", "tool")

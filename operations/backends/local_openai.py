@@ -1,0 +1,253 @@
+"""A local backend speaking the OpenAI Responses API (background mode), for tests and
+`make run`. It can be slow, fail, hang or lose the acknowledgement, per server (`mode`) or per
+request (a marker in the input text: `[fail]`, `[lose-ack]`, `[hang]`, `[slow]`, `[reject]`).
+
+It honours `Idempotency-Key`: the same key returns the response it already created.
+
+    python -m operations.backends.local_openai --port 8788
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+MARKERS = ("fail", "lose-ack", "hang", "slow", "reject")
+
+
+class LocalResponsesServer:
+    def __init__(
+        self,
+        *,
+        port: int = 0,
+        api_key: str | None = None,
+        mode: str = "ok",
+        work_seconds: float = 0.2,
+    ):
+        self.mode = mode
+        self.api_key = api_key
+        self.work_seconds = work_seconds
+        self.responses: dict[str, dict[str, Any]] = {}
+        self.by_key: dict[str, str] = {}
+        self.creates: list[dict[str, Any]] = []
+        self._release = threading.Event()
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                server._post(self)
+
+            def do_GET(self) -> None:  # noqa: N802
+                server._get(self)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def start(self) -> LocalResponsesServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self) -> LocalResponsesServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- protocol ------------------------------------------------------------------------
+
+    def _send(self, handler, status: int, payload: dict) -> None:
+        body = json.dumps(payload).encode()
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    def _authorized(self, handler) -> bool:
+        if self.api_key and handler.headers.get("Authorization") != f"Bearer {self.api_key}":
+            self._send(
+                handler,
+                401,
+                {
+                    "error": {
+                        "message": "Incorrect API key provided",
+                        "type": "invalid_request_error",
+                        "code": "invalid_api_key",
+                    }
+                },
+            )
+            return False
+        return True
+
+    def _view(self, response: dict[str, Any]) -> dict[str, Any]:
+        """The response as it is now: background work finishes `work_seconds` after creation."""
+        view = {k: v for k, v in response.items() if not k.startswith("_")}
+        mode = response["_mode"]
+        if view["status"] in ("queued", "in_progress"):
+            elapsed = time.time() - view["created_at"]
+            duration = self.work_seconds * (10 if mode == "slow" else 1)
+            if elapsed < duration:
+                view["status"] = "in_progress" if elapsed > duration / 2 else "queued"
+            elif mode == "fail":
+                view.update(
+                    status="failed",
+                    error={
+                        "code": "server_error",
+                        "message": "The model failed to generate a response.",
+                    },
+                )
+            else:
+                text = f"Generated for: {response['_input'][:60]}"
+                view.update(
+                    status="completed",
+                    output=[
+                        {
+                            "type": "message",
+                            "id": f"msg_{view['id'][5:]}",
+                            "status": "completed",
+                            "role": "assistant",
+                            "content": [{"type": "output_text", "text": text, "annotations": []}],
+                        }
+                    ],
+                    usage={
+                        "input_tokens": 1200,
+                        "input_tokens_details": {"cached_tokens": 200},
+                        "output_tokens": 800,
+                        "output_tokens_details": {"reasoning_tokens": 300},
+                        "total_tokens": 2000,
+                    },
+                )
+        return view
+
+    def _post(self, handler) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        raw = handler.rfile.read(length)
+        if not self._authorized(handler):
+            return
+        if handler.path.endswith("/cancel"):
+            rid = handler.path.split("/")[-2]
+            with self._lock:
+                response = self.responses.get(rid)
+                if response is None:
+                    return self._send(
+                        handler,
+                        404,
+                        {
+                            "error": {
+                                "message": f"No response found with id '{rid}'.",
+                                "code": "not_found",
+                            }
+                        },
+                    )
+                if self._view(response)["status"] in ("queued", "in_progress"):
+                    response["status"] = "cancelled"
+            return self._send(handler, 200, self._view(response))
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return self._send(
+                handler,
+                400,
+                {
+                    "error": {
+                        "message": "We could not parse the JSON body of your request.",
+                        "code": "invalid_json",
+                    }
+                },
+            )
+        text = str(body.get("input", ""))
+        mode = next((m for m in MARKERS if f"[{m}]" in text), self.mode)
+        key = handler.headers.get("Idempotency-Key")
+        self.creates.append({"key": key, "input": text, "model": body.get("model")})
+        if mode == "reject":
+            return self._send(
+                handler,
+                400,
+                {
+                    "error": {
+                        "message": "Invalid value for 'input'.",
+                        "type": "invalid_request_error",
+                        "code": "invalid_value",
+                    }
+                },
+            )
+        with self._lock:
+            rid = self.by_key.get(key) if key else None
+            if rid is None:
+                rid = f"resp_{uuid.uuid4().hex}"
+                self.responses[rid] = {
+                    "id": rid,
+                    "object": "response",
+                    "created_at": time.time(),
+                    "status": "queued",
+                    "background": True,
+                    "model": body.get("model"),
+                    "metadata": body.get("metadata") or {},
+                    "output": [],
+                    "usage": None,
+                    "error": None,
+                    "_mode": mode,
+                    "_input": text,
+                    "_acked": False,
+                }
+                if key:
+                    self.by_key[key] = rid
+            response = self.responses[rid]
+        if mode == "hang":
+            self._release.wait(600)
+            return None
+        if mode == "lose-ack" and not response["_acked"]:
+            # Accepted and working, but the acknowledgement never reaches the caller.
+            response["_acked"] = True
+            handler.close_connection = True
+            handler.connection.shutdown(2)
+            return None
+        return self._send(handler, 200, self._view(response))
+
+    def _get(self, handler) -> None:
+        if not self._authorized(handler):
+            return
+        rid = handler.path.rstrip("/").split("/")[-1]
+        response = self.responses.get(rid)
+        if response is None:
+            return self._send(
+                handler,
+                404,
+                {"error": {"message": f"No response found with id '{rid}'.", "code": "not_found"}},
+            )
+        return self._send(handler, 200, self._view(response))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Local OpenAI Responses API (background mode)")
+    parser.add_argument("--port", type=int, default=8788)
+    parser.add_argument("--api-key")
+    args = parser.parse_args()
+    server = LocalResponsesServer(port=args.port, api_key=args.api_key, work_seconds=3)
+    print(f"local Responses API on {server.url}", flush=True)
+    server.httpd.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

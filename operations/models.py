@@ -1,0 +1,336 @@
+from __future__ import annotations
+
+import uuid
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from picnic.lifecycle import Lifecycle
+from picnic.models import StatusHistory
+
+CREDITS = {"max_digits": 20, "decimal_places": 6, "default": Decimal("0")}
+
+
+class Channel(models.TextChoices):
+    API = "api", "API"
+    MCP = "mcp", "MCP"
+
+
+class State(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING = "waiting"
+    NEEDS_REVIEW = "needs_review"
+    PAUSED = "paused"
+    RECONCILING = "reconciling"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class Status(models.TextChoices):
+    ACCEPTED = "accepted"
+    RUNNING = "running"
+    NEEDS_REVIEW = "needs_review"
+    PAUSED = "paused"
+    RECONCILING = "reconciling"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class Stage(models.TextChoices):
+    ADMISSION = "admission"
+    DISPATCH = "dispatch"
+    REVIEW = "review"
+    GENERATION = "generation"
+    RECONCILIATION = "reconciliation"
+    COMPLETE = "complete"
+
+
+class DispatchStatus(models.TextChoices):
+    PENDING = "pending"
+    UNKNOWN = "unknown"
+    ACKNOWLEDGED = "acknowledged"
+
+
+class BillingStatus(models.TextChoices):
+    NONE = "none"
+    PENDING = "pending"
+    SETTLED = "settled"
+    RELEASED = "released"
+    RECONCILING = "reconciling"
+
+
+# The one place that says which `status` and `stage`s go with each `state`. The database
+# refuses any other combination (constraint below); transitions derive status from it.
+STATE_TABLE: dict[str, tuple[str, tuple[str, ...]]] = {
+    State.QUEUED: (Status.ACCEPTED, (Stage.ADMISSION, Stage.DISPATCH)),
+    State.RUNNING: (Status.RUNNING, (Stage.GENERATION,)),
+    State.WAITING: (Status.RUNNING, (Stage.GENERATION,)),
+    State.NEEDS_REVIEW: (Status.NEEDS_REVIEW, (Stage.REVIEW,)),
+    State.PAUSED: (Status.PAUSED, (Stage.DISPATCH, Stage.REVIEW, Stage.GENERATION)),
+    State.RECONCILING: (Status.RECONCILING, (Stage.RECONCILIATION,)),
+    State.SUCCEEDED: (Status.SUCCEEDED, (Stage.COMPLETE,)),
+    State.FAILED: (Status.FAILED, (Stage.COMPLETE,)),
+    State.CANCELLED: (Status.CANCELLED, (Stage.COMPLETE,)),
+}
+
+_S = State
+OPERATION_LIFECYCLE = Lifecycle(
+    name="operation",
+    status_field="state",
+    moves={
+        _S.QUEUED: frozenset(
+            {
+                _S.RUNNING,
+                _S.WAITING,
+                _S.RECONCILING,
+                _S.NEEDS_REVIEW,
+                _S.FAILED,
+                _S.CANCELLED,
+                _S.PAUSED,
+                _S.SUCCEEDED,
+            }
+        ),
+        _S.NEEDS_REVIEW: frozenset({_S.QUEUED, _S.CANCELLED, _S.PAUSED}),
+        _S.RUNNING: frozenset(
+            {_S.WAITING, _S.SUCCEEDED, _S.FAILED, _S.CANCELLED, _S.PAUSED, _S.RECONCILING}
+        ),
+        _S.WAITING: frozenset(
+            {_S.RUNNING, _S.SUCCEEDED, _S.FAILED, _S.CANCELLED, _S.PAUSED, _S.RECONCILING}
+        ),
+        _S.PAUSED: frozenset({_S.QUEUED, _S.NEEDS_REVIEW, _S.RUNNING, _S.CANCELLED}),
+        _S.RECONCILING: frozenset(
+            {_S.QUEUED, _S.RUNNING, _S.WAITING, _S.SUCCEEDED, _S.FAILED, _S.CANCELLED}
+        ),
+        _S.SUCCEEDED: frozenset(),
+        _S.FAILED: frozenset(),
+        _S.CANCELLED: frozenset(),
+    },
+    history_fk="operation",
+)
+
+
+def _state_table_condition() -> Q:
+    condition = Q()
+    for state, (status, stages) in STATE_TABLE.items():
+        condition |= Q(state=state, status=status, stage__in=stages)
+    return condition
+
+
+class Wallet(models.Model):
+    """Credits of one owner. Changed only together with a ledger row, under a row lock."""
+
+    owner = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="credit_wallet"
+    )
+    available_credits = models.DecimalField(**CREDITS)
+    held_credits = models.DecimalField(**CREDITS)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(available_credits__gte=0), name="wallet_available_nonneg"
+            ),
+            models.CheckConstraint(condition=Q(held_credits__gte=0), name="wallet_held_nonneg"),
+        ]
+
+    def __str__(self) -> str:
+        return (
+            f"wallet of {self.owner}: {self.available_credits} available, {self.held_credits} held"
+        )
+
+
+class LedgerKind(models.TextChoices):
+    GRANT = "grant", "Grant (credits added)"
+    HOLD = "hold", "Hold (available → held)"
+    RELEASE = "release", "Release (held → available)"
+    DEBIT = "debit", "Debit (held or available → spent)"
+    REFUND = "refund", "Refund (spent → available)"
+
+
+class LedgerEntry(models.Model):
+    """Append-only: every movement of credits, with the balances after it."""
+
+    wallet = models.ForeignKey(Wallet, on_delete=models.PROTECT, related_name="ledger")
+    kind = models.CharField(max_length=16, choices=LedgerKind.choices)
+    amount = models.DecimalField(max_digits=20, decimal_places=6)
+    available_delta = models.DecimalField(max_digits=20, decimal_places=6)
+    held_delta = models.DecimalField(max_digits=20, decimal_places=6)
+    available_after = models.DecimalField(max_digits=20, decimal_places=6)
+    held_after = models.DecimalField(max_digits=20, decimal_places=6)
+    operation = models.ForeignKey(
+        "Operation", null=True, blank=True, on_delete=models.PROTECT, related_name="ledger"
+    )
+    note = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("created_at", "id")
+        verbose_name_plural = "ledger entries"
+        constraints = [
+            models.CheckConstraint(condition=Q(amount__gte=0), name="ledger_amount_nonneg")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.amount}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise RuntimeError("ledger entries are append-only")
+        super().save(*args, **kwargs)
+
+
+class Quote(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="quotes"
+    )
+    tool = models.CharField(max_length=100)
+    operation_name = models.CharField(max_length=100, null=True, blank=True)
+    model = models.CharField(max_length=100, null=True, blank=True)
+    configuration = models.JSONField(default=dict, blank=True)
+    submit_field = models.CharField(max_length=100)
+    submit_value = models.TextField()
+    quoted_credits = models.DecimalField(max_digits=20, decimal_places=6, null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"quote {self.id} for {self.tool}: {self.quoted_credits}"
+
+
+class Operation(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="operations"
+    )
+    application = models.ForeignKey(
+        settings.OAUTH2_PROVIDER_APPLICATION_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="operations",
+    )
+    tool = models.CharField(max_length=100)
+    category = models.CharField(max_length=100)
+    channel = models.CharField(max_length=8, choices=Channel.choices, default=Channel.API)
+    model = models.CharField(max_length=100, null=True, blank=True)
+    input = models.JSONField(default=dict, blank=True)
+    quote = models.OneToOneField(
+        Quote, null=True, blank=True, on_delete=models.PROTECT, related_name="used_by"
+    )
+
+    state = models.CharField(
+        max_length=16, choices=State.choices, default=State.QUEUED, db_index=True
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACCEPTED)
+    stage = models.CharField(max_length=16, choices=Stage.choices, default=Stage.ADMISSION)
+    paused_from = models.CharField(max_length=16, choices=State.choices, blank=True)
+    dispatch_status = models.CharField(
+        max_length=16, choices=DispatchStatus.choices, default=DispatchStatus.PENDING
+    )
+    backend_response_id = models.CharField(max_length=200, null=True, blank=True)
+
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    detail_expires_at = models.DateTimeField(null=True, blank=True)
+    detail_expired = models.BooleanField(default=False)
+    dispatch_started_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    next_check_at = models.DateTimeField(default=timezone.now)
+    last_error = models.TextField(blank=True, default="")
+
+    review = models.JSONField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error_code = models.CharField(max_length=100, null=True, blank=True)
+
+    billing_status = models.CharField(
+        max_length=16, choices=BillingStatus.choices, default=BillingStatus.NONE
+    )
+    held_credits = models.DecimalField(**CREDITS, help_text="The hold taken at admission.")
+    pending_credits = models.DecimalField(**CREDITS)
+    usage_credits = models.DecimalField(**CREDITS)
+    wallet_debited_credits = models.DecimalField(**CREDITS)
+    released_credits = models.DecimalField(**CREDITS)
+    refunded_credits = models.DecimalField(**CREDITS)
+    unfunded_credits = models.DecimalField(**CREDITS)
+    tokens = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+        indexes = [models.Index(fields=["state", "next_check_at"], name="operation_due")]
+        constraints = [
+            models.CheckConstraint(
+                condition=_state_table_condition(), name="operation_state_status_stage"
+            ),
+            models.CheckConstraint(
+                condition=Q(dispatch_status__in=DispatchStatus.values),
+                name="operation_dispatch_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(billing_status__in=BillingStatus.values), name="operation_billing_valid"
+            ),
+            # The hold is always fully accounted for.
+            models.CheckConstraint(
+                condition=Q(
+                    pending_credits__gte=0,
+                    released_credits__gte=0,
+                    unfunded_credits__gte=0,
+                    refunded_credits__lte=models.F("wallet_debited_credits"),
+                ),
+                name="operation_credits_sane",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} {self.id} ({self.state})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return OPERATION_LIFECYCLE.is_terminal(self.state)
+
+
+class BillingComponent(models.Model):
+    operation = models.ForeignKey(Operation, on_delete=models.CASCADE, related_name="components")
+    source_id = models.CharField(max_length=200)
+    tool = models.CharField(max_length=100)
+    model = models.CharField(max_length=100, null=True, blank=True)
+    channel = models.CharField(max_length=8, choices=Channel.choices)
+    credential_id = models.CharField(max_length=200)
+    kind = models.CharField(
+        max_length=16,
+        choices=[
+            ("text_pool", "text_pool"),
+            ("reasoning", "reasoning"),
+            ("generation", "generation"),
+        ],
+    )
+    usage_credits = models.DecimalField(**CREDITS)
+    wallet_debited_credits = models.DecimalField(**CREDITS)
+    evidence_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("id",)
+        constraints = [
+            models.UniqueConstraint(
+                fields=["operation", "source_id", "kind"], name="component_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.usage_credits} ({self.source_id})"
+
+
+class OperationStatusHistory(StatusHistory):
+    operation = models.ForeignKey(Operation, on_delete=models.CASCADE, related_name="history")
+
+    class Meta(StatusHistory.Meta):
+        verbose_name_plural = "operation status history"

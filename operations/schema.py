@@ -1,0 +1,192 @@
+"""JSON Schema of tong_operation_status's response, written from the seed (003_…)."""
+
+from __future__ import annotations
+
+DATE = {"type": "string", "format": "date-time"}
+NULLABLE_DATE = {"type": ["string", "null"], "format": "date-time"}
+CREDITS = {"type": "string", "pattern": r"^-?\d+\.\d{6}$"}
+UUID = {"type": "string", "format": "uuid"}
+CHANNEL = {"type": "string", "enum": ["api", "mcp"]}
+MS = {"type": ["number", "null"], "minimum": 0}
+COUNT = {"type": "number", "minimum": 0}
+
+OPERATION_STATUS_SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "additionalProperties": False,
+    "required": [
+        "id",
+        "tool",
+        "category",
+        "channel",
+        "state",
+        "status",
+        "stage",
+        "dispatch_status",
+        "created_at",
+        "updated_at",
+        "detail_expires_at",
+        "detail_expired",
+        "timing",
+        "review",
+        "result",
+        "error",
+        "billing",
+    ],
+    "properties": {
+        "id": UUID,
+        "tool": {"type": "string"},
+        "category": {"type": "string"},
+        "channel": CHANNEL,
+        "state": {
+            "type": "string",
+            "enum": [
+                "queued",
+                "running",
+                "waiting",
+                "needs_review",
+                "paused",
+                "reconciling",
+                "succeeded",
+                "failed",
+                "cancelled",
+            ],
+        },
+        "status": {
+            "type": "string",
+            "enum": [
+                "accepted",
+                "running",
+                "needs_review",
+                "paused",
+                "reconciling",
+                "succeeded",
+                "failed",
+                "cancelled",
+            ],
+        },
+        "stage": {
+            "type": "string",
+            "enum": ["admission", "dispatch", "review", "generation", "reconciliation", "complete"],
+        },
+        "dispatch_status": {"type": "string", "enum": ["pending", "unknown", "acknowledged"]},
+        "created_at": DATE,
+        "updated_at": DATE,
+        "detail_expires_at": NULLABLE_DATE,
+        "detail_expired": {"type": "boolean"},
+        "timing": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": [
+                "dispatch_started_at",
+                "acknowledged_at",
+                "completed_at",
+                "dispatch_acknowledgement_ms",
+                "end_to_end_ms",
+            ],
+            "properties": {
+                "dispatch_started_at": NULLABLE_DATE,
+                "acknowledged_at": NULLABLE_DATE,
+                "completed_at": NULLABLE_DATE,
+                "dispatch_acknowledgement_ms": MS,
+                "end_to_end_ms": MS,
+            },
+        },
+        "review": {},
+        "result": {},
+        "error": {
+            "type": ["object", "null"],
+            "additionalProperties": False,
+            "required": ["code"],
+            "properties": {"code": {"type": "string"}},
+        },
+        "billing": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["status", "usage_credits", "wallet_debited_credits"],
+            "properties": {
+                "status": {
+                    "type": "string",
+                    "enum": ["none", "pending", "settled", "released", "reconciling"],
+                },
+                "usage_credits": CREDITS,
+                "wallet_debited_credits": CREDITS,
+                "released_credits": CREDITS,
+                "refunded_credits": CREDITS,
+                "unfunded_credits": CREDITS,
+                "pending_credits": CREDITS,
+                "tokens": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "input": COUNT,
+                        "output": COUNT,
+                        "cached": COUNT,
+                        "cache_write": COUNT,
+                    },
+                },
+                "components": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": [
+                            "source_id",
+                            "tool",
+                            "model",
+                            "channel",
+                            "credential_id",
+                            "kind",
+                            "usage_credits",
+                            "wallet_debited_credits",
+                        ],
+                        "properties": {
+                            "id": {"type": "string"},
+                            "source_id": {"type": "string"},
+                            "tool": {"type": "string"},
+                            "model": {"type": ["string", "null"]},
+                            "channel": CHANNEL,
+                            "credential_id": {"type": "string"},
+                            "kind": {
+                                "type": "string",
+                                "enum": ["text_pool", "reasoning", "generation"],
+                            },
+                            "usage_credits": CREDITS,
+                            "wallet_debited_credits": CREDITS,
+                            "evidence_at": DATE,
+                            "updated_at": DATE,
+                        },
+                    },
+                },
+            },
+        },
+        "quote": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": [
+                "id",
+                "operation_id",
+                "tool",
+                "operation",
+                "model",
+                "configuration",
+                "submit_value",
+                "submit_field",
+                "quoted_credits",
+                "expires_at",
+            ],
+            "properties": {
+                "id": UUID,
+                "operation_id": UUID,
+                "tool": {"type": "string"},
+                "operation": {"type": ["string", "null"]},
+                "model": {"type": ["string", "null"]},
+                "configuration": {"type": "object"},
+                "submit_value": {"type": "string"},
+                "submit_field": {"type": "string"},
+                "quoted_credits": {"anyOf": [CREDITS, {"type": "null"}]},
+                "expires_at": NULLABLE_DATE,
+            },
+        },
+    },
+}

@@ -1,0 +1,520 @@
+"""Writes for operations. Every state change goes through `operation_transition`."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from operations import billing
+from operations.backends.openai import (
+    BackendResponse,
+    NotSent,
+    OpenAIResponses,
+    OutcomeUnknown,
+    Refused,
+)
+from operations.models import (
+    OPERATION_LIFECYCLE,
+    STATE_TABLE,
+    BillingStatus,
+    DispatchStatus,
+    Operation,
+    Quote,
+    Stage,
+    State,
+)
+from picnic.lifecycle import Actor, IllegalTransition, record_history, transition
+
+logger = logging.getLogger(__name__)
+S = State
+
+
+class AdmissionError(Exception):
+    code = "admission_failed"
+
+
+class QuoteInvalid(AdmissionError):
+    code = "quote_invalid"
+
+
+class InsufficientCredits(AdmissionError):
+    code = "insufficient_credits"
+
+
+def operation_transition(
+    *, operation_id, to: str, actor: Actor, stage: str | None = None, **kwargs: Any
+) -> Operation:
+    """Move the state; status and stage follow from STATE_TABLE (the database checks it too)."""
+    status, stages = STATE_TABLE[to]
+    stage = stage or stages[0]
+    if stage not in stages:
+        raise ValueError(f"stage {stage!r} does not go with state {to!r}")
+    updates = {**(kwargs.pop("updates", None) or {}), "status": status, "stage": stage}
+    return transition(
+        lifecycle=OPERATION_LIFECYCLE,
+        model=Operation,
+        pk=operation_id,
+        to=to,
+        actor=actor,
+        updates=updates,
+        **kwargs,
+    )
+
+
+def backend() -> OpenAIResponses:
+    return OpenAIResponses(
+        settings.OPERATIONS_BACKEND_URL,
+        api_key=settings.OPERATIONS_BACKEND_API_KEY,
+        timeout=settings.OPERATIONS_BACKEND_TIMEOUT_SECONDS,
+    )
+
+
+def needs_review(*, tool: str, category: str) -> str | None:
+    for rule in settings.OPERATIONS_REVIEW_RULES:
+        kind, _, value = rule.partition(":")
+        if (kind == "category" and value == category) or (kind == "tool" and value == tool):
+            return rule
+    return None
+
+
+@transaction.atomic
+def quote_create(
+    *,
+    owner,
+    tool: str,
+    submit_field: str,
+    submit_value: str,
+    model: str | None = None,
+    operation_name: str | None = None,
+    configuration: dict | None = None,
+) -> Quote:
+    configuration = configuration or {}
+    max_tokens = int(
+        configuration.get("max_output_tokens") or settings.OPERATIONS_MAX_OUTPUT_TOKENS
+    )
+    return Quote.objects.create(
+        owner=owner,
+        tool=tool,
+        model=model,
+        operation_name=operation_name,
+        configuration=configuration,
+        submit_field=submit_field,
+        submit_value=submit_value,
+        quoted_credits=billing.estimate(input_text=submit_value, max_output_tokens=max_tokens),
+        expires_at=timezone.now() + timedelta(seconds=settings.OPERATIONS_QUOTE_TTL_SECONDS),
+    )
+
+
+@transaction.atomic
+def operation_submit(
+    *,
+    owner,
+    application,
+    tool: str,
+    category: str,
+    channel: str = "api",
+    model: str | None = None,
+    input_text: str | None = None,
+    quote_id=None,
+) -> Operation:
+    """Admission: check the quote and the wallet, hold credits, then review or dispatch."""
+    now = timezone.now()
+    quote = None
+    if quote_id is not None:
+        quote = Quote.objects.select_for_update().filter(pk=quote_id, owner=owner).first()
+        if quote is None:
+            raise QuoteInvalid(f"Quote not found: {quote_id}")
+        if quote.expires_at is not None and quote.expires_at <= now:
+            raise QuoteInvalid(f"Quote {quote_id} expired at {quote.expires_at.isoformat()}")
+        if Operation.objects.filter(quote=quote).exists():
+            raise QuoteInvalid(f"Quote {quote_id} was already used")
+        if quote.tool != tool:
+            raise QuoteInvalid(f"Quote {quote_id} is for the tool {quote.tool!r}, not {tool!r}")
+        input_text, model = quote.submit_value, quote.model or model
+        held = billing.q(quote.quoted_credits or 0)
+    else:
+        if not input_text:
+            raise AdmissionError("input is required without a quote")
+        held = billing.estimate(
+            input_text=input_text, max_output_tokens=settings.OPERATIONS_MAX_OUTPUT_TOKENS
+        )
+    rule = needs_review(tool=tool, category=category)
+    operation = Operation.objects.create(
+        owner=owner,
+        application=application,
+        tool=tool,
+        category=category,
+        channel=channel,
+        model=model or settings.OPERATIONS_DEFAULT_MODEL,
+        input={"text": input_text},
+        quote=quote,
+        state=S.QUEUED,
+        status="accepted",
+        stage=Stage.ADMISSION if rule else Stage.DISPATCH,
+        billing_status=BillingStatus.PENDING if held > 0 else BillingStatus.NONE,
+        held_credits=held,
+        pending_credits=held,
+        created_at=now,
+        updated_at=now,
+    )
+    try:
+        billing.hold(operation=operation, amount=held)
+    except billing.InsufficientCredits as exc:
+        raise InsufficientCredits(str(exc)) from None
+    record_history(
+        lifecycle=OPERATION_LIFECYCLE,
+        instance=operation,
+        from_status=None,
+        status=S.QUEUED,
+        actor=Actor.agent(),
+        detail=f"admitted; {billing.fmt(held)} credits held",
+        timestamp=now,
+    )
+    if rule:
+        return operation_transition(
+            operation_id=operation.pk,
+            to=S.NEEDS_REVIEW,
+            actor=Actor.system(),
+            detail=f"review required by rule {rule}",
+            updates={
+                "review": {
+                    "reason": "policy",
+                    "rule": rule,
+                    "requested_at": now.isoformat(),
+                    "decision": None,
+                }
+            },
+        )
+    transaction.on_commit(lambda: _enqueue(operation.pk), robust=True)
+    return operation
+
+
+def _enqueue(operation_id) -> None:
+    from operations.tasks import operation_dispatch
+
+    operation_dispatch.delay(str(operation_id))
+
+
+def _finish(operation: Operation, response: BackendResponse, actor: Actor) -> str:
+    """Apply a backend answer to an acknowledged operation."""
+    now = timezone.now()
+    if response.status == "queued":
+        target, detail = S.WAITING, "the backend has it queued"
+    elif response.status == "in_progress":
+        target, detail = S.RUNNING, "the backend is generating"
+    else:
+        target = None
+    if target is not None:
+        if operation.state != target:
+            try:
+                operation_transition(
+                    operation_id=operation.pk, to=target, actor=actor, detail=detail
+                )
+            except IllegalTransition:
+                return "raced"
+        Operation.objects.filter(pk=operation.pk).update(
+            next_check_at=now + timedelta(seconds=settings.OPERATIONS_POLL_SECONDS), last_error=""
+        )
+        return target
+    with transaction.atomic():
+        locked = Operation.objects.select_for_update().get(pk=operation.pk)
+        if locked.is_terminal or locked.state == S.PAUSED:
+            return "not_due"
+        updates: dict[str, Any] = {
+            "completed_at": now,
+            "detail_expires_at": now + timedelta(hours=settings.OPERATIONS_DETAIL_TTL_HOURS),
+            "last_error": "",
+        }
+        if response.status == "completed":
+            to = S.SUCCEEDED
+            updates["result"] = {"output_text": response.output_text, "response_id": response.id}
+            updates.update(
+                billing.settle(
+                    operation=locked, usage=response.usage, source_id=response.id, evidence_at=now
+                )
+            )
+            detail = f"completed; {updates['usage_credits']} credits used"
+        else:
+            to = S.CANCELLED if response.status == "cancelled" else S.FAILED
+            updates["error_code"] = response.error_code if to == S.FAILED else None
+            updates.update(billing.release_hold(operation=locked))
+            detail = f"backend {response.status}: {response.error_code}"
+        operation_transition(
+            operation_id=locked.pk,
+            to=to,
+            actor=actor,
+            detail=detail,
+            payload=response.raw,
+            updates=updates,
+        )
+    return to
+
+
+def _acknowledged(
+    operation: Operation, response: BackendResponse, actor: Actor, *, detail: str
+) -> str:
+    now = timezone.now()
+    target = S.WAITING if response.status == "queued" else S.RUNNING
+    operation = operation_transition(
+        operation_id=operation.pk,
+        to=target,
+        actor=actor,
+        payload=response.raw,
+        detail=f"{detail}: backend response {response.id} ({response.status})",
+        updates={
+            "dispatch_status": DispatchStatus.ACKNOWLEDGED,
+            "acknowledged_at": now,
+            "backend_response_id": response.id,
+            "billing_status": BillingStatus.PENDING
+            if operation.pending_credits > 0
+            else BillingStatus.NONE,
+            "next_check_at": now + timedelta(seconds=settings.OPERATIONS_POLL_SECONDS),
+            "last_error": "",
+        },
+    )
+    if response.status in ("queued", "in_progress"):
+        return target
+    return _finish(operation, response, actor)
+
+
+def _fail_and_release(
+    operation: Operation, *, code: str, detail: str, payload: Any, actor: Actor
+) -> str:
+    with transaction.atomic():
+        locked = Operation.objects.select_for_update().get(pk=operation.pk)
+        updates = {
+            "error_code": code,
+            "completed_at": timezone.now(),
+            **billing.release_hold(operation=locked),
+        }
+        operation_transition(
+            operation_id=locked.pk,
+            to=S.FAILED,
+            actor=actor,
+            detail=detail,
+            payload=payload,
+            updates=updates,
+        )
+    return S.FAILED
+
+
+def operation_dispatch(*, operation_id, client: OpenAIResponses | None = None) -> str:
+    """queued → acknowledged (running/waiting) | reconciling (outcome unknown) | failed.
+    No transaction spans the backend call."""
+    operation = Operation.objects.get(pk=operation_id)
+    if (
+        operation.state != S.QUEUED
+        or operation.stage != Stage.DISPATCH
+        or operation.dispatch_status != DispatchStatus.PENDING
+    ):
+        return "not_due"
+    now = timezone.now()
+    Operation.objects.filter(pk=operation.pk, dispatch_started_at__isnull=True).update(
+        dispatch_started_at=now
+    )
+    client = client or backend()
+    worker = Actor.worker()
+    try:
+        response = client.create(
+            idempotency_key=str(operation.pk),
+            model=operation.model,
+            input=operation.input.get("text", ""),
+            metadata={"operation_id": str(operation.pk), "tool": operation.tool},
+        )
+    except NotSent as exc:  # nothing left: try again later, still pending
+        Operation.objects.filter(pk=operation.pk).update(
+            last_error=str(exc),
+            next_check_at=now + timedelta(seconds=settings.OPERATIONS_POLL_SECONDS),
+        )
+        return "retry"
+    except Refused as exc:
+        code = (
+            (exc.payload or {}).get("error", {}).get("code")
+            if isinstance(exc.payload, dict)
+            else None
+        )
+        return _fail_and_release(
+            operation,
+            code=code or "dispatch_rejected",
+            detail=f"backend refused: {exc}",
+            payload=exc.payload,
+            actor=worker,
+        )
+    except OutcomeUnknown as exc:
+        operation_transition(
+            operation_id=operation.pk,
+            to=S.RECONCILING,
+            actor=worker,
+            payload=exc.payload,
+            detail=f"dispatch outcome unknown ({exc}); asking the backend",
+            updates={
+                "dispatch_status": DispatchStatus.UNKNOWN,
+                "billing_status": BillingStatus.RECONCILING,
+                "last_error": str(exc),
+            },
+        )
+        return S.RECONCILING
+    return _acknowledged(operation, response, worker, detail="acknowledged")
+
+
+def operation_reconcile(*, operation_id, client: OpenAIResponses | None = None) -> str:
+    """reconciling: ask the backend again with the same Idempotency-Key; it answers with the
+    response it has (or creates it, if the first request never arrived)."""
+    operation = Operation.objects.get(pk=operation_id)
+    if operation.state != S.RECONCILING:
+        return "not_due"
+    client = client or backend()
+    try:
+        response = client.create(
+            idempotency_key=str(operation.pk),
+            model=operation.model,
+            input=operation.input.get("text", ""),
+            metadata={"operation_id": str(operation.pk), "tool": operation.tool},
+        )
+    except (NotSent, OutcomeUnknown) as exc:
+        Operation.objects.filter(pk=operation.pk).update(
+            last_error=str(exc),
+            next_check_at=timezone.now() + timedelta(seconds=settings.OPERATIONS_POLL_SECONDS),
+        )
+        return "still_reconciling"
+    except Refused as exc:
+        return _fail_and_release(
+            operation,
+            code="dispatch_rejected",
+            detail=f"backend refused on reconciliation: {exc}",
+            payload=exc.payload,
+            actor=Actor.worker(),
+        )
+    return _acknowledged(operation, response, Actor.worker(), detail="reconciled")
+
+
+def operation_check(*, operation_id, client: OpenAIResponses | None = None) -> str:
+    """running/waiting: fetch the backend response and apply it."""
+    operation = Operation.objects.get(pk=operation_id)
+    if operation.state not in (S.RUNNING, S.WAITING) or not operation.backend_response_id:
+        return "not_due"
+    client = client or backend()
+    try:
+        response = client.retrieve(operation.backend_response_id)
+    except (NotSent, OutcomeUnknown, Refused) as exc:
+        Operation.objects.filter(pk=operation.pk).update(
+            last_error=str(exc),
+            next_check_at=timezone.now() + timedelta(seconds=settings.OPERATIONS_POLL_SECONDS),
+        )
+        return "unavailable"
+    return _finish(operation, response, Actor.worker())
+
+
+def operations_process_due(*, client: OpenAIResponses | None = None, limit: int = 50) -> Counter:
+    client = client or backend()
+    now = timezone.now()
+    outcomes: Counter = Counter()
+    due = Operation.objects.filter(next_check_at__lte=now).order_by("next_check_at")
+    for pk, state in due.filter(
+        state__in=(S.QUEUED, S.RUNNING, S.WAITING, S.RECONCILING)
+    ).values_list("pk", "state")[:limit]:
+        if state == S.QUEUED:
+            outcomes[operation_dispatch(operation_id=pk, client=client)] += 1
+        elif state == S.RECONCILING:
+            outcomes[operation_reconcile(operation_id=pk, client=client)] += 1
+        else:
+            outcomes[operation_check(operation_id=pk, client=client)] += 1
+    return outcomes
+
+
+def operation_review_decide(*, operation_id, staff_user, approve: bool, note: str) -> Operation:
+    note = (note or "").strip()
+    if not note:
+        raise ValueError("a note is required for a review decision")
+    with transaction.atomic():
+        operation = Operation.objects.select_for_update().get(pk=operation_id)
+        review = {
+            **(operation.review or {}),
+            "decision": "approved" if approve else "rejected",
+            "decided_by": staff_user.get_username(),
+            "decided_at": timezone.now().isoformat(),
+            "note": note,
+        }
+        detail = (
+            f"{'approved' if approve else 'rejected'} by staff {staff_user.get_username()}: {note}"
+        )
+        if approve:
+            operation = operation_transition(
+                operation_id=operation.pk,
+                to=S.QUEUED,
+                stage=Stage.DISPATCH,
+                actor=Actor.staff(staff_user),
+                detail=detail,
+                updates={"review": review, "next_check_at": timezone.now()},
+                only_from={S.NEEDS_REVIEW},
+            )
+            transaction.on_commit(lambda: _enqueue(operation.pk), robust=True)
+            return operation
+        updates = {
+            "review": review,
+            "completed_at": timezone.now(),
+            **billing.release_hold(operation=operation),
+        }
+        return operation_transition(
+            operation_id=operation.pk,
+            to=S.CANCELLED,
+            actor=Actor.staff(staff_user),
+            detail=detail,
+            updates=updates,
+            only_from={S.NEEDS_REVIEW},
+        )
+
+
+_PAUSE_STAGE = {
+    S.QUEUED: Stage.DISPATCH,
+    S.NEEDS_REVIEW: Stage.REVIEW,
+    S.RUNNING: Stage.GENERATION,
+    S.WAITING: Stage.GENERATION,
+}
+
+
+def operation_pause(*, operation_id, staff_user, note: str = "") -> Operation:
+    operation = Operation.objects.get(pk=operation_id)
+    if operation.state not in _PAUSE_STAGE:
+        raise IllegalTransition(
+            model="Operation", pk=operation_id, current=operation.state, target=S.PAUSED
+        )
+    return operation_transition(
+        operation_id=operation.pk,
+        to=S.PAUSED,
+        stage=_PAUSE_STAGE[operation.state],
+        actor=Actor.staff(staff_user),
+        only_from={operation.state},
+        updates={"paused_from": operation.state},
+        detail=f"paused by staff {staff_user.get_username()}" + (f": {note}" if note else ""),
+    )
+
+
+def operation_resume(*, operation_id, staff_user) -> Operation:
+    operation = Operation.objects.get(pk=operation_id)
+    target = operation.paused_from or S.QUEUED
+    target = S.RUNNING if target == S.WAITING else target  # the next check tells which
+    stage = Stage.DISPATCH if target == S.QUEUED else None
+    return operation_transition(
+        operation_id=operation.pk,
+        to=target,
+        stage=stage,
+        actor=Actor.staff(staff_user),
+        only_from={S.PAUSED},
+        updates={"paused_from": "", "next_check_at": timezone.now()},
+        detail=f"resumed by staff {staff_user.get_username()}",
+    )
+
+
+def operations_expire_details(*, now=None) -> int:
+    """Drop stored result and review details past detail_expires_at; the record remains."""
+    now = now or timezone.now()
+    return Operation.objects.filter(detail_expires_at__lt=now, detail_expired=False).update(
+        result=None, review=None, detail_expired=True, updated_at=now
+    )

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+
+from operations import billing, services
+from operations.backends.local_openai import LocalResponsesServer
+from operations.models import Operation, Wallet
+
+API_KEY = "test-backend-key"
+
+
+@pytest.fixture(autouse=True)
+def billing_checked_after_every_transition(monkeypatch):
+    """Every operation transition in these tests is followed by the billing invariants."""
+    original = services.operation_transition
+
+    def checked(**kwargs):
+        operation = original(**kwargs)
+        fresh = Operation.objects.get(pk=operation.pk)
+        assert billing.invariants(fresh) == [], (fresh.state, billing.invariants(fresh))
+        wallet = Wallet.objects.get(owner=fresh.owner)
+        assert billing.wallet_invariants(wallet) == []
+        return operation
+
+    monkeypatch.setattr(services, "operation_transition", checked)
+
+
+@pytest.fixture
+def backend_server(settings):
+    with LocalResponsesServer(api_key=API_KEY, work_seconds=0.3) as server:
+        settings.OPERATIONS_BACKEND_URL = server.url
+        settings.OPERATIONS_BACKEND_API_KEY = API_KEY
+        settings.OPERATIONS_BACKEND_TIMEOUT_SECONDS = 1.0
+        settings.OPERATIONS_POLL_SECONDS = 0.0
+        yield server
+
+
+@pytest.fixture
+def funded(user):
+    billing.wallet_grant(owner=user, amount=Decimal("100"), note="test grant")
+    return user
+
+
+@pytest.fixture
+def ops_token(user, application, make_token):
+    return make_token(user, application, scope="operations:read operations:write")
+
+
+@pytest.fixture
+def api(client):
+    def call(method: str, path: str, token, body=None):
+        kwargs = {"HTTP_AUTHORIZATION": f"Bearer {token.token}"}
+        if body is not None:
+            kwargs.update(data=json.dumps(body), content_type="application/json")
+        return getattr(client, method)(f"/api/v1/{path}", **kwargs)
+
+    return call
