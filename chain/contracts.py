@@ -63,3 +63,63 @@ def simple_account_factory_initcode(version: str) -> bytes:
 
 def simple_account_factory_address(version: str) -> str:
     return create2_address(FACTORY_SALT, simple_account_factory_initcode(version))
+
+
+# --- Our own contracts (chain/contracts/*.sol, compiled by compile.mjs into chain/build/) ----
+BUILD_DIR = Path(__file__).resolve().parent / "build"
+SOURCES_DIR = Path(__file__).resolve().parent / "contracts"
+
+# Demo ERC-20s deployed on the dev chain: symbol → (name, decimals, CREATE2 salt).
+DEMO_TOKENS = {
+    "USDC": ("Demo USD Coin", 6, "0x" + "00" * 31 + "0a"),
+    "EURe": ("Demo Monerium EUR emoney", 18, "0x" + "00" * 31 + "0b"),
+}
+DEMO_TOKEN_OWNER = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"  # Hardhat dev account #0
+
+
+def build_stale() -> bool:
+    if not BUILD_DIR.exists():
+        return True
+    built = min((p.stat().st_mtime for p in BUILD_DIR.glob("*.json")), default=0)
+    return any(p.stat().st_mtime > built for p in SOURCES_DIR.glob("*.sol"))
+
+
+@cache
+def build_artifact(name: str) -> dict[str, Any]:
+    path = BUILD_DIR / f"{name}.json"
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{path} is missing: compile the contracts (node chain/compile.mjs)"
+        )
+    return json.loads(path.read_text())
+
+
+def _with_args(bytecode: str, types: list[str], values: list[Any]) -> bytes:
+    from eth_abi import encode
+
+    return to_bytes(hexstr=bytecode) + encode(types, values)
+
+
+def passkey_factory_initcode(version: str) -> bytes:
+    return _with_args(
+        build_artifact("PasskeyAccountFactory")["bytecode"],
+        ["address"],
+        [ENTRY_POINTS[version]["address"]],
+    )
+
+
+def passkey_factory_address(version: str) -> str:
+    return create2_address(FACTORY_SALT, passkey_factory_initcode(version))
+
+
+def demo_token_initcode(symbol: str) -> bytes:
+    name, decimals, _salt = DEMO_TOKENS[symbol]
+    return _with_args(
+        build_artifact("DemoToken")["bytecode"],
+        ["string", "string", "uint8", "address"],
+        [name, symbol, decimals, DEMO_TOKEN_OWNER],
+    )
+
+
+def demo_token_address(symbol: str) -> str:
+    return create2_address(DEMO_TOKENS[symbol][2], demo_token_initcode(symbol))

@@ -21,28 +21,27 @@ from chain import contracts
 DUMMY_SIGNATURE = "0x" + "f" * 31 + "0" * 33 + "7" + "a" * 63 + "1c"  # r ‖ s (low) ‖ v
 
 
-@dataclass
-class SimpleAccountOwner:
-    w3: Web3
-    owner_key: str
-    version: str = "0.7"
-    salt: int = 0
+class Erc4337Account:
+    """What every account of the local stack shares: nonce, initCode, fees and gas."""
 
-    def __post_init__(self) -> None:
-        self.owner = Account.from_key(self.owner_key)
+    w3: Web3
+    version: str
+    factory: Any
+    account_abi: list
+    dummy_signature: str = DUMMY_SIGNATURE
+
+    def _setup(self) -> None:
         self.entry_point = ENTRY_POINT_ADDRESSES[self.version]
-        self.factory = self.w3.eth.contract(
-            address=contracts.simple_account_factory_address(self.version),
-            abi=contracts.artifact(self.version, "SimpleAccountFactory")["abi"],
-        )
-        self.account_abi = contracts.artifact(self.version, "SimpleAccount")["abi"]
         self.entry_point_contract = self.w3.eth.contract(
             address=self.entry_point, abi=contracts.artifact(self.version, "EntryPoint")["abi"]
         )
 
     @property
     def address(self) -> str:
-        return self.factory.functions.getAddress(self.owner.address, self.salt).call()
+        raise NotImplementedError
+
+    def factory_data(self) -> str:
+        raise NotImplementedError
 
     def is_deployed(self) -> bool:
         return self.w3.eth.get_code(self.address) not in (b"", None)
@@ -64,13 +63,11 @@ class SimpleAccountOwner:
             "sender": sender,
             "nonce": self.entry_point_contract.functions.getNonce(sender, 0).call(),
             "callData": call_data,
-            "signature": DUMMY_SIGNATURE,
+            "signature": self.dummy_signature,
         }
         if not self.is_deployed():
             op["factory"] = self.factory.address
-            op["factoryData"] = self.factory.encode_abi(
-                "createAccount", [self.owner.address, self.salt]
-            )
+            op["factoryData"] = self.factory_data()
         fees = bundler.gas_price()["fast"]
         op["maxFeePerGas"] = int(fees["maxFeePerGas"], 16)
         op["maxPriorityFeePerGas"] = int(fees["maxPriorityFeePerGas"], 16)
@@ -83,6 +80,30 @@ class SimpleAccountOwner:
             }
         op.update(gas)
         return op
+
+
+@dataclass
+class SimpleAccountOwner(Erc4337Account):
+    w3: Web3
+    owner_key: str
+    version: str = "0.7"
+    salt: int = 0
+
+    def __post_init__(self) -> None:
+        self._setup()
+        self.owner = Account.from_key(self.owner_key)
+        self.factory = self.w3.eth.contract(
+            address=contracts.simple_account_factory_address(self.version),
+            abi=contracts.artifact(self.version, "SimpleAccountFactory")["abi"],
+        )
+        self.account_abi = contracts.artifact(self.version, "SimpleAccount")["abi"]
+
+    @property
+    def address(self) -> str:
+        return self.factory.functions.getAddress(self.owner.address, self.salt).call()
+
+    def factory_data(self) -> str:
+        return self.factory.encode_abi("createAccount", [self.owner.address, self.salt])
 
     def sign(self, op: dict[str, Any], *, chain_id: int) -> dict[str, Any]:
         digest = user_op_hash(

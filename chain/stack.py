@@ -79,6 +79,22 @@ def _tail(path: Path, lines: int = 25) -> str:
         return "(no log)"
 
 
+def compile_contracts() -> None:
+    """Compile chain/contracts with solc-js when the build is missing or older than a source."""
+    if not contracts.build_stale():
+        return
+    result = subprocess.run(
+        [str(NODE22), str(CHAIN_DIR / "compile.mjs")],
+        cwd=CHAIN_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if result.returncode != 0:
+        raise ChainStackError(f"compiling chain/contracts failed:\n{result.stderr[-3000:]}")
+    contracts.build_artifact.cache_clear()
+
+
 @dataclass
 class LocalChain:
     rpc_port: int = 8545
@@ -107,6 +123,7 @@ class LocalChain:
             if not path.exists():
                 raise ChainStackError(f"{path} is missing: run `make deps` (npm ci in chain/)")
         self.workdir.mkdir(parents=True, exist_ok=True)
+        compile_contracts()
         for port in (self.rpc_port, self.bundler_port):
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", port)) == 0:
@@ -237,6 +254,11 @@ class LocalChain:
             deployed[f"simpleAccountFactory_v{version}"] = self.create2(
                 contracts.FACTORY_SALT, contracts.simple_account_factory_initcode(version)
             )
+            deployed[f"passkeyAccountFactory_v{version}"] = self.create2(
+                contracts.FACTORY_SALT, contracts.passkey_factory_initcode(version)
+            )
+        for symbol, (_name, _decimals, salt) in contracts.DEMO_TOKENS.items():
+            deployed[f"token_{symbol}"] = self.create2(salt, contracts.demo_token_initcode(symbol))
         return deployed
 
     def create2(self, salt: str, initcode: str | bytes) -> str:

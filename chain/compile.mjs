@@ -1,0 +1,47 @@
+// Compile chain/contracts/*.sol with solc-js (WASM) into chain/build/<Contract>.json
+// ({abi, bytecode}). Deterministic: same sources and settings, same bytecode.
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import solc from "solc";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const sourcesDir = path.join(here, "contracts");
+const outDir = path.join(here, "build");
+const sources = {};
+for (const file of fs.readdirSync(sourcesDir).filter((f) => f.endsWith(".sol")).sort()) {
+  sources[`contracts/${file}`] = { content: fs.readFileSync(path.join(sourcesDir, file), "utf8") };
+}
+const input = {
+  language: "Solidity",
+  sources,
+  settings: {
+    optimizer: { enabled: true, runs: 200 },
+    evmVersion: "cancun",
+    outputSelection: { "*": { "*": ["abi", "evm.bytecode.object"] } },
+  },
+};
+function findImports(importPath) {
+  try {
+    return { contents: fs.readFileSync(path.join(here, "node_modules", importPath), "utf8") };
+  } catch {
+    return { error: `not found: ${importPath}` };
+  }
+}
+const output = JSON.parse(solc.compile(JSON.stringify(input), { import: findImports }));
+const errors = (output.errors || []).filter((e) => e.severity === "error");
+if (errors.length) {
+  for (const e of errors) console.error(e.formattedMessage);
+  process.exit(1);
+}
+fs.mkdirSync(outDir, { recursive: true });
+for (const [file, contracts] of Object.entries(output.contracts)) {
+  if (!file.startsWith("contracts/")) continue;
+  for (const [name, c] of Object.entries(contracts)) {
+    fs.writeFileSync(
+      path.join(outDir, `${name}.json`),
+      JSON.stringify({ contractName: name, abi: c.abi, bytecode: "0x" + c.evm.bytecode.object }, null, 1),
+    );
+  }
+}
+console.log(`compiled ${Object.keys(sources).length} files with solc ${solc.version()}`);

@@ -1,0 +1,109 @@
+"""Passkey-owned accounts on the local stack, and a software WebAuthn authenticator.
+
+The software authenticator produces the same assertion a browser does (authenticatorData,
+clientDataJSON, DER signature over authenticatorData ‖ sha256(clientDataJSON)); tests and demo
+data use it where no browser is involved. The browser path is tested with Chromium's virtual
+authenticator.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from web3 import Web3
+
+from actions.webauthn_signature import dummy_signature, pack_assertion
+from chain import contracts
+from chain.simple_account import Erc4337Account
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+@dataclass
+class SoftwarePasskey:
+    rp_id: str = "127.0.0.1"
+    origin: str = "http://127.0.0.1:8000"
+    key: ec.EllipticCurvePrivateKey = field(
+        default_factory=lambda: ec.generate_private_key(ec.SECP256R1())
+    )
+    credential_id: bytes = field(default_factory=lambda: secrets.token_bytes(16))
+    sign_count: int = 0
+    user_verified: bool = True
+
+    @property
+    def public_xy(self) -> tuple[bytes, bytes]:
+        numbers = self.key.public_key().public_numbers()
+        return numbers.x.to_bytes(32, "big"), numbers.y.to_bytes(32, "big")
+
+    def assert_(self, challenge: bytes, *, origin: str | None = None) -> dict[str, bytes]:
+        self.sign_count += 1
+        flags = 0x01 | (0x04 if self.user_verified else 0)  # UP, UV
+        authenticator_data = (
+            hashlib.sha256(self.rp_id.encode()).digest()
+            + bytes([flags])
+            + self.sign_count.to_bytes(4, "big")
+        )
+        client_data_json = json.dumps(
+            {
+                "type": "webauthn.get",
+                "challenge": b64url(challenge),
+                "origin": origin or self.origin,
+                "crossOrigin": False,
+            },
+            separators=(",", ":"),
+        ).encode()
+        signature = self.key.sign(
+            authenticator_data + hashlib.sha256(client_data_json).digest(),
+            ec.ECDSA(hashes.SHA256()),
+        )
+        return {
+            "credential_id": self.credential_id,
+            "authenticator_data": authenticator_data,
+            "client_data_json": client_data_json,
+            "signature": signature,
+        }
+
+
+@dataclass
+class PasskeyAccountClient(Erc4337Account):
+    w3: Web3
+    qx: bytes
+    qy: bytes
+    version: str = "0.7"
+    salt: int = 0
+
+    def __post_init__(self) -> None:
+        self._setup()
+        self.factory = self.w3.eth.contract(
+            address=contracts.passkey_factory_address(self.version),
+            abi=contracts.build_artifact("PasskeyAccountFactory")["abi"],
+        )
+        self.account_abi = contracts.build_artifact("PasskeyAccount")["abi"]
+        self.dummy_signature = dummy_signature()
+
+    @property
+    def address(self) -> str:
+        return self.factory.functions.getAddress(self.qx, self.qy, self.salt).call()
+
+    def factory_data(self) -> str:
+        return self.factory.encode_abi("createAccount", [self.qx, self.qy, self.salt])
+
+    def sign_with(
+        self, passkey: SoftwarePasskey, op: dict[str, Any], op_hash: str
+    ) -> dict[str, Any]:
+        assertion = passkey.assert_(bytes.fromhex(op_hash[2:]))
+        signature = pack_assertion(
+            authenticator_data=assertion["authenticator_data"],
+            client_data_json=assertion["client_data_json"],
+            signature_der=assertion["signature"],
+        )
+        return {**op, "signature": signature}

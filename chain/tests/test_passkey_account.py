@@ -1,0 +1,97 @@
+"""A passkey-owned ERC-4337 account: P-256 WebAuthn verified on chain, through the real bundler."""
+
+from __future__ import annotations
+
+import pytest
+from web3 import Web3
+
+from actions.bundler import BundlerClient, BundlerError
+from actions.userops import to_rpc, user_op_hash
+from chain import contracts
+from chain.dev import fund
+from chain.passkey_account import PasskeyAccountClient, SoftwarePasskey
+from chain.stack import DEPLOYER_KEY
+from picnic.testing import wait_until
+
+pytestmark = pytest.mark.chain
+RECIPIENT = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
+
+
+def _mint(w3: Web3, symbol: str, to: str, amount: int) -> None:
+    token = w3.eth.contract(
+        address=contracts.demo_token_address(symbol),
+        abi=contracts.build_artifact("DemoToken")["abi"],
+    )
+    owner = w3.eth.account.from_key(DEPLOYER_KEY)
+    tx = token.functions.mint(to, amount).build_transaction(
+        {
+            "from": owner.address,
+            "nonce": w3.eth.get_transaction_count(owner.address, "pending"),
+            "chainId": w3.eth.chain_id,
+        }
+    )
+    w3.eth.wait_for_transaction_receipt(
+        w3.eth.send_raw_transaction(owner.sign_transaction(tx).raw_transaction)
+    )
+
+
+def _send(account, op, bundler) -> str:
+    return bundler.send_user_operation(to_rpc(op), account.entry_point)
+
+
+@pytest.mark.parametrize("version", ["0.7", "0.8"])
+def test_a_passkey_signed_user_operation_moves_demo_usdc(chain, version):
+    w3 = Web3(Web3.HTTPProvider(chain.rpc_url))
+    bundler = BundlerClient(chain.bundler_url, timeout=15)
+    passkey = SoftwarePasskey()
+    account = PasskeyAccountClient(w3, *passkey.public_xy, version=version)
+    fund(w3, account.address, Web3.to_wei(1, "ether"))
+    _mint(w3, "USDC", account.address, 10_000_000)  # 10 USDC (6 decimals)
+    usdc = w3.eth.contract(
+        address=contracts.demo_token_address("USDC"),
+        abi=contracts.build_artifact("DemoToken")["abi"],
+    )
+    before = usdc.functions.balanceOf(RECIPIENT).call()
+    call = account.execute(
+        usdc.address, 0, Web3.to_bytes(hexstr=usdc.encode_abi("transfer", [RECIPIENT, 1_500_000]))
+    )
+    op = account.build(call, bundler)
+    op_hash = user_op_hash(
+        op, entry_point=account.entry_point, chain_id=w3.eth.chain_id, version=version
+    )
+    signed = account.sign_with(passkey, op, op_hash)
+    assert _send(account, signed, bundler) == op_hash
+    receipt = wait_until(lambda: bundler.get_user_operation_receipt(op_hash), timeout=60)
+    assert receipt.success
+    assert usdc.functions.balanceOf(RECIPIENT).call() - before == 1_500_000
+    assert account.is_deployed()
+    assert usdc.functions.decimals().call() == 6
+
+
+def test_another_passkeys_signature_is_refused_by_validation(chain):
+    w3 = Web3(Web3.HTTPProvider(chain.rpc_url))
+    bundler = BundlerClient(chain.bundler_url, timeout=15)
+    owner, intruder = SoftwarePasskey(), SoftwarePasskey()
+    account = PasskeyAccountClient(w3, *owner.public_xy)
+    fund(w3, account.address, Web3.to_wei(1, "ether"))
+    op = account.build(account.execute(RECIPIENT, 1), bundler)
+    op_hash = user_op_hash(
+        op, entry_point=account.entry_point, chain_id=w3.eth.chain_id, version="0.7"
+    )
+    with pytest.raises(BundlerError, match="AA24"):
+        _send(account, account.sign_with(intruder, op, op_hash), bundler)
+    # A genuine assertion over a different challenge is refused too.
+    other_hash = "0x" + "11" * 32
+    with pytest.raises(BundlerError, match="AA24"):
+        _send(account, account.sign_with(owner, op, other_hash), bundler)
+
+
+def test_demo_tokens_are_deployed_with_their_decimals(chain):
+    w3 = Web3(Web3.HTTPProvider(chain.rpc_url))
+    abi = contracts.build_artifact("DemoToken")["abi"]
+    for symbol, (_name, decimals, _salt) in contracts.DEMO_TOKENS.items():
+        token = w3.eth.contract(address=contracts.demo_token_address(symbol), abi=abi)
+        assert (token.functions.symbol().call(), token.functions.decimals().call()) == (
+            symbol,
+            decimals,
+        )
