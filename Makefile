@@ -7,9 +7,13 @@ BIN := $(VENV)/bin
 PY_STAMP := $(VENV)/.deps-stamp
 NODE_STAMP := chain/node_modules/.deps-stamp
 
-.PHONY: deps run test lint format chain clean
+.PHONY: deps chromium run test lint format chain clean
 
-deps: $(PY_STAMP) $(NODE_STAMP)
+deps: $(PY_STAMP) $(NODE_STAMP) chromium
+
+# The browser tests drive Debian's Chromium (never a downloaded browser build).
+chromium:
+	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
 $(PY_STAMP): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -20,6 +20,12 @@ from web3.exceptions import Web3Exception
 _HASH = re.compile(r"^0x[0-9a-fA-F]{64}$")
 _ERROR_SELECTOR = bytes.fromhex("08c379a0")  # Error(string)
 _PANIC_SELECTOR = bytes.fromhex("4e487b71")  # Panic(uint256)
+# Custom errors worth naming for staff and users (OpenZeppelin ERC-20).
+_CUSTOM_ERRORS = {
+    bytes.fromhex("e450d38c"): ("ERC20InsufficientBalance", ["address", "uint256", "uint256"]),
+    bytes.fromhex("fb8f41b2"): ("ERC20InsufficientAllowance", ["address", "uint256", "uint256"]),
+    bytes.fromhex("ec442f05"): ("ERC20InvalidReceiver", ["address"]),
+}
 
 
 class BundlerError(Exception):
@@ -59,6 +65,10 @@ def decode_revert_reason(data: str | None) -> str:
             return decode(["string"], raw[4:])[0]
         if raw[:4] == _PANIC_SELECTOR:
             return f"panic 0x{decode(['uint256'], raw[4:])[0]:02x}"
+        if raw[:4] in _CUSTOM_ERRORS:
+            name, types = _CUSTOM_ERRORS[raw[:4]]
+            args = ", ".join(str(a) for a in decode(types, raw[4:]))
+            return f"{name}({args})"
     except Exception:  # noqa: BLE001 - undecodable data is shown raw below
         pass
     return f"execution reverted (revert data {data})"

@@ -13,7 +13,7 @@ from eth_utils import keccak
 from web3 import Web3
 
 from actions.bundler import BundlerClient
-from actions.models import Action, ActionStatus, ActionType, SmartAccount, SmartAccountKind
+from actions.models import Action, ActionStatus, ActionType, SmartAccount, SmartAccountKind, Token
 from actions.services import (
     action_create,
     action_expire_if_overdue,
@@ -21,7 +21,7 @@ from actions.services import (
     action_submit,
     action_transition,
 )
-from chain.dev import fund
+from chain.dev import fund, mint
 from chain.simple_account import SimpleAccountOwner
 from picnic.lifecycle import Actor
 from picnic.testing import wait_until
@@ -40,12 +40,28 @@ DEMO = {
 }
 
 
+def ensure_demo_tokens() -> list[Token]:
+    """Token rows for the demo ERC-20s the chain stack deploys (USDC-like, EURe-like)."""
+    from chain import contracts
+
+    tokens = []
+    for symbol, (name, decimals, _salt) in contracts.DEMO_TOKENS.items():
+        token, _ = Token.objects.update_or_create(
+            chain_id=settings.CHAIN_ID,
+            address=contracts.demo_token_address(symbol),
+            defaults={"symbol": symbol, "name": name, "decimals": decimals},
+        )
+        tokens.append(token)
+    return tokens
+
+
 def demo_owner_key(username: str) -> str:
     # Demo only: a deterministic EOA owner for the local SimpleAccount (passkeys come later).
     return "0x" + keccak(text=f"picnic demo owner {username}").hex()
 
 
 def seed_actions(*, user, application, say: Callable[[str], None]) -> SmartAccount:
+    ensure_demo_tokens()
     w3 = Web3(Web3.HTTPProvider(settings.CHAIN_RPC_URL, request_kwargs={"timeout": 10}))
     bundler = BundlerClient(timeout=15)
     version = settings.ENTRY_POINT_VERSION
@@ -124,6 +140,13 @@ def seed_actions(*, user, application, say: Callable[[str], None]) -> SmartAccou
         Action.objects.filter(pk=action.pk).update(expires_at=action.created_at)
         action_expire_if_overdue(action=Action.objects.get(pk=action.pk))
     create("proposed", send, "Send 0.01 ETH to 0x7099…79C8", sign=False, ttl=24 * 3600)
+    # Passkey accounts the user registered in the browser get dev ETH and demo tokens.
+    for passkey_account in SmartAccount.objects.filter(user=user, passkey__isnull=False):
+        if w3.eth.get_balance(passkey_account.address) < Web3.to_wei(1, "ether"):
+            fund(w3, passkey_account.address, Web3.to_wei(2, "ether"))
+            mint(w3, "USDC", passkey_account.address, 100 * 10**6)
+            mint(w3, "EURe", passkey_account.address, 100 * 10**18)
+            say(f"passkey account {passkey_account.address} funded with ETH, 100 USDC, 100 EURe")
     for name, pk in DEMO.items():
         status = Action.objects.filter(pk=pk).values_list("status", flat=True).first()
         say(f"action {pk} ({name}): {status}")

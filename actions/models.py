@@ -128,6 +128,46 @@ class Action(models.Model):
         return ACTION_LIFECYCLE.is_terminal(self.status)
 
 
+class Passkey(models.Model):
+    """A WebAuthn credential (P-256) registered by a user on our registration page."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="passkeys"
+    )
+    credential_id = models.CharField(max_length=512, unique=True, help_text="base64url")
+    public_key = models.BinaryField(help_text="COSE public key")
+    public_key_x = models.CharField(max_length=66)
+    public_key_y = models.CharField(max_length=66)
+    sign_count = models.PositiveBigIntegerField(default=0)
+    transports = models.JSONField(default=list, blank=True)
+    name = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"passkey {self.credential_id[:12]}… of {self.user}"
+
+
+class Token(models.Model):
+    """An ERC-20 the action tools accept (CAIP-19 eip155:<chain>/erc20:<address>)."""
+
+    chain_id = models.PositiveBigIntegerField()
+    address = models.CharField(max_length=42)
+    symbol = models.CharField(max_length=20)
+    name = models.CharField(max_length=100)
+    decimals = models.PositiveSmallIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["chain_id", "address"], name="token_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.symbol} on {self.chain_id}"
+
+    @property
+    def asset_id(self) -> str:
+        return f"eip155:{self.chain_id}/erc20:{self.address}"
+
+
 class SmartAccountKind(models.TextChoices):
     PICNIC = "picnic", "Picnic (ERC-4337)"
     GNOSIS_PAY = "gnosisPay", "Gnosis Pay (Safe)"
@@ -144,8 +184,13 @@ class SmartAccount(models.Model):
     address = models.CharField(max_length=42)
     entry_point_version = models.CharField(max_length=4, blank=True)
     factory = models.CharField(max_length=42, blank=True)
-    # Who signs for it: "eoa:<address>" for the local stack's SimpleAccount; passkeys later.
+    # Who signs for it: "passkey:<credential id>", or "eoa:<address>" for the local stack's
+    # SimpleAccount used by demo data.
     owner = models.CharField(max_length=200)
+    passkey = models.ForeignKey(
+        Passkey, null=True, blank=True, on_delete=models.PROTECT, related_name="smart_accounts"
+    )
+    salt = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

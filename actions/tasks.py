@@ -26,3 +26,8 @@ def action_reconcile(action_id: str) -> str:
 @shared_task(name="actions.tasks.actions_purge_retained")
 def actions_purge_retained() -> int:
     return services.actions_purge_retained()
+
+
+@shared_task(name="actions.tasks.action_submit", acks_late=False)
+def action_submit(action_id: str) -> str:
+    return services.action_submit(action_id=action_id).status

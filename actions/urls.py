@@ -1,13 +1,27 @@
 from django.urls import path
 
-from actions import views
+from actions import signing_views, views
 
 app_name = "actions"
 
 api_urlpatterns = [
+    path("actions/transfer", views.TransferView.as_view(), name="transfer"),
     path("actions/<str:action_id>", views.ActionStatusView.as_view(), name="action-status"),
 ]
 
 staff_urlpatterns = [
     path("actions/<uuid:action_id>/", views.action_timeline, name="action-timeline"),
+]
+
+
+signing_urlpatterns = [
+    path("passkeys/", signing_views.passkeys_page, name="passkeys"),
+    path(
+        "passkeys/register/options", signing_views.passkey_register_options, name="passkey-options"
+    ),
+    path("passkeys/register/verify", signing_views.passkey_register_verify, name="passkey-verify"),
+    path("sign/<uuid:action_id>/", signing_views.sign_page, name="sign"),
+    path("sign/<uuid:action_id>/options", signing_views.sign_options, name="sign-options"),
+    path("sign/<uuid:action_id>/approve", signing_views.sign_approve, name="sign-approve"),
+    path("sign/<uuid:action_id>/reject", signing_views.sign_reject, name="sign-reject"),
 ]

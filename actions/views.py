@@ -1,14 +1,19 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.exceptions import APIException, NotFound, PermissionDenied, ValidationError
+from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from actions.bundler import BundlerError
 from actions.models import Action
 from actions.selectors import (
     ActionAccessDenied,
@@ -18,8 +23,62 @@ from actions.selectors import (
 )
 from actions.serializers import ActionStatusSerializer, ErrorSerializer
 from actions.services import action_expire_if_overdue, action_status_refresh
+from actions.tools import ToolError, propose_transfer
 from picnic.api import RequiredScopes
 from picnic.timeline import render_timeline
+
+
+class ServiceUnavailable(APIException):
+    status_code = 503
+    default_code = "bundler_unavailable"
+
+
+def action_created_payload(action: Action) -> dict:
+    return {
+        "action_id": str(action.pk),
+        "type": action.type,
+        "status": action.status,
+        "summary": action.summary,
+        "sign_url": f"{settings.PUBLIC_BASE_URL}{reverse('sign', args=[action.pk])}",
+        "resource_uri": action.resource_uri,
+        "user_op_hash": action.user_op_hash,
+        "expires_at": action.expires_at.isoformat().replace("+00:00", "Z"),
+    }
+
+
+class TransferView(APIView):
+    """transfer: propose sending an ERC-20 from the user's smart account; the user signs."""
+
+    permission_classes = [RequiredScopes]
+    required_scopes = ["write:actions"]
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        operation_id="transfer", request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT}
+    )
+    def post(self, request: Request) -> Response:
+        data = request.data if isinstance(request.data, dict) else {}
+        unknown = set(data) - {"asset_id", "amount", "to"}
+        missing = {"asset_id", "amount", "to"} - set(data)
+        if unknown or missing:
+            raise ValidationError(
+                {"detail": f"unknown fields {sorted(unknown)}, missing {sorted(missing)}"}
+            )
+        try:
+            action = propose_transfer(
+                user=request.user,
+                application=request.auth.application,
+                asset_id=str(data["asset_id"]),
+                amount=str(data["amount"]),
+                to=str(data["to"]),
+            )
+        except ToolError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        except BundlerError as exc:
+            raise ServiceUnavailable(
+                f"The bundler could not prepare the user operation: {exc}"
+            ) from None
+        return Response(action_created_payload(action), status=201)
 
 
 class ActionStatusView(APIView):

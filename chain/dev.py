@@ -23,3 +23,34 @@ def fund(w3: Web3, address: str, wei: int, *, key: str = DEPLOYER_KEY) -> None:
     }
     tx_hash = w3.eth.send_raw_transaction(funder.sign_transaction(tx).raw_transaction)
     w3.eth.wait_for_transaction_receipt(tx_hash, timeout=30)
+
+
+def mint(w3: Web3, symbol: str, to: str, amount: int) -> None:
+    """Mint a demo ERC-20 (the deployer owns them)."""
+    from chain import contracts
+
+    token = w3.eth.contract(
+        address=contracts.demo_token_address(symbol),
+        abi=contracts.build_artifact("DemoToken")["abi"],
+    )
+    owner = w3.eth.account.from_key(DEPLOYER_KEY)
+    tx = token.functions.mint(Web3.to_checksum_address(to), amount).build_transaction(
+        {
+            "from": owner.address,
+            "nonce": w3.eth.get_transaction_count(owner.address, "pending"),
+            "chainId": w3.eth.chain_id,
+        }
+    )
+    w3.eth.wait_for_transaction_receipt(
+        w3.eth.send_raw_transaction(owner.sign_transaction(tx).raw_transaction)
+    )
+
+
+def token_balance(w3: Web3, symbol: str, owner: str) -> int:
+    from chain import contracts
+
+    token = w3.eth.contract(
+        address=contracts.demo_token_address(symbol),
+        abi=contracts.build_artifact("DemoToken")["abi"],
+    )
+    return token.functions.balanceOf(Web3.to_checksum_address(owner)).call()

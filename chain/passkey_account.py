@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from web3 import Web3
 
-from actions.webauthn_signature import dummy_signature, pack_assertion
+from actions.signature import dummy_signature, pack_assertion
 from chain import contracts
 from chain.simple_account import Erc4337Account
 
@@ -44,7 +44,58 @@ class SoftwarePasskey:
         numbers = self.key.public_key().public_numbers()
         return numbers.x.to_bytes(32, "big"), numbers.y.to_bytes(32, "big")
 
-    def assert_(self, challenge: bytes, *, origin: str | None = None) -> dict[str, bytes]:
+    def create(self, challenge: bytes, *, origin: str | None = None) -> dict[str, Any]:
+        """A registration response ("none" attestation) in the JSON shape browsers send."""
+        import cbor2
+
+        x, y = self.public_xy
+        cose_key = cbor2.dumps({1: 2, 3: -7, -1: 1, -2: x, -3: y})
+        flags = 0x01 | (0x04 if self.user_verified else 0) | 0x40  # UP, UV, AT
+        auth_data = (
+            hashlib.sha256(self.rp_id.encode()).digest()
+            + bytes([flags])
+            + self.sign_count.to_bytes(4, "big")
+            + bytes(16)
+            + len(self.credential_id).to_bytes(2, "big")
+            + self.credential_id
+            + cose_key
+        )
+        client_data_json = json.dumps(
+            {
+                "type": "webauthn.create",
+                "challenge": b64url(challenge),
+                "origin": origin or self.origin,
+            },
+            separators=(",", ":"),
+        ).encode()
+        attestation = cbor2.dumps({"fmt": "none", "attStmt": {}, "authData": auth_data})
+        return {
+            "id": b64url(self.credential_id),
+            "rawId": b64url(self.credential_id),
+            "type": "public-key",
+            "response": {
+                "clientDataJSON": b64url(client_data_json),
+                "attestationObject": b64url(attestation),
+                "transports": ["internal"],
+            },
+        }
+
+    def get_json(self, challenge: bytes, *, origin: str | None = None) -> dict[str, Any]:
+        """An authentication response in the JSON shape browsers send."""
+        assertion = self.get_assertion(challenge, origin=origin)
+        return {
+            "id": b64url(self.credential_id),
+            "rawId": b64url(self.credential_id),
+            "type": "public-key",
+            "response": {
+                "clientDataJSON": b64url(assertion["client_data_json"]),
+                "authenticatorData": b64url(assertion["authenticator_data"]),
+                "signature": b64url(assertion["signature"]),
+                "userHandle": None,
+            },
+        }
+
+    def get_assertion(self, challenge: bytes, *, origin: str | None = None) -> dict[str, bytes]:
         self.sign_count += 1
         flags = 0x01 | (0x04 if self.user_verified else 0)  # UP, UV
         authenticator_data = (
@@ -100,7 +151,7 @@ class PasskeyAccountClient(Erc4337Account):
     def sign_with(
         self, passkey: SoftwarePasskey, op: dict[str, Any], op_hash: str
     ) -> dict[str, Any]:
-        assertion = passkey.assert_(bytes.fromhex(op_hash[2:]))
+        assertion = passkey.get_assertion(bytes.fromhex(op_hash[2:]))
         signature = pack_assertion(
             authenticator_data=assertion["authenticator_data"],
             client_data_json=assertion["client_data_json"],

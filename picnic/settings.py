@@ -59,6 +59,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "picnic.middleware.ContentSecurityPolicyMiddleware",
 ]
 
 ROOT_URLCONF = "picnic.urls"
@@ -98,7 +99,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
-LOGIN_URL = "admin:login"
+LOGIN_URL = "login"
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
@@ -194,6 +195,13 @@ ENTRY_POINT_VERSION = env_choice("ENTRY_POINT_VERSION", "0.7", ("0.7", "0.8"))
 CHAIN_ID = env_int("CHAIN_ID", 31337, minimum=1)
 # Upper bound for any single bundler/RPC call made while answering a request.
 BUNDLER_TIMEOUT_SECONDS = env_float("BUNDLER_TIMEOUT_SECONDS", 2.0)
+
+# --- Passkeys (WebAuthn) -------------------------------------------------------------------
+# WebAuthn forbids IP addresses as RP ID: locally the site is http://localhost:8000.
+WEBAUTHN_RP_ID = env_str("WEBAUTHN_RP_ID", "localhost")
+WEBAUTHN_RP_NAME = env_str("WEBAUTHN_RP_NAME", "Picnic")
+WEBAUTHN_ORIGIN = env_url("WEBAUTHN_ORIGIN", "http://localhost:8000", schemes=("http", "https"))
+PUBLIC_BASE_URL = env_url("PUBLIC_BASE_URL", WEBAUTHN_ORIGIN, schemes=("http", "https"))
 
 # --- Actions lifecycle ---------------------------------------------------------------------
 ACTION_TTL_SECONDS = env_int("ACTION_TTL_SECONDS", 15 * 60, minimum=30)

@@ -1,9 +1,11 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
 from actions.urls import api_urlpatterns as actions_api
+from actions.urls import signing_urlpatterns
 from actions.urls import staff_urlpatterns as actions_staff
 from messaging.urls import api_urlpatterns as messaging_api
 from messaging.urls import staff_urlpatterns as messaging_staff
@@ -13,6 +15,9 @@ from operations.urls import staff_urlpatterns as operations_staff
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    *signing_urlpatterns,
     path("o/", include("oauth2_provider.urls", namespace="oauth2_provider")),
     path("api/v1/", include((actions_api, "actions"), namespace="actions-api")),
     path("api/v1/", include((operations_api, "operations"), namespace="operations-api")),

@@ -255,3 +255,5 @@ def test_it_decodes_revert_reasons():
     panic = "0x4e487b71" + "00" * 31 + "11"
     assert decode_revert_reason(panic) == "panic 0x11"
     assert decode_revert_reason("0xdeadbeef") == "execution reverted (revert data 0xdeadbeef)"
+    insufficient = "0xe450d38c" + "00" * 12 + "ab" * 20 + f"{5:064x}" + f"{9:064x}"
+    assert decode_revert_reason(insufficient) == f"ERC20InsufficientBalance(0x{'ab' * 20}, 5, 9)"

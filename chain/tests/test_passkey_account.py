@@ -8,31 +8,12 @@ from web3 import Web3
 from actions.bundler import BundlerClient, BundlerError
 from actions.userops import to_rpc, user_op_hash
 from chain import contracts
-from chain.dev import fund
+from chain.dev import fund, mint
 from chain.passkey_account import PasskeyAccountClient, SoftwarePasskey
-from chain.stack import DEPLOYER_KEY
 from picnic.testing import wait_until
 
 pytestmark = pytest.mark.chain
 RECIPIENT = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
-
-
-def _mint(w3: Web3, symbol: str, to: str, amount: int) -> None:
-    token = w3.eth.contract(
-        address=contracts.demo_token_address(symbol),
-        abi=contracts.build_artifact("DemoToken")["abi"],
-    )
-    owner = w3.eth.account.from_key(DEPLOYER_KEY)
-    tx = token.functions.mint(to, amount).build_transaction(
-        {
-            "from": owner.address,
-            "nonce": w3.eth.get_transaction_count(owner.address, "pending"),
-            "chainId": w3.eth.chain_id,
-        }
-    )
-    w3.eth.wait_for_transaction_receipt(
-        w3.eth.send_raw_transaction(owner.sign_transaction(tx).raw_transaction)
-    )
 
 
 def _send(account, op, bundler) -> str:
@@ -46,7 +27,7 @@ def test_a_passkey_signed_user_operation_moves_demo_usdc(chain, version):
     passkey = SoftwarePasskey()
     account = PasskeyAccountClient(w3, *passkey.public_xy, version=version)
     fund(w3, account.address, Web3.to_wei(1, "ether"))
-    _mint(w3, "USDC", account.address, 10_000_000)  # 10 USDC (6 decimals)
+    mint(w3, "USDC", account.address, 10_000_000)  # 10 USDC (6 decimals)
     usdc = w3.eth.contract(
         address=contracts.demo_token_address("USDC"),
         abi=contracts.build_artifact("DemoToken")["abi"],

@@ -50,6 +50,7 @@ def test_it_creates_demo_data_once_with_actions_in_different_states(chain_settin
     account = SmartAccount.objects.get(user__username="alice")
     assert Action.objects.filter(smart_account=account.address).count() == 6
     token = AccessToken.objects.get(user__username="alice")
+    assert "user alice password alice-demo-password" in first
     assert f"bearer token  {token.token}" in first
     assert (
         "scopes        read:actions write:actions agent:dm_read agent:dm_write "

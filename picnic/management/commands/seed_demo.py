@@ -16,7 +16,7 @@ from messaging.demo import seed_messaging
 from operations.demo import seed_operations
 
 STAFF = ("staff", "picnic-staff-demo")
-END_USER = "alice"
+END_USER = ("alice", "alice-demo-password")
 SCOPES = "read:actions write:actions agent:dm_read agent:dm_write operations:read operations:write"
 
 
@@ -37,9 +37,12 @@ class Command(BaseCommand):
         if created:
             staff.set_password(STAFF[1])
             staff.save()
-        alice, _ = User.objects.get_or_create(
-            username=END_USER, defaults={"email": "alice@example.test"}
+        alice, created = User.objects.get_or_create(
+            username=END_USER[0], defaults={"email": "alice@example.test"}
         )
+        if created:
+            alice.set_password(END_USER[1])
+            alice.save()
         app, _ = Application.objects.get_or_create(
             client_id="picnic-demo-agent",
             defaults={
@@ -80,7 +83,8 @@ class Command(BaseCommand):
         say(self.style.SUCCESS("demo data ready"))
         say(f"  staff login   http://127.0.0.1:8000/admin/  user {STAFF[0]} password {STAFF[1]}")
         say(
-            f"  end user      {alice.username} (OAuth client {app.name}, client_id {app.client_id})"
+            f"  end user      http://localhost:8000/passkeys/  user {END_USER[0]} password "
+            f"{END_USER[1]} (OAuth client {app.name}, client_id {app.client_id})"
         )
         say(f"  bearer token  {token.token}")
         say(f"  scopes        {token.scope}")

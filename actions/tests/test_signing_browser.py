@@ -1,0 +1,145 @@
+"""End to end in Debian's Chromium (Playwright) with a CDP virtual authenticator:
+register a passkey, transfer 1.5 demo USDC, sign on the page, see it executed on chain;
+reject another action; let a third expire."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+from web3 import Web3
+
+from actions.demo import ensure_demo_tokens
+from actions.models import Action, SmartAccount
+from chain import contracts
+from chain.dev import fund, mint, token_balance
+
+pytestmark = [pytest.mark.chain, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+CHROMIUM = "/usr/bin/chromium"
+RECIPIENT = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"
+# PICNIC_SCREENSHOT_DIR=docs refreshes the committed screenshot (docs/signing-page.png).
+SCREENSHOT_DIR = os.environ.get("PICNIC_SCREENSHOT_DIR")
+
+
+@pytest.fixture
+def browser_page(live_server, chain_settings, settings, monkeypatch):
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)")
+    # Playwright's sync API runs an event loop in this thread; the ORM calls here are still sync.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    from picnic.celery import app as celery_app
+
+    monkeypatch.setitem(celery_app.conf, "task_always_eager", True)
+    settings.WEBAUTHN_RP_ID = "localhost"
+    settings.WEBAUTHN_ORIGIN = live_server.url
+    settings.PUBLIC_BASE_URL = live_server.url
+    ensure_demo_tokens()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        page = browser.new_page(viewport={"width": 1000, "height": 900})
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("WebAuthn.enable")
+        cdp.send(
+            "WebAuthn.addVirtualAuthenticator",
+            {
+                "options": {
+                    "protocol": "ctap2",
+                    "transport": "internal",
+                    "hasResidentKey": True,
+                    "hasUserVerification": True,
+                    "isUserVerified": True,
+                    "automaticPresenceSimulation": True,
+                }
+            },
+        )
+        yield page
+        browser.close()
+
+
+def test_register_transfer_sign_execute_reject_and_expire(
+    browser_page, live_server, django_user_model, application, make_token, client, tmp_path
+):
+    page = browser_page
+    user = django_user_model.objects.create_user("alice", password="alice-password")
+    page.goto(f"{live_server.url}/accounts/login/?next=/passkeys/")
+    page.fill("input[name=username]", "alice")
+    page.fill("input[name=password]", "alice-password")
+    page.click("button[type=submit]")
+    page.click("#register-passkey")
+    page.wait_for_selector("text=Passkey registered", timeout=30_000)
+    account = SmartAccount.objects.get(user=user, passkey__isnull=False)
+
+    w3 = Web3(Web3.HTTPProvider(live_server_chain_url()))
+    fund(w3, account.address, Web3.to_wei(1, "ether"))
+    mint(w3, "USDC", account.address, 5_000_000)
+    before = token_balance(w3, "USDC", RECIPIENT)
+    token = make_token(user, application, scope="read:actions write:actions")
+
+    def propose(amount: str) -> dict:
+        response = client.post(
+            "/api/v1/actions/transfer",
+            json.dumps(
+                {
+                    "asset_id": f"eip155:31337/erc20:{contracts.demo_token_address('USDC')}",
+                    "amount": amount,
+                    "to": RECIPIENT,
+                }
+            ),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {token.token}",
+        )
+        assert response.status_code == 201, response.content
+        return response.json()
+
+    first = propose("1.5")
+    page.goto(first["sign_url"])
+    assert page.inner_text("#summary") == f"Send 1.5 USDC to {RECIPIENT} on chain 31337"
+    page.screenshot(path=str(Path(SCREENSHOT_DIR or tmp_path) / "signing-page.png"), full_page=True)
+    page.click("#approve")
+    page.wait_for_selector('[data-status="executed"]', timeout=90_000)
+    assert token_balance(w3, "USDC", RECIPIENT) - before == 1_500_000
+    executed = Action.objects.get(pk=first["action_id"])
+    assert executed.tx_hash and w3.eth.get_transaction_receipt(executed.tx_hash)["status"] == 1
+    assert [h.status for h in executed.history.order_by("timestamp", "id")] == [
+        "proposed",
+        "signed",
+        "submitted",
+        "broadcast",
+        "executed",
+    ]
+
+    second = propose("1")
+    page.goto(second["sign_url"])
+    page.click("#reject")
+    page.wait_for_selector('[data-status="rejected"]', timeout=30_000)
+    assert Action.objects.get(pk=second["action_id"]).status == "rejected"
+
+    third = propose("1")
+    Action.objects.filter(pk=third["action_id"]).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    page.goto(third["sign_url"])
+    assert page.is_visible("#expired") and not page.is_visible("#approve")
+    assert Action.objects.get(pk=third["action_id"]).status == "expired"
+
+
+def live_server_chain_url() -> str:
+    from django.conf import settings
+
+    return settings.CHAIN_RPC_URL

@@ -1,0 +1,154 @@
+"""The action tools: each proposes an action for the user to sign (here: `transfer`)."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+from django.conf import settings
+from web3 import Web3
+
+from actions.bundler import BundlerClient, BundlerError
+from actions.models import Action, ActionType, SmartAccount, SmartAccountKind, Token
+from actions.services import action_create
+
+ASSET_ID = re.compile(r"^eip155:(\d+)/erc20:(0x[0-9a-fA-F]{40})$")
+# Used when the bundler's simulation says the call reverts: the op still goes out if the user
+# signs, and ends `failed` with the on-chain reason (the signing page warns first).
+FALLBACK_GAS = {
+    "callGasLimit": 200_000,
+    "verificationGasLimit": 1_500_000,
+    "preVerificationGas": 120_000,
+}
+
+
+class ToolError(Exception):
+    """Bad input for a tool; the message says what to fix."""
+
+
+def _token(asset_id: str) -> Token:
+    match = ASSET_ID.match(asset_id or "")
+    if not match:
+        raise ToolError(
+            f"asset_id must be a CAIP-19 ERC-20 id (eip155:<chain>/erc20:<address>), got {asset_id!r}"
+        )
+    token = Token.objects.filter(chain_id=int(match[1]), address__iexact=match[2]).first()
+    if token is None:
+        raise ToolError(f"Unknown token: {asset_id}")
+    return token
+
+
+def _units(amount: str, decimals: int) -> tuple[Decimal, int]:
+    try:
+        value = Decimal(str(amount))
+    except (InvalidOperation, ValueError):
+        raise ToolError(f"amount must be a decimal string, got {amount!r}") from None
+    if not value.is_finite() or value <= 0:
+        raise ToolError("amount must be greater than zero")
+    if -value.as_tuple().exponent > decimals:
+        raise ToolError(f"amount has more than {decimals} decimals, the token's precision")
+    return value, int(value.scaleb(decimals))
+
+
+def _recipient(to: str, w3: Web3) -> str:
+    to = (to or "").strip()
+    if re.fullmatch(r"0x[0-9a-fA-F]{40}", to):
+        body = to[2:]
+        # All-lowercase or all-uppercase carries no checksum; mixed case must be valid EIP-55.
+        if body not in (body.lower(), body.upper()) and not Web3.is_checksum_address(to):
+            raise ToolError(f"{to} has an invalid EIP-55 checksum")
+        return Web3.to_checksum_address(to)
+    if re.fullmatch(r"[a-z0-9-]+(\.[a-z0-9-]+)+", to.lower()):
+        try:
+            resolved = w3.ens.address(to)
+        except Exception:  # noqa: BLE001 - no ENS registry on this chain, or the RPC failed
+            resolved = None
+        if not resolved:
+            raise ToolError(f"ENS name {to} could not be resolved on chain {settings.CHAIN_ID}")
+        return Web3.to_checksum_address(resolved)
+    raise ToolError(f"to must be a 0x address or an ENS name, got {to!r}")
+
+
+def _account(user) -> SmartAccount:
+    account = (
+        SmartAccount.objects.select_related("passkey")
+        .filter(
+            user=user,
+            kind=SmartAccountKind.PICNIC,
+            passkey__isnull=False,
+            chain_id=settings.CHAIN_ID,
+        )
+        .first()
+    )
+    if account is None:
+        raise ToolError("No Picnic smart account: the user must register a passkey first")
+    return account
+
+
+def web3() -> Web3:
+    return Web3(Web3.HTTPProvider(settings.CHAIN_RPC_URL, request_kwargs={"timeout": 10}))
+
+
+def propose_transfer(*, user, application, asset_id: str, amount: str, to: str) -> Action:
+    from chain.passkey_account import PasskeyAccountClient
+
+    token = _token(asset_id)
+    value, units = _units(amount, token.decimals)
+    w3 = web3()
+    recipient = _recipient(to, w3)
+    account = _account(user)
+    client = PasskeyAccountClient(
+        w3,
+        bytes.fromhex(account.passkey.public_key_x[2:]),
+        bytes.fromhex(account.passkey.public_key_y[2:]),
+        version=account.entry_point_version,
+        salt=account.salt,
+    )
+    erc20 = w3.eth.contract(address=Web3.to_checksum_address(token.address), abi=_ERC20_ABI)
+    call = client.execute(
+        erc20.address, 0, Web3.to_bytes(hexstr=erc20.encode_abi("transfer", [recipient, units]))
+    )
+    bundler = BundlerClient(timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10))
+    params = {
+        "asset_id": token.asset_id,
+        "amount": str(value),
+        "to": recipient,
+        "symbol": token.symbol,
+    }
+    if to.strip().lower() != recipient.lower():
+        params["ens"] = to.strip()
+    try:
+        op = client.build(call, bundler)
+    except BundlerError as exc:
+        params["simulation_error"] = str(exc)
+        op = client.build(call, bundler, gas=FALLBACK_GAS)
+    shown_to = f"{to.strip()} ({recipient})" if "ens" in params else recipient
+    return action_create(
+        user=user,
+        application=application,
+        type=ActionType.TRANSFER,
+        summary=f"Send {value} {token.symbol} to {shown_to} on chain {token.chain_id}",
+        chain_id=token.chain_id,
+        smart_account=account.address,
+        params=params,
+        user_op=op,
+        entry_point_version=account.entry_point_version,
+    )
+
+
+_ERC20_ABI = [
+    {
+        "type": "function",
+        "name": "transfer",
+        "stateMutability": "nonpayable",
+        "inputs": [{"name": "to", "type": "address"}, {"name": "amount", "type": "uint256"}],
+        "outputs": [{"name": "", "type": "bool"}],
+    },
+    {
+        "type": "function",
+        "name": "balanceOf",
+        "stateMutability": "view",
+        "inputs": [{"name": "owner", "type": "address"}],
+        "outputs": [{"name": "", "type": "uint256"}],
+    },
+]
