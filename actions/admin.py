@@ -12,6 +12,7 @@ from django.utils.timesince import timesince
 from actions.models import Action, ActionStatusHistory
 from actions.selectors import actions_stuck
 from actions.services import action_reconcile
+from picnic.admin import StatusHistoryInline
 from picnic.lifecycle import Actor
 
 
@@ -29,19 +30,8 @@ class StuckFilter(admin.SimpleListFilter):
         return queryset
 
 
-class ActionStatusHistoryInline(admin.TabularInline):
+class ActionStatusHistoryInline(StatusHistoryInline):
     model = ActionStatusHistory
-    fields = ("timestamp", "from_status", "status", "detail", "actor_kind", "actor_user", "payload")
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    ordering = ("timestamp", "id")
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Action)

@@ -21,6 +21,7 @@ from messaging.models import (
 )
 from messaging.selectors import deliveries_stuck
 from messaging.services import delivery_cancel, delivery_resolve_unknown
+from picnic.admin import StatusHistoryInline
 from picnic.lifecycle import IllegalTransition
 
 
@@ -89,19 +90,8 @@ class FailedReasonFilter(admin.SimpleListFilter):
         return queryset
 
 
-class HistoryInline(admin.TabularInline):
+class HistoryInline(StatusHistoryInline):
     model = DeliveryStatusHistory
-    fields = ("timestamp", "from_status", "status", "detail", "actor_kind", "actor_user", "payload")
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    ordering = ("timestamp", "id")
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
 
 class ResolveForm(forms.Form):

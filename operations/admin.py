@@ -19,25 +19,12 @@ from operations.models import (
     Wallet,
 )
 from operations.services import operation_pause, operation_resume
+from picnic.admin import ReadOnlyInline, StatusHistoryInline
 from picnic.lifecycle import IllegalTransition
 
 
-class ReadOnlyInline(admin.TabularInline):
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-
-class HistoryInline(ReadOnlyInline):
+class HistoryInline(StatusHistoryInline):
     model = OperationStatusHistory
-    fields = ("timestamp", "from_status", "status", "detail", "actor_kind", "actor_user", "payload")
-    readonly_fields = fields
-    ordering = ("timestamp", "id")
 
 
 class ComponentInline(ReadOnlyInline):

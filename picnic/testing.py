@@ -8,90 +8,44 @@ a connection dropped after the request was read. Used by every adapter's tests.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from picnic.local_server import LocalJsonServer
 
-class ScriptedServer:
+
+class ScriptedServer(LocalJsonServer):
     def __init__(self) -> None:
+        super().__init__()
         self.mode = "result"
         self.result: Any = None
         self.error: dict[str, Any] = {"code": -32000, "message": "scripted error"}
-        self.hang_seconds = 30.0
         self.requests: list[dict[str, Any]] = []
         self.handler: Callable[[dict[str, Any]], Any] | None = None
-        self._release = threading.Event()
-        server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length)
-                try:
-                    request = json.loads(body or b"{}")
-                except ValueError:
-                    request = {"raw": body.decode(errors="replace")}
-                server.requests.append(request)
-                server._answer(self, request)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self) -> ScriptedServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def _send(self, handler: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
-        handler.send_response(status)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
-
-    def _answer(self, handler: BaseHTTPRequestHandler, request: dict[str, Any]) -> None:
+    def on_post(self, handler) -> None:
+        body = self.read_body(handler)
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:
+            request = {"raw": body.decode(errors="replace")}
+        self.requests.append(request)
         rpc_id = request.get("id") if isinstance(request, dict) else None
         if self.mode == "hang":
-            self._release.wait(self.hang_seconds)
-            return
+            return self.hang()
         if self.mode == "drop":
-            handler.close_connection = True
-            handler.connection.shutdown(2)
-            return
+            return self.drop(handler)
         if self.mode == "http500":
-            self._send(handler, 500, b'{"message": "internal error"}')
-        elif self.mode == "garbage":
-            self._send(handler, 200, b"<html>502 Bad Gateway</html>")
-        elif self.mode == "rpc_error":
-            self._send(
-                handler,
-                200,
-                json.dumps({"jsonrpc": "2.0", "id": rpc_id, "error": self.error}).encode(),
+            return self.send(handler, 500, b'{"message": "internal error"}')
+        if self.mode == "garbage":
+            return self.send(handler, 200, b"<html>502 Bad Gateway</html>")
+        if self.mode == "rpc_error":
+            return self.send_json(
+                handler, 200, {"jsonrpc": "2.0", "id": rpc_id, "error": self.error}
             )
-        else:
-            result = self.handler(request) if self.handler else self.result
-            self._send(
-                handler,
-                200,
-                json.dumps({"jsonrpc": "2.0", "id": rpc_id, "result": result}).encode(),
-            )
+        result = self.handler(request) if self.handler else self.result
+        return self.send_json(handler, 200, {"jsonrpc": "2.0", "id": rpc_id, "result": result})
 
 
 def wait_until(

@@ -15,65 +15,25 @@ import json
 import re
 import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from picnic.local_server import LocalJsonServer
 
 PATH = re.compile(r"^/2/dm_conversations/with/([^/]+)/messages$")
 MARKERS = ("refuse", "hang", "drop", "error")
 
 
-class LocalXServer:
+class LocalXServer(LocalJsonServer):
     def __init__(self, *, port: int = 0, token: str | None = None, mode: str = "ok"):
+        super().__init__(port=port)
         self.mode = mode
         self.token = token
         self.requests: list[dict[str, Any]] = []
         self.received = threading.Event()
-        self._release = threading.Event()
-        server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
-                server._handle(self)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def start(self) -> LocalXServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def __enter__(self) -> LocalXServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _json(self, handler: BaseHTTPRequestHandler, status: int, payload: dict) -> None:
-        body = json.dumps(payload).encode()
-        handler.send_response(status)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
-
-    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
-        length = int(handler.headers.get("Content-Length") or 0)
-        raw = handler.rfile.read(length)
+    def on_post(self, handler: BaseHTTPRequestHandler) -> None:
+        raw = self.read_body(handler)
         match = PATH.match(handler.path)
         try:
             body = json.loads(raw or b"{}")
@@ -86,11 +46,11 @@ class LocalXServer:
         self.received.set()
         mode = next((m for m in MARKERS if f"[{m}]" in text), self.mode)
         if not match:
-            return self._json(
+            return self.send_json(
                 handler, 404, {"title": "Not Found", "detail": "no such route", "status": 404}
             )
         if self.token and handler.headers.get("Authorization") != f"Bearer {self.token}":
-            return self._json(
+            return self.send_json(
                 handler,
                 401,
                 {
@@ -101,20 +61,17 @@ class LocalXServer:
                 },
             )
         if mode == "hang":
-            self._release.wait(600)
-            return None
+            return self.hang()
         if mode == "drop":
-            handler.close_connection = True
-            handler.connection.shutdown(2)
-            return None
+            return self.drop(handler)
         if mode == "error":
-            return self._json(
+            return self.send_json(
                 handler,
                 503,
                 {"title": "Service Unavailable", "status": 503, "detail": "Service Unavailable"},
             )
         if mode == "refuse" or not text:
-            return self._json(
+            return self.send_json(
                 handler,
                 403,
                 {
@@ -125,7 +82,7 @@ class LocalXServer:
                 },
             )
         participant = match.group(1)
-        return self._json(
+        return self.send_json(
             handler,
             201,
             {

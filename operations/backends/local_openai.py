@@ -14,13 +14,14 @@ import json
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from picnic.local_server import LocalJsonServer
 
 MARKERS = ("fail", "lose-ack", "hang", "slow", "reject")
 
 
-class LocalResponsesServer:
+class LocalResponsesServer(LocalJsonServer):
     def __init__(
         self,
         *,
@@ -29,64 +30,20 @@ class LocalResponsesServer:
         mode: str = "ok",
         work_seconds: float = 0.2,
     ):
+        super().__init__(port=port)
         self.mode = mode
         self.api_key = api_key
         self.work_seconds = work_seconds
         self.responses: dict[str, dict[str, Any]] = {}
         self.by_key: dict[str, str] = {}
         self.creates: list[dict[str, Any]] = []
-        self._release = threading.Event()
         self._lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                server._post(self)
-
-            def do_GET(self) -> None:  # noqa: N802
-                server._get(self)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def start(self) -> LocalResponsesServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def __enter__(self) -> LocalResponsesServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # --- protocol ------------------------------------------------------------------------
 
-    def _send(self, handler, status: int, payload: dict) -> None:
-        body = json.dumps(payload).encode()
-        handler.send_response(status)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
-
     def _authorized(self, handler) -> bool:
         if self.api_key and handler.headers.get("Authorization") != f"Bearer {self.api_key}":
-            self._send(
+            self.send_json(
                 handler,
                 401,
                 {
@@ -140,9 +97,8 @@ class LocalResponsesServer:
                 )
         return view
 
-    def _post(self, handler) -> None:
-        length = int(handler.headers.get("Content-Length") or 0)
-        raw = handler.rfile.read(length)
+    def on_post(self, handler) -> None:
+        raw = self.read_body(handler)
         if not self._authorized(handler):
             return
         if handler.path.endswith("/cancel"):
@@ -150,7 +106,7 @@ class LocalResponsesServer:
             with self._lock:
                 response = self.responses.get(rid)
                 if response is None:
-                    return self._send(
+                    return self.send_json(
                         handler,
                         404,
                         {
@@ -162,11 +118,11 @@ class LocalResponsesServer:
                     )
                 if self._view(response)["status"] in ("queued", "in_progress"):
                     response["status"] = "cancelled"
-            return self._send(handler, 200, self._view(response))
+            return self.send_json(handler, 200, self._view(response))
         try:
             body = json.loads(raw)
         except ValueError:
-            return self._send(
+            return self.send_json(
                 handler,
                 400,
                 {
@@ -181,7 +137,7 @@ class LocalResponsesServer:
         key = handler.headers.get("Idempotency-Key")
         self.creates.append({"key": key, "input": text, "model": body.get("model")})
         if mode == "reject":
-            return self._send(
+            return self.send_json(
                 handler,
                 400,
                 {
@@ -215,28 +171,25 @@ class LocalResponsesServer:
                     self.by_key[key] = rid
             response = self.responses[rid]
         if mode == "hang":
-            self._release.wait(600)
-            return None
+            return self.hang()
         if mode == "lose-ack" and not response["_acked"]:
             # Accepted and working, but the acknowledgement never reaches the caller.
             response["_acked"] = True
-            handler.close_connection = True
-            handler.connection.shutdown(2)
-            return None
-        return self._send(handler, 200, self._view(response))
+            return self.drop(handler)
+        return self.send_json(handler, 200, self._view(response))
 
-    def _get(self, handler) -> None:
+    def on_get(self, handler) -> None:
         if not self._authorized(handler):
             return
         rid = handler.path.rstrip("/").split("/")[-1]
         response = self.responses.get(rid)
         if response is None:
-            return self._send(
+            return self.send_json(
                 handler,
                 404,
                 {"error": {"message": f"No response found with id '{rid}'.", "code": "not_found"}},
             )
-        return self._send(handler, 200, self._view(response))
+        return self.send_json(handler, 200, self._view(response))
 
 
 def main() -> None:

@@ -1,0 +1,84 @@
+"""The base of the local HTTP servers that stand in for providers (X DMs, the Responses API,
+a bundler) in tests and `make run`: loopback only, threaded, able to answer JSON, hang until
+stopped, or drop the connection after reading the request."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+
+
+class LocalJsonServer:
+    def __init__(self, *, port: int = 0):
+        self._release = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server API
+                server.on_get(self)
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server API
+                server.on_post(self)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def start(self) -> Self:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def on_get(self, handler: BaseHTTPRequestHandler) -> None:
+        self.send(handler, 405, b'{"error": "method not allowed"}')
+
+    def on_post(self, handler: BaseHTTPRequestHandler) -> None:
+        self.send(handler, 405, b'{"error": "method not allowed"}')
+
+    # --- helpers for subclasses -----------------------------------------------------------
+
+    @staticmethod
+    def read_body(handler: BaseHTTPRequestHandler) -> bytes:
+        return handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+
+    @staticmethod
+    def send(handler: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    def send_json(self, handler: BaseHTTPRequestHandler, status: int, payload: Any) -> None:
+        self.send(handler, status, json.dumps(payload).encode())
+
+    def hang(self) -> None:
+        """Never answer (until the server stops)."""
+        self._release.wait(600)
+
+    @staticmethod
+    def drop(handler: BaseHTTPRequestHandler) -> None:
+        """Close the connection without answering, after the request was read."""
+        handler.close_connection = True
+        handler.connection.shutdown(2)
