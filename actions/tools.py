@@ -89,26 +89,141 @@ def web3() -> Web3:
     return Web3(Web3.HTTPProvider(settings.CHAIN_RPC_URL, request_kwargs={"timeout": 10}))
 
 
-def propose_transfer(*, user, application, asset_id: str, amount: str, to: str) -> Action:
+def _passkey_client(w3: Web3, account: SmartAccount):
     from chain.passkey_account import PasskeyAccountClient
 
-    token = _token(asset_id)
-    value, units = _units(amount, token.decimals)
-    w3 = web3()
-    recipient = _recipient(to, w3)
-    account = _account(user)
-    client = PasskeyAccountClient(
+    return PasskeyAccountClient(
         w3,
         bytes.fromhex(account.passkey.public_key_x[2:]),
         bytes.fromhex(account.passkey.public_key_y[2:]),
         version=account.entry_point_version,
         salt=account.salt,
     )
+
+
+def _build(client, call: str, params: dict) -> dict:
+    """The user operation with gas from the bundler; conservative gas if simulation reverts."""
+    bundler = BundlerClient(timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10))
+    try:
+        return client.build(call, bundler)
+    except BundlerError as exc:
+        params["simulation_error"] = str(exc)
+        return client.build(call, bundler, gas=FALLBACK_GAS)
+
+
+def _slippage(value) -> Decimal:
+    if value is None:
+        return Decimal("0.5")
+    try:
+        slippage = Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        raise ToolError(f"slippage must be a percentage like 0.5, got {value!r}") from None
+    if not slippage.is_finite() or slippage < 0 or slippage > 50:
+        raise ToolError("slippage must be between 0 and 50 (percent)")
+    return slippage
+
+
+def propose_swap(
+    *,
+    user,
+    application,
+    from_asset_id: str,
+    to_asset_id: str,
+    amount: str,
+    slippage=None,
+    provider: str | None = None,
+) -> Action:
+    from actions.providers.lifi import LifiClient, QuoteError
+
+    token = _token(from_asset_id)
+    to_match = ASSET_ID.match(to_asset_id or "")
+    if not to_match:
+        raise ToolError(f"to_asset_id must be a CAIP-19 ERC-20 id, got {to_asset_id!r}")
+    if to_asset_id.lower() == token.asset_id.lower():
+        raise ToolError("from_asset_id and to_asset_id are the same token")
+    value, units = _units(amount, token.decimals)
+    slippage_pct = _slippage(slippage)
+    w3 = web3()
+    account = _account(user)
+    client = _passkey_client(w3, account)
+    try:
+        quote = LifiClient(
+            settings.SWAP_QUOTE_URL, timeout=settings.SWAP_QUOTE_TIMEOUT_SECONDS
+        ).quote(
+            from_chain=token.chain_id,
+            to_chain=int(to_match[1]),
+            from_token=token.address,
+            to_token=to_match[2],
+            from_amount=units,
+            from_address=client.address,
+            slippage_percent=slippage_pct,
+            provider=provider,
+        )
+    except QuoteError as exc:
+        raise ToolError(str(exc)) from None
+    # Sign only what was asked: the quote must spend exactly this amount on this chain.
+    if (
+        quote.from_amount != units
+        or token.chain_id not in (quote.tx_chain_id, quote.from_chain_id)
+        or (quote.tx_chain_id != quote.from_chain_id)
+    ):
+        raise ToolError(
+            "the swap quote does not match the request (amount or chain); nothing was proposed"
+        )
+    erc20 = w3.eth.contract(address=Web3.to_checksum_address(token.address), abi=_ERC20_ABI)
+    approve = erc20.encode_abi("approve", [Web3.to_checksum_address(quote.approval_address), units])
+    call = client.execute_batch(
+        [
+            (token.address, 0, Web3.to_bytes(hexstr=approve)),
+            (quote.tx_to, quote.tx_value, Web3.to_bytes(hexstr=quote.tx_data)),
+        ]
+    )
+    to_symbol = quote.to_token.get("symbol", "?")
+    to_amount = quote.amount(quote.to_amount, quote.to_token)
+    to_min = quote.amount(quote.to_amount_min, quote.to_token)
+    cross_chain = quote.to_chain_id != quote.from_chain_id
+    params = {
+        "from_asset_id": token.asset_id,
+        "to_asset_id": to_asset_id,
+        "amount": str(value),
+        "symbol": token.symbol,
+        "to_symbol": to_symbol,
+        "to_amount": str(to_amount),
+        "to_amount_min": str(to_min),
+        "slippage": str(slippage_pct),
+        "provider": quote.tool,
+        "quote_id": quote.id,
+        "cross_chain": cross_chain,
+    }
+    op = _build(client, call, params)
+    where = f"chain {token.chain_id}" + (f" → {quote.to_chain_id}" if cross_chain else "")
+    return action_create(
+        user=user,
+        application=application,
+        type=ActionType.SWAP,
+        summary=(
+            f"Swap {value} {token.symbol} for at least {to_min} {to_symbol} (quoted {to_amount}) "
+            f"via {quote.tool} on {where}, slippage {slippage_pct}%"
+        ),
+        chain_id=token.chain_id,
+        smart_account=account.address,
+        params=params,
+        user_op=op,
+        entry_point_version=account.entry_point_version,
+    )
+
+
+def propose_transfer(*, user, application, asset_id: str, amount: str, to: str) -> Action:
+    token = _token(asset_id)
+    value, units = _units(amount, token.decimals)
+    w3 = web3()
+    recipient = _recipient(to, w3)
+    account = _account(user)
+    client = _passkey_client(w3, account)
     erc20 = w3.eth.contract(address=Web3.to_checksum_address(token.address), abi=_ERC20_ABI)
     call = client.execute(
         erc20.address, 0, Web3.to_bytes(hexstr=erc20.encode_abi("transfer", [recipient, units]))
     )
-    bundler = BundlerClient(timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10))
     params = {
         "asset_id": token.asset_id,
         "amount": str(value),
@@ -117,11 +232,7 @@ def propose_transfer(*, user, application, asset_id: str, amount: str, to: str) 
     }
     if to.strip().lower() != recipient.lower():
         params["ens"] = to.strip()
-    try:
-        op = client.build(call, bundler)
-    except BundlerError as exc:
-        params["simulation_error"] = str(exc)
-        op = client.build(call, bundler, gas=FALLBACK_GAS)
+    op = _build(client, call, params)
     shown_to = f"{to.strip()} ({recipient})" if "ens" in params else recipient
     return action_create(
         user=user,
@@ -142,6 +253,13 @@ _ERC20_ABI = [
         "name": "transfer",
         "stateMutability": "nonpayable",
         "inputs": [{"name": "to", "type": "address"}, {"name": "amount", "type": "uint256"}],
+        "outputs": [{"name": "", "type": "bool"}],
+    },
+    {
+        "type": "function",
+        "name": "approve",
+        "stateMutability": "nonpayable",
+        "inputs": [{"name": "spender", "type": "address"}, {"name": "amount", "type": "uint256"}],
         "outputs": [{"name": "", "type": "bool"}],
     },
     {

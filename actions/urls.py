@@ -6,6 +6,7 @@ app_name = "actions"
 
 api_urlpatterns = [
     path("actions/transfer", views.TransferView.as_view(), name="transfer"),
+    path("actions/swap", views.SwapView.as_view(), name="swap"),
     path("actions/<str:action_id>", views.ActionStatusView.as_view(), name="action-status"),
 ]
 

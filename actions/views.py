@@ -23,7 +23,7 @@ from actions.selectors import (
 )
 from actions.serializers import ActionStatusSerializer, ErrorSerializer
 from actions.services import action_expire_if_overdue, action_status_refresh
-from actions.tools import ToolError, propose_transfer
+from actions.tools import ToolError, propose_swap, propose_transfer
 from picnic.api import RequiredScopes
 from picnic.timeline import render_timeline
 
@@ -71,6 +71,44 @@ class TransferView(APIView):
                 asset_id=str(data["asset_id"]),
                 amount=str(data["amount"]),
                 to=str(data["to"]),
+            )
+        except ToolError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        except BundlerError as exc:
+            raise ServiceUnavailable(
+                f"The bundler could not prepare the user operation: {exc}"
+            ) from None
+        return Response(action_created_payload(action), status=201)
+
+
+class SwapView(APIView):
+    """swap: propose swapping between two CAIP-19 assets at a provider's quote; the user signs."""
+
+    permission_classes = [RequiredScopes]
+    required_scopes = ["write:actions"]
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        operation_id="swap", request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT}
+    )
+    def post(self, request: Request) -> Response:
+        data = request.data if isinstance(request.data, dict) else {}
+        required = {"from_asset_id", "to_asset_id", "amount"}
+        unknown = set(data) - required - {"slippage", "provider"}
+        missing = required - set(data)
+        if unknown or missing:
+            raise ValidationError(
+                {"detail": f"unknown fields {sorted(unknown)}, missing {sorted(missing)}"}
+            )
+        try:
+            action = propose_swap(
+                user=request.user,
+                application=request.auth.application,
+                from_asset_id=str(data["from_asset_id"]),
+                to_asset_id=str(data["to_asset_id"]),
+                amount=str(data["amount"]),
+                slippage=data.get("slippage"),
+                provider=data.get("provider"),
             )
         except ToolError as exc:
             raise ValidationError({"detail": str(exc)}) from None

@@ -123,3 +123,16 @@ def demo_token_initcode(symbol: str) -> bytes:
 
 def demo_token_address(symbol: str) -> str:
     return create2_address(DEMO_TOKENS[symbol][2], demo_token_initcode(symbol))
+
+
+ROUTER_SALT = "0x" + "00" * 31 + "0c"
+# Demo rates (out base units per 1e18 in base units): 1 USDC = 0.92 EURe, 1 EURe = 1.08 USDC.
+DEMO_RATES = {("USDC", "EURe"): 920_000_000_000_000_000 * 10**12, ("EURe", "USDC"): 1_080_000}
+
+
+def swap_router_initcode() -> bytes:
+    return _with_args(build_artifact("DemoSwapRouter")["bytecode"], ["address"], [DEMO_TOKEN_OWNER])
+
+
+def swap_router_address() -> str:
+    return create2_address(ROUTER_SALT, swap_router_initcode())

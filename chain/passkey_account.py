@@ -148,6 +148,14 @@ class PasskeyAccountClient(Erc4337Account):
     def factory_data(self) -> str:
         return self.factory.encode_abi("createAccount", [self.qx, self.qy, self.salt])
 
+    def execute_batch(self, calls: list[tuple[str, int, bytes]]) -> str:
+        account = self.w3.eth.contract(address=self.address, abi=self.account_abi)
+        targets = [Web3.to_checksum_address(target) for target, _, _ in calls]
+        return account.encode_abi(
+            "executeBatch",
+            [targets, [value for _, value, _ in calls], [data for _, _, data in calls]],
+        )
+
     def sign_with(
         self, passkey: SoftwarePasskey, op: dict[str, Any], op_hash: str
     ) -> dict[str, Any]:

@@ -259,7 +259,36 @@ class LocalChain:
             )
         for symbol, (_name, _decimals, salt) in contracts.DEMO_TOKENS.items():
             deployed[f"token_{symbol}"] = self.create2(salt, contracts.demo_token_initcode(symbol))
+        deployed["swapRouter"] = self.create2(
+            contracts.ROUTER_SALT, contracts.swap_router_initcode()
+        )
+        self._provision_router()
         return deployed
+
+    def _provision_router(self) -> None:
+        """Rates and liquidity for the demo exchange (idempotent)."""
+        from web3 import Web3
+
+        w3 = Web3(Web3.HTTPProvider(self.rpc_url))
+        owner = contracts.DEMO_TOKEN_OWNER
+        router = w3.eth.contract(
+            address=contracts.swap_router_address(),
+            abi=contracts.build_artifact("DemoSwapRouter")["abi"],
+        )
+        token_abi = contracts.build_artifact("DemoToken")["abi"]
+        for (token_in, token_out), value in contracts.DEMO_RATES.items():
+            a, b = contracts.demo_token_address(token_in), contracts.demo_token_address(token_out)
+            if router.functions.rate(a, b).call() != value:
+                w3.eth.wait_for_transaction_receipt(
+                    router.functions.setRate(a, b, value).transact({"from": owner})
+                )
+        for symbol, (_name, decimals, _salt) in contracts.DEMO_TOKENS.items():
+            token = w3.eth.contract(address=contracts.demo_token_address(symbol), abi=token_abi)
+            liquidity = 1_000_000 * 10**decimals
+            if token.functions.balanceOf(router.address).call() < liquidity // 2:
+                w3.eth.wait_for_transaction_receipt(
+                    token.functions.mint(router.address, liquidity).transact({"from": owner})
+                )
 
     def create2(self, salt: str, initcode: str | bytes) -> str:
         """Deploy through the deterministic deployer (idempotent) and return the address."""

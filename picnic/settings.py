@@ -203,6 +203,10 @@ WEBAUTHN_RP_NAME = env_str("WEBAUTHN_RP_NAME", "Picnic")
 WEBAUTHN_ORIGIN = env_url("WEBAUTHN_ORIGIN", "http://localhost:8000", schemes=("http", "https"))
 PUBLIC_BASE_URL = env_url("PUBLIC_BASE_URL", WEBAUTHN_ORIGIN, schemes=("http", "https"))
 
+# --- Swap quotes (LI.FI's API shape) -------------------------------------------------------
+SWAP_QUOTE_URL = env_url("SWAP_QUOTE_URL", "http://127.0.0.1:8789", schemes=("http", "https"))
+SWAP_QUOTE_TIMEOUT_SECONDS = env_float("SWAP_QUOTE_TIMEOUT_SECONDS", 10.0)
+
 # --- Actions lifecycle ---------------------------------------------------------------------
 ACTION_TTL_SECONDS = env_int("ACTION_TTL_SECONDS", 15 * 60, minimum=30)
 ACTION_RETENTION_HOURS = env_int("ACTION_RETENTION_HOURS", 24, minimum=1)

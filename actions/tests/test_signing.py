@@ -9,57 +9,19 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from web3 import Web3
 
-from actions.demo import ensure_demo_tokens
-from actions.models import Action, ActionStatus, Passkey, SmartAccount
+from actions.models import Action, ActionStatus, Passkey
 from actions.passkeys import PasskeyError, action_sign, passkey_register, registration_options
 from actions.services import action_submit, actions_reconcile_pending
 from actions.signing_views import _account_address
-from chain.dev import fund, mint, token_balance
+from chain.dev import token_balance
 from chain.passkey_account import SoftwarePasskey
 from picnic.testing import wait_until
 
+from .conftest import ORIGIN, usdc_id
+
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 RECIPIENT = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"
-ORIGIN = "http://localhost:8000"
-
-
-@pytest.fixture
-def webauthn_settings(settings, chain_settings):
-    settings.WEBAUTHN_RP_ID = "localhost"
-    settings.WEBAUTHN_ORIGIN = ORIGIN
-    settings.PUBLIC_BASE_URL = ORIGIN
-    ensure_demo_tokens()
-    return settings
-
-
-@pytest.fixture
-def registered(webauthn_settings, user):
-    passkey = SoftwarePasskey(rp_id="localhost", origin=ORIGIN)
-    _, challenge = registration_options(user=user)
-    passkey_register(
-        user=user,
-        credential_json=json.dumps(passkey.create(challenge)),
-        expected_challenge=challenge,
-        account_address=_account_address,
-    )
-    account = SmartAccount.objects.get(user=user, passkey__isnull=False)
-    w3 = Web3(Web3.HTTPProvider(webauthn_settings.CHAIN_RPC_URL))
-    fund(w3, account.address, Web3.to_wei(1, "ether"))
-    mint(w3, "USDC", account.address, 10_000_000)
-    return passkey, account, w3
-
-
-@pytest.fixture
-def write_token(user, application, make_token):
-    return make_token(user, application, scope="read:actions write:actions")
-
-
-def usdc_id() -> str:
-    from chain import contracts
-
-    return f"eip155:31337/erc20:{contracts.demo_token_address('USDC')}"
 
 
 def transfer(client, token, **body) -> dict:

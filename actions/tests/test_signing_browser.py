@@ -15,6 +15,7 @@ from web3 import Web3
 
 from actions.demo import ensure_demo_tokens
 from actions.models import Action, SmartAccount
+from actions.providers.local_lifi import LocalLifiServer
 from chain import contracts
 from chain.dev import fund, mint, token_balance
 
@@ -73,7 +74,14 @@ def browser_page(live_server, chain_settings, settings, monkeypatch):
 
 
 def test_register_transfer_sign_execute_reject_and_expire(
-    browser_page, live_server, django_user_model, application, make_token, client, tmp_path
+    browser_page,
+    live_server,
+    django_user_model,
+    application,
+    make_token,
+    client,
+    tmp_path,
+    settings,
 ):
     page = browser_page
     user = django_user_model.objects.create_user("alice", password="alice-password")
@@ -110,7 +118,6 @@ def test_register_transfer_sign_execute_reject_and_expire(
     first = propose("1.5")
     page.goto(first["sign_url"])
     assert page.inner_text("#summary") == f"Send 1.5 USDC to {RECIPIENT} on chain 31337"
-    page.screenshot(path=str(Path(SCREENSHOT_DIR or tmp_path) / "signing-page.png"), full_page=True)
     page.click("#approve")
     page.wait_for_selector('[data-status="executed"]', timeout=90_000)
     assert token_balance(w3, "USDC", RECIPIENT) - before == 1_500_000
@@ -129,6 +136,27 @@ def test_register_transfer_sign_execute_reject_and_expire(
     page.click("#reject")
     page.wait_for_selector('[data-status="rejected"]', timeout=30_000)
     assert Action.objects.get(pk=second["action_id"]).status == "rejected"
+
+    # A swap with 1.5 % slippage: the signing page shows the warning banner.
+    with LocalLifiServer() as quotes:
+        settings.SWAP_QUOTE_URL = quotes.url
+        response = client.post(
+            "/api/v1/actions/swap",
+            json.dumps(
+                {
+                    "from_asset_id": f"eip155:31337/erc20:{contracts.demo_token_address('USDC')}",
+                    "to_asset_id": f"eip155:31337/erc20:{contracts.demo_token_address('EURe')}",
+                    "amount": "2",
+                    "slippage": "1.5",
+                }
+            ),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {token.token}",
+        )
+    assert response.status_code == 201, response.content
+    page.goto(response.json()["sign_url"])
+    assert page.is_visible("#slippage-warning")
+    page.screenshot(path=str(Path(SCREENSHOT_DIR or tmp_path) / "signing-page.png"), full_page=True)
 
     third = propose("1")
     Action.objects.filter(pk=third["action_id"]).update(

@@ -27,6 +27,17 @@ contract PasskeyAccount is Account, SignerWebAuthn {
         (bool success, bytes memory returndata) = target.call{value: value}(data);
         if (!success) Address.verifyCallResult(success, returndata);
     }
+
+    /// Several calls in one user operation (e.g. approve, then swap); all or nothing.
+    function executeBatch(address[] calldata targets, uint256[] calldata values, bytes[] calldata datas)
+        external
+        onlyEntryPoint
+    {
+        for (uint256 i = 0; i < targets.length; i++) {
+            (bool success, bytes memory returndata) = targets[i].call{value: values[i]}(datas[i]);
+            if (!success) Address.verifyCallResult(success, returndata);
+        }
+    }
 }
 
 /// Counterfactual deployment: the account address depends on the entry point, the passkey's

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from actions.providers.local_lifi import LocalLifiServer
 from chain.stack import ChainStackError, LocalChain
 from messaging.demo import DEMO_TOKEN_DEFAULT, DEMO_TOKEN_ENV
 from messaging.providers.local_x import LocalXServer
@@ -64,6 +65,8 @@ class Command(BaseCommand):
             work_seconds=5,
         ).start()
         self.stdout.write(f"local Responses API (tool backend) on {backend.url}")
+        quotes = LocalLifiServer(port=_port(settings.SWAP_QUOTE_URL, "SWAP_QUOTE_URL")).start()
+        self.stdout.write(f"local swap quotes (LI.FI shape) on {quotes.url}")
         children: list[subprocess.Popen] = []
         stopping = False
 
@@ -125,4 +128,5 @@ class Command(BaseCommand):
             chain.stop()
             x_api.stop()
             backend.stop()
+            quotes.stop()
             self.stdout.write("stopped web server, worker, local providers and chain stack")

@@ -1,0 +1,139 @@
+"""The swap tool: quotes in LI.FI's shape from a local server, executed on the local chain."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+
+from actions.models import Action
+from actions.passkeys import action_sign
+from actions.providers.lifi import LifiClient, QuoteError
+from actions.providers.local_lifi import LocalLifiServer
+from actions.services import action_submit, actions_reconcile_pending
+from chain import contracts
+from chain.dev import token_balance
+from picnic.testing import wait_until
+
+from .conftest import usdc_id
+
+pytestmark = [pytest.mark.chain, pytest.mark.django_db]
+
+
+def eure_id() -> str:
+    return f"eip155:31337/erc20:{contracts.demo_token_address('EURe')}"
+
+
+@pytest.fixture
+def quotes(settings):
+    with LocalLifiServer() as server:
+        settings.SWAP_QUOTE_URL = server.url
+        settings.SWAP_QUOTE_TIMEOUT_SECONDS = 1.0
+        yield server
+
+
+def swap(client, token, **body):
+    payload = {"from_asset_id": usdc_id(), "to_asset_id": eure_id(), "amount": "10", **body}
+    return client.post(
+        "/api/v1/actions/swap",
+        json.dumps(payload),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token.token}",
+    )
+
+
+def test_a_quoted_swap_is_signed_and_executed_on_chain(
+    registered, quotes, client, write_token, user
+):
+    passkey, account, w3 = registered
+    response = swap(client, write_token, slippage="0.5")
+    assert response.status_code == 201, response.content
+    action = Action.objects.get(pk=response.json()["action_id"])
+    assert action.type == "swap"
+    assert action.summary == (
+        "Swap 10 USDC for at least 9.154 EURe (quoted 9.2) via demo-dex on chain 31337, slippage 0.5%"
+    )
+    assert action.params["slippage"] == "0.5" and action.params["provider"] == "demo-dex"
+    query = quotes.requests[-1]
+    assert (query["fromAmount"], query["slippage"], query["fromAddress"]) == (
+        "10000000",
+        "0.005",
+        account.address,
+    )
+    action_sign(
+        action_id=action.pk,
+        user=user,
+        credential_json=json.dumps(passkey.get_json(bytes.fromhex(action.user_op_hash[2:]))),
+    )
+    assert action_submit(action_id=action.pk).status == "broadcast"
+    wait_until(
+        lambda: (
+            actions_reconcile_pending() and Action.objects.get(pk=action.pk).status == "executed"
+        ),
+        timeout=60,
+        interval=0.5,
+    )
+    assert token_balance(w3, "USDC", account.address) == 0
+    assert token_balance(w3, "EURe", account.address) == 92 * 10**17  # 9.2 EURe
+
+
+def test_the_signing_page_warns_at_one_percent_slippage_or_more(
+    registered, quotes, client, write_token, user
+):
+    client.force_login(user)
+    low = swap(client, write_token, slippage="0.99").json()["action_id"]
+    high = swap(client, write_token, slippage="1").json()["action_id"]
+    assert "slippage-warning" not in client.get(f"/sign/{low}/").text
+    page = client.get(f"/sign/{high}/").text
+    assert 'id="slippage-warning"' in page and "up to 1%" in page
+
+
+@pytest.mark.parametrize(
+    ("mode", "body", "message"),
+    [
+        (
+            "ok",
+            {"to_asset_id": "eip155:100/erc20:0x" + "ab" * 20},
+            "no swap quote: No available quotes",
+        ),
+        ("error", {}, "no swap quote: Internal server error"),
+        ("hang", {}, "the swap provider is unavailable: no answer within 1s"),
+        ("drop", {}, "the swap provider is unavailable: connection lost"),
+        ("ok", {"slippage": "75"}, "slippage must be between 0 and 50"),
+        ("ok", {"to_asset_id": usdc_id()}, "same token"),
+    ],
+)
+def test_quote_failures_are_clear_and_propose_nothing(
+    registered, quotes, client, write_token, mode, body, message
+):
+    quotes.mode = mode
+    response = swap(client, write_token, **body)
+    assert response.status_code == 400
+    assert message in response.json()["detail"]
+    assert not Action.objects.exists()
+
+
+def test_the_adapter_parses_the_quote_shape(quotes):
+    quote = LifiClient(quotes.url, timeout=2).quote(
+        from_chain=31337,
+        to_chain=31337,
+        from_token=contracts.demo_token_address("EURe"),
+        to_token=contracts.demo_token_address("USDC"),
+        from_amount=10**18,
+        from_address="0x" + "11" * 20,
+        slippage_percent=Decimal("1"),
+    )
+    assert (quote.to_amount, quote.to_amount_min) == (1_080_000, 1_069_200)
+    assert quote.approval_address == quote.tx_to == contracts.swap_router_address()
+    assert quote.to_token["symbol"] == "USDC" and quote.tx_chain_id == 31337
+    with pytest.raises(QuoteError, match="unavailable"):
+        LifiClient("http://127.0.0.1:9", timeout=1).quote(
+            from_chain=1,
+            to_chain=1,
+            from_token="0x",
+            to_token="0x",
+            from_amount=1,
+            from_address="0x",
+            slippage_percent=Decimal("1"),
+        )
