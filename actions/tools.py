@@ -13,13 +13,8 @@ from actions.models import Action, ActionType, SmartAccount, SmartAccountKind, T
 from actions.services import action_create
 
 ASSET_ID = re.compile(r"^eip155:(\d+)/erc20:(0x[0-9a-fA-F]{40})$")
-# Used when the bundler's simulation says the call reverts: the op still goes out if the user
-# signs, and ends `failed` with the on-chain reason (the signing page warns first).
-FALLBACK_GAS = {
-    "callGasLimit": 200_000,
-    "verificationGasLimit": 1_500_000,
-    "preVerificationGas": 120_000,
-}
+# The call's gas budget when the bundler's simulation says it reverts (see _build).
+FALLBACK_CALL_GAS = 300_000
 
 
 class ToolError(Exception):
@@ -102,13 +97,24 @@ def _passkey_client(w3: Web3, account: SmartAccount):
 
 
 def _build(client, call: str, params: dict) -> dict:
-    """The user operation with gas from the bundler; conservative gas if simulation reverts."""
+    """The user operation with gas from the bundler.
+
+    When the bundler's simulation says the call reverts, the verification gas still comes
+    from the bundler (estimated on a no-op call from the same account, deployment included)
+    and the call gets a fixed budget: the op can go out if the user signs, and ends `failed`
+    with the on-chain reason; the signing page warns first."""
     bundler = BundlerClient(timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10))
     try:
         return client.build(call, bundler)
     except BundlerError as exc:
         params["simulation_error"] = str(exc)
-        return client.build(call, bundler, gas=FALLBACK_GAS)
+    probe = client.build(client.execute(client.address, 0, b""), bundler)
+    gas = {
+        "verificationGasLimit": probe["verificationGasLimit"],
+        "preVerificationGas": probe["preVerificationGas"] * 2,  # the real callData is longer
+        "callGasLimit": FALLBACK_CALL_GAS,
+    }
+    return client.build(call, bundler, gas=gas)
 
 
 def _slippage(value) -> Decimal:

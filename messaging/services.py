@@ -31,7 +31,13 @@ from messaging.models import (
     SocialAccount,
 )
 from messaging.providers.x import NotSent, OutcomeUnknown, Refused, XDirectMessages
-from messaging.selectors import Forbidden, NotFound, deliveries_due_q, social_account_for
+from messaging.selectors import (
+    Forbidden,
+    NotFound,
+    deliveries_due_q,
+    membership_role,
+    social_account_for,
+)
 from picnic.lifecycle import Actor, IllegalTransition, record_history, transition
 
 logger = logging.getLogger(__name__)
@@ -345,24 +351,17 @@ def deliveries_reap_leases() -> int:
 
 
 def delivery_cancel(*, delivery: Delivery, user, staff: bool = False) -> Delivery:
+    """queued/claimed → cancelled; IllegalTransition once the delivery is sending or later."""
     if not staff and delivery.created_by_id != user.pk:
-        from messaging.selectors import membership_role
-
         if membership_role(user=user, workspace_id=delivery.workspace_id) not in MANAGE_ROLES:
             raise Forbidden("Only the sender or a workspace owner/admin can cancel this delivery")
-    actor = Actor.staff(user) if staff else Actor.end_user(user)
-    try:
-        return delivery_transition(
-            delivery_id=delivery.pk,
-            to=D.CANCELLED,
-            actor=actor,
-            only_from=set(CANCELLABLE),
-            detail=f"cancelled by {'staff ' if staff else ''}{user.get_username()}",
-        )
-    except IllegalTransition as exc:
-        raise IllegalTransition(
-            model="Delivery", pk=delivery.pk, current=exc.current, target=D.CANCELLED
-        ) from None
+    return delivery_transition(
+        delivery_id=delivery.pk,
+        to=D.CANCELLED,
+        actor=Actor.staff(user) if staff else Actor.end_user(user),
+        only_from=set(CANCELLABLE),
+        detail=f"cancelled by {'staff ' if staff else ''}{user.get_username()}",
+    )
 
 
 def delivery_resolve_unknown(
