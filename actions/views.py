@@ -6,7 +6,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework.exceptions import APIException, NotFound, PermissionDenied, ValidationError
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
@@ -46,77 +51,78 @@ def action_created_payload(action: Action) -> dict:
     }
 
 
-class TransferView(APIView):
-    """transfer: propose sending an ERC-20 from the user's smart account; the user signs."""
+class ActionToolView(APIView):
+    """An action tool: validate the body's fields, propose, answer with sign_url (201)."""
 
     permission_classes = [RequiredScopes]
     required_scopes = ["write:actions"]
     parser_classes = [JSONParser]
+    required_fields: frozenset[str] = frozenset()
+    optional_fields: frozenset[str] = frozenset()
 
-    @extend_schema(
+    def propose(self, request: Request, data: dict) -> Action:
+        raise NotImplementedError
+
+    def post(self, request: Request) -> Response:
+        data = request.data if isinstance(request.data, dict) else {}
+        unknown = set(data) - self.required_fields - self.optional_fields
+        missing = self.required_fields - set(data)
+        if unknown or missing:
+            raise ValidationError(
+                {"detail": f"unknown fields {sorted(unknown)}, missing {sorted(missing)}"}
+            )
+        try:
+            action = self.propose(request, data)
+        except ToolError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        except BundlerError as exc:
+            raise ServiceUnavailable(
+                f"The bundler could not prepare the user operation: {exc}"
+            ) from None
+        return Response(action_created_payload(action), status=201)
+
+
+@extend_schema_view(
+    post=extend_schema(
         operation_id="transfer", request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT}
     )
-    def post(self, request: Request) -> Response:
-        data = request.data if isinstance(request.data, dict) else {}
-        unknown = set(data) - {"asset_id", "amount", "to"}
-        missing = {"asset_id", "amount", "to"} - set(data)
-        if unknown or missing:
-            raise ValidationError(
-                {"detail": f"unknown fields {sorted(unknown)}, missing {sorted(missing)}"}
-            )
-        try:
-            action = propose_transfer(
-                user=request.user,
-                application=request.auth.application,
-                asset_id=str(data["asset_id"]),
-                amount=str(data["amount"]),
-                to=str(data["to"]),
-            )
-        except ToolError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
-        except BundlerError as exc:
-            raise ServiceUnavailable(
-                f"The bundler could not prepare the user operation: {exc}"
-            ) from None
-        return Response(action_created_payload(action), status=201)
+)
+class TransferView(ActionToolView):
+    """transfer: propose sending an ERC-20 from the user's smart account; the user signs."""
+
+    required_fields = frozenset({"asset_id", "amount", "to"})
+
+    def propose(self, request: Request, data: dict) -> Action:
+        return propose_transfer(
+            user=request.user,
+            application=request.auth.application,
+            asset_id=str(data["asset_id"]),
+            amount=str(data["amount"]),
+            to=str(data["to"]),
+        )
 
 
-class SwapView(APIView):
-    """swap: propose swapping between two CAIP-19 assets at a provider's quote; the user signs."""
-
-    permission_classes = [RequiredScopes]
-    required_scopes = ["write:actions"]
-    parser_classes = [JSONParser]
-
-    @extend_schema(
+@extend_schema_view(
+    post=extend_schema(
         operation_id="swap", request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT}
     )
-    def post(self, request: Request) -> Response:
-        data = request.data if isinstance(request.data, dict) else {}
-        required = {"from_asset_id", "to_asset_id", "amount"}
-        unknown = set(data) - required - {"slippage", "provider"}
-        missing = required - set(data)
-        if unknown or missing:
-            raise ValidationError(
-                {"detail": f"unknown fields {sorted(unknown)}, missing {sorted(missing)}"}
-            )
-        try:
-            action = propose_swap(
-                user=request.user,
-                application=request.auth.application,
-                from_asset_id=str(data["from_asset_id"]),
-                to_asset_id=str(data["to_asset_id"]),
-                amount=str(data["amount"]),
-                slippage=data.get("slippage"),
-                provider=data.get("provider"),
-            )
-        except ToolError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
-        except BundlerError as exc:
-            raise ServiceUnavailable(
-                f"The bundler could not prepare the user operation: {exc}"
-            ) from None
-        return Response(action_created_payload(action), status=201)
+)
+class SwapView(ActionToolView):
+    """swap: propose swapping between two CAIP-19 assets at a provider's quote; the user signs."""
+
+    required_fields = frozenset({"from_asset_id", "to_asset_id", "amount"})
+    optional_fields = frozenset({"slippage", "provider"})
+
+    def propose(self, request: Request, data: dict) -> Action:
+        return propose_swap(
+            user=request.user,
+            application=request.auth.application,
+            from_asset_id=str(data["from_asset_id"]),
+            to_asset_id=str(data["to_asset_id"]),
+            amount=str(data["amount"]),
+            slippage=data.get("slippage"),
+            provider=data.get("provider"),
+        )
 
 
 class ActionStatusView(APIView):
