@@ -136,3 +136,34 @@ def swap_router_initcode() -> bytes:
 
 def swap_router_address() -> str:
     return create2_address(ROUTER_SALT, swap_router_initcode())
+
+
+# --- Safe 1.4.1 (a 1/1 Safe as Gnosis Pay uses), from @safe-global/safe-contracts --------------
+SAFE_ARTIFACTS = (
+    NODE_MODULES / "@safe-global" / "safe-contracts" / "build" / "artifacts" / "contracts"
+)
+SAFE_SALT = "0x" + "00" * 31 + "0d"
+
+
+@cache
+def safe_artifact(name: str) -> dict[str, Any]:
+    path = {
+        "Safe": SAFE_ARTIFACTS / "Safe.sol" / "Safe.json",
+        "SafeProxyFactory": SAFE_ARTIFACTS
+        / "proxies"
+        / "SafeProxyFactory.sol"
+        / "SafeProxyFactory.json",
+        "CompatibilityFallbackHandler": SAFE_ARTIFACTS
+        / "handler"
+        / "CompatibilityFallbackHandler.sol"
+        / "CompatibilityFallbackHandler.json",
+    }[name]
+    return json.loads(path.read_text())
+
+
+def safe_initcode(name: str) -> bytes:
+    return to_bytes(hexstr=safe_artifact(name)["bytecode"])
+
+
+def safe_address(name: str) -> str:
+    return create2_address(SAFE_SALT, safe_initcode(name))

@@ -262,6 +262,8 @@ class LocalChain:
         deployed["swapRouter"] = self.create2(
             contracts.ROUTER_SALT, contracts.swap_router_initcode()
         )
+        for name in ("Safe", "SafeProxyFactory", "CompatibilityFallbackHandler"):
+            deployed[name] = self.create2(contracts.SAFE_SALT, contracts.safe_initcode(name))
         self._provision_router()
         return deployed
 

@@ -28,6 +28,17 @@ contract PasskeyAccount is Account, SignerWebAuthn {
         if (!success) Address.verifyCallResult(success, returndata);
     }
 
+    /// ERC-1271: a WebAuthn assertion over `hash` (e.g. a Safe message hash) by this passkey.
+    function isValidSignature(bytes32 hash, bytes calldata signature) external view returns (bytes4) {
+        return _rawSignatureValidation(hash, signature) ? bytes4(0x1626ba7e) : bytes4(0xffffffff);
+    }
+
+    /// The legacy ERC-1271 form Safe 1.4.1 calls on contract owners: the assertion is over
+    /// keccak256(data), the Safe's EIP-712 message hash.
+    function isValidSignature(bytes calldata data, bytes calldata signature) external view returns (bytes4) {
+        return _rawSignatureValidation(keccak256(data), signature) ? bytes4(0x20c13b0b) : bytes4(0xffffffff);
+    }
+
     /// Several calls in one user operation (e.g. approve, then swap); all or nothing.
     function executeBatch(address[] calldata targets, uint256[] calldata values, bytes[] calldata datas)
         external

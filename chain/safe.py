@@ -1,0 +1,90 @@
+"""1/1 Safes owned by a passkey account, and Safe message signatures (EIP-1271) made by it.
+
+Gnosis Pay accounts are Safes; here the Safe's single owner is the user's PasskeyAccount, so a
+SIWE message for the Safe is signed by the passkey: the assertion's challenge is the Safe's
+message hash, and Safe → CompatibilityFallbackHandler → PasskeyAccount verify it on chain.
+"""
+
+from __future__ import annotations
+
+from eth_abi import encode
+from eth_utils import keccak
+from web3 import Web3
+
+from chain import contracts
+
+ZERO = "0x0000000000000000000000000000000000000000"
+
+
+def safe_contract(w3: Web3, address: str):
+    return w3.eth.contract(
+        address=Web3.to_checksum_address(address), abi=contracts.safe_artifact("Safe")["abi"]
+    )
+
+
+def setup_data(w3: Web3, owner: str) -> bytes:
+    singleton = safe_contract(w3, contracts.safe_address("Safe"))
+    return Web3.to_bytes(
+        hexstr=singleton.encode_abi(
+            "setup",
+            [
+                [Web3.to_checksum_address(owner)],
+                1,
+                ZERO,
+                b"",
+                contracts.safe_address("CompatibilityFallbackHandler"),
+                ZERO,
+                0,
+                ZERO,
+            ],
+        )
+    )
+
+
+def predicted_safe_address(w3: Web3, owner: str, salt_nonce: int = 0) -> str:
+    """CREATE2 address of SafeProxyFactory.createProxyWithNonce(singleton, setup, nonce)."""
+    factory = contracts.safe_address("SafeProxyFactory")
+    proxy_code = (
+        w3.eth.contract(address=factory, abi=contracts.safe_artifact("SafeProxyFactory")["abi"])
+        .functions.proxyCreationCode()
+        .call()
+    )
+    init = keccak(setup_data(w3, owner))
+    salt = keccak(init + salt_nonce.to_bytes(32, "big"))
+    deployment = proxy_code + encode(["address"], [contracts.safe_address("Safe")])
+    return Web3.to_checksum_address(
+        keccak(b"\xff" + Web3.to_bytes(hexstr=factory) + salt + keccak(deployment))[12:]
+    )
+
+
+def deploy_safe(w3: Web3, owner: str, *, sender: str, salt_nonce: int = 0) -> str:
+    """Deploy (idempotently) the 1/1 Safe of `owner`; returns its address."""
+    address = predicted_safe_address(w3, owner, salt_nonce)
+    if w3.eth.get_code(address):
+        return address
+    factory = w3.eth.contract(
+        address=contracts.safe_address("SafeProxyFactory"),
+        abi=contracts.safe_artifact("SafeProxyFactory")["abi"],
+    )
+    tx = factory.functions.createProxyWithNonce(
+        contracts.safe_address("Safe"), setup_data(w3, owner), salt_nonce
+    ).transact({"from": sender})
+    w3.eth.wait_for_transaction_receipt(tx)
+    return address
+
+
+def eip191_hash(message: str) -> bytes:
+    data = message.encode()
+    return keccak(b"\x19Ethereum Signed Message:\n" + str(len(data)).encode() + data)
+
+
+def safe_message_hash(w3: Web3, safe: str, data_hash: bytes) -> bytes:
+    """What the owner signs for Safe.isValidSignature(data_hash, …): the Safe's EIP-712
+    SafeMessage hash of abi.encode(data_hash)."""
+    handler = w3.eth.contract(
+        address=contracts.safe_address("CompatibilityFallbackHandler"),
+        abi=contracts.safe_artifact("CompatibilityFallbackHandler")["abi"],
+    )
+    return handler.functions.getMessageHashForSafe(
+        Web3.to_checksum_address(safe), encode(["bytes32"], [data_hash])
+    ).call()

@@ -1,0 +1,59 @@
+"""A 1/1 Safe owned by a passkey account: EIP-1271 through Safe → fallback handler → passkey."""
+
+from __future__ import annotations
+
+import pytest
+from web3 import Web3
+
+from actions.safe_signature import contract_signature
+from actions.signature import pack_assertion
+from chain.passkey_account import PasskeyAccountClient, SoftwarePasskey
+from chain.safe import deploy_safe, eip191_hash, safe_contract, safe_message_hash
+
+pytestmark = pytest.mark.chain
+
+
+def _sign(passkey: SoftwarePasskey, challenge: bytes) -> bytes:
+    a = passkey.get_assertion(challenge)
+    return bytes.fromhex(
+        pack_assertion(
+            authenticator_data=a["authenticator_data"],
+            client_data_json=a["client_data_json"],
+            signature_der=a["signature"],
+        )[2:]
+    )
+
+
+def test_a_passkey_signs_for_its_safe_and_nobody_else_does(chain):
+    w3 = Web3(Web3.HTTPProvider(chain.rpc_url))
+    dev = w3.eth.accounts[0]
+    passkey, intruder = SoftwarePasskey(), SoftwarePasskey()
+    account = PasskeyAccountClient(w3, *passkey.public_xy)
+    w3.eth.wait_for_transaction_receipt(
+        account.factory.functions.createAccount(account.qx, account.qy, 0).transact({"from": dev})
+    )
+    safe_address = deploy_safe(w3, account.address, sender=dev)
+    assert deploy_safe(w3, account.address, sender=dev) == safe_address  # idempotent
+    safe = safe_contract(w3, safe_address)
+    assert safe.functions.getOwners().call() == [account.address]
+    message_hash = eip191_hash("picnic wants you to sign in")
+    challenge = safe_message_hash(w3, safe_address, message_hash)
+    good = contract_signature(owner=account.address, owner_signature=_sign(passkey, challenge))
+    erc1271 = w3.eth.contract(
+        address=safe_address,
+        abi=[
+            {
+                "type": "function",
+                "name": "isValidSignature",
+                "stateMutability": "view",
+                "inputs": [{"name": "h", "type": "bytes32"}, {"name": "s", "type": "bytes"}],
+                "outputs": [{"name": "", "type": "bytes4"}],
+            }
+        ],
+    )
+    assert erc1271.functions.isValidSignature(message_hash, good).call() == bytes.fromhex(
+        "1626ba7e"
+    )
+    bad = contract_signature(owner=account.address, owner_signature=_sign(intruder, challenge))
+    with pytest.raises(Exception, match="GS024"):  # Safe: invalid contract signature provided
+        erc1271.functions.isValidSignature(message_hash, bad).call()
