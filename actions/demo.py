@@ -13,7 +13,15 @@ from eth_utils import keccak
 from web3 import Web3
 
 from actions.bundler import BundlerClient
-from actions.models import Action, ActionStatus, ActionType, SmartAccount, SmartAccountKind, Token
+from actions.models import (
+    Action,
+    ActionStatus,
+    ActionType,
+    Card,
+    SmartAccount,
+    SmartAccountKind,
+    Token,
+)
 from actions.services import (
     action_create,
     action_expire_if_overdue,
@@ -53,6 +61,52 @@ def ensure_demo_tokens() -> list[Token]:
         )
         tokens.append(token)
     return tokens
+
+
+def provision_card(*, user, card_id: str, last4: str) -> Card:
+    """Dev chain only: deploy the user's passkey account and its 1/1 Safe, and record a card.
+    (In production Gnosis Pay onboarding creates the Safe; here the dev key pays for it.)"""
+    from chain.passkey_account import PasskeyAccountClient
+    from chain.safe import deploy_safe
+
+    account = SmartAccount.objects.select_related("passkey").get(
+        user=user, kind=SmartAccountKind.PICNIC, passkey__isnull=False
+    )
+    w3 = Web3(Web3.HTTPProvider(settings.CHAIN_RPC_URL, request_kwargs={"timeout": 10}))
+    client = PasskeyAccountClient(
+        w3,
+        bytes.fromhex(account.passkey.public_key_x[2:]),
+        bytes.fromhex(account.passkey.public_key_y[2:]),
+        version=account.entry_point_version,
+        salt=account.salt,
+    )
+    dev = w3.eth.accounts[0]
+    if not client.is_deployed():
+        w3.eth.wait_for_transaction_receipt(
+            client.factory.functions.createAccount(client.qx, client.qy, client.salt).transact(
+                {"from": dev}
+            )
+        )
+    safe = deploy_safe(w3, account.address, sender=dev)
+    SmartAccount.objects.get_or_create(
+        chain_id=settings.CHAIN_ID,
+        address=safe,
+        defaults={
+            "user": user,
+            "kind": SmartAccountKind.GNOSIS_PAY,
+            "owner": f"account:{account.address}",
+        },
+    )
+    card, _ = Card.objects.get_or_create(
+        card_id=card_id,
+        defaults={
+            "user": user,
+            "last4": last4,
+            "safe_address": safe,
+            "chain_id": settings.CHAIN_ID,
+        },
+    )
+    return card
 
 
 def demo_owner_key(username: str) -> str:
@@ -140,8 +194,10 @@ def seed_actions(*, user, application, say: Callable[[str], None]) -> SmartAccou
         Action.objects.filter(pk=action.pk).update(expires_at=action.created_at)
         action_expire_if_overdue(action=Action.objects.get(pk=action.pk))
     create("proposed", send, "Send 0.01 ETH to 0x7099…79C8", sign=False, ttl=24 * 3600)
-    # Passkey accounts the user registered in the browser get dev ETH and demo tokens.
+    # Passkey accounts the user registered in the browser get dev ETH, demo tokens and a card.
     for passkey_account in SmartAccount.objects.filter(user=user, passkey__isnull=False):
+        card = provision_card(user=user, card_id=f"demo-card-{user.pk}", last4="4242")
+        say(f"card •••• {card.last4} ({card.card_id}) on Safe {card.safe_address}")
         if w3.eth.get_balance(passkey_account.address) < Web3.to_wei(1, "ether"):
             fund(w3, passkey_account.address, Web3.to_wei(2, "ether"))
             mint(w3, "USDC", passkey_account.address, 100 * 10**6)

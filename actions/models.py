@@ -110,8 +110,11 @@ class Action(models.Model):
                 | Q(tx_hash__isnull=False, block_number__isnull=False),
                 name="action_receipt_fields_together",
             ),
+            # A user operation is executed only with its receipt; card actions settle off-chain.
             models.CheckConstraint(
-                condition=~Q(status=ActionStatus.EXECUTED) | Q(tx_hash__isnull=False),
+                condition=~Q(status=ActionStatus.EXECUTED)
+                | Q(tx_hash__isnull=False)
+                | Q(user_op_hash__isnull=True),
                 name="action_executed_has_tx",
             ),
         ]
@@ -203,6 +206,26 @@ class SmartAccount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.address} on {self.chain_id}"
+
+
+class Card(models.Model):
+    """A Picnic (Gnosis Pay) card; its account is a 1/1 Safe owned by the user's passkey account."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="cards"
+    )
+    card_id = models.CharField(max_length=100, unique=True, help_text="Gnosis Pay card id")
+    last4 = models.CharField(max_length=4)
+    safe_address = models.CharField(max_length=42)
+    chain_id = models.PositiveBigIntegerField()
+    is_virtual = models.BooleanField(default=False)
+    physical = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="virtual_cards"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"card •••• {self.last4} of {self.user}"
 
 
 class ActionStatusHistory(StatusHistory):

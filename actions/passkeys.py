@@ -120,10 +120,21 @@ def passkey_register(
     return passkey
 
 
+def action_challenge(action: Action) -> bytes:
+    """What the passkey signs: the userOpHash, or (card actions) the Safe message hash of the
+    SIWE message."""
+    value = action.user_op_hash or action.params.get("challenge")
+    if not value:
+        raise PasskeyError("This action has nothing to sign")
+    return bytes.fromhex(value[2:])
+
+
 def _signing_account(action: Action) -> SmartAccount:
+    # Card actions operate on the Safe; the passkey account that owns it signs.
+    owner = action.params.get("owner") or action.smart_account
     account = (
         SmartAccount.objects.select_related("passkey")
-        .filter(user=action.user, address=action.smart_account, passkey__isnull=False)
+        .filter(user=action.user, address=owner, passkey__isnull=False)
         .first()
     )
     if account is None:
@@ -135,7 +146,7 @@ def authentication_options(*, action: Action) -> str:
     passkey = _signing_account(action).passkey
     options = generate_authentication_options(
         rp_id=settings.WEBAUTHN_RP_ID,
-        challenge=bytes.fromhex(action.user_op_hash[2:]),
+        challenge=action_challenge(action),
         allow_credentials=[
             PublicKeyCredentialDescriptor(id=base64url_to_bytes(passkey.credential_id))
         ],
@@ -155,7 +166,8 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
     action = action_expire_if_overdue(action=action)
     if action.status != ActionStatus.PROPOSED:
         raise PasskeyError(f"This action can no longer be signed: it is {action.status}")
-    passkey = _signing_account(action).passkey
+    account = _signing_account(action)
+    passkey = account.passkey
     try:
         credential = parse_authentication_credential_json(credential_json)
     except Exception:  # noqa: BLE001 - any unparsable body is a refused assertion
@@ -165,7 +177,7 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
     try:
         verified = verify_authentication_response(
             credential=credential,
-            expected_challenge=bytes.fromhex(action.user_op_hash[2:]),
+            expected_challenge=action_challenge(action),
             expected_rp_id=settings.WEBAUTHN_RP_ID,
             expected_origin=settings.WEBAUTHN_ORIGIN,
             credential_public_key=bytes(passkey.public_key),
@@ -192,7 +204,7 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
                 to=ActionStatus.SIGNED,
                 actor=Actor.end_user(user),
                 only_from={ActionStatus.PROPOSED},
-                updates={"user_op": {**action.user_op, "signature": signature}},
+                updates=_signed_updates(action, account, signature),
                 detail=f"signed with passkey {passkey.credential_id[:16]}…",
             )
         except IllegalTransition as exc:
@@ -201,6 +213,17 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
             ) from None
         transaction.on_commit(lambda: _enqueue_submit(action.pk), robust=True)
     return action
+
+
+def _signed_updates(action: Action, account: SmartAccount, signature: str) -> dict:
+    if action.user_op is not None:
+        return {"user_op": {**action.user_op, "signature": signature}}
+    from actions.safe_signature import contract_signature
+
+    safe_signature = contract_signature(
+        owner=account.address, owner_signature=bytes.fromhex(signature[2:])
+    )
+    return {"params": {**action.params, "siwe_signature": safe_signature}}
 
 
 def action_reject(*, action_id, user) -> Action:

@@ -49,12 +49,11 @@ def action_with_history(*, action_id) -> Action:
 
 
 def actions_pending_on_chain(*, limit: int) -> QuerySet[Action]:
-    """Submitted/broadcast actions, least recently reconciled first, so batches rotate."""
-    return (
-        Action.objects.filter(status__in=PENDING_ON_CHAIN)
-        .exclude(user_op_hash__isnull=True)
-        .order_by(F("last_reconciled_at").asc(nulls_first=True), "created_at")[:limit]
-    )
+    """Submitted/broadcast actions (user operations, and card actions awaiting Gnosis Pay),
+    least recently reconciled first, so batches rotate."""
+    return Action.objects.filter(status__in=PENDING_ON_CHAIN).order_by(
+        F("last_reconciled_at").asc(nulls_first=True), "created_at"
+    )[:limit]
 
 
 def actions_stuck(*, minutes: int | None = None, now: datetime | None = None) -> QuerySet[Action]:

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -152,6 +153,8 @@ def action_reconcile(
     database transaction may stay open across the network call.
     """
     action = Action.objects.get(pk=action_id)
+    if action.status == ActionStatus.SUBMITTED and action.user_op is None:
+        return card_action_reconcile(action=action)
     if action.status not in PENDING_ON_CHAIN or not action.user_op_hash:
         return ReconcileOutcome.NOT_PENDING
     client = client or BundlerClient()
@@ -216,6 +219,8 @@ def action_submit(*, action_id, client: BundlerClient | None = None) -> Action:
     or may not have reached the mempool, and reconciliation settles it. Not one transaction:
     `submitted` must be committed before the network call so a crash mid-call is visible.
     """
+    if Action.objects.filter(pk=action_id, user_op__isnull=True).exists():
+        return card_action_submit(action_id=action_id)
     action = action_transition(
         action_id=action_id,
         to=ActionStatus.SUBMITTED,
@@ -245,6 +250,121 @@ def action_submit(*, action_id, client: BundlerClient | None = None) -> Action:
         actor=Actor.worker(),
         detail=f"bundler accepted the user operation {returned}",
         only_from={ActionStatus.SUBMITTED},
+    )
+
+
+def _gnosis_pay():
+    from actions.providers.gnosis_pay import GnosisPayClient
+
+    return GnosisPayClient(settings.GNOSIS_PAY_URL, timeout=settings.GNOSIS_PAY_TIMEOUT_SECONDS)
+
+
+def _card_token_key(action_id) -> str:
+    return f"gnosis-pay-jwt:{action_id}"
+
+
+def card_action_submit(*, action_id) -> Action:
+    """signed → submitted → SIWE sign-in (EIP-1271 on the Safe) → freeze/unfreeze → executed.
+
+    Gnosis Pay down or slow: the action stays `submitted` with the error; reconciliation checks
+    the card's status later with the same short-lived token (freezing is idempotent)."""
+    from actions.providers.gnosis_pay import Conflict, GnosisPayError, Unavailable
+
+    action = action_transition(
+        action_id=action_id,
+        to=ActionStatus.SUBMITTED,
+        actor=Actor.worker(),
+        detail="signing in to Gnosis Pay with the signed SIWE message",
+        only_from={ActionStatus.SIGNED},
+    )
+    client = _gnosis_pay()
+    try:
+        token = client.challenge(
+            message=action.params["siwe_message"], signature=action.params["siwe_signature"]
+        )
+    except Unavailable as exc:
+        return _card_error(action, f"{exc}")
+    except GnosisPayError as exc:
+        return action_transition(
+            action_id=action.pk,
+            to=ActionStatus.FAILED,
+            actor=Actor.worker(),
+            only_from={ActionStatus.SUBMITTED},
+            updates={"error": f"Gnosis Pay refused the sign-in: {exc}"},
+            detail=str(exc),
+            payload=exc.payload,
+        )
+    cache.set(_card_token_key(action.pk), token, 50 * 60)
+    try:
+        client.set_frozen(
+            card_id=action.params["card_id"], frozen=action.params["frozen"], token=token
+        )
+    except Conflict:
+        pass  # already in the requested state: the status below decides
+    except Unavailable as exc:
+        return _card_error(action, str(exc))
+    except GnosisPayError as exc:
+        return action_transition(
+            action_id=action.pk,
+            to=ActionStatus.FAILED,
+            actor=Actor.worker(),
+            only_from={ActionStatus.SUBMITTED},
+            updates={"error": str(exc)},
+            detail=str(exc),
+            payload=exc.payload,
+        )
+    return _card_settle(action, client, token)
+
+
+def _card_error(action: Action, message: str) -> Action:
+    Action.objects.filter(pk=action.pk).update(error=message[:2000])
+    action.refresh_from_db()
+    return action
+
+
+def _card_settle(action: Action, client, token: str) -> Action:
+    from actions.providers.gnosis_pay import GnosisPayError
+
+    try:
+        status = client.status(card_id=action.params["card_id"], token=token)
+    except GnosisPayError as exc:
+        return _card_error(action, str(exc))
+    if status.is_frozen != action.params["frozen"]:
+        return _card_error(
+            action, f"card status says isFrozen={status.is_frozen} after the request"
+        )
+    return action_transition(
+        action_id=action.pk,
+        to=ActionStatus.EXECUTED,
+        actor=Actor.worker(),
+        only_from={ActionStatus.SUBMITTED},
+        updates={"error": None},
+        payload=status.raw,
+        detail=f"card •••• {action.params['last4']} is now {'frozen' if status.is_frozen else 'active'}",
+    )
+
+
+def card_action_reconcile(*, action: Action) -> ReconcileOutcome:
+    from actions.providers.gnosis_pay import Conflict, GnosisPayError
+
+    token = cache.get(_card_token_key(action.pk))
+    if token is None:
+        return ReconcileOutcome.UNAVAILABLE  # needs a new signature: staff decide
+    client = _gnosis_pay()
+    try:
+        client.set_frozen(
+            card_id=action.params["card_id"], frozen=action.params["frozen"], token=token
+        )
+    except Conflict:
+        pass
+    except GnosisPayError as exc:
+        _card_error(action, str(exc))
+        return ReconcileOutcome.UNAVAILABLE
+    settled = _card_settle(action, client, token)
+    return (
+        ReconcileOutcome.EXECUTED
+        if settled.status == ActionStatus.EXECUTED
+        else ReconcileOutcome.PENDING
     )
 
 

@@ -6,10 +6,11 @@ import re
 from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
+from django.utils import timezone
 from web3 import Web3
 
 from actions.bundler import BundlerClient, BundlerError
-from actions.models import Action, ActionType, SmartAccount, SmartAccountKind, Token
+from actions.models import Action, ActionType, Card, SmartAccount, SmartAccountKind, Token
 from actions.services import action_create
 
 ASSET_ID = re.compile(r"^eip155:(\d+)/erc20:(0x[0-9a-fA-F]{40})$")
@@ -216,6 +217,53 @@ def propose_swap(
         params=params,
         user_op=op,
         entry_point_version=account.entry_point_version,
+    )
+
+
+def propose_card_state(*, user, application, frozen: bool, card_id: str | None = None) -> Action:
+    """card_freeze / card_unfreeze: off-chain; the passkey signs a SIWE message for the card's
+    Safe (EIP-1271), which Gnosis Pay exchanges for the token that freezes or unfreezes."""
+    from actions.providers.gnosis_pay import GnosisPayClient, GnosisPayError, siwe_message
+    from chain.safe import eip191_hash, safe_message_hash
+
+    cards = Card.objects.filter(user=user)
+    card = (
+        cards.filter(card_id=card_id).first() if card_id else cards.filter(is_virtual=False).first()
+    )
+    if card is None:
+        raise ToolError("No Picnic card for this user" + (f" with id {card_id}" if card_id else ""))
+    account = _account(user)
+    client = GnosisPayClient(settings.GNOSIS_PAY_URL, timeout=settings.GNOSIS_PAY_TIMEOUT_SECONDS)
+    try:
+        nonce = client.nonce()
+    except GnosisPayError as exc:
+        raise ToolError(f"Gnosis Pay could not start the sign-in: {exc}") from None
+    verb = "Freeze" if frozen else "Unfreeze"
+    message = siwe_message(
+        domain=client.domain,
+        address=card.safe_address,
+        uri=settings.GNOSIS_PAY_URL,
+        chain_id=card.chain_id,
+        nonce=nonce,
+        issued_at=timezone.now(),
+        statement=f"{verb} Picnic card ending in {card.last4}.",
+    )
+    challenge = safe_message_hash(web3(), card.safe_address, eip191_hash(message))
+    return action_create(
+        user=user,
+        application=application,
+        type=ActionType.CARD_FREEZE if frozen else ActionType.CARD_UNFREEZE,
+        summary=f"{verb} your Picnic card •••• {card.last4}",
+        chain_id=card.chain_id,
+        smart_account=card.safe_address,
+        params={
+            "card_id": card.card_id,
+            "last4": card.last4,
+            "siwe_message": message,
+            "challenge": "0x" + challenge.hex(),
+            "owner": account.address,
+            "frozen": frozen,
+        },
     )
 
 

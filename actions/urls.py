@@ -7,6 +7,8 @@ app_name = "actions"
 api_urlpatterns = [
     path("actions/transfer", views.TransferView.as_view(), name="transfer"),
     path("actions/swap", views.SwapView.as_view(), name="swap"),
+    path("actions/card_freeze", views.CardFreezeView.as_view(), name="card-freeze"),
+    path("actions/card_unfreeze", views.CardUnfreezeView.as_view(), name="card-unfreeze"),
     path("actions/<str:action_id>", views.ActionStatusView.as_view(), name="action-status"),
 ]
 

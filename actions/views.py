@@ -28,7 +28,7 @@ from actions.selectors import (
 )
 from actions.serializers import ActionStatusSerializer, ErrorSerializer
 from actions.services import action_expire_if_overdue, action_status_refresh
-from actions.tools import ToolError, propose_swap, propose_transfer
+from actions.tools import ToolError, propose_card_state, propose_swap, propose_transfer
 from picnic.api import RequiredScopes
 from picnic.timeline import render_timeline
 
@@ -123,6 +123,41 @@ class SwapView(ActionToolView):
             slippage=data.get("slippage"),
             provider=data.get("provider"),
         )
+
+
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="card_freeze",
+        request=OpenApiTypes.OBJECT,
+        responses={201: OpenApiTypes.OBJECT},
+    )
+)
+class CardFreezeView(ActionToolView):
+    """card_freeze: off-chain; the passkey signs SIWE for the card's Safe (EIP-1271)."""
+
+    optional_fields = frozenset({"card_id"})
+    frozen = True
+
+    def propose(self, request: Request, data: dict) -> Action:
+        return propose_card_state(
+            user=request.user,
+            application=request.auth.application,
+            frozen=self.frozen,
+            card_id=data.get("card_id"),
+        )
+
+
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="card_unfreeze",
+        request=OpenApiTypes.OBJECT,
+        responses={201: OpenApiTypes.OBJECT},
+    )
+)
+class CardUnfreezeView(CardFreezeView):
+    """card_unfreeze: the symmetric counterpart of card_freeze."""
+
+    frozen = False
 
 
 class ActionStatusView(APIView):

@@ -47,7 +47,8 @@ class HttpAnswer:
 
 
 def problem_reason(answer: HttpAnswer) -> tuple[str, Any]:
-    """A readable reason from an error body: RFC 7807, `{"error": {...}}` or `{"errors": [...]}`."""
+    """A readable reason from an error body: RFC 7807, `{"error": {...}}`, `{"message": …}`
+    or `{"errors": [...]}`."""
     try:
         payload = answer.json()
     except ValueError:
@@ -59,6 +60,8 @@ def problem_reason(answer: HttpAnswer) -> tuple[str, Any]:
         error = payload.get("error")
         if isinstance(error, dict) and error.get("message"):
             return str(error["message"]), payload
+        if isinstance(payload.get("message"), str) and payload["message"]:
+            return payload["message"], payload
         errors = payload.get("errors")
         if isinstance(errors, list) and errors and isinstance(errors[0], dict):
             return str(errors[0].get("message") or errors[0]), payload

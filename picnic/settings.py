@@ -150,6 +150,16 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
+# --- Cache (short-lived provider tokens) ----------------------------------------------------
+CACHE_URL = env_url("CACHE_URL", "locmem://", schemes=("locmem", "redis", "rediss"))
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+        if CACHE_URL.startswith("locmem")
+        else {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+    )
+}
+
 # --- Celery --------------------------------------------------------------------------------
 # Default broker: kombu's filesystem transport under var/, so the embedded setup needs no
 # server; production and CI point CELERY_BROKER_URL at Redis.
@@ -206,6 +216,10 @@ PUBLIC_BASE_URL = env_url("PUBLIC_BASE_URL", WEBAUTHN_ORIGIN, schemes=("http", "
 # --- Swap quotes (LI.FI's API shape) -------------------------------------------------------
 SWAP_QUOTE_URL = env_url("SWAP_QUOTE_URL", "http://127.0.0.1:8789", schemes=("http", "https"))
 SWAP_QUOTE_TIMEOUT_SECONDS = env_float("SWAP_QUOTE_TIMEOUT_SECONDS", 10.0)
+
+# --- Gnosis Pay (card actions) -------------------------------------------------------------
+GNOSIS_PAY_URL = env_url("GNOSIS_PAY_URL", "http://127.0.0.1:8790", schemes=("http", "https"))
+GNOSIS_PAY_TIMEOUT_SECONDS = env_float("GNOSIS_PAY_TIMEOUT_SECONDS", 10.0)
 
 # --- Actions lifecycle ---------------------------------------------------------------------
 ACTION_TTL_SECONDS = env_int("ACTION_TTL_SECONDS", 15 * 60, minimum=30)

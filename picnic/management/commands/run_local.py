@@ -16,6 +16,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from actions.providers.local_gnosis_pay import LocalGnosisPayServer
 from actions.providers.local_lifi import LocalLifiServer
 from chain.stack import ChainStackError, LocalChain
 from messaging.demo import DEMO_TOKEN_DEFAULT, DEMO_TOKEN_ENV
@@ -67,6 +68,10 @@ class Command(BaseCommand):
         self.stdout.write(f"local Responses API (tool backend) on {backend.url}")
         quotes = LocalLifiServer(port=_port(settings.SWAP_QUOTE_URL, "SWAP_QUOTE_URL")).start()
         self.stdout.write(f"local swap quotes (LI.FI shape) on {quotes.url}")
+        gnosis_pay = LocalGnosisPayServer(
+            rpc_url=chain.rpc_url, port=_port(settings.GNOSIS_PAY_URL, "GNOSIS_PAY_URL")
+        ).start()
+        self.stdout.write(f"local Gnosis Pay API on {gnosis_pay.url}")
         children: list[subprocess.Popen] = []
         stopping = False
 
@@ -129,4 +134,5 @@ class Command(BaseCommand):
             x_api.stop()
             backend.stop()
             quotes.stop()
+            gnosis_pay.stop()
             self.stdout.write("stopped web server, worker, local providers and chain stack")
