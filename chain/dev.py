@@ -16,7 +16,7 @@ def fund(w3: Web3, address: str, wei: int, *, key: str = DEPLOYER_KEY) -> None:
         "to": Web3.to_checksum_address(address),
         "value": wei,
         "nonce": w3.eth.get_transaction_count(funder.address, "pending"),
-        "gas": 21_000,
+        "gas": 60_000,  # the recipient may be a deployed account whose receive() runs
         "maxFeePerGas": w3.eth.gas_price * 2,
         "maxPriorityFeePerGas": w3.eth.max_priority_fee,
         "chainId": w3.eth.chain_id,
