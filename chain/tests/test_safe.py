@@ -7,6 +7,7 @@ from web3 import Web3
 
 from actions.safe_signature import contract_signature
 from actions.signature import pack_assertion
+from chain.dev import fund
 from chain.passkey_account import PasskeyAccountClient, SoftwarePasskey
 from chain.safe import deploy_safe, eip191_hash, safe_contract, safe_message_hash
 
@@ -32,6 +33,8 @@ def test_a_passkey_signs_for_its_safe_and_nobody_else_does(chain):
     w3.eth.wait_for_transaction_receipt(
         account.factory.functions.createAccount(account.qx, account.qy, 0).transact({"from": dev})
     )
+    fund(w3, account.address, 12345)  # a deployed account: its receive() runs
+    assert w3.eth.get_balance(account.address) == 12345
     safe_address = deploy_safe(w3, account.address, sender=dev)
     assert deploy_safe(w3, account.address, sender=dev) == safe_address  # idempotent
     safe = safe_contract(w3, safe_address)
