@@ -253,10 +253,12 @@ def action_submit(*, action_id, client: BundlerClient | None = None) -> Action:
     )
 
 
-def _gnosis_pay():
+def _gnosis_pay(timeout: float | None = None):
     from actions.providers.gnosis_pay import GnosisPayClient
 
-    return GnosisPayClient(settings.GNOSIS_PAY_URL, timeout=settings.GNOSIS_PAY_TIMEOUT_SECONDS)
+    return GnosisPayClient(
+        settings.GNOSIS_PAY_URL, timeout=timeout or settings.GNOSIS_PAY_TIMEOUT_SECONDS
+    )
 
 
 def _card_token_key(action_id) -> str:
@@ -350,7 +352,8 @@ def card_action_reconcile(*, action: Action) -> ReconcileOutcome:
     token = cache.get(_card_token_key(action.pk))
     if token is None:
         return ReconcileOutcome.UNAVAILABLE  # needs a new signature: staff decide
-    client = _gnosis_pay()
+    # Same bound as the bundler: this runs inside get_action_status too.
+    client = _gnosis_pay(timeout=settings.BUNDLER_TIMEOUT_SECONDS)
     try:
         client.set_frozen(
             card_id=action.params["card_id"], frozen=action.params["frozen"], token=token
