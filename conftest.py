@@ -9,7 +9,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from chain.stack import LocalChain, free_port
@@ -136,8 +135,3 @@ def bearer(client):
         return client.get(url, HTTP_AUTHORIZATION=f"Bearer {token.token}")
 
     return get
-
-
-@pytest.fixture
-def is_postgres() -> bool:
-    return connection.vendor == "postgresql"
