@@ -287,15 +287,7 @@ def card_action_submit(*, action_id) -> Action:
     except Unavailable as exc:
         return _card_error(action, f"{exc}")
     except GnosisPayError as exc:
-        return action_transition(
-            action_id=action.pk,
-            to=ActionStatus.FAILED,
-            actor=Actor.worker(),
-            only_from={ActionStatus.SUBMITTED},
-            updates={"error": f"Gnosis Pay refused the sign-in: {exc}"},
-            detail=str(exc),
-            payload=exc.payload,
-        )
+        return _card_failed(action, f"Gnosis Pay refused the sign-in: {exc}", exc)
     cache.set(_card_token_key(action.pk), token, 50 * 60)
     try:
         client.set_frozen(
@@ -306,16 +298,20 @@ def card_action_submit(*, action_id) -> Action:
     except Unavailable as exc:
         return _card_error(action, str(exc))
     except GnosisPayError as exc:
-        return action_transition(
-            action_id=action.pk,
-            to=ActionStatus.FAILED,
-            actor=Actor.worker(),
-            only_from={ActionStatus.SUBMITTED},
-            updates={"error": str(exc)},
-            detail=str(exc),
-            payload=exc.payload,
-        )
+        return _card_failed(action, str(exc), exc)
     return _card_settle(action, client, token)
+
+
+def _card_failed(action: Action, message: str, exc) -> Action:
+    return action_transition(
+        action_id=action.pk,
+        to=ActionStatus.FAILED,
+        actor=Actor.worker(),
+        only_from={ActionStatus.SUBMITTED},
+        updates={"error": message},
+        detail=str(exc),
+        payload=exc.payload,
+    )
 
 
 def _card_error(action: Action, message: str) -> Action:

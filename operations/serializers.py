@@ -74,19 +74,8 @@ def operation_status_payload(op: Operation) -> dict[str, Any]:
         "billing": billing,
     }
     if op.quote_id:
-        quote = op.quote
-        payload["quote"] = {
-            "id": str(quote.id),
-            "operation_id": str(op.id),
-            "tool": quote.tool,
-            "operation": quote.operation_name,
-            "model": quote.model,
-            "configuration": quote.configuration,
-            "submit_value": quote.submit_value,
-            "submit_field": quote.submit_field,
-            "quoted_credits": None if quote.quoted_credits is None else fmt(quote.quoted_credits),
-            "expires_at": _dt(quote.expires_at),
-        }
+        quote = quote_payload(op.quote)
+        payload["quote"] = {"id": quote.pop("id"), "operation_id": str(op.id), **quote}
     return payload
 
 

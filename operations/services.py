@@ -304,6 +304,24 @@ def _fail_and_release(
     return S.FAILED
 
 
+def _create(client: OpenAIResponses, operation: Operation) -> BackendResponse:
+    """The one create request: dispatch and reconciliation must send the same body under the
+    same Idempotency-Key, or the backend could start the work twice."""
+    return client.create(
+        idempotency_key=str(operation.pk),
+        model=operation.model,
+        input=operation.input.get("text", ""),
+        metadata={"operation_id": str(operation.pk), "tool": operation.tool},
+    )
+
+
+def _check_later(operation: Operation, error: str) -> None:
+    Operation.objects.filter(pk=operation.pk).update(
+        last_error=error,
+        next_check_at=timezone.now() + timedelta(seconds=settings.OPERATIONS_POLL_SECONDS),
+    )
+
+
 def operation_dispatch(*, operation_id, client: OpenAIResponses | None = None) -> str:
     """queued → acknowledged (running/waiting) | reconciling (outcome unknown) | failed.
     No transaction spans the backend call."""
@@ -314,24 +332,15 @@ def operation_dispatch(*, operation_id, client: OpenAIResponses | None = None) -
         or operation.dispatch_status != DispatchStatus.PENDING
     ):
         return "not_due"
-    now = timezone.now()
     Operation.objects.filter(pk=operation.pk, dispatch_started_at__isnull=True).update(
-        dispatch_started_at=now
+        dispatch_started_at=timezone.now()
     )
     client = client or backend()
     worker = Actor.worker()
     try:
-        response = client.create(
-            idempotency_key=str(operation.pk),
-            model=operation.model,
-            input=operation.input.get("text", ""),
-            metadata={"operation_id": str(operation.pk), "tool": operation.tool},
-        )
+        response = _create(client, operation)
     except NotSent as exc:  # nothing left: try again later, still pending
-        Operation.objects.filter(pk=operation.pk).update(
-            last_error=str(exc),
-            next_check_at=now + timedelta(seconds=settings.OPERATIONS_POLL_SECONDS),
-        )
+        _check_later(operation, str(exc))
         return "retry"
     except Refused as exc:
         code = (
@@ -371,17 +380,9 @@ def operation_reconcile(*, operation_id, client: OpenAIResponses | None = None) 
         return "not_due"
     client = client or backend()
     try:
-        response = client.create(
-            idempotency_key=str(operation.pk),
-            model=operation.model,
-            input=operation.input.get("text", ""),
-            metadata={"operation_id": str(operation.pk), "tool": operation.tool},
-        )
+        response = _create(client, operation)
     except (NotSent, OutcomeUnknown) as exc:
-        Operation.objects.filter(pk=operation.pk).update(
-            last_error=str(exc),
-            next_check_at=timezone.now() + timedelta(seconds=settings.OPERATIONS_POLL_SECONDS),
-        )
+        _check_later(operation, str(exc))
         return "still_reconciling"
     except Refused as exc:
         return _fail_and_release(
@@ -403,10 +404,7 @@ def operation_check(*, operation_id, client: OpenAIResponses | None = None) -> s
     try:
         response = client.retrieve(operation.backend_response_id)
     except (NotSent, OutcomeUnknown, Refused) as exc:
-        Operation.objects.filter(pk=operation.pk).update(
-            last_error=str(exc),
-            next_check_at=timezone.now() + timedelta(seconds=settings.OPERATIONS_POLL_SECONDS),
-        )
+        _check_later(operation, str(exc))
         return "unavailable"
     return _finish(operation, response, Actor.worker())
 
