@@ -66,8 +66,9 @@ def ensure_demo_tokens() -> list[Token]:
 def provision_card(*, user, card_id: str, last4: str) -> Card:
     """Dev chain only: deploy the user's passkey account and its 1/1 Safe, and record a card.
     (In production Gnosis Pay onboarding creates the Safe; here the dev key pays for it.)"""
+    from chain import contracts, zodiac
     from chain.passkey_account import PasskeyAccountClient
-    from chain.safe import deploy_safe
+    from chain.safe import DelayConfig, deploy_safe
 
     account = SmartAccount.objects.select_related("passkey").get(
         user=user, kind=SmartAccountKind.PICNIC, passkey__isnull=False
@@ -87,7 +88,9 @@ def provision_card(*, user, card_id: str, last4: str) -> Card:
                 {"from": dev}
             )
         )
-    safe = deploy_safe(w3, account.address, sender=dev)
+    cooldown = settings.CARD_DELAY_COOLDOWN_SECONDS
+    expiration = settings.CARD_DELAY_EXPIRATION_SECONDS
+    safe = deploy_safe(w3, account.address, sender=dev, delay=DelayConfig(cooldown, expiration))
     SmartAccount.objects.get_or_create(
         chain_id=settings.CHAIN_ID,
         address=safe,
@@ -97,13 +100,19 @@ def provision_card(*, user, card_id: str, last4: str) -> Card:
             "owner": f"account:{account.address}",
         },
     )
-    card, _ = Card.objects.get_or_create(
+    # The dev chain starts empty on every run: the card follows the freshly deployed Safe.
+    card, _ = Card.objects.update_or_create(
         card_id=card_id,
         defaults={
             "user": user,
             "last4": last4,
             "safe_address": safe,
             "chain_id": settings.CHAIN_ID,
+            "delay_address": zodiac.delay_address(safe, cooldown, expiration),
+            "roles_address": zodiac.roles_address(safe),
+            "token": Token.objects.filter(
+                chain_id=settings.CHAIN_ID, address=contracts.demo_token_address("EURe")
+            ).first(),
         },
     )
     return card

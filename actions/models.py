@@ -218,6 +218,13 @@ class Card(models.Model):
     last4 = models.CharField(max_length=4)
     safe_address = models.CharField(max_length=42)
     chain_id = models.PositiveBigIntegerField()
+    # The Safe's Zodiac modifiers: Delay (scheduled transactions) and Roles (the spending
+    # allowance, i.e. the daily limit), and the token the card spends.
+    delay_address = models.CharField(max_length=42, blank=True)
+    roles_address = models.CharField(max_length=42, blank=True)
+    token = models.ForeignKey(
+        Token, null=True, blank=True, on_delete=models.PROTECT, related_name="cards"
+    )
     is_virtual = models.BooleanField(default=False)
     physical = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="virtual_cards"

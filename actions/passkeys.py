@@ -36,7 +36,14 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
-from actions.models import Action, ActionStatus, Passkey, SmartAccount, SmartAccountKind
+from actions.models import (
+    Action,
+    ActionStatus,
+    ActionType,
+    Passkey,
+    SmartAccount,
+    SmartAccountKind,
+)
 from actions.services import action_expire_if_overdue, action_transition
 from picnic.lifecycle import Actor, IllegalTransition
 
@@ -218,6 +225,9 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
 def _signed_updates(action: Action, account: SmartAccount, signature: str) -> dict:
     if action.user_op is not None:
         return {"user_op": {**action.user_op, "signature": signature}}
+    if action.type == ActionType.CARD_LIMIT_SET:
+        # PasskeyAccount.execModuleTx checks the raw assertion itself.
+        return {"params": {**action.params, "module_signature": signature}}
     from actions.safe_signature import contract_signature
 
     safe_signature = contract_signature(

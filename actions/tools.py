@@ -220,18 +220,79 @@ def propose_swap(
     )
 
 
+def _card(user, card_id: str | None) -> Card:
+    """The user's card by id, or their physical card (a virtual one shares its account)."""
+    cards = Card.objects.select_related("token").filter(user=user)
+    card = (
+        cards.filter(card_id=card_id).first() if card_id else cards.filter(is_virtual=False).first()
+    )
+    if card is None:
+        raise ToolError("No Picnic card for this user" + (f" with id {card_id}" if card_id else ""))
+    return card
+
+
+def propose_card_limit(
+    *, user, application, daily_limit: str, card_id: str | None = None
+) -> Action:
+    """card_limit: the daily limit is the Roles allowance of the card's Safe (refilled every
+    day); the change is enqueued in the Safe's Delay modifier by the passkey account (a signed
+    Zodiac module transaction, relayed, not 4337) and runs after the cooldown."""
+    import secrets
+
+    from chain import zodiac
+
+    card = _card(user, card_id)
+    if not (card.delay_address and card.roles_address and card.token):
+        raise ToolError(
+            f"Card •••• {card.last4} has no delay module or spending token: its account is not set up"
+        )
+    value, units = _units(daily_limit, card.token.decimals)
+    if units > zodiac.UINT128_MAX:
+        raise ToolError("daily_limit is too large")
+    account = _account(user)
+    inner = zodiac.set_daily_allowance_call(units)
+    module_data = zodiac.exec_from_module_call(card.roles_address, 0, inner)
+    salt = secrets.token_bytes(32)
+    challenge = zodiac.module_tx_hash(
+        chain_id=card.chain_id, modifier=card.delay_address, data=module_data, salt=salt
+    )
+    cooldown = settings.CARD_DELAY_COOLDOWN_SECONDS
+    return action_create(
+        user=user,
+        application=application,
+        type=ActionType.CARD_LIMIT_SET,
+        summary=(
+            f"Set the daily limit of your Picnic card •••• {card.last4} to {value} "
+            f"{card.token.symbol} (takes effect about {cooldown} s after you sign: the card "
+            "account's delay module holds the change for its cooldown)"
+        ),
+        chain_id=card.chain_id,
+        smart_account=card.safe_address,
+        params={
+            "card_id": card.card_id,
+            "last4": card.last4,
+            "daily_limit": str(value),
+            "units": str(units),
+            "symbol": card.token.symbol,
+            "asset_id": card.token.asset_id,
+            "delay": card.delay_address,
+            "roles": card.roles_address,
+            "inner_data": "0x" + inner.hex(),
+            "module_data": "0x" + module_data.hex(),
+            "salt": "0x" + salt.hex(),
+            "challenge": "0x" + challenge.hex(),
+            "owner": account.address,
+        },
+    )
+
+
 def propose_card_state(*, user, application, frozen: bool, card_id: str | None = None) -> Action:
     """card_freeze / card_unfreeze: off-chain; the passkey signs a SIWE message for the card's
     Safe (EIP-1271), which Gnosis Pay exchanges for the token that freezes or unfreezes."""
     from actions.providers.gnosis_pay import GnosisPayClient, GnosisPayError, siwe_message
     from chain.safe import eip191_hash, safe_message_hash
 
-    cards = Card.objects.filter(user=user)
-    card = (
-        cards.filter(card_id=card_id).first() if card_id else cards.filter(is_virtual=False).first()
-    )
-    if card is None:
-        raise ToolError("No Picnic card for this user" + (f" with id {card_id}" if card_id else ""))
+    card = _card(user, card_id)
     account = _account(user)
     client = GnosisPayClient(settings.GNOSIS_PAY_URL, timeout=settings.GNOSIS_PAY_TIMEOUT_SECONDS)
     try:

@@ -9,6 +9,7 @@ api_urlpatterns = [
     path("actions/swap", views.SwapView.as_view(), name="swap"),
     path("actions/card_freeze", views.CardFreezeView.as_view(), name="card-freeze"),
     path("actions/card_unfreeze", views.CardUnfreezeView.as_view(), name="card-unfreeze"),
+    path("actions/card_limit", views.CardLimitView.as_view(), name="card-limit"),
     path("actions/<str:action_id>", views.ActionStatusView.as_view(), name="action-status"),
 ]
 

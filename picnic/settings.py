@@ -7,6 +7,7 @@ broker, and the local chain stack on 127.0.0.1.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -220,6 +221,19 @@ SWAP_QUOTE_TIMEOUT_SECONDS = env_float("SWAP_QUOTE_TIMEOUT_SECONDS", 10.0)
 # --- Gnosis Pay (card actions) -------------------------------------------------------------
 GNOSIS_PAY_URL = env_url("GNOSIS_PAY_URL", "http://127.0.0.1:8790", schemes=("http", "https"))
 GNOSIS_PAY_TIMEOUT_SECONDS = env_float("GNOSIS_PAY_TIMEOUT_SECONDS", 10.0)
+# The card account's Zodiac Delay: a daily-limit change runs this long after it is enqueued
+# (Gnosis Pay: about 3 minutes) and expires if nobody dispatched it this long after that.
+CARD_DELAY_COOLDOWN_SECONDS = env_int("CARD_DELAY_COOLDOWN_SECONDS", 180, minimum=1)
+CARD_DELAY_EXPIRATION_SECONDS = env_int("CARD_DELAY_EXPIRATION_SECONDS", 1800, minimum=0)
+if 0 < CARD_DELAY_EXPIRATION_SECONDS < 60:  # the Delay modifier's own rule
+    raise ImproperlyConfigured("CARD_DELAY_EXPIRATION_SECONDS must be 0 (never) or at least 60")
+# The EOA that relays signed delay-module transactions and dispatches them after the cooldown
+# (pays gas; holds no authority). Default: Hardhat dev account #2, refused on other chains.
+CARD_RELAYER_KEY = env_str(
+    "CARD_RELAYER_KEY", "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a"
+)
+if not re.fullmatch(r"0x[0-9a-fA-F]{64}", CARD_RELAYER_KEY):
+    raise ImproperlyConfigured("CARD_RELAYER_KEY must be a 0x-prefixed 32-byte hex private key")
 
 # --- Actions lifecycle ---------------------------------------------------------------------
 ACTION_TTL_SECONDS = env_int("ACTION_TTL_SECONDS", 15 * 60, minimum=30)
