@@ -4,3 +4,10 @@ from django.apps import AppConfig
 class PicnicConfig(AppConfig):
     name = "picnic"
     verbose_name = "Picnic (shared lifecycle machinery)"
+
+    def ready(self) -> None:
+        from picnic.events import on_status_changed
+        from picnic.lifecycle import status_changed
+
+        # Every committed transition goes on the event channel (the MCP adapter listens).
+        status_changed.connect(on_status_changed, dispatch_uid="picnic-events")

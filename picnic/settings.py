@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "actions",
     "messaging",
     "operations",
+    "mcp_adapter",
 ]
 
 MIDDLEWARE = [
@@ -124,6 +125,8 @@ OAUTH2_PROVIDER = {
     "SCOPES": OAUTH2_SCOPES,
     "DEFAULT_SCOPES": ["read:actions"],
     "PKCE_REQUIRED": True,
+    # S256 only (RFC 9700): the metadata stops advertising "plain" and DOT refuses it.
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
     "ACCESS_TOKEN_EXPIRE_SECONDS": env_int("OAUTH2_ACCESS_TOKEN_SECONDS", 3600, minimum=60),
 }
 REST_FRAMEWORK = {
@@ -152,6 +155,28 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Cache (short-lived provider tokens) ----------------------------------------------------
+# Status transitions, published for live listeners (the MCP adapter): Redis pub/sub, or Unix
+# datagram sockets under EVENTS_DIR on the embedded default (see picnic/events.py).
+EVENTS_URL = env_url("EVENTS_URL", "local://", schemes=("local", "redis", "rediss"))
+EVENTS_DIR = Path(env_str("EVENTS_DIR", str(VAR_DIR / "events")))
+
+# --- MCP adapter (python manage.py mcp) ----------------------------------------------------
+# The DRF API the adapter calls with the caller's bearer token.
+MCP_API_URL = env_url("MCP_API_URL", "http://127.0.0.1:8000", schemes=("http", "https"))
+MCP_API_TIMEOUT_SECONDS = env_float("MCP_API_TIMEOUT_SECONDS", 30.0)
+MCP_HTTP_PORT = env_int("MCP_HTTP_PORT", 8001, minimum=1)
+# The resource identifier (RFC 9728) of the HTTP transport, and the Origins it accepts.
+MCP_RESOURCE_URL = env_url(
+    "MCP_RESOURCE_URL", f"http://127.0.0.1:{MCP_HTTP_PORT}/mcp", schemes=("http", "https")
+)
+MCP_ALLOWED_ORIGINS = env_list(
+    "MCP_ALLOWED_ORIGINS",
+    [f"http://127.0.0.1:{MCP_HTTP_PORT}", f"http://localhost:{MCP_HTTP_PORT}"],
+)
+# Scopes every HTTP request needs (403 insufficient_scope otherwise); each tool's own scope is
+# checked by the API it calls.
+MCP_REQUIRED_SCOPES = env_list("MCP_REQUIRED_SCOPES", [])
+
 CACHE_URL = env_url("CACHE_URL", "locmem://", schemes=("locmem", "redis", "rediss"))
 CACHES = {
     "default": (

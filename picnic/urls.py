@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
+from oauth2_provider.urls import metadata_urlpatterns as oauth_metadata
 
 from actions.urls import api_urlpatterns as actions_api
 from actions.urls import signing_urlpatterns
@@ -19,6 +20,9 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     *signing_urlpatterns,
     path("o/", include("oauth2_provider.urls", namespace="oauth2_provider")),
+    # RFC 8414 authorization-server metadata lives at the origin's root (the MCP adapter's
+    # protected-resource metadata names this server).
+    path("", include((oauth_metadata, "oauth2_provider"), namespace="oauth-metadata")),
     path("api/v1/", include((actions_api, "actions"), namespace="actions-api")),
     path("api/v1/", include((operations_api, "operations"), namespace="operations-api")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

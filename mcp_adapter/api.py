@@ -1,0 +1,61 @@
+"""The adapter's only way in: our DRF API, called with the caller's bearer token."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import requests
+from django.conf import settings
+
+
+@dataclass(frozen=True)
+class ApiAnswer:
+    status: int
+    body: Any
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    @property
+    def message(self) -> str:
+        """The API's own error text (the seeds' messages), for an isError result."""
+        if isinstance(self.body, dict):
+            detail = self.body.get("detail")
+            errors = self.body.get("errors")
+            if detail and errors:
+                return f"{detail}: {'; '.join(map(str, errors))}"
+            if detail:
+                return str(detail)
+        return f"the API answered {self.status}"
+
+
+class PicnicApi:
+    def __init__(self, base_url: str | None = None, timeout: float | None = None):
+        self.base_url = (base_url or settings.MCP_API_URL).rstrip("/")
+        self.timeout = timeout or settings.MCP_API_TIMEOUT_SECONDS
+        self._session = requests.Session()
+
+    def _call(self, method: str, path: str, token: str, body: Any) -> ApiAnswer:
+        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        try:
+            response = self._session.request(
+                method,
+                self.base_url + path,
+                json=body if method != "GET" else None,
+                headers=headers,
+                timeout=self.timeout,
+            )
+        except requests.RequestException as exc:
+            return ApiAnswer(503, {"detail": f"The Picnic API is unreachable: {exc}"})
+        try:
+            payload = response.json()
+        except ValueError:
+            payload = {"detail": f"The Picnic API answered {response.status_code} without JSON"}
+        return ApiAnswer(response.status_code, payload)
+
+    async def call(self, method: str, path: str, *, token: str, body: Any = None) -> ApiAnswer:
+        # requests is blocking: keep the event loop (and other sessions) moving.
+        return await anyio.to_thread.run_sync(self._call, method, path, token, body)

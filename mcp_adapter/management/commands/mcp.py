@@ -1,0 +1,40 @@
+"""python manage.py mcp --transport stdio|http [--profile core|full] [--port N]"""
+
+from __future__ import annotations
+
+import anyio
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from mcp_adapter.tools import PROFILES
+
+
+class Command(BaseCommand):
+    help = "Run the Picnic MCP server (stdio, or streamable HTTP on 127.0.0.1)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+        parser.add_argument("--profile", choices=PROFILES, default="full")
+        parser.add_argument("--port", type=int, default=settings.MCP_HTTP_PORT)
+
+    def handle(self, *args, transport: str, profile: str, port: int, **options):
+        from mcp_adapter.server import PicnicMCP, http_app
+
+        server = PicnicMCP(profile=profile, http=transport == "http")
+        if transport == "stdio":
+
+            async def main() -> None:
+                async with server.event_pump():
+                    await server.run_stdio_async()
+
+        else:
+            import uvicorn
+
+            async def main() -> None:
+                config = uvicorn.Config(
+                    http_app(server), host="127.0.0.1", port=port, log_level="warning"
+                )
+                async with server.event_pump():
+                    await uvicorn.Server(config).serve()
+
+        anyio.run(main)

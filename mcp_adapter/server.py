@@ -1,0 +1,269 @@
+"""The MCP server (official SDK, `MCPServer`): the tool catalogue over our DRF API, the
+`picnic://action/{action_id}` resource, and live `notifications/resources/updated`.
+
+Tools are listed from `tools.TOOLS` (exact schemas from the seeds) rather than derived from
+Python signatures. Subscriptions: `resources/subscribe` (protocol 2025-11-25) keeps the session
+per URI; `subscriptions/listen` (2026-07-28) goes through the SDK's bus. Both are fed by one
+task reading `picnic.events` (Redis pub/sub or local sockets): no database polling.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections import defaultdict
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import jsonschema
+import mcp_types as types
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from mcp.server import MCPServer
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourceUpdated
+
+from mcp_adapter.api import PicnicApi
+from mcp_adapter.tools import PENDING_READ_APIS, TOOLS, ToolSpec
+from picnic import events
+
+logger = logging.getLogger(__name__)
+ACTION_URI = re.compile(r"^picnic://action/([0-9a-fA-F-]{36})$")
+TOKEN_ENV = "PICNIC_MCP_TOKEN"
+
+
+class DjangoTokenVerifier:
+    """Bearer tokens are django-oauth-toolkit access tokens (the same ones the API takes)."""
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        return await sync_to_async(self._verify)(token)
+
+    @staticmethod
+    def _verify(token: str) -> AccessToken | None:
+        import hashlib
+
+        from oauth2_provider.models import get_access_token_model
+
+        model = get_access_token_model()
+        checksum = hashlib.sha256(token.encode()).hexdigest()
+        found = model.objects.select_related("application").filter(token_checksum=checksum).first()
+        if found is None or not found.is_valid():
+            return None
+        return AccessToken(
+            token=token,
+            client_id=found.application.client_id if found.application else "",
+            scopes=found.scope.split(),
+            expires_at=int(found.expires.timestamp()),
+            subject=str(found.user_id),
+        )
+
+
+class PicnicMCP(MCPServer):
+    def __init__(
+        self,
+        *,
+        profile: str = "full",
+        output_schemas: bool | None = None,
+        http: bool = False,
+        api: PicnicApi | None = None,
+        token: str | None = None,
+    ):
+        auth = None
+        if http:
+            auth = AuthSettings(
+                issuer_url=settings.MCP_API_URL,
+                resource_server_url=settings.MCP_RESOURCE_URL,
+                required_scopes=settings.MCP_REQUIRED_SCOPES or None,
+                validate_token_resource=False,  # DOT tokens carry no audience
+            )
+        super().__init__(
+            name="picnic",
+            instructions=(
+                "Picnic wallet actions, DM deliveries and generation operations. An accepted "
+                "request is not finished work: follow it with the status tools or subscribe to "
+                "its resource_uri."
+            ),
+            auth=auth,
+            token_verifier=DjangoTokenVerifier() if http else None,
+        )
+        self.profile = profile
+        if output_schemas is None:
+            output_schemas = os.environ.get("SOSOAPI_OUTPUT_SCHEMAS", "") == "1"
+        self.output_schemas = output_schemas
+        self.http = http
+        self.api = api or PicnicApi()
+        self._stdio_token = token
+        self.specs = {t.name: t for t in TOOLS if profile in t.profiles}
+        self._legacy_subscribers: dict[str, set[Any]] = defaultdict(set)
+        self.resource(
+            "picnic://action/{action_id}",
+            name="action",
+            description="A Picnic action's status (the get_action_status JSON).",
+            mime_type="application/json",
+        )(self._read_action)
+        low = self._lowlevel_server
+        low.add_request_handler(
+            "resources/subscribe", types.SubscribeRequestParams, self._subscribe
+        )
+        low.add_request_handler(
+            "resources/unsubscribe", types.UnsubscribeRequestParams, self._unsubscribe
+        )
+
+    # --- who is calling ---------------------------------------------------------------------
+
+    def _token(self) -> str | None:
+        if self.http:
+            access = get_access_token()
+            return access.token if access else None
+        return self._stdio_token or os.environ.get(TOKEN_ENV)
+
+    # --- tools -------------------------------------------------------------------------------
+
+    async def list_tools(self) -> list[types.Tool]:
+        return [
+            types.Tool(
+                name=spec.name,
+                description=f"{spec.description} Scope: {spec.scope}.",
+                input_schema=spec.input_schema,
+                output_schema=spec.output_schema if self.output_schemas else None,
+                annotations=types.ToolAnnotations(
+                    read_only_hint=spec.annotations["readOnlyHint"],
+                    destructive_hint=spec.annotations["destructiveHint"],
+                    idempotent_hint=spec.annotations["idempotentHint"],
+                    open_world_hint=spec.annotations["openWorldHint"],
+                ),
+            )
+            for spec in self.specs.values()
+        ]
+
+    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
+        spec = self.specs.get(name)
+        return spec.input_schema if spec else None
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
+        spec = self.specs.get(name)
+        if spec is None:  # a protocol error, not a tool result
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}")
+        errors = sorted(
+            jsonschema.Draft7Validator(
+                spec.input_schema, format_checker=jsonschema.FormatChecker()
+            ).iter_errors(arguments),
+            key=lambda e: list(e.path),
+        )
+        if errors:
+            where = lambda e: ".".join(map(str, e.path)) or "(arguments)"  # noqa: E731
+            return _error("Invalid input: " + "; ".join(f"{where(e)}: {e.message}" for e in errors))
+        if spec.name in PENDING_READ_APIS:
+            api, scope = PENDING_READ_APIS[spec.name]
+            return _error(
+                f"{spec.name} is not available yet: its API ({api}, scope {scope}) is not "
+                "implemented in this deployment."
+            )
+        token = self._token()
+        if not token:
+            return _error(f"Not authenticated: set {TOKEN_ENV} to an OAuth2 access token")
+        answer = await self._call_api(spec, arguments, token)
+        if not answer.ok:
+            return _error(answer.message)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(answer.body))],
+            structured_content=answer.body,
+        )
+
+    async def _call_api(self, spec: ToolSpec, arguments: dict[str, Any], token: str):
+        path = spec.path.format(**{k: arguments[k] for k in spec.path_args})
+        body = {k: v for k, v in arguments.items() if k not in spec.path_args}
+        return await self.api.call(spec.method, path, token=token, body=body)
+
+    # --- the action resource ----------------------------------------------------------------
+
+    async def _read_action(self, action_id: str) -> str:
+        token = self._token()
+        if not token:
+            raise ResourceError("Not authenticated")
+        answer = await self.api.call("GET", f"/api/v1/actions/{action_id}", token=token)
+        if not answer.ok:
+            raise ResourceError(answer.message)
+        return json.dumps(answer.body)
+
+    async def _subscribe(self, ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        uri = str(params.uri)
+        match = ACTION_URI.match(uri)
+        if not match:
+            raise MCPError(types.INVALID_PARAMS, f"Not a subscribable resource: {uri}")
+        token = self._token()
+        answer = await self.api.call("GET", f"/api/v1/actions/{match[1]}", token=token or "")
+        if not answer.ok:  # another user's action, or none: the API's words, nothing more
+            raise MCPError(types.INVALID_PARAMS, answer.message)
+        self._legacy_subscribers[uri].add(ctx.session)
+        return types.EmptyResult()
+
+    async def _unsubscribe(self, ctx, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        self._legacy_subscribers.get(str(params.uri), set()).discard(ctx.session)
+        return types.EmptyResult()
+
+    # --- live updates -----------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def event_pump(self):
+        """Run the one listener that turns published transitions into notifications."""
+        async with anyio.create_task_group() as tg:
+            ready = anyio.Event()
+            tg.start_soon(self._pump, ready)
+            await ready.wait()
+            try:
+                yield self
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _pump(self, ready: anyio.Event) -> None:
+        async with events.subscribe() as subscription:
+            ready.set()
+            while True:
+                event = await subscription.receive()
+                if event.get("uri"):
+                    await self.notify_updated(event["uri"])
+
+    async def notify_updated(self, uri: str) -> None:
+        await self._subscriptions.publish(ResourceUpdated(uri=uri))
+        for session in list(self._legacy_subscribers.get(uri, ())):
+            try:
+                await session.send_resource_updated(uri)
+            except Exception:  # noqa: BLE001 - a closed session: forget it
+                self._legacy_subscribers[uri].discard(session)
+
+
+def _error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=message)], is_error=True
+    )
+
+
+def http_app(server: PicnicMCP):
+    """The streamable-HTTP app: one endpoint (/mcp) for POST and GET, Origin and Host checked,
+    bearer tokens required (401 with `WWW-Authenticate: Bearer resource_metadata=…`), RFC 9728
+    metadata at /.well-known/oauth-protected-resource/mcp."""
+    from urllib.parse import urlsplit
+
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    resource = urlsplit(settings.MCP_RESOURCE_URL)
+    return server.streamable_http_app(
+        streamable_http_path=resource.path or "/mcp",
+        transport_security=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=[
+                resource.netloc,
+                *(urlsplit(o).netloc for o in settings.MCP_ALLOWED_ORIGINS),
+            ],
+            allowed_origins=settings.MCP_ALLOWED_ORIGINS,
+        ),
+        host="127.0.0.1",
+    )

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from mcp_adapter.api import PicnicApi
+from mcp_adapter.server import PicnicMCP
+from messaging.tests.conftest import social_account, workspace  # noqa: F401 - shared fixtures
+
+
+def run(fn, *args):
+    """Run an async test body (the SDK's clients are async; the ORM stays outside them)."""
+    return anyio.run(fn, *args)
+
+
+@pytest.fixture
+def events_dir(settings, tmp_path):
+    settings.EVENTS_URL = "local://"
+    settings.EVENTS_DIR = tmp_path / "events"
+    return settings.EVENTS_DIR
+
+
+@pytest.fixture
+def make_server(live_server, events_dir):
+    """An adapter that calls the live test server's API with `token`."""
+
+    def make(token: str | None, **kwargs) -> PicnicMCP:
+        return PicnicMCP(api=PicnicApi(live_server.url), token=token, **kwargs)
+
+    return make

@@ -1,0 +1,239 @@
+"""The tool contracts through the SDK's in-memory client: listing per profile, output schemas,
+each tool's happy path and the seeds' error texts, scopes, another user's data."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import jsonschema
+import pytest
+from mcp import Client
+
+from actions.services import action_create
+from mcp_adapter.tests.conftest import run
+from mcp_adapter.tools import ACTION_STATUS_SCHEMA
+from messaging import contract
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CORE = {
+    "get_balances",
+    "get_transactions",
+    "get_profile",
+    "get_card",
+    "get_smart_accounts",
+    "get_action_status",
+    "transfer",
+    "swap",
+    "card_freeze",
+    "card_unfreeze",
+    "card_limit",
+}
+FULL = CORE | {"sosoapi_dm_actions_status", "sosoapi_dm_actions_send", "tong_operation_status"}
+
+
+def _action(user, application, **extra):
+    return action_create(
+        user=user,
+        application=application,
+        type="cardFreeze",
+        summary="Freeze your Picnic card •••• 4242",
+        chain_id=31337,
+        smart_account="0x" + "ab" * 20,
+        params={"card_id": "c1"},
+        **extra,
+    )
+
+
+async def _tools(server):
+    async with Client(server) as client:
+        return {t.name: t for t in (await client.list_tools()).tools}
+
+
+def test_it_lists_tools_per_profile_with_and_without_output_schemas(make_server):
+    core = run(_tools, make_server(None, profile="core"))
+    full = run(_tools, make_server(None, profile="full", output_schemas=True))
+    assert set(core) == CORE and set(full) == FULL
+    assert all(t.output_schema is None for t in core.values())
+    assert full["sosoapi_dm_actions_status"].output_schema == contract.STATUS_OUTPUT_SCHEMA
+    assert full["sosoapi_dm_actions_status"].input_schema == contract.STATUS_INPUT_SCHEMA
+    assert full["get_action_status"].output_schema == ACTION_STATUS_SCHEMA
+    dm = full["sosoapi_dm_actions_status"].annotations
+    assert (dm.read_only_hint, dm.destructive_hint, dm.idempotent_hint, dm.open_world_hint) == (
+        True,
+        False,
+        True,
+        False,
+    )
+    assert full["get_action_status"].annotations.read_only_hint is False  # it may reconcile
+
+
+def test_the_output_schema_switch_follows_the_environment(make_server, monkeypatch):
+    monkeypatch.setenv("SOSOAPI_OUTPUT_SCHEMAS", "1")
+    assert run(_tools, make_server(None))["tong_operation_status"].output_schema is not None
+    monkeypatch.setenv("SOSOAPI_OUTPUT_SCHEMAS", "0")
+    assert run(_tools, make_server(None))["tong_operation_status"].output_schema is None
+
+
+async def _call(server, name, arguments):
+    async with Client(server) as client:
+        return await client.call_tool(name, arguments)
+
+
+def test_get_action_status_returns_the_seeds_fields_structured_and_as_text(
+    make_server, user, application, make_token
+):
+    action = _action(user, application)
+    token = make_token(user, application, scope="read:actions")
+    result = run(
+        _call, make_server(token.token), "get_action_status", {"action_id": str(action.pk)}
+    )
+    assert result.is_error is False
+    jsonschema.validate(result.structured_content, ACTION_STATUS_SCHEMA)
+    assert result.structured_content["status"] == "proposed"
+    assert json.loads(result.content[0].text) == result.structured_content
+
+
+def test_business_errors_are_error_results_with_the_seeds_texts(
+    make_server, user, other_user, application, make_application, make_token
+):
+    mine = make_token(user, application, scope="read:actions")
+    missing = str(uuid.uuid4())
+    result = run(_call, make_server(mine.token), "get_action_status", {"action_id": missing})
+    assert result.is_error and result.content[0].text == f"Action not found: {missing}"
+
+    theirs = _action(other_user, application)
+    result = run(_call, make_server(mine.token), "get_action_status", {"action_id": str(theirs.pk)})
+    assert result.is_error
+    assert result.content[0].text == "Action does not belong to the authenticated user"
+
+    other_client = _action(user, make_application("another-agent"))
+    result = run(
+        _call, make_server(mine.token), "get_action_status", {"action_id": str(other_client.pk)}
+    )
+    assert result.content[0].text == "Action belongs to a different OAuth client"
+
+
+def test_a_token_without_the_tools_scope_gets_the_scope_error(
+    make_server, user, application, make_token
+):
+    action = _action(user, application)
+    token = make_token(user, application, scope="write:actions")
+    result = run(
+        _call, make_server(token.token), "get_action_status", {"action_id": str(action.pk)}
+    )
+    assert result.is_error
+    assert result.content[0].text == "Insufficient scope: this call requires the scope read:actions"
+
+
+def test_input_is_validated_against_the_tools_schema(make_server, user, application, make_token):
+    token = make_token(user, application, scope="agent:dm_read")
+    result = run(
+        _call,
+        make_server(token.token),
+        "sosoapi_dm_actions_status",
+        {"workspace_id": "not-a-uuid", "social_account_id": str(uuid.uuid4()), "extra": 1},
+    )
+    assert result.is_error and result.content[0].text.startswith("Invalid input")
+    assert "is not a 'uuid'" in result.content[0].text and "extra" in result.content[0].text
+
+
+def test_unknown_tools_are_protocol_errors(make_server):
+    from mcp.shared.exceptions import MCPError
+
+    async def call_unknown():
+        async with Client(make_server(None)) as client:
+            try:
+                await client.call_tool("nope", {})
+            except MCPError as exc:
+                return exc
+
+    error = run(call_unknown)
+    assert isinstance(error, MCPError) and "Unknown tool: nope" in str(error)
+
+
+def test_read_tools_without_an_api_say_what_is_missing(make_server, user, application, make_token):
+    token = make_token(user, application)
+    result = run(_call, make_server(token.token), "get_balances", {})
+    assert result.is_error
+    assert (
+        "GET /api/v1/balances" in result.content[0].text
+        and "read:balances" in result.content[0].text
+    )
+
+
+def test_action_tools_propose_through_the_api(make_server, user, application, make_token):
+    token = make_token(user, application, scope="read:actions write:actions")
+    # No card: the tool's own error, straight from the API.
+    result = run(_call, make_server(token.token), "card_freeze", {})
+    assert result.is_error and result.content[0].text == "No Picnic card for this user"
+    result = run(_call, make_server(token.token), "card_limit", {"daily_limit": "-3"})
+    assert result.is_error and "daily_limit" in result.content[0].text
+
+
+def test_dm_status_and_send_tools(
+    make_server, user, application, make_token, workspace, social_account
+):
+    from messaging.models import Membership, Role
+
+    Membership.objects.create(workspace=workspace, user=user, role=Role.AGENT)
+    token = make_token(user, application, scope="agent:dm_read agent:dm_write")
+    key = str(uuid.uuid4())
+    args = {
+        "workspace_id": str(workspace.pk),
+        "social_account_id": str(social_account.pk),
+        "recipient_id": "12345",
+        "text": "hello",
+        "idempotency_key": key,
+    }
+    sent = run(_call, make_server(token.token), "sosoapi_dm_actions_send", args)
+    assert sent.is_error is False, sent.content
+    status = run(
+        _call,
+        make_server(token.token),
+        "sosoapi_dm_actions_status",
+        {
+            "workspace_id": str(workspace.pk),
+            "social_account_id": str(social_account.pk),
+            "idempotency_key": key,
+        },
+    )
+    assert status.is_error is False
+    assert (
+        contract.validation_errors(contract.STATUS_OUTPUT_SCHEMA, status.structured_content) == []
+    )
+    assert status.structured_content["action"]["id"] == sent.structured_content["action"]["id"]
+
+
+def test_tong_operation_status(make_server, user, application, make_token):
+    from decimal import Decimal
+
+    from operations import billing
+    from operations.schema import OPERATION_STATUS_SCHEMA
+    from operations.services import operation_submit
+
+    billing.wallet_grant(owner=user, amount=Decimal("10"), note="test grant")
+    # category:sensitive waits for review: a real operation, no backend needed.
+    operation = operation_submit(
+        owner=user,
+        application=application,
+        tool="text-gen",
+        category="sensitive",
+        input_text="hello",
+    )
+    token = make_token(user, application, scope="operations:read")
+    result = run(
+        _call,
+        make_server(token.token),
+        "tong_operation_status",
+        {"operation_id": str(operation.pk)},
+    )
+    assert result.is_error is False, result.content
+    jsonschema.validate(result.structured_content, OPERATION_STATUS_SCHEMA)
+    assert result.structured_content["state"] == "needs_review"
+    missing = str(uuid.uuid4())
+    result = run(
+        _call, make_server(token.token), "tong_operation_status", {"operation_id": missing}
+    )
+    assert result.is_error

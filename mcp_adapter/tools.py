@@ -1,0 +1,294 @@
+"""The MCP tool catalogue: each tool is one call to our DRF API, so permissions, scopes and
+serialisation live in one place. Schemas are written from the seeds (the DM tool's verbatim)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from messaging import contract as dm_contract
+from operations.schema import OPERATION_STATUS_SCHEMA
+
+NULL_STR = {"type": ["string", "null"]}
+NULL_INT = {"type": ["integer", "null"]}
+DATE = {"type": "string", "format": "date-time"}
+NULL_DATE = {"type": ["string", "null"], "format": "date-time"}
+ACTION_TYPES = ["transfer", "swap", "cardFreeze", "cardUnfreeze", "cardLimitSet"]
+ACTION_STATUSES = [
+    "proposed",
+    "signed",
+    "submitted",
+    "broadcast",
+    "executed",
+    "failed",
+    "expired",
+    "rejected",
+]
+
+
+def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+ACTION_STATUS_SCHEMA = _object(
+    {
+        "action_id": {"type": "string"},
+        "type": {"type": "string", "enum": ACTION_TYPES},
+        "status": {"type": "string", "enum": ACTION_STATUSES},
+        "summary": {"type": "string"},
+        "chain_id": {"type": "integer"},
+        "smart_account": {"type": "string"},
+        "tx_hash": NULL_STR,
+        "user_op_hash": NULL_STR,
+        "block_number": NULL_INT,
+        "error": NULL_STR,
+        "created_at": DATE,
+        "expires_at": DATE,
+        "signed_at": NULL_DATE,
+        "broadcast_at": NULL_DATE,
+        "executed_at": NULL_DATE,
+        "status_history": {
+            "type": "array",
+            "items": _object(
+                {
+                    "status": {"type": "string", "enum": ACTION_STATUSES},
+                    "timestamp": DATE,
+                    "detail": NULL_STR,
+                },
+                ["status", "timestamp", "detail"],
+            ),
+        },
+    },
+    [
+        "action_id",
+        "type",
+        "status",
+        "summary",
+        "chain_id",
+        "smart_account",
+        "tx_hash",
+        "user_op_hash",
+        "block_number",
+        "error",
+        "created_at",
+        "expires_at",
+        "signed_at",
+        "broadcast_at",
+        "executed_at",
+        "status_history",
+    ],
+)
+
+# What every action tool answers: where the user signs, and what to subscribe to.
+ACTION_CREATED_SCHEMA = _object(
+    {
+        "action_id": {"type": "string"},
+        "type": {"type": "string", "enum": ACTION_TYPES},
+        "status": {"type": "string", "const": "proposed"},
+        "summary": {"type": "string"},
+        "sign_url": {"type": "string"},
+        "resource_uri": {"type": "string", "pattern": "^picnic://action/"},
+        "user_op_hash": NULL_STR,
+        "expires_at": DATE,
+    },
+    [
+        "action_id",
+        "type",
+        "status",
+        "summary",
+        "sign_url",
+        "resource_uri",
+        "user_op_hash",
+        "expires_at",
+    ],
+)
+
+CARD_ID = {"type": "string", "description": "Gnosis Pay card id; default: the physical card"}
+DECIMAL = {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?$"}
+ASSET = {"type": "string", "description": "CAIP-19 asset id, eip155:<chain>/erc20:<address>"}
+
+# The five read tools: their API comes with the read-tools issue; until then a call says so.
+PENDING_READ_APIS = {
+    "get_balances": ("GET /api/v1/balances", "read:balances"),
+    "get_transactions": ("GET /api/v1/transactions", "read:transactions"),
+    "get_profile": ("GET /api/v1/profile", "read:profile"),
+    "get_card": ("GET /api/v1/card", "read:card"),
+    "get_smart_accounts": ("GET /api/v1/smart-accounts", "read:accounts"),
+}
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    scope: str
+    method: str
+    path: str  # may name arguments: {action_id}
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+    annotations: dict[str, bool]
+    profiles: frozenset[str] = field(default_factory=lambda: frozenset({"core", "full"}))
+    # Arguments that go into the path, not the body.
+    path_args: tuple[str, ...] = ()
+
+
+READ_ONLY = {
+    "readOnlyHint": True,
+    "destructiveHint": False,
+    "idempotentHint": True,
+    "openWorldHint": False,
+}
+# An action tool only proposes: nothing moves until the user signs on the page.
+PROPOSES = {
+    "readOnlyHint": False,
+    "destructiveHint": False,
+    "idempotentHint": False,
+    "openWorldHint": True,
+}
+_ACTION_TOOL_SUFFIX = (
+    " Returns sign_url (the user approves with their passkey) and resource_uri "
+    "picnic://action/{action_id} to subscribe to; execution starts as soon as the user signs."
+)
+
+
+def _action_tool(name: str, description: str, properties: dict, required: list[str]) -> ToolSpec:
+    return ToolSpec(
+        name=name,
+        description=description + _ACTION_TOOL_SUFFIX,
+        scope="write:actions",
+        method="POST",
+        path=f"/api/v1/actions/{name}",
+        input_schema=_object(properties, required),
+        output_schema=ACTION_CREATED_SCHEMA,
+        annotations=PROPOSES,
+    )
+
+
+TOOLS: list[ToolSpec] = [
+    *(
+        ToolSpec(
+            name=name,
+            description=f"{name}: not available yet ({api} is not implemented).",
+            scope=scope,
+            method="GET",
+            path=api.split(" ", 1)[1],
+            input_schema=_object({}, []),
+            output_schema=None,
+            annotations=READ_ONLY,
+        )
+        for name, (api, scope) in PENDING_READ_APIS.items()
+    ),
+    ToolSpec(
+        name="get_action_status",
+        description=(
+            "Read the current state of a pending or past action by id (polling fallback for "
+            "notifications/resources/updated of picnic://action/{action_id}). On a submitted or "
+            "broadcast action it asks the bundler for the receipt and may advance the status "
+            "first: best-effort, never fails for that, so not strictly read-only."
+        ),
+        scope="read:actions",
+        method="GET",
+        path="/api/v1/actions/{action_id}",
+        input_schema=_object({"action_id": {"type": "string"}}, ["action_id"]),
+        output_schema=ACTION_STATUS_SCHEMA,
+        annotations={
+            "readOnlyHint": False,
+            "destructiveHint": False,
+            "idempotentHint": True,
+            "openWorldHint": True,
+        },
+        path_args=("action_id",),
+    ),
+    _action_tool(
+        "transfer",
+        "Send a token from the user's smart account to a 0x address or an ENS name.",
+        {"asset_id": ASSET, "amount": DECIMAL, "to": {"type": "string"}},
+        ["asset_id", "amount", "to"],
+    ),
+    _action_tool(
+        "swap",
+        "Swap between two CAIP-19 assets (same chain or cross-chain); the signing page warns "
+        "when slippage is 1% or more.",
+        {
+            "from_asset_id": ASSET,
+            "to_asset_id": ASSET,
+            "amount": DECIMAL,
+            "slippage": {"type": "number", "minimum": 0, "maximum": 50},
+            "provider": {"type": "string"},
+        },
+        ["from_asset_id", "to_asset_id", "amount"],
+    ),
+    _action_tool(
+        "card_freeze",
+        "Freeze the user's Picnic (Gnosis Pay) card; off-chain, signed as SIWE (EIP-1271).",
+        {"card_id": CARD_ID},
+        [],
+    ),
+    _action_tool(
+        "card_unfreeze", "Unfreeze the user's Picnic (Gnosis Pay) card.", {"card_id": CARD_ID}, []
+    ),
+    _action_tool(
+        "card_limit",
+        "Change the card's daily limit (delay module + scheduled transaction, not 4337; it "
+        "takes effect after the cooldown). Daily only.",
+        {"daily_limit": DECIMAL, "card_id": CARD_ID},
+        ["daily_limit"],
+    ),
+    ToolSpec(
+        name="sosoapi_dm_actions_status",
+        description=(
+            "After losing a response, look up delivery facts by action_id or the original "
+            "idempotency_key. An unknown delivery is not a failure and must not be re-sent."
+        ),
+        scope="agent:dm_read",
+        method="POST",
+        path="/private-messaging-api/actions/status",
+        input_schema=dm_contract.STATUS_INPUT_SCHEMA,
+        output_schema=dm_contract.STATUS_OUTPUT_SCHEMA,
+        annotations=dm_contract.ANNOTATIONS,
+        profiles=frozenset({"full"}),
+    ),
+    ToolSpec(
+        name="sosoapi_dm_actions_send",
+        description=(
+            "Queue a DM through a workspace's social account. The same idempotency_key with "
+            "the same payload returns the same action; with another payload it is refused."
+        ),
+        scope="agent:dm_write",
+        method="POST",
+        path="/private-messaging-api/actions/send",
+        input_schema=dm_contract.SEND_INPUT_SCHEMA,
+        output_schema=dm_contract.STATUS_OUTPUT_SCHEMA,
+        annotations={
+            "readOnlyHint": False,
+            "destructiveHint": False,
+            "idempotentHint": True,
+            "openWorldHint": True,
+        },
+        profiles=frozenset({"full"}),
+    ),
+    ToolSpec(
+        name="tong_operation_status",
+        description=(
+            "An accepted request is not a finished generation. Follow the work until the "
+            "result is ready."
+        ),
+        scope="operations:read",
+        method="GET",
+        path="/api/v1/operations/{operation_id}",
+        input_schema=_object(
+            {"operation_id": {"type": "string", "format": "uuid"}}, ["operation_id"]
+        ),
+        output_schema=OPERATION_STATUS_SCHEMA,
+        annotations=READ_ONLY,
+        profiles=frozenset({"full"}),
+        path_args=("operation_id",),
+    ),
+]
+TOOLS_BY_NAME = {tool.name: tool for tool in TOOLS}
+PROFILES = ("core", "full")

@@ -1,0 +1,143 @@
+"""One event channel for status transitions, published after commit by the lifecycle machinery
+and listened to by the MCP adapter (which turns them into `notifications/resources/updated`).
+
+- `EVENTS_URL=redis://…`: Redis pub/sub on channel `picnic:events` (production, CI).
+- default `local://`: Unix datagram sockets in `EVENTS_DIR` (var/events/): every listener binds
+  one socket file there, a publisher sends each event to every socket it finds. It crosses
+  processes on one machine (web, worker, MCP adapter) with no broker and no polling.
+
+Delivery is best-effort, like the notifications it feeds: a listener that was not there misses
+the event, and clients re-read the resource on reconnect.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import uuid
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+CHANNEL = "picnic:events"
+_MAX_DATAGRAM = 4096
+
+
+def publish(event: dict[str, Any]) -> None:
+    """Send one event to every listener; never raises (a transition is already committed)."""
+    data = json.dumps(event, separators=(",", ":")).encode()
+    try:
+        if settings.EVENTS_URL.startswith("redis"):
+            _redis().publish(CHANNEL, data)
+        else:
+            _publish_local(data)
+    except Exception:  # noqa: BLE001 - notifications are best-effort by design
+        logger.warning("could not publish event %s", event, exc_info=True)
+
+
+_redis_client = None
+
+
+def _redis():
+    global _redis_client
+    if _redis_client is None:
+        import redis
+
+        _redis_client = redis.Redis.from_url(settings.EVENTS_URL, socket_timeout=2)
+    return _redis_client
+
+
+def _events_dir() -> Path:
+    path = Path(settings.EVENTS_DIR)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _publish_local(data: bytes) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.setblocking(False)
+        for path in _events_dir().glob("*.sock"):
+            try:
+                sock.sendto(data, str(path))
+            except (ConnectionRefusedError, FileNotFoundError):
+                path.unlink(missing_ok=True)  # its listener is gone
+            except BlockingIOError:
+                logger.warning("event listener %s is not keeping up; event dropped", path.name)
+
+
+def subscribe() -> Subscription:
+    """`async with subscribe() as sub: event = await sub.receive()`; listening starts on
+    entry, so nothing published after entry is missed."""
+    if settings.EVENTS_URL.startswith("redis"):
+        return _RedisSubscription()
+    return _LocalSubscription()
+
+
+class Subscription:
+    async def __aenter__(self) -> Subscription:
+        raise NotImplementedError
+
+    async def __aexit__(self, *exc: object) -> None:
+        raise NotImplementedError
+
+    async def receive(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class _RedisSubscription(Subscription):
+    async def __aenter__(self) -> Subscription:
+        import redis.asyncio
+
+        self.client = redis.asyncio.Redis.from_url(settings.EVENTS_URL)
+        self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        await self.pubsub.subscribe(CHANNEL)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.pubsub.aclose()
+        await self.client.aclose()
+
+    async def receive(self) -> dict[str, Any]:
+        while True:
+            message = await self.pubsub.get_message(timeout=None)
+            if message and message.get("type") == "message":
+                return json.loads(message["data"])
+
+
+class _LocalSubscription(Subscription):
+    async def __aenter__(self) -> Subscription:
+        self.path = _events_dir() / f"{os.getpid()}-{uuid.uuid4().hex[:8]}.sock"
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(self.path))
+        self.sock.setblocking(False)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.sock.close()
+        self.path.unlink(missing_ok=True)
+
+    async def receive(self) -> dict[str, Any]:
+        import anyio
+
+        while True:
+            await anyio.wait_readable(self.sock)
+            try:
+                return json.loads(self.sock.recv(_MAX_DATAGRAM))
+            except BlockingIOError:
+                continue
+
+
+def action_uri(pk: Any) -> str:
+    return f"picnic://action/{pk}"
+
+
+def on_status_changed(sender, pk, from_status, to_status, lifecycle, **kwargs) -> None:
+    """Receiver of `picnic.lifecycle.status_changed`: every transition goes on the channel."""
+    event = {"lifecycle": lifecycle.name, "id": str(pk), "status": str(to_status)}
+    if lifecycle.name == "action":
+        event["uri"] = action_uri(pk)
+    publish(event)
