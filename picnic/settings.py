@@ -117,6 +117,8 @@ OAUTH2_SCOPES = {
     "agent:dm_write": "Send and cancel DMs through your workspaces' social accounts",
     "operations:read": "Read your generation operations",
     "operations:write": "Quote and submit generation operations, spending your credits",
+    "read:balances": "Read token balances of your smart accounts",
+    "read:accounts": "List the smart accounts your passkey controls",
 }
 # Named explicitly so our models can point at the (swappable) application model.
 OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
@@ -259,6 +261,12 @@ CARD_RELAYER_KEY = env_str(
 )
 if not re.fullmatch(r"0x[0-9a-fA-F]{64}", CARD_RELAYER_KEY):
     raise ImproperlyConfigured("CARD_RELAYER_KEY must be a 0x-prefixed 32-byte hex private key")
+
+# --- Fiat prices for balances (CoinGecko's /simple/price shape) ----------------------------
+PRICE_API_URL = env_url("PRICE_API_URL", "http://127.0.0.1:8791", schemes=("http", "https"))
+PRICE_API_KEY = env_str("PRICE_API_KEY", "")
+PRICE_API_TIMEOUT_SECONDS = env_float("PRICE_API_TIMEOUT_SECONDS", 3.0)
+PRICE_CACHE_SECONDS = env_int("PRICE_CACHE_SECONDS", 60, minimum=0)
 
 # --- Actions lifecycle ---------------------------------------------------------------------
 ACTION_TTL_SECONDS = env_int("ACTION_TTL_SECONDS", 15 * 60, minimum=30)

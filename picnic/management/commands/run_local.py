@@ -107,6 +107,12 @@ class Command(BaseCommand):
                     [python, "manage.py", "runserver", addr, "--noreload"], start_new_session=True
                 )
             )
+            children.append(
+                subprocess.Popen(
+                    [python, "manage.py", "mcp", "--transport", "http"], start_new_session=True
+                )
+            )
+            self.stdout.write(f"MCP (streamable HTTP) on {settings.MCP_RESOURCE_URL}")
             self.stdout.write(
                 self.style.SUCCESS(
                     f"Picnic back-office on http://{addr}/ — Ctrl-C stops everything"
@@ -135,4 +141,6 @@ class Command(BaseCommand):
             backend.stop()
             quotes.stop()
             gnosis_pay.stop()
-            self.stdout.write("stopped web server, worker, local providers and chain stack")
+            self.stdout.write(
+                "stopped web server, MCP server, worker, local providers and chain stack"
+            )

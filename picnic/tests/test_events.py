@@ -1,0 +1,84 @@
+"""The event channel: what a transition publishes reaches a listener in another process's
+place (a separate socket / Redis connection), on both backends."""
+
+from __future__ import annotations
+
+import os
+
+import anyio
+import pytest
+import redis
+
+from actions.services import action_create, action_transition
+from picnic import events
+from picnic.lifecycle import Actor
+
+REDIS_URL = os.environ.get("CI_EVENTS_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def _redis_up() -> bool:
+    try:
+        return redis.Redis.from_url(REDIS_URL, socket_timeout=1).ping()
+    except redis.RedisError:
+        return False
+
+
+@pytest.fixture(params=["local", "redis"])
+def backend(request, settings, tmp_path):
+    if request.param == "redis":
+        if not _redis_up():
+            if os.environ.get("PICNIC_REQUIRE_POSTGRES"):  # CI: the real services must be used
+                pytest.fail(f"Redis is not reachable at {REDIS_URL}")
+            pytest.skip("needs Redis")
+        settings.EVENTS_URL = REDIS_URL
+        events._redis_client = None
+    else:
+        settings.EVENTS_URL = "local://"
+        settings.EVENTS_DIR = tmp_path / "events"
+    yield request.param
+    events._redis_client = None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_committed_transition_is_published(backend, user, application):
+    action = action_create(
+        user=user,
+        application=application,
+        type="cardFreeze",
+        summary="s",
+        chain_id=31337,
+        smart_account="0x" + "ab" * 20,
+        params={},
+    )
+
+    async def body():
+        async with events.subscribe() as subscription:
+            await anyio.to_thread.run_sync(
+                lambda: action_transition(
+                    action_id=action.pk, to="rejected", actor=Actor.system(), detail="test"
+                )
+            )
+            with anyio.fail_after(2):
+                return await subscription.receive()
+
+    event = anyio.run(body)
+    assert event == {
+        "lifecycle": "action",
+        "id": str(action.pk),
+        "status": "rejected",
+        "uri": f"picnic://action/{action.pk}",
+    }
+
+
+def test_a_vanished_local_listener_is_forgotten(settings, tmp_path):
+    settings.EVENTS_URL = "local://"
+    settings.EVENTS_DIR = tmp_path / "events"
+    settings.EVENTS_DIR.mkdir()
+    stale = settings.EVENTS_DIR / "gone.sock"
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(stale))
+    sock.close()  # the file stays, nobody reads it
+    events.publish({"uri": "picnic://action/x"})
+    assert not stale.exists()
