@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
-from actions.models import Action, ActionStatusHistory
+from actions.models import Action, ActionStatusHistory, Card, Passkey, SmartAccount, Token
 from actions.selectors import actions_stuck
 from actions.services import action_reconcile
 from picnic.admin import StatusHistoryInline
@@ -124,3 +124,45 @@ class ActionAdmin(admin.ModelAdmin):
         summary = ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items()))
         level = messages.WARNING if outcomes.get("unavailable") else messages.SUCCESS
         self.message_user(request, f"Reconciled {sum(outcomes.values())}: {summary}", level)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Support staff look; the chain and the passkey registration are where these change."""
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(SmartAccount)
+class SmartAccountAdmin(ReadOnlyAdmin):
+    list_display = ("address", "kind", "chain_id", "user", "owner", "created_at")
+    list_filter = ("kind", "chain_id")
+    search_fields = ("address", "user__username", "owner")
+
+
+@admin.register(Card)
+class CardAdmin(ReadOnlyAdmin):
+    list_display = ("card_id", "last4", "user", "safe_address", "is_virtual", "token")
+    list_filter = ("is_virtual", "chain_id")
+    search_fields = ("card_id", "safe_address", "user__username")
+    readonly_fields = ("delay_address", "roles_address")
+
+
+@admin.register(Passkey)
+class PasskeyAdmin(ReadOnlyAdmin):
+    list_display = ("credential_id", "user", "sign_count", "created_at", "last_used_at")
+    search_fields = ("credential_id", "user__username")
+    exclude = ("public_key",)
+
+
+@admin.register(Token)
+class TokenAdmin(admin.ModelAdmin):
+    list_display = ("symbol", "name", "chain_id", "address", "decimals", "price_id")
+    list_filter = ("chain_id",)
+    search_fields = ("symbol", "address")

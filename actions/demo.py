@@ -57,10 +57,19 @@ def ensure_demo_tokens() -> list[Token]:
         token, _ = Token.objects.update_or_create(
             chain_id=settings.CHAIN_ID,
             address=contracts.demo_token_address(symbol),
-            defaults={"symbol": symbol, "name": name, "decimals": decimals},
+            defaults={
+                "symbol": symbol,
+                "name": name,
+                "decimals": decimals,
+                "price_id": DEMO_PRICE_IDS[symbol],
+            },
         )
         tokens.append(token)
     return tokens
+
+
+# The real coins the demo tokens stand in for, as the price source names them.
+DEMO_PRICE_IDS = {"USDC": "usd-coin", "EURe": "monerium-eur-money"}
 
 
 def provision_card(*, user, card_id: str, last4: str) -> Card:

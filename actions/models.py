@@ -159,6 +159,8 @@ class Token(models.Model):
     symbol = models.CharField(max_length=20)
     name = models.CharField(max_length=100)
     decimals = models.PositiveSmallIntegerField()
+    # The price source's id for fiat values (CoinGecko's coin id, e.g. "usd-coin").
+    price_id = models.CharField(max_length=100, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["chain_id", "address"], name="token_unique")]

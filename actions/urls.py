@@ -10,6 +10,8 @@ api_urlpatterns = [
     path("actions/card_freeze", views.CardFreezeView.as_view(), name="card-freeze"),
     path("actions/card_unfreeze", views.CardUnfreezeView.as_view(), name="card-unfreeze"),
     path("actions/card_limit", views.CardLimitView.as_view(), name="card-limit"),
+    path("smart-accounts", views.SmartAccountsView.as_view(), name="smart-accounts"),
+    path("balances", views.BalancesView.as_view(), name="balances"),
     path("actions/<str:action_id>", views.ActionStatusView.as_view(), name="action-status"),
 ]
 

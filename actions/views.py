@@ -25,6 +25,9 @@ from actions.selectors import (
     ActionNotFound,
     action_get_for_client,
     action_with_history,
+    balances_for_user,
+    smart_account_payload,
+    smart_accounts_for_user,
 )
 from actions.serializers import ActionStatusSerializer, ErrorSerializer
 from actions.services import action_expire_if_overdue, action_status_refresh
@@ -186,6 +189,32 @@ class CardLimitView(ActionToolView):
             daily_limit=str(data["daily_limit"]),
             card_id=data.get("card_id"),
         )
+
+
+class SmartAccountsView(APIView):
+    """get_smart_accounts: the Picnic and Gnosis Pay accounts the user's passkey controls."""
+
+    permission_classes = [RequiredScopes]
+    required_scopes = ["read:accounts"]
+
+    @extend_schema(operation_id="get_smart_accounts", responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request) -> Response:
+        accounts = smart_accounts_for_user(user=request.user)
+        return Response({"smartAccounts": [smart_account_payload(a) for a in accounts]})
+
+
+class BalancesView(APIView):
+    """get_balances: token balances on those accounts, from the chain, with fiat values."""
+
+    permission_classes = [RequiredScopes]
+    required_scopes = ["read:balances"]
+
+    @extend_schema(operation_id="get_balances", responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request) -> Response:
+        try:
+            return Response(balances_for_user(user=request.user))
+        except Exception as exc:  # noqa: BLE001 - the chain RPC failed: say so, invent nothing
+            raise ServiceUnavailable(f"The chain could not be read: {exc}") from None
 
 
 class ActionStatusView(APIView):

@@ -114,12 +114,68 @@ ASSET = {"type": "string", "description": "CAIP-19 asset id, eip155:<chain>/erc2
 
 # The five read tools: their API comes with the read-tools issue; until then a call says so.
 PENDING_READ_APIS = {
-    "get_balances": ("GET /api/v1/balances", "read:balances"),
     "get_transactions": ("GET /api/v1/transactions", "read:transactions"),
     "get_profile": ("GET /api/v1/profile", "read:profile"),
     "get_card": ("GET /api/v1/card", "read:card"),
-    "get_smart_accounts": ("GET /api/v1/smart-accounts", "read:accounts"),
 }
+
+SMART_ACCOUNT = {
+    "type": "object",
+    "properties": {
+        "address": {"type": "string"},
+        "chainId": {"type": "integer"},
+        "accountType": {"type": "string", "enum": ["picnic", "gnosisPay"]},
+        "entryPointVersion": {"type": "string"},
+        "owner": {"type": "string"},
+    },
+    "required": ["address", "chainId", "accountType"],
+    "additionalProperties": False,
+}
+SMART_ACCOUNTS_SCHEMA = _object(
+    {"smartAccounts": {"type": "array", "items": SMART_ACCOUNT}}, ["smartAccounts"]
+)
+FIAT_VALUES = {
+    "type": ["object", "null"],
+    "properties": {c: DECIMAL for c in ("USD", "EUR", "BRL")},
+    "required": ["USD", "EUR", "BRL"],
+    "additionalProperties": False,
+}
+BALANCES_SCHEMA = _object(
+    {
+        "balances": {
+            "type": "array",
+            "items": _object(
+                {
+                    "account": {"type": "string"},
+                    "accountType": {"type": "string", "enum": ["picnic", "gnosisPay"]},
+                    "chainId": {"type": "integer"},
+                    "assetId": {"type": "string"},
+                    "contractAddress": {"type": "string"},
+                    "symbol": {"type": "string"},
+                    "decimals": {"type": "integer"},
+                    "amount": DECIMAL,
+                    "units": {"type": "string", "pattern": "^[0-9]+$"},
+                    "fiat": FIAT_VALUES,
+                },
+                [
+                    "account",
+                    "accountType",
+                    "chainId",
+                    "assetId",
+                    "contractAddress",
+                    "symbol",
+                    "decimals",
+                    "amount",
+                    "units",
+                    "fiat",
+                ],
+            ),
+        },
+        "fiatAvailable": {"type": "boolean"},
+        "fiatError": NULL_STR,
+    },
+    ["balances", "fiatAvailable", "fiatError"],
+)
 
 
 @dataclass(frozen=True)
@@ -182,6 +238,33 @@ TOOLS: list[ToolSpec] = [
             annotations=READ_ONLY,
         )
         for name, (api, scope) in PENDING_READ_APIS.items()
+    ),
+    ToolSpec(
+        name="get_smart_accounts",
+        description=(
+            "The smart accounts (picnic and gnosisPay) controlled by the user's passkey, with "
+            "chain ID and account type."
+        ),
+        scope="read:accounts",
+        method="GET",
+        path="/api/v1/smart-accounts",
+        input_schema=_object({}, []),
+        output_schema=SMART_ACCOUNTS_SCHEMA,
+        annotations=READ_ONLY,
+    ),
+    ToolSpec(
+        name="get_balances",
+        description=(
+            "Token balances on the user's smart accounts, read from the chain: CAIP-19 assetId, "
+            "contract address, symbol, exact decimal amount, and values in USD/EUR/BRL (null, "
+            "with fiatError saying why, when the price source is unavailable)."
+        ),
+        scope="read:balances",
+        method="GET",
+        path="/api/v1/balances",
+        input_schema=_object({}, []),
+        output_schema=BALANCES_SCHEMA,
+        annotations={**READ_ONLY, "openWorldHint": True},
     ),
     ToolSpec(
         name="get_action_status",

@@ -153,3 +153,29 @@ def test_the_timeline_expires_an_overdue_action_before_showing_it(staff_client, 
     Action.objects.filter(pk=action.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
     page = staff_client.get(f"/staff/actions/{action.pk}/")
     assert 'data-status="expired"' in page.text
+
+
+def test_support_staff_see_accounts_cards_and_tokens_read_only(staff_client, user):
+    from actions.models import Card, SmartAccount, Token
+
+    account = SmartAccount.objects.create(
+        user=user, kind="gnosisPay", chain_id=31337, address="0x" + "cd" * 20, owner="account:0x1"
+    )
+    token = Token.objects.create(
+        chain_id=31337, address="0x" + "ef" * 20, symbol="EURe", name="EURe", decimals=18
+    )
+    card = Card.objects.create(
+        user=user,
+        card_id="card-9",
+        last4="9999",
+        safe_address=account.address,
+        chain_id=31337,
+        delay_address="0x" + "aa" * 20,
+        token=token,
+    )
+    page = staff_client.get("/admin/actions/smartaccount/").content.decode()
+    assert account.address in page
+    page = staff_client.get(f"/admin/actions/card/{card.pk}/change/").content.decode()
+    assert card.delay_address in page and 'name="_save"' not in page
+    assert staff_client.get("/admin/actions/card/add/").status_code == 403
+    assert staff_client.get("/admin/actions/passkey/").status_code == 200

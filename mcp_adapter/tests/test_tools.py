@@ -12,7 +12,7 @@ from mcp import Client
 
 from actions.services import action_create
 from mcp_adapter.tests.conftest import run
-from mcp_adapter.tools import ACTION_STATUS_SCHEMA
+from mcp_adapter.tools import ACTION_STATUS_SCHEMA, TOOLS_BY_NAME
 from messaging import contract
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -155,12 +155,25 @@ def test_unknown_tools_are_protocol_errors(make_server):
 
 def test_read_tools_without_an_api_say_what_is_missing(make_server, user, application, make_token):
     token = make_token(user, application)
-    result = run(_call, make_server(token.token), "get_balances", {})
+    result = run(_call, make_server(token.token), "get_profile", {})
     assert result.is_error
-    assert (
-        "GET /api/v1/balances" in result.content[0].text
-        and "read:balances" in result.content[0].text
+    assert "GET /api/v1/profile" in result.content[0].text
+    assert "read:profile" in result.content[0].text
+
+
+def test_get_smart_accounts_goes_through_the_api(make_server, user, application, make_token):
+    from actions.models import SmartAccount
+
+    # No passkey behind it: not passkey-controlled, so not listed.
+    SmartAccount.objects.create(
+        user=user, kind="picnic", chain_id=31337, address="0x" + "12" * 20, owner="passkey:x"
     )
+    token = make_token(user, application, scope="read:accounts")
+    result = run(_call, make_server(token.token), "get_smart_accounts", {})
+    assert result.is_error is False
+    schema = TOOLS_BY_NAME["get_smart_accounts"].output_schema
+    jsonschema.validate(result.structured_content, schema)
+    assert result.structured_content == {"smartAccounts": []}
 
 
 def test_action_tools_propose_through_the_api(make_server, user, application, make_token):

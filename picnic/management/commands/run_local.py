@@ -16,6 +16,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from actions.providers.local_coingecko import LocalCoinGeckoServer
 from actions.providers.local_gnosis_pay import LocalGnosisPayServer
 from actions.providers.local_lifi import LocalLifiServer
 from chain.stack import ChainStackError, LocalChain
@@ -72,6 +73,10 @@ class Command(BaseCommand):
             rpc_url=chain.rpc_url, port=_port(settings.GNOSIS_PAY_URL, "GNOSIS_PAY_URL")
         ).start()
         self.stdout.write(f"local Gnosis Pay API on {gnosis_pay.url}")
+        price_server = LocalCoinGeckoServer(
+            port=_port(settings.PRICE_API_URL, "PRICE_API_URL")
+        ).start()
+        self.stdout.write(f"local prices (CoinGecko shape) on {price_server.url}")
         children: list[subprocess.Popen] = []
         stopping = False
 
@@ -141,6 +146,7 @@ class Command(BaseCommand):
             backend.stop()
             quotes.stop()
             gnosis_pay.stop()
+            price_server.stop()
             self.stdout.write(
                 "stopped web server, MCP server, worker, local providers and chain stack"
             )

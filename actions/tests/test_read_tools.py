@@ -1,0 +1,119 @@
+"""get_smart_accounts and get_balances on the local chain: balances read in one JSON-RPC
+batch, exact decimals, fiat values from a CoinGecko-shaped source, and no fiat (with the
+reason) when that source is down; other users' accounts invisible."""
+
+from __future__ import annotations
+
+import pytest
+
+from actions.demo import provision_card
+from actions.providers.local_coingecko import LocalCoinGeckoServer
+from chain import contracts
+from chain.dev import mint
+
+pytestmark = [pytest.mark.chain, pytest.mark.django_db]
+
+
+@pytest.fixture
+def prices(settings):
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.dummy.DummyCache"}}
+    with LocalCoinGeckoServer() as server:
+        settings.PRICE_API_URL = server.url
+        settings.PRICE_API_TIMEOUT_SECONDS = 0.5
+        yield server
+
+
+def get(client, token, path):
+    return client.get(path, HTTP_AUTHORIZATION=f"Bearer {token.token}")
+
+
+@pytest.fixture
+def read_token(user, application, make_token):
+    return make_token(user, application, scope="read:balances read:accounts")
+
+
+def test_smart_accounts_are_the_passkeys_picnic_account_and_its_gnosis_pay_safe(
+    registered, user, client, read_token, other_user, make_token, application
+):
+    account = registered[1]
+    card = provision_card(user=user, card_id="c-1", last4="4242")
+    body = get(client, read_token, "/api/v1/smart-accounts").json()
+    assert body == {
+        "smartAccounts": [
+            {
+                "address": account.address,
+                "chainId": 31337,
+                "accountType": "picnic",
+                "entryPointVersion": "0.7",
+            },
+            {
+                "address": card.safe_address,
+                "chainId": 31337,
+                "accountType": "gnosisPay",
+                "owner": account.address,
+            },
+        ]
+    }
+    theirs = make_token(other_user, application, scope="read:accounts")
+    assert get(client, theirs, "/api/v1/smart-accounts").json() == {"smartAccounts": []}
+
+
+def test_balances_come_from_the_chain_with_exact_decimals_and_fiat(
+    registered, user, client, read_token, prices
+):
+    account, w3 = registered[1], registered[2]
+    mint(w3, "EURe", account.address, 1_234_500_000_000_000_001)  # 1.234500000000000001 EURe
+    body = get(client, read_token, "/api/v1/balances").json()
+    by_symbol = {b["symbol"]: b for b in body["balances"]}
+    usdc, eure = by_symbol["USDC"], by_symbol["EURe"]
+    assert usdc["amount"] == "10" and usdc["units"] == "10000000"  # the fixture minted 10 USDC
+    assert usdc["assetId"] == f"eip155:31337/erc20:{contracts.demo_token_address('USDC')}"
+    assert usdc["fiat"] == {"USD": "10.00", "EUR": "9.20", "BRL": "53.00"}
+    assert eure["amount"] == "1.234500000000000001" and eure["decimals"] == 18
+    assert eure["fiat"] == {"USD": "1.33", "EUR": "1.23", "BRL": "7.10"}
+    assert body["fiatAvailable"] is True and body["fiatError"] is None
+    assert prices.requests == [
+        {"ids": "monerium-eur-money,usd-coin", "vs_currencies": "usd,eur,brl"}
+    ]
+
+
+@pytest.mark.parametrize("mode", ["error", "hang", "drop", "garbage"])
+def test_a_price_source_that_fails_gives_balances_without_fiat_and_says_why(
+    registered, client, read_token, prices, mode
+):
+    prices.mode = mode
+    body = get(client, read_token, "/api/v1/balances").json()
+    assert body["fiatAvailable"] is False and body["fiatError"]
+    assert all(b["fiat"] is None for b in body["balances"])
+    assert {b["symbol"]: b["amount"] for b in body["balances"]}["USDC"] == "10"
+
+
+def test_balances_need_their_scope(registered, client, user, application, make_token):
+    token = make_token(user, application, scope="read:accounts")
+    response = get(client, token, "/api/v1/balances")
+    assert response.status_code == 403
+    assert response.json()["detail"] == (
+        "Insufficient scope: this call requires the scope read:balances"
+    )
+
+
+def test_all_balances_are_read_in_one_rpc_round_trip(registered, user, prices, chain_settings):
+    from web3 import Web3
+
+    from actions.selectors import balances_for_user
+
+    provision_card(user=user, card_id="c-2", last4="1111")  # a second account: 2 × 2 balances
+    calls: list[str] = []
+
+    class Counting(Web3.HTTPProvider):
+        def make_request(self, method, params):
+            calls.append(method)
+            return super().make_request(method, params)
+
+        def make_batch_request(self, requests):
+            calls.append(f"batch of {len(requests)}")
+            return super().make_batch_request(requests)
+
+    body = balances_for_user(user=user, w3=Web3(Counting(chain_settings.rpc_url)))
+    assert len(body["balances"]) == 4
+    assert calls == ["batch of 4"]
