@@ -17,7 +17,10 @@ from operations.demo import seed_operations
 
 STAFF = ("staff", "picnic-staff-demo")
 END_USER = ("alice", "alice-demo-password")
-SCOPES = "read:actions write:actions agent:dm_read agent:dm_write operations:read operations:write"
+SCOPES = (
+    "read:actions write:actions agent:dm_read agent:dm_write operations:read operations:write "
+    "read:balances read:accounts"
+)
 
 
 class Command(BaseCommand):
