@@ -176,3 +176,116 @@ def balances_for_user(*, user, w3=None) -> dict:
             t.symbol for t in tokens if not t.price_id
         )
     return {"balances": balances, "fiatAvailable": fiat_error is None, "fiatError": fiat_error}
+
+
+def card_for_user(*, user, card_id: str | None = None, w3=None) -> dict:
+    """get_card: the card's state, the balance of its account (a virtual card shows its
+    physical sibling's), and its daily allowance read from the Safe's Roles modifier (and the
+    Delay queue), all in one JSON-RPC batch."""
+    from datetime import UTC, datetime
+
+    from django.conf import settings
+    from web3 import Web3
+
+    from actions.models import ActionStatus, ActionType, Card
+    from chain import zodiac
+
+    cards = Card.objects.select_related("token", "physical", "physical__token").filter(user=user)
+    card = (
+        cards.filter(card_id=card_id).first() if card_id else cards.filter(is_virtual=False).first()
+    )
+    if card is None:
+        raise ActionNotFound(
+            f"Card not found: {card_id}" if card_id else "No Picnic card for this user"
+        )
+    source = card.physical if card.is_virtual and card.physical else card  # virtual: inherits
+    w3 = w3 or Web3(Web3.HTTPProvider(settings.CHAIN_RPC_URL, request_kwargs={"timeout": 10}))
+    roles = w3.eth.contract(
+        address=Web3.to_checksum_address(source.roles_address or "0x" + "00" * 20),
+        abi=zodiac.abi("RolesV2"),
+    )
+    delay = w3.eth.contract(
+        address=Web3.to_checksum_address(source.delay_address or "0x" + "00" * 20),
+        abi=zodiac.abi("Delay"),
+    )
+    token = source.token
+    calls = ["block"]
+    with w3.batch_requests() as batch:
+        batch.add(w3.eth.get_block("latest"))
+        if token:
+            data = (
+                Web3.keccak(text="balanceOf(address)")[:4]
+                + bytes(12)
+                + bytes.fromhex(source.safe_address[2:])
+            )
+            batch.add(w3.eth.call({"to": Web3.to_checksum_address(token.address), "data": data}))
+            calls.append("balance")
+        if source.roles_address and source.delay_address:
+            batch.add(roles.functions.allowances(zodiac.SPENDING_ALLOWANCE_KEY))
+            batch.add(delay.functions.txNonce())
+            batch.add(delay.functions.queueNonce())
+            batch.add(delay.functions.txCooldown())
+            calls += ["allowance", "txNonce", "queueNonce", "cooldown"]
+        results = dict(zip(calls, batch.execute(), strict=True))
+    now = results["block"]["timestamp"]
+    balances = []
+    if token:
+        units = int.from_bytes(bytes(results["balance"]), "big")
+        balances.append(
+            {
+                "currency": token.symbol,
+                "assetId": token.asset_id,
+                "amount": _decimal_string(units, token.decimals),
+                "units": str(units),
+            }
+        )
+    allowance = None
+    if "allowance" in results:
+        refill, max_refill, period, balance, timestamp = results["allowance"]
+        if period and now >= timestamp + period:  # Roles v2 accrues lazily: what it would be now
+            periods = (now - timestamp) // period
+            balance = min(max_refill, balance + refill * periods) if refill else balance
+            timestamp += periods * period
+        decimals = token.decimals if token else 0
+        allowance = {
+            "currency": token.symbol if token else None,
+            "assetId": token.asset_id if token else None,
+            "dailyLimit": _decimal_string(refill, decimals),
+            "remaining": _decimal_string(balance, decimals),
+            "period": {
+                "seconds": period,
+                "resetsAt": (
+                    datetime.fromtimestamp(timestamp + period, UTC)
+                    .isoformat()
+                    .replace("+00:00", "Z")
+                    if period
+                    else None
+                ),
+            },
+            "queuedChanges": results["queueNonce"] - results["txNonce"],
+            "cooldownSeconds": results["cooldown"],
+        }
+    last = (
+        card.user.picnic_actions.filter(
+            type__in=(ActionType.CARD_FREEZE, ActionType.CARD_UNFREEZE),
+            status=ActionStatus.EXECUTED,
+            params__card_id=source.card_id,
+        )
+        .order_by("-executed_at")
+        .first()
+    )
+    return {
+        "cardId": card.card_id,
+        "last4": card.last4,
+        "virtual": card.is_virtual,
+        "physicalCardId": source.card_id if source is not card else None,
+        "safeAddress": source.safe_address,
+        "chainId": source.chain_id,
+        # Gnosis Pay's status needs a signed-in session; this is the last state we confirmed.
+        "state": ("frozen" if last.type == ActionType.CARD_FREEZE else "active")
+        if last
+        else "unknown",
+        "stateConfirmedAt": last.executed_at.isoformat().replace("+00:00", "Z") if last else None,
+        "balances": balances,
+        "allowance": allowance,
+    }

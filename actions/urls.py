@@ -12,6 +12,7 @@ api_urlpatterns = [
     path("actions/card_limit", views.CardLimitView.as_view(), name="card-limit"),
     path("smart-accounts", views.SmartAccountsView.as_view(), name="smart-accounts"),
     path("balances", views.BalancesView.as_view(), name="balances"),
+    path("card", views.CardView.as_view(), name="card"),
     path("actions/<str:action_id>", views.ActionStatusView.as_view(), name="action-status"),
 ]
 

@@ -26,6 +26,7 @@ from actions.selectors import (
     action_get_for_client,
     action_with_history,
     balances_for_user,
+    card_for_user,
     smart_account_payload,
     smart_accounts_for_user,
 )
@@ -213,6 +214,28 @@ class BalancesView(APIView):
     def get(self, request: Request) -> Response:
         try:
             return Response(balances_for_user(user=request.user))
+        except Exception as exc:  # noqa: BLE001 - the chain RPC failed: say so, invent nothing
+            raise ServiceUnavailable(f"The chain could not be read: {exc}") from None
+
+
+class CardView(APIView):
+    """get_card: state, balances, daily allowance and period of the user's Picnic card."""
+
+    permission_classes = [RequiredScopes]
+    required_scopes = ["read:card"]
+
+    @extend_schema(
+        operation_id="get_card",
+        parameters=[OpenApiParameter("card_id", str, required=False)],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request: Request) -> Response:
+        try:
+            return Response(
+                card_for_user(user=request.user, card_id=request.query_params.get("card_id"))
+            )
+        except ActionNotFound as exc:
+            raise NotFound(str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - the chain RPC failed: say so, invent nothing
             raise ServiceUnavailable(f"The chain could not be read: {exc}") from None
 

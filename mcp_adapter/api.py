@@ -45,6 +45,7 @@ class PicnicApi:
                 method,
                 self.base_url + path,
                 json=body if method != "GET" else None,
+                params=body if method == "GET" and body else None,
                 headers=headers,
                 timeout=self.timeout,
             )

@@ -116,7 +116,6 @@ ASSET = {"type": "string", "description": "CAIP-19 asset id, eip155:<chain>/erc2
 PENDING_READ_APIS = {
     "get_transactions": ("GET /api/v1/transactions", "read:transactions"),
     "get_profile": ("GET /api/v1/profile", "read:profile"),
-    "get_card": ("GET /api/v1/card", "read:card"),
 }
 
 SMART_ACCOUNT = {
@@ -140,6 +139,64 @@ FIAT_VALUES = {
     "required": ["USD", "EUR", "BRL"],
     "additionalProperties": False,
 }
+_CARD_BALANCE = _object(
+    {
+        "currency": {"type": "string"},
+        "assetId": {"type": "string"},
+        "amount": DECIMAL,
+        "units": {"type": "string"},
+    },
+    ["currency", "assetId", "amount", "units"],
+)
+CARD_SCHEMA = _object(
+    {
+        "cardId": {"type": "string"},
+        "last4": {"type": "string"},
+        "virtual": {"type": "boolean"},
+        "physicalCardId": NULL_STR,
+        "safeAddress": {"type": "string"},
+        "chainId": {"type": "integer"},
+        "state": {"type": "string", "enum": ["active", "frozen", "unknown"]},
+        "stateConfirmedAt": NULL_DATE,
+        "balances": {"type": "array", "items": _CARD_BALANCE},
+        "allowance": {
+            "type": ["object", "null"],
+            "properties": {
+                "currency": NULL_STR,
+                "assetId": NULL_STR,
+                "dailyLimit": DECIMAL,
+                "remaining": DECIMAL,
+                "period": _object(
+                    {"seconds": {"type": "integer"}, "resetsAt": NULL_DATE}, ["seconds", "resetsAt"]
+                ),
+                "queuedChanges": {"type": "integer", "minimum": 0},
+                "cooldownSeconds": {"type": "integer"},
+            },
+            "required": [
+                "currency",
+                "assetId",
+                "dailyLimit",
+                "remaining",
+                "period",
+                "queuedChanges",
+                "cooldownSeconds",
+            ],
+            "additionalProperties": False,
+        },
+    },
+    [
+        "cardId",
+        "last4",
+        "virtual",
+        "physicalCardId",
+        "safeAddress",
+        "chainId",
+        "state",
+        "stateConfirmedAt",
+        "balances",
+        "allowance",
+    ],
+)
 BALANCES_SCHEMA = _object(
     {
         "balances": {
@@ -264,6 +321,20 @@ TOOLS: list[ToolSpec] = [
         path="/api/v1/balances",
         input_schema=_object({}, []),
         output_schema=BALANCES_SCHEMA,
+        annotations={**READ_ONLY, "openWorldHint": True},
+    ),
+    ToolSpec(
+        name="get_card",
+        description=(
+            "The Picnic card: state (the last one confirmed with Gnosis Pay), balances of its "
+            "account, the daily limit and what remains of it (Roles allowance on chain), the "
+            "period and queued limit changes. A virtual card shows its physical sibling's."
+        ),
+        scope="read:card",
+        method="GET",
+        path="/api/v1/card",
+        input_schema=_object({"card_id": CARD_ID}, []),
+        output_schema=CARD_SCHEMA,
         annotations={**READ_ONLY, "openWorldHint": True},
     ),
     ToolSpec(

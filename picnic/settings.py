@@ -119,6 +119,7 @@ OAUTH2_SCOPES = {
     "operations:write": "Quote and submit generation operations, spending your credits",
     "read:balances": "Read token balances of your smart accounts",
     "read:accounts": "List the smart accounts your passkey controls",
+    "read:card": "Read your Picnic card's state, balances and daily limit",
 }
 # Named explicitly so our models can point at the (swappable) application model.
 OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"

@@ -67,6 +67,11 @@ def test_balances_come_from_the_chain_with_exact_decimals_and_fiat(
     by_symbol = {b["symbol"]: b for b in body["balances"]}
     usdc, eure = by_symbol["USDC"], by_symbol["EURe"]
     assert usdc["amount"] == "10" and usdc["units"] == "10000000"  # the fixture minted 10 USDC
+    import jsonschema
+
+    from mcp_adapter.tools import BALANCES_SCHEMA
+
+    jsonschema.validate(body, BALANCES_SCHEMA)
     assert usdc["assetId"] == f"eip155:31337/erc20:{contracts.demo_token_address('USDC')}"
     assert usdc["fiat"] == {"USD": "10.00", "EUR": "9.20", "BRL": "53.00"}
     assert eure["amount"] == "1.234500000000000001" and eure["decimals"] == 18
@@ -117,3 +122,54 @@ def test_all_balances_are_read_in_one_rpc_round_trip(registered, user, prices, c
     body = balances_for_user(user=user, w3=Web3(Counting(chain_settings.rpc_url)))
     assert len(body["balances"]) == 4
     assert calls == ["batch of 4"]
+
+
+def test_get_card_reads_balance_and_daily_limit_from_the_chain_and_virtual_cards_inherit(
+    registered, user, client, application, make_token, settings
+):
+    from actions.models import Card
+    from actions.services import action_reconcile, action_submit
+    from actions.tests.test_card_limit import advance, proposed, sign
+    from picnic.lifecycle import Actor
+
+    settings.CARD_DELAY_COOLDOWN_SECONDS = 2
+    w3 = registered[2]
+    card = provision_card(user=user, card_id="phys-1", last4="4242")
+    mint(w3, "EURe", card.safe_address, 42 * 10**18)
+    token = make_token(user, application, scope="read:card read:actions write:actions")
+
+    body = get(client, token, "/api/v1/card").json()
+    assert body["state"] == "unknown" and body["stateConfirmedAt"] is None
+    assert body["balances"][0]["currency"] == "EURe" and body["balances"][0]["amount"] == "42"
+    assert body["allowance"]["dailyLimit"] == "0"
+
+    action = sign(registered, user, proposed(client, token, "150"))
+    assert action_submit(action_id=action.pk).status == "broadcast"
+    assert get(client, token, "/api/v1/card").json()["allowance"]["queuedChanges"] == 1
+    advance(w3, 3)
+    assert action_reconcile(action_id=action.pk, actor=Actor.worker()) == "executed"
+
+    body = get(client, token, "/api/v1/card").json()
+    allowance = body["allowance"]
+    assert allowance["dailyLimit"] == "150" and allowance["remaining"] == "150"
+    assert allowance["period"]["seconds"] == 86400 and allowance["period"]["resetsAt"]
+    assert allowance["queuedChanges"] == 0 and allowance["cooldownSeconds"] == 2
+
+    Card.objects.create(
+        user=user,
+        card_id="virt-1",
+        last4="0001",
+        safe_address="",
+        chain_id=31337,
+        is_virtual=True,
+        physical=card,
+    )
+    import jsonschema
+
+    from mcp_adapter.tools import CARD_SCHEMA
+
+    jsonschema.validate(body, CARD_SCHEMA)  # what the MCP tool declares
+    virtual = get(client, token, "/api/v1/card?card_id=virt-1").json()
+    assert virtual["virtual"] is True and virtual["physicalCardId"] == "phys-1"
+    assert virtual["balances"] == body["balances"] and virtual["allowance"] == allowance
+    assert get(client, token, "/api/v1/card?card_id=nope").status_code == 404

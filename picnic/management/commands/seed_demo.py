@@ -19,7 +19,7 @@ STAFF = ("staff", "picnic-staff-demo")
 END_USER = ("alice", "alice-demo-password")
 SCOPES = (
     "read:actions write:actions agent:dm_read agent:dm_write operations:read operations:write "
-    "read:balances read:accounts"
+    "read:balances read:accounts read:card"
 )
 
 
