@@ -3,6 +3,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from actions.services import action_create
 from mcp_adapter.api import PicnicApi
 from mcp_adapter.server import PicnicMCP
 from messaging.tests.conftest import social_account, workspace  # noqa: F401 - shared fixtures
@@ -11,6 +12,24 @@ from messaging.tests.conftest import social_account, workspace  # noqa: F401 - s
 def run(fn, *args):
     """Run an async test body (the SDK's clients are async; the ORM stays outside them)."""
     return anyio.run(fn, *args)
+
+
+def make_action(user, application):
+    """A proposed card action: a real row with history, no chain needed."""
+    return action_create(
+        user=user,
+        application=application,
+        type="cardFreeze",
+        summary="Freeze your Picnic card •••• 4242",
+        chain_id=31337,
+        smart_account="0x" + "ab" * 20,
+        params={"card_id": "c1"},
+    )
+
+
+@pytest.fixture
+def action(user, application):
+    return make_action(user, application)
 
 
 @pytest.fixture

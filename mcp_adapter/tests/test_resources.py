@@ -12,23 +12,9 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from actions.passkeys import action_reject
-from actions.services import action_create
 from mcp_adapter.tests.conftest import run
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def action(user, application):
-    return action_create(
-        user=user,
-        application=application,
-        type="cardFreeze",
-        summary="Freeze your Picnic card •••• 4242",
-        chain_id=31337,
-        smart_account="0x" + "ab" * 20,
-        params={"card_id": "c1"},
-    )
 
 
 @pytest.fixture

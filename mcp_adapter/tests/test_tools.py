@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 from mcp import Client
 
-from actions.services import action_create
+from mcp_adapter.tests.conftest import make_action as _action
 from mcp_adapter.tests.conftest import run
 from mcp_adapter.tools import ACTION_STATUS_SCHEMA, TOOLS_BY_NAME
 from messaging import contract
@@ -31,19 +31,6 @@ CORE = {
     "card_limit",
 }
 FULL = CORE | {"sosoapi_dm_actions_status", "sosoapi_dm_actions_send", "tong_operation_status"}
-
-
-def _action(user, application, **extra):
-    return action_create(
-        user=user,
-        application=application,
-        type="cardFreeze",
-        summary="Freeze your Picnic card •••• 4242",
-        chain_id=31337,
-        smart_account="0x" + "ab" * 20,
-        params={"card_id": "c1"},
-        **extra,
-    )
 
 
 async def _tools(server):

@@ -18,7 +18,6 @@ from django.conf import settings as django_settings
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from actions.services import action_create
 from chain.stack import free_port
 from mcp_adapter.api import PicnicApi
 from mcp_adapter.server import PicnicMCP, http_app
@@ -26,19 +25,6 @@ from mcp_adapter.tests.conftest import run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(django_settings.BASE_DIR)
-
-
-@pytest.fixture
-def action(user, application):
-    return action_create(
-        user=user,
-        application=application,
-        type="cardFreeze",
-        summary="Freeze your Picnic card •••• 4242",
-        chain_id=31337,
-        smart_account="0x" + "ab" * 20,
-        params={"card_id": "c1"},
-    )
 
 
 def test_stdio_runs_manage_py_mcp_as_a_subprocess(
