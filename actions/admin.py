@@ -9,9 +9,17 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
-from actions.models import Action, ActionStatusHistory, Card, Passkey, SmartAccount, Token
+from actions.models import (
+    Action,
+    ActionStatusHistory,
+    Card,
+    Passkey,
+    RampAccount,
+    SmartAccount,
+    Token,
+)
 from actions.selectors import actions_stuck
-from actions.services import action_reconcile
+from actions.services import action_reconcile, ramp_kyc_refresh
 from picnic.admin import StatusHistoryInline
 from picnic.lifecycle import Actor
 
@@ -166,3 +174,23 @@ class TokenAdmin(admin.ModelAdmin):
     list_display = ("symbol", "name", "chain_id", "address", "decimals", "price_id")
     list_filter = ("chain_id",)
     search_fields = ("symbol", "address")
+
+
+@admin.register(RampAccount)
+class RampAccountAdmin(admin.ModelAdmin):
+    """Which provider account is the user's; the KYC fields are the provider's word, so they
+    are read-only here and refreshed from the provider (on read, or with the action)."""
+
+    list_display = ("user", "currency", "provider", "external_id", "kyc_status", "kyc_checked_at")
+    list_filter = ("currency", "provider", "kyc_status")
+    search_fields = ("user__username", "user__email", "external_id")
+    readonly_fields = ("kyc_status", "provider_status", "kyc_checked_at", "kyc_error")
+    actions = ["refresh_kyc"]
+
+    @admin.action(description="Refresh KYC status from the provider")
+    def refresh_kyc(self, request, queryset) -> None:
+        ramps = [ramp_kyc_refresh(ramp_id=r.pk) for r in queryset]
+        failed = [r for r in ramps if r.kyc_error]
+        for ramp in failed:
+            self.message_user(request, f"{ramp}: {ramp.kyc_error}", messages.WARNING)
+        self.message_user(request, f"Refreshed {len(ramps) - len(failed)} of {len(ramps)}")

@@ -225,3 +225,17 @@ def seed_actions(*, user, application, say: Callable[[str], None]) -> SmartAccou
         status = Action.objects.filter(pk=pk).values_list("status", flat=True).first()
         say(f"action {pk} ({name}): {status}")
     return account
+
+
+def seed_ramps(*, user) -> None:
+    """Link the demo user to the local ramp servers' demo accounts (no chain needed)."""
+    from actions.models import RAMP_PROVIDER_FOR, RampAccount, RampCurrency
+    from actions.providers.local_ramps import DEMO_AVENIA_SUBACCOUNT, DEMO_MONERIUM_PROFILE
+
+    ids = {RampCurrency.EUR: DEMO_MONERIUM_PROFILE, RampCurrency.BRL: DEMO_AVENIA_SUBACCOUNT}
+    for currency, external_id in ids.items():
+        RampAccount.objects.get_or_create(
+            user=user,
+            currency=currency,
+            defaults={"provider": RAMP_PROVIDER_FOR[currency], "external_id": external_id},
+        )

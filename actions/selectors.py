@@ -187,7 +187,7 @@ def card_for_user(*, user, card_id: str | None = None, w3=None) -> dict:
     from django.conf import settings
     from web3 import Web3
 
-    from actions.models import ActionStatus, ActionType, Card
+    from actions.models import Card
     from chain import zodiac
 
     cards = Card.objects.select_related("token", "physical", "physical__token").filter(user=user)
@@ -265,8 +265,22 @@ def card_for_user(*, user, card_id: str | None = None, w3=None) -> dict:
             "queuedChanges": results["queueNonce"] - results["txNonce"],
             "cooldownSeconds": results["cooldown"],
         }
+    return {**card_summary(card), "balances": balances, "allowance": allowance}
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+def card_summary(card) -> dict:
+    """A card as get_card and get_profile list it, with the last state we confirmed (Gnosis
+    Pay's own status needs a signed-in session)."""
+    from actions.models import ActionStatus, ActionType
+
+    source = card.physical if card.is_virtual and card.physical else card
     last = (
-        card.user.picnic_actions.filter(
+        Action.objects.filter(
+            user_id=card.user_id,
             type__in=(ActionType.CARD_FREEZE, ActionType.CARD_UNFREEZE),
             status=ActionStatus.EXECUTED,
             params__card_id=source.card_id,
@@ -281,11 +295,39 @@ def card_for_user(*, user, card_id: str | None = None, w3=None) -> dict:
         "physicalCardId": source.card_id if source is not card else None,
         "safeAddress": source.safe_address,
         "chainId": source.chain_id,
-        # Gnosis Pay's status needs a signed-in session; this is the last state we confirmed.
         "state": ("frozen" if last.type == ActionType.CARD_FREEZE else "active")
         if last
         else "unknown",
-        "stateConfirmedAt": last.executed_at.isoformat().replace("+00:00", "Z") if last else None,
-        "balances": balances,
-        "allowance": allowance,
+        "stateConfirmedAt": _iso(last.executed_at) if last else None,
+    }
+
+
+def profile_for_user(*, user) -> dict:
+    """get_profile: who the user is, their fiat ramps keyed by currency (each currency has one
+    provider; no account there means KYC `none`), and their cards."""
+    from actions.models import RAMP_PROVIDER_FOR, Card, KycStatus, RampAccount, RampCurrency
+
+    ramps = {r.currency: r for r in RampAccount.objects.filter(user=user)}
+    payload = {}
+    for currency in RampCurrency:
+        provider = RAMP_PROVIDER_FOR[currency]
+        ramp = ramps.get(currency)
+        payload[currency.value] = {
+            "provider": provider.value,
+            "providerName": provider.label,
+            "accountId": ramp.external_id if ramp else None,
+            "kyc": {
+                "status": ramp.kyc_status if ramp else KycStatus.NONE.value,
+                "providerStatus": (ramp.provider_status or None) if ramp else None,
+                "checkedAt": _iso(ramp.kyc_checked_at) if ramp else None,
+                # The provider could not be asked just now: the status is the last one known.
+                "error": (ramp.kyc_error or None) if ramp else None,
+            },
+        }
+    cards = Card.objects.select_related("physical").filter(user=user).order_by("created_at", "pk")
+    return {
+        "userId": str(user.pk),
+        "email": user.email or None,
+        "ramps": payload,
+        "cards": [card_summary(c) for c in cards],
     }

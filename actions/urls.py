@@ -13,6 +13,7 @@ api_urlpatterns = [
     path("smart-accounts", views.SmartAccountsView.as_view(), name="smart-accounts"),
     path("balances", views.BalancesView.as_view(), name="balances"),
     path("card", views.CardView.as_view(), name="card"),
+    path("profile", views.ProfileView.as_view(), name="profile"),
     path("actions/<str:action_id>", views.ActionStatusView.as_view(), name="action-status"),
 ]
 

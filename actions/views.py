@@ -27,11 +27,16 @@ from actions.selectors import (
     action_with_history,
     balances_for_user,
     card_for_user,
+    profile_for_user,
     smart_account_payload,
     smart_accounts_for_user,
 )
 from actions.serializers import ActionStatusSerializer, ErrorSerializer
-from actions.services import action_expire_if_overdue, action_status_refresh
+from actions.services import (
+    action_expire_if_overdue,
+    action_status_refresh,
+    ramps_refresh_for_user,
+)
 from actions.tools import (
     ToolError,
     propose_card_limit,
@@ -238,6 +243,18 @@ class CardView(APIView):
             raise NotFound(str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - the chain RPC failed: say so, invent nothing
             raise ServiceUnavailable(f"The chain could not be read: {exc}") from None
+
+
+class ProfileView(APIView):
+    """get_profile: userId, email, fiat ramps keyed by currency with normalised KYC, cards."""
+
+    permission_classes = [RequiredScopes]
+    required_scopes = ["read:profile"]
+
+    @extend_schema(operation_id="get_profile", responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request) -> Response:
+        ramps_refresh_for_user(user=request.user)  # a provider that fails keeps the last status
+        return Response(profile_for_user(user=request.user))
 
 
 class ActionStatusView(APIView):

@@ -115,7 +115,6 @@ ASSET = {"type": "string", "description": "CAIP-19 asset id, eip155:<chain>/erc2
 # The five read tools: their API comes with the read-tools issue; until then a call says so.
 PENDING_READ_APIS = {
     "get_transactions": ("GET /api/v1/transactions", "read:transactions"),
-    "get_profile": ("GET /api/v1/profile", "read:profile"),
 }
 
 SMART_ACCOUNT = {
@@ -148,16 +147,47 @@ _CARD_BALANCE = _object(
     },
     ["currency", "assetId", "amount", "units"],
 )
+# A card as both get_card and get_profile describe it.
+CARD_SUMMARY = {
+    "cardId": {"type": "string"},
+    "last4": {"type": "string"},
+    "virtual": {"type": "boolean"},
+    "physicalCardId": NULL_STR,
+    "safeAddress": {"type": "string"},
+    "chainId": {"type": "integer"},
+    "state": {"type": "string", "enum": ["active", "frozen", "unknown"]},
+    "stateConfirmedAt": NULL_DATE,
+}
+KYC_STATUSES = ["none", "pending", "approved", "rejected"]
+_RAMP = _object(
+    {
+        "provider": {"type": "string", "enum": ["avenia", "monerium"]},
+        "providerName": {"type": "string"},
+        "accountId": NULL_STR,
+        "kyc": _object(
+            {
+                "status": {"type": "string", "enum": KYC_STATUSES},
+                "providerStatus": NULL_STR,
+                "checkedAt": NULL_DATE,
+                "error": NULL_STR,
+            },
+            ["status", "providerStatus", "checkedAt", "error"],
+        ),
+    },
+    ["provider", "providerName", "accountId", "kyc"],
+)
+PROFILE_SCHEMA = _object(
+    {
+        "userId": {"type": "string"},
+        "email": NULL_STR,
+        "ramps": _object({"BRL": _RAMP, "EUR": _RAMP}, ["BRL", "EUR"]),
+        "cards": {"type": "array", "items": _object(CARD_SUMMARY, list(CARD_SUMMARY))},
+    },
+    ["userId", "email", "ramps", "cards"],
+)
 CARD_SCHEMA = _object(
     {
-        "cardId": {"type": "string"},
-        "last4": {"type": "string"},
-        "virtual": {"type": "boolean"},
-        "physicalCardId": NULL_STR,
-        "safeAddress": {"type": "string"},
-        "chainId": {"type": "integer"},
-        "state": {"type": "string", "enum": ["active", "frozen", "unknown"]},
-        "stateConfirmedAt": NULL_DATE,
+        **CARD_SUMMARY,
         "balances": {"type": "array", "items": _CARD_BALANCE},
         "allowance": {
             "type": ["object", "null"],
@@ -335,6 +365,22 @@ TOOLS: list[ToolSpec] = [
         path="/api/v1/card",
         input_schema=_object({"card_id": CARD_ID}, []),
         output_schema=CARD_SCHEMA,
+        annotations={**READ_ONLY, "openWorldHint": True},
+    ),
+    ToolSpec(
+        name="get_profile",
+        description=(
+            "The user's profile: userId, email, fiat ramps keyed by currency (BRL at "
+            "BRLA/Avenia, EUR at Monerium) with KYC status normalised to "
+            "none|pending|approved|rejected (the provider's own word beside it; error set, and "
+            "the last known status kept, when the provider could not be asked), and the "
+            "Gnosis Pay cards."
+        ),
+        scope="read:profile",
+        method="GET",
+        path="/api/v1/profile",
+        input_schema=_object({}, []),
+        output_schema=PROFILE_SCHEMA,
         annotations={**READ_ONLY, "openWorldHint": True},
     ),
     ToolSpec(

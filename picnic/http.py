@@ -102,7 +102,8 @@ class JsonHttpClient:
         body: Any = None,
         headers: dict[str, str] | None = None,
     ) -> HttpAnswer:
-        data = None if body is None else json.dumps(body).encode()
+        # bytes go as they are (e.g. a form-encoded OAuth token request), anything else as JSON
+        data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
         all_headers = {"Content-Type": "application/json", "User-Agent": "picnic-backoffice/1"}
         all_headers.update(headers or {})
         try:

@@ -120,6 +120,8 @@ OAUTH2_SCOPES = {
     "read:balances": "Read token balances of your smart accounts",
     "read:accounts": "List the smart accounts your passkey controls",
     "read:card": "Read your Picnic card's state, balances and daily limit",
+    "read:transactions": "Read your transaction history: transfers, swaps, ramps, card purchases",
+    "read:profile": "Read your profile: email, fiat ramps and their KYC status, cards",
 }
 # Named explicitly so our models can point at the (swappable) application model.
 OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
@@ -268,6 +270,14 @@ PRICE_API_URL = env_url("PRICE_API_URL", "http://127.0.0.1:8791", schemes=("http
 PRICE_API_KEY = env_str("PRICE_API_KEY", "")
 PRICE_API_TIMEOUT_SECONDS = env_float("PRICE_API_TIMEOUT_SECONDS", 3.0)
 PRICE_CACHE_SECONDS = env_int("PRICE_CACHE_SECONDS", 60, minimum=0)
+
+# --- Fiat ramps (get_profile): Monerium for EUR, BRLA/Avenia for BRL -----------------------
+MONERIUM_URL = env_url("MONERIUM_URL", "http://127.0.0.1:8792", schemes=("http", "https"))
+MONERIUM_CLIENT_ID = env_str("MONERIUM_CLIENT_ID", "picnic-local")
+MONERIUM_CLIENT_SECRET = env_str("MONERIUM_CLIENT_SECRET", "picnic-local-secret")
+AVENIA_URL = env_url("AVENIA_URL", "http://127.0.0.1:8793", schemes=("http", "https"))
+AVENIA_API_TOKEN = env_str("AVENIA_API_TOKEN", "avenia-local-token")
+RAMP_TIMEOUT_SECONDS = env_float("RAMP_TIMEOUT_SECONDS", 3.0)
 
 # --- Actions lifecycle ---------------------------------------------------------------------
 ACTION_TTL_SECONDS = env_int("ACTION_TTL_SECONDS", 15 * 60, minimum=30)

@@ -142,10 +142,19 @@ def test_unknown_tools_are_protocol_errors(make_server):
 
 def test_read_tools_without_an_api_say_what_is_missing(make_server, user, application, make_token):
     token = make_token(user, application)
-    result = run(_call, make_server(token.token), "get_profile", {})
+    result = run(_call, make_server(token.token), "get_transactions", {})
     assert result.is_error
-    assert "GET /api/v1/profile" in result.content[0].text
-    assert "read:profile" in result.content[0].text
+    assert "GET /api/v1/transactions" in result.content[0].text
+    assert "read:transactions" in result.content[0].text
+
+
+def test_get_profile_goes_through_the_api(make_server, user, application, make_token):
+    token = make_token(user, application, scope="read:profile")
+    result = run(_call, make_server(token.token), "get_profile", {})
+    assert result.is_error is False
+    jsonschema.validate(result.structured_content, TOOLS_BY_NAME["get_profile"].output_schema)
+    assert result.structured_content["userId"] == str(user.pk)
+    assert result.structured_content["ramps"]["EUR"]["kyc"]["status"] == "none"
 
 
 def test_get_smart_accounts_goes_through_the_api(make_server, user, application, make_token):

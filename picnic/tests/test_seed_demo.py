@@ -54,7 +54,8 @@ def test_it_creates_demo_data_once_with_actions_in_different_states(chain_settin
     assert f"bearer token  {token.token}" in first
     assert (
         "scopes        read:actions write:actions agent:dm_read agent:dm_write "
-        "operations:read operations:write read:balances read:accounts read:card" in first
+        "operations:read operations:write read:balances read:accounts read:card "
+        "read:transactions read:profile" in first
     )
     assert sorted(Operation.objects.values_list("state", flat=True)) == [
         "needs_review",

@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError
 from actions.providers.local_coingecko import LocalCoinGeckoServer
 from actions.providers.local_gnosis_pay import LocalGnosisPayServer
 from actions.providers.local_lifi import LocalLifiServer
+from actions.providers.local_ramps import demo_servers as ramp_servers
 from chain.stack import ChainStackError, LocalChain
 from messaging.demo import DEMO_TOKEN_DEFAULT, DEMO_TOKEN_ENV
 from messaging.providers.local_x import LocalXServer
@@ -77,6 +78,10 @@ class Command(BaseCommand):
             port=_port(settings.PRICE_API_URL, "PRICE_API_URL")
         ).start()
         self.stdout.write(f"local prices (CoinGecko shape) on {price_server.url}")
+        monerium, avenia = ramp_servers(
+            _port(settings.MONERIUM_URL, "MONERIUM_URL"), _port(settings.AVENIA_URL, "AVENIA_URL")
+        )
+        self.stdout.write(f"local ramps: Monerium on {monerium.url}, Avenia on {avenia.url}")
         children: list[subprocess.Popen] = []
         stopping = False
 
@@ -147,6 +152,8 @@ class Command(BaseCommand):
             quotes.stop()
             gnosis_pay.stop()
             price_server.stop()
+            monerium.stop()
+            avenia.stop()
             self.stdout.write(
                 "stopped web server, MCP server, worker, local providers and chain stack"
             )

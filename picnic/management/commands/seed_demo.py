@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application
 
-from actions.demo import seed_actions
+from actions.demo import seed_actions, seed_ramps
 from messaging.demo import seed_messaging
 from operations.demo import seed_operations
 
@@ -19,7 +19,7 @@ STAFF = ("staff", "picnic-staff-demo")
 END_USER = ("alice", "alice-demo-password")
 SCOPES = (
     "read:actions write:actions agent:dm_read agent:dm_write operations:read operations:write "
-    "read:balances read:accounts read:card"
+    "read:balances read:accounts read:card read:transactions read:profile"
 )
 
 
@@ -74,6 +74,7 @@ class Command(BaseCommand):
         say = self.stdout.write
         seed_messaging(user=alice, application=app, say=say)
         seed_operations(user=alice, application=app, say=say)
+        seed_ramps(user=alice)
         if not skip_chain:
             try:
                 seed_actions(user=alice, application=app, say=say)
