@@ -62,6 +62,7 @@ def ensure_demo_tokens() -> list[Token]:
                 "name": name,
                 "decimals": decimals,
                 "price_id": DEMO_PRICE_IDS[symbol],
+                "ramp_provider": DEMO_RAMP_PROVIDERS.get(symbol, ""),
             },
         )
         tokens.append(token)
@@ -70,6 +71,8 @@ def ensure_demo_tokens() -> list[Token]:
 
 # The real coins the demo tokens stand in for, as the price source names them.
 DEMO_PRICE_IDS = {"USDC": "usd-coin", "EURe": "monerium-eur-money"}
+# EURe is Monerium's e-money: its mints and burns are EUR ramps.
+DEMO_RAMP_PROVIDERS = {"EURe": "monerium"}
 
 
 def provision_card(*, user, card_id: str, last4: str) -> Card:

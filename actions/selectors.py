@@ -331,3 +331,222 @@ def profile_for_user(*, user) -> dict:
         "ramps": payload,
         "cards": [card_summary(c) for c in cards],
     }
+
+
+# --- get_transactions ------------------------------------------------------------------------
+
+
+class InvalidCursor(Exception):
+    pass
+
+
+def _encode_cursor(entry) -> str:
+    import base64
+    import json
+
+    raw = json.dumps({"t": entry.occurred_at.isoformat(), "id": entry.pk}).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, int]:
+    import base64
+    import binascii
+    import json
+
+    from django.utils.dateparse import parse_datetime
+
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        when, pk = parse_datetime(data["t"]), int(data["id"])
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        raise InvalidCursor(f"Invalid cursor: {cursor[:40]}") from None
+    if when is None or when.tzinfo is None:
+        raise InvalidCursor(f"Invalid cursor: {cursor[:40]}")
+    return when, pk
+
+
+def _flow(transfer, ours: set[str]) -> dict:
+    source, target = transfer.from_address, transfer.to_address
+    if source in ours and target in ours:
+        direction, account, counterparty = "self", source, target
+    elif source in ours:
+        direction, account, counterparty = "out", source, target
+    else:
+        direction, account, counterparty = "in", target, source
+    units = int(transfer.units)
+    return {
+        "direction": direction,
+        "account": account,
+        "counterparty": counterparty,
+        "assetId": transfer.token.asset_id,
+        "symbol": transfer.token.symbol,
+        "formattedAmount": _decimal_string(units, transfer.token.decimals),
+        "units": str(units),
+    }
+
+
+def _minor(units, currency: dict) -> str:
+    return _decimal_string(int(units), int(currency.get("decimals") or 0))
+
+
+def _purchase_block(purchase) -> dict:
+    def currency(c: dict) -> dict:
+        return {"code": c.get("code"), "symbol": c.get("symbol"), "name": c.get("name")}
+
+    merchant = purchase.merchant or {}
+    country = merchant.get("country")
+    return {
+        "cardId": purchase.card.card_id,
+        "last4": purchase.card.last4,
+        "kind": purchase.kind,
+        "status": purchase.status,
+        "isPending": purchase.is_pending,
+        "clearedAt": _iso(purchase.cleared_at),
+        "merchant": {
+            "name": merchant.get("name"),
+            "city": merchant.get("city"),
+            "country": country.get("alpha2") if isinstance(country, dict) else country,
+        },
+        "mcc": purchase.mcc,
+        "billingAmount": _minor(purchase.billing_amount, purchase.billing_currency),
+        "billingCurrency": currency(purchase.billing_currency),
+        "transactionAmount": _minor(purchase.transaction_amount, purchase.transaction_currency),
+        "transactionCurrency": currency(purchase.transaction_currency),
+        "transactionType": purchase.transaction_type or None,
+    }
+
+
+def _purchase_flows(purchase) -> list[dict]:
+    """Before (or without) its settlement on chain, a purchase's flow is its billing amount in
+    the card's token (EURe for a EUR card: 1:1)."""
+    token = purchase.card.token or (
+        purchase.card.physical.token if purchase.card.physical else None
+    )
+    return [
+        {
+            "direction": "in" if purchase.kind in ("Refund", "Reversal") else "out",
+            "account": purchase.card.safe_address.lower() or None,
+            "counterparty": None,
+            "assetId": token.asset_id if token else None,
+            "symbol": token.symbol if token else purchase.billing_currency.get("name"),
+            "formattedAmount": _minor(purchase.billing_amount, purchase.billing_currency),
+            "units": None,
+        }
+    ]
+
+
+def _entry_payload(entry, flows: list[dict]) -> dict:
+    from actions.models import RAMP_PROVIDER_FOR, HistoryKind
+
+    action, purchase = entry.action, entry.card_purchase
+    receipts = []
+    if entry.tx_hash:
+        receipts.append({"chainId": entry.chain_id, "txHash": entry.tx_hash})
+    if purchase:
+        receipts += [
+            {"chainId": purchase.card.chain_id, "txHash": h}
+            for h in purchase.tx_hashes
+            if h != entry.tx_hash
+        ]
+    body = {
+        "id": f"tx_{entry.pk}",
+        "type": entry.kind,
+        "timestamp": _iso(entry.occurred_at),
+        "status": "pending" if purchase and purchase.is_pending else "confirmed",
+        "actionId": str(action.pk) if action else None,
+        "flows": flows or (_purchase_flows(purchase) if purchase else []),
+        "receipts": receipts,
+    }
+    params = action.params if action else {}
+    if entry.kind == HistoryKind.SWAP:
+        received = [f for f in flows if f["direction"] == "in"]
+        body["swap"] = {
+            "fromAssetId": params.get("from_asset_id"),
+            "toAssetId": params.get("to_asset_id"),
+            "fromAmount": params.get("amount"),
+            "toAmountQuoted": params.get("to_amount"),
+            "toAmountMin": params.get("to_amount_min"),
+            "toAmountReceived": received[0]["formattedAmount"] if received else None,
+            "provider": params.get("provider"),
+            "slippagePercent": params.get("slippage"),
+            "crossChain": bool(params.get("cross_chain")),
+        }
+    elif entry.kind == HistoryKind.RAMP:
+        flow = next((f for f in flows if f["counterparty"] == "0x" + "00" * 20), flows[0])
+        currency = {p: c for c, p in RAMP_PROVIDER_FOR.items()}
+        provider = next(
+            (t.token.ramp_provider for t in entry._transfers if t.token.ramp_provider), ""
+        )
+        body["ramp"] = {
+            "provider": provider,
+            "direction": "onramp" if flow["direction"] == "in" else "offramp",
+            "fiatCurrency": currency[provider].value if provider in currency else None,
+            "amount": flow["formattedAmount"],
+            "assetId": flow["assetId"],
+        }
+    elif entry.kind == HistoryKind.INVESTMENT:
+        share = next(t for t in entry._transfers if t.token.vault_asset_id)
+        shares = next(f for f in flows if f["assetId"] == share.token.asset_id)
+        underlying = next(
+            (f for f in flows if f["assetId"] == share.token.vault_asset.asset_id), None
+        )
+        body["investment"] = {
+            "direction": "deposit" if shares["direction"] == "in" else "withdraw",
+            "vault": share.token.address,
+            "vaultAssetId": share.token.asset_id,
+            "shares": shares["formattedAmount"],
+            "assetId": share.token.vault_asset.asset_id,
+            "assets": underlying["formattedAmount"] if underlying else None,
+        }
+    elif entry.kind == HistoryKind.CARD_PURCHASE and purchase:
+        body["cardPurchase"] = _purchase_block(purchase)
+    elif entry.kind in (HistoryKind.CARD_FREEZE, HistoryKind.CARD_UNFREEZE, HistoryKind.CARD_LIMIT):
+        body["card"] = {
+            "cardId": params.get("card_id"),
+            "last4": params.get("last4"),
+            **(
+                {"dailyLimit": params.get("daily_limit"), "assetId": params.get("asset_id")}
+                if entry.kind == HistoryKind.CARD_LIMIT
+                else {}
+            ),
+        }
+    return body
+
+
+def transactions_page(*, user, cursor: str | None = None, limit: int = 20) -> dict:
+    """A page of the user's history, newest first, keyset-paginated on (occurred_at, id): the
+    cursor names the last entry shown, so entries added later (always newer, or merged into an
+    existing line) never shift or repeat what the next page holds."""
+    from django.db.models import Q
+
+    from actions.models import HistoryEntry, SmartAccount, TokenTransfer
+
+    entries = HistoryEntry.objects.filter(user=user).select_related(
+        "action",
+        "card_purchase",
+        "card_purchase__card",
+        "card_purchase__card__token",
+        "card_purchase__card__physical__token",
+    )
+    if cursor:
+        when, pk = _decode_cursor(cursor)
+        entries = entries.filter(Q(occurred_at__lt=when) | Q(occurred_at=when, pk__lt=pk))
+    page = list(entries.order_by("-occurred_at", "-pk")[: limit + 1])
+    more, page = len(page) > limit, page[:limit]
+    ours = {
+        a.lower() for a in SmartAccount.objects.filter(user=user).values_list("address", flat=True)
+    }
+    transfers: dict[tuple[int, str], list] = {}
+    keys = {(e.chain_id, e.tx_hash) for e in page if e.tx_hash}
+    if keys:
+        found = TokenTransfer.objects.filter(tx_hash__in={h for _, h in keys}).select_related(
+            "token", "token__vault_asset"
+        )
+        for t in found.order_by("log_index"):
+            if t.from_address in ours or t.to_address in ours:
+                transfers.setdefault((t.chain_id, t.tx_hash), []).append(t)
+    items = []
+    for entry in page:
+        entry._transfers = transfers.get((entry.chain_id, entry.tx_hash), [])
+        items.append(_entry_payload(entry, [_flow(t, ours) for t in entry._transfers]))
+    return {"transactions": items, "nextCursor": _encode_cursor(page[-1]) if more else None}

@@ -21,7 +21,14 @@ from actions.models import (
     Action,
     ActionStatus,
     ActionType,
+    Card,
+    CardPurchase,
+    HistoryEntry,
+    HistoryKind,
     RampAccount,
+    SmartAccount,
+    Token,
+    TokenTransfer,
 )
 from actions.selectors import actions_pending_on_chain, retention_cutoff
 from actions.userops import entry_point_address, to_rpc, user_op_hash
@@ -278,7 +285,7 @@ def card_action_submit(*, action_id) -> Action:
 
     Gnosis Pay down or slow: the action stays `submitted` with the error; reconciliation checks
     the card's status later with the same short-lived token (freezing is idempotent)."""
-    from actions.providers.gnosis_pay import Conflict, GnosisPayError, Unavailable
+    from actions.providers.gnosis_pay import Conflict, GnosisPayError, Unavailable, session_key
 
     action = action_transition(
         action_id=action_id,
@@ -297,6 +304,7 @@ def card_action_submit(*, action_id) -> Action:
     except GnosisPayError as exc:
         return _card_failed(action, f"Gnosis Pay refused the sign-in: {exc}", exc)
     cache.set(_card_token_key(action.pk), token, 50 * 60)
+    cache.set(session_key(action.smart_account), token, 50 * 60)  # for card purchase reads
     try:
         client.set_frozen(
             card_id=action.params["card_id"], frozen=action.params["frozen"], token=token
@@ -708,3 +716,258 @@ def ramps_refresh_for_user(*, user) -> list[RampAccount]:
         .order_by("currency")
         .values_list("pk", flat=True)
     ]
+
+
+# --- Transaction history: indexed from the chain, our actions and Gnosis Pay ---------------
+
+TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
+ZERO_ADDRESS = "0x" + "00" * 20
+
+
+def _topic(address: str) -> str:
+    return "0x" + "00" * 12 + address.lower()[2:]
+
+
+def _classify(flows: list[TokenTransfer]) -> str:
+    """A transaction the chain shows us (no action of ours behind it): vault shares make it an
+    investment, an e-money mint or burn a ramp, anything else a transfer."""
+    if any(t.token.vault_asset_id for t in flows):
+        return HistoryKind.INVESTMENT
+    for t in flows:
+        if t.token.ramp_provider and ZERO_ADDRESS in (t.from_address, t.to_address):
+            return HistoryKind.RAMP
+    return HistoryKind.TRANSFER
+
+
+def _sync_transfers(*, user, w3) -> int:
+    """Index the Transfer logs of known tokens to or from the user's accounts, from the oldest
+    unindexed block of any of them to the newest confirmed one: two eth_getLogs per range, in
+    one JSON-RPC batch. Re-reading a log is harmless (unique on chain, tx, log index)."""
+    from datetime import UTC
+
+    from web3 import Web3
+
+    chain_id = settings.CHAIN_ID
+    accounts = list(SmartAccount.objects.filter(user=user, chain_id=chain_id))
+    tokens = {t.address.lower(): t for t in Token.objects.filter(chain_id=chain_id)}
+    if not accounts or not tokens:
+        return -1
+    latest = w3.eth.block_number - settings.HISTORY_CONFIRMATIONS
+    start = min(a.history_synced_block for a in accounts) + 1
+    ours = {a.address.lower() for a in accounts}
+    topics = [_topic(a) for a in sorted(ours)]
+    addresses = [Web3.to_checksum_address(a) for a in sorted(tokens)]
+    while start <= latest:
+        end = min(latest, start + settings.HISTORY_LOG_CHUNK_BLOCKS - 1)
+        base = {"fromBlock": start, "toBlock": end, "address": addresses}
+        with w3.batch_requests() as batch:
+            batch.add(w3.eth.get_logs({**base, "topics": [TRANSFER_TOPIC, topics]}))
+            batch.add(w3.eth.get_logs({**base, "topics": [TRANSFER_TOPIC, None, topics]}))
+            sent, received = batch.execute()
+        logs = {(bytes(log["transactionHash"]), log["logIndex"]): log for log in sent + received}
+        blocks = sorted({log["blockNumber"] for log in logs.values()})
+        times = {}
+        if blocks:
+            with w3.batch_requests() as batch:
+                for number in blocks:
+                    batch.add(w3.eth.get_block(number))
+                times = {
+                    b["number"]: datetime.fromtimestamp(b["timestamp"], UTC)
+                    for b in batch.execute()
+                }
+        rows = []
+        for (tx_hash, index), log in logs.items():
+            if len(log["topics"]) != 3 or len(bytes(log["data"])) != 32:
+                continue  # an ERC-721 Transfer or a malformed log: not an ERC-20 flow
+            rows.append(
+                TokenTransfer(
+                    chain_id=chain_id,
+                    tx_hash="0x" + tx_hash.hex(),
+                    log_index=index,
+                    block_number=log["blockNumber"],
+                    block_time=times[log["blockNumber"]],
+                    token=tokens[log["address"].lower()],
+                    from_address="0x" + bytes(log["topics"][1])[-20:].hex(),
+                    to_address="0x" + bytes(log["topics"][2])[-20:].hex(),
+                    units=str(int.from_bytes(bytes(log["data"]), "big")),
+                )
+            )
+        with transaction.atomic():
+            TokenTransfer.objects.bulk_create(rows, ignore_conflicts=True)
+            for tx_hash in sorted({r.tx_hash for r in rows}):
+                flows = [r for r in rows if r.tx_hash == tx_hash]
+                HistoryEntry.objects.get_or_create(
+                    user=user,
+                    chain_id=chain_id,
+                    tx_hash=tx_hash,
+                    defaults={
+                        "occurred_at": flows[0].block_time,
+                        "kind": _classify(flows),
+                    },
+                )
+            SmartAccount.objects.filter(
+                pk__in=[a.pk for a in accounts], history_synced_block__lt=end
+            ).update(history_synced_block=end)
+        start = end + 1
+    return latest
+
+
+_ACTION_KINDS = {
+    ActionType.TRANSFER: HistoryKind.TRANSFER,
+    ActionType.SWAP: HistoryKind.SWAP,
+    ActionType.CARD_FREEZE: HistoryKind.CARD_FREEZE,
+    ActionType.CARD_UNFREEZE: HistoryKind.CARD_UNFREEZE,
+    ActionType.CARD_LIMIT_SET: HistoryKind.CARD_LIMIT,
+}
+
+
+@transaction.atomic
+def _sync_actions(*, user) -> None:
+    """Executed actions join the history; one with a transaction enriches that tx's entry.
+    An entry's occurred_at is never changed once written (it is the page key)."""
+    pending = Action.objects.filter(
+        user=user, status=ActionStatus.EXECUTED, history_entry__isnull=True
+    ).order_by("executed_at", "pk")
+    for action in pending:
+        kind = _ACTION_KINDS[action.type]
+        if not action.tx_hash:
+            HistoryEntry.objects.create(
+                user=user, occurred_at=action.executed_at, kind=kind, action=action
+            )
+            continue
+        entry, created = HistoryEntry.objects.get_or_create(
+            user=user,
+            chain_id=action.chain_id,
+            tx_hash=action.tx_hash.lower(),
+            defaults={"occurred_at": action.executed_at, "kind": kind, "action": action},
+        )
+        if not created and entry.action_id is None:
+            HistoryEntry.objects.filter(pk=entry.pk).update(action=action, kind=kind)
+
+
+def _parse_time(value: Any) -> datetime | None:
+    from django.utils.dateparse import parse_datetime
+
+    return parse_datetime(value) if isinstance(value, str) and value else None
+
+
+def _sync_card_purchases(*, user) -> dict[str, Any]:
+    """Card purchases from Gnosis Pay, with the JWT of the last passkey sign-in for the card's
+    Safe (it lasts under an hour; without one we show what we synced before, and say so)."""
+    from actions.providers.gnosis_pay import GnosisPayError, Unauthorized, session_key
+
+    cards = list(Card.objects.filter(user=user, is_virtual=False).order_by("pk"))
+    if not cards:
+        return {"syncedAt": None, "error": None}
+    errors, synced = [], None
+    client = _gnosis_pay(timeout=settings.BUNDLER_TIMEOUT_SECONDS)
+    for safe in sorted({c.safe_address for c in cards}):
+        token = cache.get(session_key(safe))
+        if not token:
+            errors.append(
+                f"no Gnosis Pay session for {safe}: card purchases are as of the last sync "
+                "(a card action signs in again)"
+            )
+            continue
+        try:
+            items = client.card_transactions(token=token)
+        except Unauthorized:
+            cache.delete(session_key(safe))
+            errors.append(f"the Gnosis Pay session for {safe} expired")
+            continue
+        except GnosisPayError as exc:
+            errors.append(str(exc))
+            continue
+        by_id = {c.card_id: c for c in Card.objects.filter(user=user, safe_address=safe)}
+        physical = next(c for c in cards if c.safe_address == safe)
+        for item in items:
+            _store_purchase(
+                user=user, card=by_id.get(str(item.get("cardToken")), physical), item=item
+            )
+        synced = timezone.now()
+    return {
+        "syncedAt": synced.isoformat().replace("+00:00", "Z") if synced else None,
+        "error": "; ".join(errors) or None,
+    }
+
+
+@transaction.atomic
+def _store_purchase(*, user, card: Card, item: dict[str, Any]) -> None:
+    hashes = [
+        str(t["hash"]).lower()
+        for t in item.get("transactions") or []
+        if isinstance(t, dict) and isinstance(t.get("hash"), str)
+    ]
+    purchase, _ = CardPurchase.objects.update_or_create(
+        thread_id=str(item["threadId"]),
+        defaults={
+            "card": card,
+            "occurred_at": _parse_time(item["createdAt"]) or timezone.now(),
+            "cleared_at": _parse_time(item.get("clearedAt")),
+            "is_pending": bool(item["isPending"]),
+            "kind": str(item["kind"])[:20],
+            "status": str(item["status"])[:40],
+            "mcc": str(item["mcc"])[:4],
+            "merchant": item["merchant"],
+            "country": item.get("country"),
+            "billing_amount": int(item["billingAmount"]),
+            "billing_currency": item["billingCurrency"],
+            "transaction_amount": int(item["transactionAmount"]),
+            "transaction_currency": item["transactionCurrency"],
+            "transaction_type": str(item.get("transactionType") or "")[:10],
+            "tx_hashes": hashes,
+            "raw": item,
+            "synced_at": timezone.now(),
+        },
+    )
+    entry = HistoryEntry.objects.filter(card_purchase=purchase).first()
+    on_chain = (
+        HistoryEntry.objects.select_for_update()
+        .filter(user=user, chain_id=card.chain_id, tx_hash=hashes[0])
+        .first()
+        if hashes
+        else None
+    )
+    if entry is None and on_chain is not None:
+        # The settlement was indexed from the chain first: that entry is this purchase.
+        HistoryEntry.objects.filter(pk=on_chain.pk).update(
+            card_purchase=purchase, kind=HistoryKind.CARD_PURCHASE
+        )
+    elif entry is None:
+        HistoryEntry.objects.create(
+            user=user,
+            occurred_at=purchase.occurred_at,
+            kind=HistoryKind.CARD_PURCHASE,
+            chain_id=card.chain_id if hashes else None,
+            tx_hash=hashes[0] if hashes else None,
+            card_purchase=purchase,
+        )
+    elif hashes and entry.tx_hash is None:
+        # It settled: the purchase's entry takes the hash (and the tx-only twin goes).
+        if (
+            on_chain is not None
+            and on_chain.card_purchase_id is None
+            and on_chain.action_id is None
+        ):
+            on_chain.delete()
+        if on_chain is None or on_chain.pk != entry.pk:
+            HistoryEntry.objects.filter(pk=entry.pk).update(
+                chain_id=card.chain_id, tx_hash=hashes[0]
+            )
+
+
+def history_sync(*, user, w3=None) -> dict[str, Any]:
+    """Bring the user's history up to date; each source that fails is reported, not fatal:
+    what was indexed before is still served."""
+    from web3 import Web3
+
+    w3 = w3 or Web3(Web3.HTTPProvider(settings.CHAIN_RPC_URL, request_kwargs={"timeout": 10}))
+    chain: dict[str, Any] = {"chainId": settings.CHAIN_ID, "syncedToBlock": None, "error": None}
+    try:
+        block = _sync_transfers(user=user, w3=w3)
+        chain["syncedToBlock"] = block if block >= 0 else None
+    except Exception as exc:  # noqa: BLE001 - RPC down or garbage: history as indexed so far
+        chain["error"] = f"The chain could not be read: {exc}"[:500]
+    _sync_actions(user=user)
+    cards = _sync_card_purchases(user=user)
+    return {"chain": chain, "gnosisPay": cards}

@@ -14,6 +14,7 @@ api_urlpatterns = [
     path("balances", views.BalancesView.as_view(), name="balances"),
     path("card", views.CardView.as_view(), name="card"),
     path("profile", views.ProfileView.as_view(), name="profile"),
+    path("transactions", views.TransactionsView.as_view(), name="transactions"),
     path("actions/<str:action_id>", views.ActionStatusView.as_view(), name="action-status"),
 ]
 

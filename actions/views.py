@@ -23,6 +23,7 @@ from actions.models import Action
 from actions.selectors import (
     ActionAccessDenied,
     ActionNotFound,
+    InvalidCursor,
     action_get_for_client,
     action_with_history,
     balances_for_user,
@@ -30,11 +31,13 @@ from actions.selectors import (
     profile_for_user,
     smart_account_payload,
     smart_accounts_for_user,
+    transactions_page,
 )
 from actions.serializers import ActionStatusSerializer, ErrorSerializer
 from actions.services import (
     action_expire_if_overdue,
     action_status_refresh,
+    history_sync,
     ramps_refresh_for_user,
 )
 from actions.tools import (
@@ -243,6 +246,34 @@ class CardView(APIView):
             raise NotFound(str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - the chain RPC failed: say so, invent nothing
             raise ServiceUnavailable(f"The chain could not be read: {exc}") from None
+
+
+class TransactionsView(APIView):
+    """get_transactions: the user's history, newest first, cursor-paginated. The first page
+    (no cursor) brings the index up to date first; later pages only read it."""
+
+    permission_classes = [RequiredScopes]
+    required_scopes = ["read:transactions"]
+
+    @extend_schema(
+        operation_id="get_transactions",
+        parameters=[
+            OpenApiParameter("cursor", str, required=False),
+            OpenApiParameter("limit", int, required=False, description="1-100, default 20"),
+        ],
+        responses={200: OpenApiTypes.OBJECT, 400: ErrorSerializer},
+    )
+    def get(self, request: Request) -> Response:
+        cursor = request.query_params.get("cursor") or None
+        raw_limit = request.query_params.get("limit", "20")
+        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 100:
+            raise ValidationError({"limit": "must be an integer from 1 to 100"})
+        sync = None if cursor else history_sync(user=request.user)
+        try:
+            page = transactions_page(user=request.user, cursor=cursor, limit=int(raw_limit))
+        except InvalidCursor as exc:
+            raise ValidationError({"cursor": str(exc)}) from None
+        return Response({**page, "sync": sync})
 
 
 class ProfileView(APIView):

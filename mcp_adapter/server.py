@@ -31,7 +31,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated
 
 from mcp_adapter.api import PicnicApi
-from mcp_adapter.tools import PENDING_READ_APIS, TOOLS, ToolSpec
+from mcp_adapter.tools import TOOLS, ToolSpec
 from picnic import events
 
 logger = logging.getLogger(__name__)
@@ -160,12 +160,6 @@ class PicnicMCP(MCPServer):
         if errors:
             where = lambda e: ".".join(map(str, e.path)) or "(arguments)"  # noqa: E731
             return _error("Invalid input: " + "; ".join(f"{where(e)}: {e.message}" for e in errors))
-        if spec.name in PENDING_READ_APIS:
-            api, scope = PENDING_READ_APIS[spec.name]
-            return _error(
-                f"{spec.name} is not available yet: its API ({api}, scope {scope}) is not "
-                "implemented in this deployment."
-            )
         token = self._token()
         if not token:
             return _error(f"Not authenticated: set {TOKEN_ENV} to an OAuth2 access token")

@@ -112,11 +112,6 @@ CARD_ID = {"type": "string", "description": "Gnosis Pay card id; default: the ph
 DECIMAL = {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?$"}
 ASSET = {"type": "string", "description": "CAIP-19 asset id, eip155:<chain>/erc20:<address>"}
 
-# The five read tools: their API comes with the read-tools issue; until then a call says so.
-PENDING_READ_APIS = {
-    "get_transactions": ("GET /api/v1/transactions", "read:transactions"),
-}
-
 SMART_ACCOUNT = {
     "type": "object",
     "properties": {
@@ -184,6 +179,140 @@ PROFILE_SCHEMA = _object(
         "cards": {"type": "array", "items": _object(CARD_SUMMARY, list(CARD_SUMMARY))},
     },
     ["userId", "email", "ramps", "cards"],
+)
+_FLOW = _object(
+    {
+        "direction": {"type": "string", "enum": ["in", "out", "self"]},
+        "account": NULL_STR,
+        "counterparty": NULL_STR,
+        "assetId": NULL_STR,
+        "symbol": NULL_STR,
+        "formattedAmount": DECIMAL,
+        "units": {"type": ["string", "null"], "pattern": "^[0-9]+$"},
+    },
+    ["direction", "account", "counterparty", "assetId", "symbol", "formattedAmount", "units"],
+)
+_CURRENCY = _object(
+    {"code": NULL_STR, "symbol": NULL_STR, "name": NULL_STR}, ["code", "symbol", "name"]
+)
+HISTORY_TYPES = [
+    "transfer",
+    "swap",
+    "ramp",
+    "investment",
+    "cardPurchase",
+    "cardFreeze",
+    "cardUnfreeze",
+    "cardLimitSet",
+]
+_TRANSACTION = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "type": {"type": "string", "enum": HISTORY_TYPES},
+        "timestamp": DATE,
+        "status": {"type": "string", "enum": ["pending", "confirmed"]},
+        "actionId": NULL_STR,
+        "flows": {"type": "array", "items": _FLOW},
+        "receipts": {
+            "type": "array",
+            "items": _object(
+                {"chainId": {"type": "integer"}, "txHash": {"type": "string"}},
+                ["chainId", "txHash"],
+            ),
+        },
+        "swap": _object(
+            {
+                "fromAssetId": NULL_STR,
+                "toAssetId": NULL_STR,
+                "fromAmount": NULL_STR,
+                "toAmountQuoted": NULL_STR,
+                "toAmountMin": NULL_STR,
+                "toAmountReceived": NULL_STR,
+                "provider": NULL_STR,
+                "slippagePercent": NULL_STR,
+                "crossChain": {"type": "boolean"},
+            },
+            ["fromAssetId", "toAssetId", "fromAmount", "toAmountReceived", "provider"],
+        ),
+        "ramp": _object(
+            {
+                "provider": {"type": "string"},
+                "direction": {"type": "string", "enum": ["onramp", "offramp"]},
+                "fiatCurrency": NULL_STR,
+                "amount": DECIMAL,
+                "assetId": {"type": "string"},
+            },
+            ["provider", "direction", "fiatCurrency", "amount", "assetId"],
+        ),
+        "investment": _object(
+            {
+                "direction": {"type": "string", "enum": ["deposit", "withdraw"]},
+                "vault": {"type": "string"},
+                "vaultAssetId": {"type": "string"},
+                "shares": DECIMAL,
+                "assetId": {"type": "string"},
+                "assets": {"anyOf": [DECIMAL, {"type": "null"}]},
+            },
+            ["direction", "vault", "vaultAssetId", "shares", "assetId", "assets"],
+        ),
+        "cardPurchase": _object(
+            {
+                "cardId": {"type": "string"},
+                "last4": {"type": "string"},
+                "kind": {"type": "string"},
+                "status": {"type": "string"},
+                "isPending": {"type": "boolean"},
+                "clearedAt": NULL_DATE,
+                "merchant": _object(
+                    {"name": NULL_STR, "city": NULL_STR, "country": NULL_STR},
+                    ["name", "city", "country"],
+                ),
+                "mcc": {"type": "string"},
+                "billingAmount": DECIMAL,
+                "billingCurrency": _CURRENCY,
+                "transactionAmount": DECIMAL,
+                "transactionCurrency": _CURRENCY,
+                "transactionType": NULL_STR,
+            },
+            ["cardId", "merchant", "mcc", "billingAmount", "billingCurrency", "kind", "status"],
+        ),
+        "card": {
+            "type": "object",
+            "properties": {
+                "cardId": NULL_STR,
+                "last4": NULL_STR,
+                "dailyLimit": NULL_STR,
+                "assetId": NULL_STR,
+            },
+            "required": ["cardId", "last4"],
+            "additionalProperties": False,
+        },
+    },
+    "required": ["id", "type", "timestamp", "status", "actionId", "flows", "receipts"],
+    "additionalProperties": False,
+}
+_SOURCE_ERROR = {"error": NULL_STR}
+TRANSACTIONS_SCHEMA = _object(
+    {
+        "transactions": {"type": "array", "items": _TRANSACTION},
+        "nextCursor": NULL_STR,
+        "sync": {
+            "type": ["object", "null"],
+            "properties": {
+                "chain": _object(
+                    {"chainId": {"type": "integer"}, "syncedToBlock": NULL_INT, **_SOURCE_ERROR},
+                    ["chainId", "syncedToBlock", "error"],
+                ),
+                "gnosisPay": _object(
+                    {"syncedAt": NULL_DATE, **_SOURCE_ERROR}, ["syncedAt", "error"]
+                ),
+            },
+            "required": ["chain", "gnosisPay"],
+            "additionalProperties": False,
+        },
+    },
+    ["transactions", "nextCursor", "sync"],
 )
 CARD_SCHEMA = _object(
     {
@@ -313,18 +442,27 @@ def _action_tool(name: str, description: str, properties: dict, required: list[s
 
 
 TOOLS: list[ToolSpec] = [
-    *(
-        ToolSpec(
-            name=name,
-            description=f"{name}: not available yet ({api} is not implemented).",
-            scope=scope,
-            method="GET",
-            path=api.split(" ", 1)[1],
-            input_schema=_object({}, []),
-            output_schema=None,
-            annotations=READ_ONLY,
-        )
-        for name, (api, scope) in PENDING_READ_APIS.items()
+    ToolSpec(
+        name="get_transactions",
+        description=(
+            "The user's history, newest first: transfers, swaps, ramps, investments, card "
+            "purchases (merchant, MCC, billing amount) and card actions, each with assetId + "
+            "formattedAmount per flow and receipts [{chainId, txHash}]. Pass nextCursor back as "
+            "cursor for the next page; pages stay stable while new transactions arrive. `sync` "
+            "(first page only) says how fresh each source is and why one could not be read."
+        ),
+        scope="read:transactions",
+        method="GET",
+        path="/api/v1/transactions",
+        input_schema=_object(
+            {
+                "cursor": {"type": "string", "description": "nextCursor of the previous page"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
+            },
+            [],
+        ),
+        output_schema=TRANSACTIONS_SCHEMA,
+        annotations={**READ_ONLY, "openWorldHint": True},
     ),
     ToolSpec(
         name="get_smart_accounts",

@@ -279,6 +279,12 @@ AVENIA_URL = env_url("AVENIA_URL", "http://127.0.0.1:8793", schemes=("http", "ht
 AVENIA_API_TOKEN = env_str("AVENIA_API_TOKEN", "avenia-local-token")
 RAMP_TIMEOUT_SECONDS = env_float("RAMP_TIMEOUT_SECONDS", 3.0)
 
+# --- Transaction history (get_transactions) -----------------------------------------------
+# Transfer logs are indexed up to `latest - confirmations` (0 on the instant-mining dev chain;
+# a few blocks on a chain that reorganises), in eth_getLogs ranges of at most this many blocks.
+HISTORY_CONFIRMATIONS = env_int("HISTORY_CONFIRMATIONS", 0, minimum=0)
+HISTORY_LOG_CHUNK_BLOCKS = env_int("HISTORY_LOG_CHUNK_BLOCKS", 50_000, minimum=1)
+
 # --- Actions lifecycle ---------------------------------------------------------------------
 ACTION_TTL_SECONDS = env_int("ACTION_TTL_SECONDS", 15 * 60, minimum=30)
 ACTION_RETENTION_HOURS = env_int("ACTION_RETENTION_HOURS", 24, minimum=1)

@@ -3,7 +3,11 @@
 `GET /api/v1/auth/nonce` (plain-text nonce) → the Safe owner signs a SIWE (EIP-4361) message
 for the Safe → `POST /api/v1/auth/challenge {message, signature}` → `{"token": <JWT>}`
 (verified by Gnosis Pay through EIP-1271 on the Safe) → `POST /api/v1/cards/{id}/freeze` or
-`/unfreeze`, `GET /api/v1/cards/{id}/status` (`isFrozen`, `statusCode`, …) with the JWT.
+`/unfreeze`, `GET /api/v1/cards/{id}/status` (`isFrozen`, `statusCode`, …) with the JWT, and
+`GET /api/v1/cards/transactions?limit=&offset=` → `{"count", "next", "previous", "results":
+[{threadId, createdAt, clearedAt, isPending, mcc, merchant{name, city, country}, billingAmount,
+billingCurrency{symbol, code, decimals, name}, transactionAmount, transactionCurrency,
+transactionType, cardToken, kind, status, country, transactions[{hash, …}]}]}`.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 from picnic.http import JsonHttpClient, NotSent, OutcomeUnknown, problem_reason
 
@@ -33,6 +37,28 @@ class Conflict(GnosisPayError):
 
 class Unavailable(GnosisPayError):
     """Not reached, timed out, or a 5xx: the outcome of a write is unknown."""
+
+
+# A card transaction must carry these for us to show it (the rest is kept raw).
+PURCHASE_FIELDS = (
+    "threadId",
+    "createdAt",
+    "isPending",
+    "mcc",
+    "merchant",
+    "billingAmount",
+    "billingCurrency",
+    "transactionAmount",
+    "transactionCurrency",
+    "kind",
+    "status",
+)
+
+
+def session_key(safe_address: str) -> str:
+    """Where a Gnosis Pay JWT obtained by a SIWE sign-in for this Safe is kept until it lapses
+    (reads such as card purchases reuse it; only the passkey can mint a new one)."""
+    return f"gnosis-pay-jwt:safe:{safe_address.lower()}"
 
 
 @dataclass(frozen=True)
@@ -107,3 +133,29 @@ class GnosisPayClient:
         if not isinstance(raw, dict) or not isinstance(raw.get("isFrozen"), bool):
             raise Unavailable("Gnosis Pay sent a card status without isFrozen")
         return CardStatus(raw["isFrozen"], raw.get("statusCode"), raw)
+
+    def card_transactions(self, *, token: str, page_size: int = 100, max_pages: int = 20):
+        """Every card transaction of the signed-in account, following `next` page by page."""
+        results: list[dict[str, Any]] = []
+        for page in range(max_pages):
+            query = urlencode({"limit": page_size, "offset": page * page_size})
+            body = self._call("GET", f"/api/v1/cards/transactions?{query}", token=token)
+            try:
+                data = body.json()
+                items, more = data["results"], data.get("next")
+            except (ValueError, KeyError, TypeError):
+                raise Unavailable("Gnosis Pay sent card transactions without results") from None
+            if not isinstance(items, list):
+                raise Unavailable("Gnosis Pay sent card transactions without results")
+            for item in items:
+                missing = [
+                    f for f in PURCHASE_FIELDS if not isinstance(item, dict) or f not in item
+                ]
+                if missing:
+                    raise Unavailable(
+                        f"Gnosis Pay sent a card transaction without {', '.join(missing)}"
+                    )
+            results.extend(items)
+            if not more or not items:
+                return results
+        raise Unavailable(f"Gnosis Pay has more than {max_pages * page_size} card transactions")

@@ -18,6 +18,7 @@ import json
 import re
 import secrets
 import time
+from urllib.parse import parse_qs, urlsplit
 
 from web3 import Web3
 
@@ -48,6 +49,49 @@ class LocalGnosisPayServer(LocalJsonServer):
         self.nonces: set[str] = set()
         self.cards: dict[str, dict] = {}
         self.calls: list[tuple[str, str]] = []
+        self.purchases: dict[str, list[dict]] = {}  # Safe address (lower) → newest first
+
+    def add_purchase(
+        self,
+        safe: str,
+        card_id: str,
+        *,
+        merchant: str,
+        mcc: str,
+        cents: int,
+        created_at: str,
+        kind: str = "Payment",
+        pending: bool = False,
+        tx_hash: str | None = None,
+        city: str = "Berlin",
+        local_amount: int | None = None,
+        local_currency: tuple[str, str, str] = ("978", "EUR", "€"),
+    ) -> dict:
+        """A card transaction as Gnosis Pay reports it (amounts in minor units)."""
+        eur = {"symbol": "€", "code": "978", "decimals": 2, "name": "Euro"}
+        code, alpha, symbol = local_currency
+        germany = {"name": "Germany", "numeric": "276", "alpha2": "DE", "alpha3": "DEU"}
+        item = {
+            "threadId": secrets.token_hex(12),
+            "createdAt": created_at,
+            "clearedAt": None if pending else created_at,
+            "country": germany,
+            "isPending": pending,
+            "impactsCashback": kind == "Payment",
+            "mcc": mcc,
+            "merchant": {"name": merchant, "city": city, "country": germany},
+            "billingAmount": str(cents),
+            "billingCurrency": eur,
+            "transactionAmount": str(local_amount if local_amount is not None else cents),
+            "transactionCurrency": {"symbol": symbol, "code": code, "decimals": 2, "name": alpha},
+            "transactionType": "00",
+            "cardToken": card_id,
+            "kind": kind,
+            "status": "Approved",
+            "transactions": [{"status": "ExecSuccess", "hash": tx_hash}] if tx_hash else [],
+        }
+        self.purchases.setdefault(safe.lower(), []).insert(0, item)
+        return item
 
     # --- JWT ---------------------------------------------------------------------------------
 
@@ -81,7 +125,34 @@ class LocalGnosisPayServer(LocalJsonServer):
             nonce = secrets.token_hex(8)
             self.nonces.add(nonce)
             return self.send(handler, 200, nonce.encode())
+        if handler.path.split("?")[0] == "/api/v1/cards/transactions":
+            return self._transactions(handler)
         return self._card(handler)
+
+    def _transactions(self, handler) -> None:
+        if self.mode == "expired" or (subject := self._subject(handler)) is None:
+            return self.send_json(handler, 401, {"message": "Unauthorized"})
+        if self.mode == "hang":
+            return self.hang()
+        if self.mode == "error":
+            return self.send_json(handler, 503, {"message": "Service Unavailable"})
+        query = parse_qs(urlsplit(handler.path).query)
+        limit = int(query.get("limit", ["100"])[0])
+        offset = int(query.get("offset", ["0"])[0])
+        items = self.purchases.get(subject.lower(), [])
+        page = items[offset : offset + limit]
+        more = offset + limit < len(items)
+        next_url = f"{self.url}/api/v1/cards/transactions?limit={limit}&offset={offset + limit}"
+        self.send_json(
+            handler,
+            200,
+            {
+                "count": len(items),
+                "next": next_url if more else None,
+                "previous": None,
+                "results": page,
+            },
+        )
 
     def on_post(self, handler) -> None:
         body = self.read_body(handler)

@@ -140,12 +140,28 @@ def test_unknown_tools_are_protocol_errors(make_server):
     assert isinstance(error, MCPError) and "Unknown tool: nope" in str(error)
 
 
-def test_read_tools_without_an_api_say_what_is_missing(make_server, user, application, make_token):
-    token = make_token(user, application)
-    result = run(_call, make_server(token.token), "get_transactions", {})
-    assert result.is_error
-    assert "GET /api/v1/transactions" in result.content[0].text
-    assert "read:transactions" in result.content[0].text
+def test_get_transactions_goes_through_the_api_and_pages(
+    make_server, user, application, make_token
+):
+    from actions.models import HistoryEntry
+
+    for minute in range(3):
+        HistoryEntry.objects.create(
+            user=user,
+            occurred_at=f"2026-12-01T10:0{minute}:00Z",
+            kind="cardFreeze",
+        )
+    token = make_token(user, application, scope="read:transactions")
+    server = make_server(token.token)
+    first = run(_call, server, "get_transactions", {"limit": 2})
+    assert first.is_error is False, first.content
+    schema = TOOLS_BY_NAME["get_transactions"].output_schema
+    jsonschema.validate(first.structured_content, schema)
+    assert len(first.structured_content["transactions"]) == 2
+    cursor = first.structured_content["nextCursor"]
+    rest = run(_call, server, "get_transactions", {"cursor": cursor}).structured_content
+    assert [t["timestamp"] for t in rest["transactions"]] == ["2026-12-01T10:00:00Z"]
+    assert rest["nextCursor"] is None and rest["sync"] is None
 
 
 def test_get_profile_goes_through_the_api(make_server, user, application, make_token):

@@ -1,0 +1,324 @@
+"""get_transactions on the local chain: Transfer logs indexed into history entries merged with
+our executed actions and Gnosis Pay card purchases; keyset pages that stay stable while new
+transactions arrive (also truly concurrently, on PostgreSQL); sources that fail are reported."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import jsonschema
+import pytest
+from django.core.cache import cache
+from web3 import Web3
+
+from actions.demo import provision_card
+from actions.models import Action, HistoryEntry, TokenTransfer
+from actions.passkeys import action_sign
+from actions.providers.gnosis_pay import session_key
+from actions.providers.local_gnosis_pay import LocalGnosisPayServer
+from actions.services import action_submit, actions_reconcile_pending, history_sync
+from chain import contracts
+from chain.dev import mint
+from mcp_adapter.tools import TRANSACTIONS_SCHEMA
+from picnic.testing import wait_until
+
+from .conftest import usdc_id
+
+pytestmark = [pytest.mark.chain, pytest.mark.django_db]
+RECIPIENT = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"
+DEV = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
+
+
+@pytest.fixture
+def token(user, application, make_token):
+    return make_token(user, application, scope="read:transactions read:actions write:actions")
+
+
+def history(client, token, **query) -> dict:
+    response = client.get("/api/v1/transactions", query, HTTP_AUTHORIZATION=f"Bearer {token.token}")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    jsonschema.validate(body, TRANSACTIONS_SCHEMA)
+    return body
+
+
+def eure_id() -> str:
+    return f"eip155:31337/erc20:{contracts.demo_token_address('EURe')}"
+
+
+def send_erc20(w3, symbol: str, to: str, units: int) -> str:
+    """A plain ERC-20 transfer from the dev EOA (not one of our accounts)."""
+    mint(w3, symbol, DEV, units)
+    erc20 = w3.eth.contract(
+        address=contracts.demo_token_address(symbol),
+        abi=[
+            {
+                "type": "function",
+                "name": "transfer",
+                "stateMutability": "nonpayable",
+                "inputs": [{"name": "to", "type": "address"}, {"name": "v", "type": "uint256"}],
+                "outputs": [{"name": "", "type": "bool"}],
+            }
+        ],
+    )
+    tx = erc20.functions.transfer(Web3.to_checksum_address(to), units).transact({"from": DEV})
+    w3.eth.wait_for_transaction_receipt(tx)
+    return "0x" + bytes(tx).hex()
+
+
+def execute_transfer(client, token, passkey, user, amount: str) -> Action:
+    response = client.post(
+        "/api/v1/actions/transfer",
+        json.dumps({"asset_id": usdc_id(), "amount": amount, "to": RECIPIENT}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token.token}",
+    )
+    assert response.status_code == 201, response.content
+    action = Action.objects.get(pk=response.json()["action_id"])
+    challenge = bytes.fromhex(action.user_op_hash[2:])
+    action_sign(
+        action_id=action.pk, user=user, credential_json=json.dumps(passkey.get_json(challenge))
+    )
+    action_submit(action_id=action.pk)
+    wait_until(
+        lambda: (
+            actions_reconcile_pending() and Action.objects.get(pk=action.pk).status == "executed"
+        ),
+        timeout=60,
+        interval=0.5,
+    )
+    return Action.objects.get(pk=action.pk)
+
+
+def test_history_merges_chain_transfers_ramps_and_executed_actions(registered, user, client, token):
+    passkey, account, w3 = registered  # the fixture minted 10 USDC to the account
+    mint(w3, "EURe", account.address, 5 * 10**18 + 1)  # Monerium mints EURe: an EUR on-ramp
+    incoming = send_erc20(w3, "USDC", account.address, 2_500_000)
+    action = execute_transfer(client, token, passkey, user, "1.5")
+
+    body = history(client, token)
+    assert body["sync"]["chain"]["error"] is None and body["nextCursor"] is None
+    items = body["transactions"]
+    assert [i["type"] for i in items] == ["transfer", "transfer", "ramp", "transfer"]
+    sent = items[0]
+    assert sent["actionId"] == str(action.pk) and sent["status"] == "confirmed"
+    assert sent["receipts"] == [{"chainId": 31337, "txHash": action.tx_hash.lower()}]
+    assert sent["flows"] == [
+        {
+            "direction": "out",
+            "account": account.address.lower(),
+            "counterparty": RECIPIENT.lower(),
+            "assetId": usdc_id(),
+            "symbol": "USDC",
+            "formattedAmount": "1.5",
+            "units": "1500000",
+        }
+    ]
+    received = items[1]
+    assert received["actionId"] is None and received["receipts"][0]["txHash"] == incoming
+    assert received["flows"][0]["direction"] == "in"
+    assert received["flows"][0]["counterparty"] == DEV.lower()
+    assert received["flows"][0]["formattedAmount"] == "2.5"
+    ramp = items[2]
+    assert ramp["ramp"] == {
+        "provider": "monerium",
+        "direction": "onramp",
+        "fiatCurrency": "EUR",
+        "amount": "5.000000000000000001",
+        "assetId": eure_id(),
+    }
+    assert items[3]["flows"][0]["formattedAmount"] == "10"  # the fixture's mint
+    # One entry per transaction, however many times the history is read.
+    history(client, token)
+    assert HistoryEntry.objects.filter(user=user).count() == 4
+    assert TokenTransfer.objects.count() == 4
+
+
+def test_pages_do_not_move_when_new_transactions_arrive_between_them(
+    registered, user, client, token
+):
+    _, account, w3 = registered
+    for units in range(1, 6):
+        mint(w3, "USDC", account.address, units)
+    first = history(client, token, limit=2)
+    everything_then = [first["transactions"]]
+    for units in (100, 200, 300):  # new transactions land and get indexed mid-walk
+        mint(w3, "USDC", account.address, units)
+    history_sync(user=user)
+    cursor = first["nextCursor"]
+    while cursor:
+        page = history(client, token, limit=2, cursor=cursor)
+        assert page["sync"] is None  # later pages only read
+        everything_then.append(page["transactions"])
+        cursor = page["nextCursor"]
+    walked = [t["flows"][0]["units"] for page in everything_then for t in page]
+    assert walked == ["5", "4", "3", "2", "1", "10000000"]  # the six there at the start, once
+    fresh = history(client, token, limit=3)
+    assert [t["flows"][0]["units"] for t in fresh["transactions"]] == ["300", "200", "100"]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_paging_while_another_worker_indexes_concurrently(registered, user, client, token):
+    _, account, w3 = registered
+    for units in range(1, 9):
+        mint(w3, "USDC", account.address, units)
+    first = history(client, token, limit=3)
+    expected = [str(u) for u in range(8, 0, -1)] + ["10000000"]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer(mints: bool) -> None:
+        from django.db import connection
+
+        try:
+            units = 1000
+            while not stop.is_set():
+                if mints:  # one minter: the dev key's nonces are sequential
+                    mint(w3, "USDC", account.address, units)
+                    units += 1
+                history_sync(user=user)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=writer, args=(m,)) for m in (True, False)]  # two indexers
+    for t in threads:
+        t.start()
+    try:
+        pages, cursor = [first["transactions"]], first["nextCursor"]
+        while cursor:
+            page = history(client, token, limit=3, cursor=cursor)
+            pages.append(page["transactions"])
+            cursor = page["nextCursor"]
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert not errors, errors
+    assert [t["flows"][0]["units"] for page in pages for t in page] == expected
+    # The racing indexers wrote each transaction once.
+    hashes = list(HistoryEntry.objects.filter(user=user).values_list("tx_hash", flat=True))
+    assert len(hashes) == len(set(hashes)) > len(expected)
+
+
+@pytest.fixture
+def gnosis_pay(settings, chain_settings):
+    with LocalGnosisPayServer(rpc_url=chain_settings.rpc_url) as server:
+        settings.GNOSIS_PAY_URL = server.url
+        settings.GNOSIS_PAY_TIMEOUT_SECONDS = 1.0
+        yield server
+
+
+def test_card_purchases_come_from_gnosis_pay_with_merchant_mcc_and_billing(
+    registered, user, client, token, gnosis_pay
+):
+    _, account, w3 = registered
+    card = provision_card(user=user, card_id="card-1", last4="4242")
+    cache.set(session_key(card.safe_address), gnosis_pay._jwt(card.safe_address))
+    gnosis_pay.add_purchase(
+        card.safe_address,
+        "card-1",
+        merchant="Späti am Eck",
+        mcc="5411",
+        cents=1234,
+        created_at="2026-11-30T10:00:00.000Z",
+        pending=True,
+        local_amount=1450,
+        local_currency=("840", "USD", "$"),
+    )
+    refund_tx = send_erc20(w3, "EURe", card.safe_address, 5 * 10**18)  # settled on chain
+    gnosis_pay.add_purchase(
+        card.safe_address,
+        "card-1",
+        merchant="Bahn",
+        mcc="4112",
+        cents=500,
+        created_at="2026-11-30T11:00:00.000Z",
+        kind="Refund",
+        tx_hash=refund_tx,
+    )
+    body = history(client, token)
+    assert body["sync"]["gnosisPay"]["error"] is None
+    purchases = [t for t in body["transactions"] if t["type"] == "cardPurchase"]
+    assert len(purchases) == 2
+    refund = next(p for p in purchases if p["cardPurchase"]["kind"] == "Refund")
+    # Indexed from the chain and reported by Gnosis Pay: one line, flows from the chain.
+    assert refund["receipts"] == [{"chainId": 31337, "txHash": refund_tx}]
+    assert refund["flows"][0]["direction"] == "in"
+    assert refund["flows"][0]["account"] == card.safe_address.lower()
+    assert refund["flows"][0]["formattedAmount"] == "5"
+    payment = next(p for p in purchases if p["cardPurchase"]["kind"] == "Payment")
+    assert payment["status"] == "pending" and payment["receipts"] == []
+    assert payment["cardPurchase"] == {
+        "cardId": "card-1",
+        "last4": "4242",
+        "kind": "Payment",
+        "status": "Approved",
+        "isPending": True,
+        "clearedAt": None,
+        "merchant": {"name": "Späti am Eck", "city": "Berlin", "country": "DE"},
+        "mcc": "5411",
+        "billingAmount": "12.34",
+        "billingCurrency": {"code": "978", "symbol": "€", "name": "Euro"},
+        "transactionAmount": "14.5",
+        "transactionCurrency": {"code": "840", "symbol": "$", "name": "USD"},
+        "transactionType": "00",
+    }
+    # Not settled yet: its flow is the billing amount in the card's token.
+    assert payment["flows"] == [
+        {
+            "direction": "out",
+            "account": card.safe_address.lower(),
+            "counterparty": None,
+            "assetId": eure_id(),
+            "symbol": "EURe",
+            "formattedAmount": "12.34",
+            "units": None,
+        }
+    ]
+    assert HistoryEntry.objects.filter(user=user, kind="cardPurchase").count() == 2
+
+    # The session lapses: what was synced stays, and the answer says why nothing new came.
+    cache.delete(session_key(card.safe_address))
+    again = history(client, token)
+    assert "no Gnosis Pay session" in again["sync"]["gnosisPay"]["error"]
+    assert len([t for t in again["transactions"] if t["type"] == "cardPurchase"]) == 2
+
+
+def test_a_chain_that_cannot_be_read_is_reported_and_the_index_still_served(
+    registered, user, client, token, settings
+):
+    history(client, token)
+    settings.CHAIN_RPC_URL = "http://127.0.0.1:9"  # nothing listens there
+    body = history(client, token)
+    assert body["sync"]["chain"]["error"].startswith("The chain could not be read")
+    assert len(body["transactions"]) == 1  # the fixture's mint, indexed before
+
+
+def test_another_users_history_is_invisible_even_with_their_cursor(
+    registered, user, other_user, client, token, application, make_token
+):
+    _, account, w3 = registered
+    mint(w3, "USDC", account.address, 7)
+    mine = history(client, token, limit=1)
+    theirs = make_token(other_user, application, scope="read:transactions")
+    assert history(client, theirs)["transactions"] == []
+    assert history(client, theirs, cursor=mine["nextCursor"])["transactions"] == []
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [({"limit": "0"}, "limit"), ({"limit": "x"}, "limit"), ({"cursor": "garbage!"}, "cursor")],
+)
+def test_bad_paging_input_is_a_clear_400(registered, client, token, query, field):
+    response = client.get("/api/v1/transactions", query, HTTP_AUTHORIZATION=f"Bearer {token.token}")
+    assert response.status_code == 400 and field in response.json()
+
+
+def test_transactions_need_their_scope(registered, user, client, application, make_token):
+    wrong = make_token(user, application, scope="read:balances")
+    response = client.get("/api/v1/transactions", HTTP_AUTHORIZATION=f"Bearer {wrong.token}")
+    assert response.status_code == 403
