@@ -13,10 +13,13 @@ from actions.models import (
     Action,
     ActionStatusHistory,
     Card,
+    CardPurchase,
+    HistoryEntry,
     Passkey,
     RampAccount,
     SmartAccount,
     Token,
+    TokenTransfer,
 )
 from actions.selectors import actions_stuck
 from actions.services import action_reconcile, ramp_kyc_refresh
@@ -194,3 +197,31 @@ class RampAccountAdmin(admin.ModelAdmin):
         for ramp in failed:
             self.message_user(request, f"{ramp}: {ramp.kyc_error}", messages.WARNING)
         self.message_user(request, f"Refreshed {len(ramps) - len(failed)} of {len(ramps)}")
+
+
+@admin.register(HistoryEntry)
+class HistoryEntryAdmin(ReadOnlyAdmin):
+    """get_transactions as the user sees it, for support: built from the chain, our actions
+    and Gnosis Pay, so nothing here is edited by hand."""
+
+    list_display = ("occurred_at", "user", "kind", "tx_hash", "action", "card_purchase")
+    list_filter = ("kind", "chain_id")
+    search_fields = ("user__username", "tx_hash", "action__id")
+    list_select_related = ("user", "action", "card_purchase")
+    date_hierarchy = "occurred_at"
+
+
+@admin.register(TokenTransfer)
+class TokenTransferAdmin(ReadOnlyAdmin):
+    list_display = ("block_time", "token", "from_address", "to_address", "units", "tx_hash")
+    list_filter = ("token",)
+    search_fields = ("tx_hash", "from_address", "to_address")
+    list_select_related = ("token",)
+
+
+@admin.register(CardPurchase)
+class CardPurchaseAdmin(ReadOnlyAdmin):
+    list_display = ("occurred_at", "card", "kind", "status", "mcc", "billing_amount", "is_pending")
+    list_filter = ("kind", "status", "is_pending")
+    search_fields = ("thread_id", "card__card_id", "card__user__username")
+    list_select_related = ("card", "card__user")

@@ -66,6 +66,20 @@ def ensure_demo_tokens() -> list[Token]:
             },
         )
         tokens.append(token)
+    underlying = {t.symbol: t for t in tokens}
+    for symbol, (name, asset) in contracts.DEMO_VAULTS.items():
+        vault, _ = Token.objects.update_or_create(
+            chain_id=settings.CHAIN_ID,
+            address=contracts.demo_vault_address(symbol),
+            defaults={
+                "symbol": symbol,
+                "name": name,
+                "decimals": underlying[asset].decimals,  # ERC-4626 with no decimals offset
+                "price_id": "",  # valued through the vault: convertToAssets × the asset's price
+                "vault_asset": underlying[asset],
+            },
+        )
+        tokens.append(vault)
     return tokens
 
 

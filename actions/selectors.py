@@ -123,7 +123,9 @@ def balances_for_user(*, user, w3=None) -> dict:
 
     accounts = smart_accounts_for_user(user=user)
     tokens = list(
-        Token.objects.filter(chain_id__in={a.chain_id for a in accounts}).order_by("symbol")
+        Token.objects.filter(chain_id__in={a.chain_id for a in accounts})
+        .select_related("vault_asset")
+        .order_by("symbol")
     )
     pairs = [(a, t) for a in accounts for t in tokens if t.chain_id == a.chain_id]
     w3 = w3 or Web3(
@@ -132,30 +134,51 @@ def balances_for_user(*, user, w3=None) -> dict:
         )
     )
     selector = Web3.keccak(text="balanceOf(address)")[:4]
+    to_assets = Web3.keccak(text="convertToAssets(uint256)")[:4]
+    vaults = [t for t in tokens if t.vault_asset_id and any(p[1] is t for p in pairs)]
     raw: list[int] = []
+    per_share: dict[int, int] = {}
     if pairs:
-        # One HTTP round trip for every balanceOf (JSON-RPC batch).
+        # One HTTP round trip for every balanceOf, and each vault's share price (JSON-RPC batch).
         with w3.batch_requests() as batch:
             for account, token in pairs:
                 data = selector + bytes(12) + bytes.fromhex(account.address[2:])
                 batch.add(
                     w3.eth.call({"to": Web3.to_checksum_address(token.address), "data": data})
                 )
+            for vault in vaults:
+                data = to_assets + (10**vault.decimals).to_bytes(32, "big")
+                batch.add(
+                    w3.eth.call({"to": Web3.to_checksum_address(vault.address), "data": data})
+                )
             results = batch.execute()
-        raw = [int.from_bytes(bytes(r), "big") if len(bytes(r)) == 32 else 0 for r in results]
+        words = [int.from_bytes(bytes(r), "big") if len(bytes(r)) == 32 else 0 for r in results]
+        raw, per_share = (
+            words[: len(pairs)],
+            dict(zip((v.pk for v in vaults), words[len(pairs) :], strict=True)),
+        )
     fiat_error = None
     price_table: dict = {}
     try:
-        price_table = prices([t.price_id for t in tokens if t.price_id])
+        price_table = prices(
+            [(t.vault_asset or t).price_id for t in tokens if (t.vault_asset or t).price_id]
+        )
     except PriceError as exc:
         fiat_error = str(exc)
     balances = []
     for (account, token), units in zip(pairs, raw, strict=True):
         amount = _decimal_string(units, token.decimals)
-        price = price_table.get(token.price_id)
+        priced = token.vault_asset or token
+        price = price_table.get(priced.price_id)
         fiat = None
         if price is not None:
             value = Decimal(units).scaleb(-token.decimals)
+            if token.vault_asset:  # shares → the assets they redeem for, at the asset's price
+                value = (
+                    Decimal(units * per_share[token.pk])
+                    .scaleb(-token.decimals)
+                    .scaleb(-priced.decimals)
+                )
             fiat = {c: str((value * price[c]).quantize(Decimal("0.01"))) for c in FIAT}
         balances.append(
             {
@@ -171,10 +194,9 @@ def balances_for_user(*, user, w3=None) -> dict:
                 "fiat": fiat,
             }
         )
-    if fiat_error is None and any(t.price_id == "" for t in tokens):
-        fiat_error = "no price source id for: " + ", ".join(
-            t.symbol for t in tokens if not t.price_id
-        )
+    unpriced = [t.symbol for t in tokens if not (t.vault_asset or t).price_id]
+    if fiat_error is None and unpriced:
+        fiat_error = "no price source id for: " + ", ".join(unpriced)
     return {"balances": balances, "fiatAvailable": fiat_error is None, "fiatError": fiat_error}
 
 

@@ -138,6 +138,24 @@ def swap_router_address() -> str:
     return create2_address(ROUTER_SALT, swap_router_initcode())
 
 
+VAULT_SALT = "0x" + "00" * 31 + "0e"
+# The demo ERC-4626 vault: share symbol → (name, underlying demo token).
+DEMO_VAULTS = {"svUSDC": ("Demo USDC Savings", "USDC")}
+
+
+def demo_vault_initcode(symbol: str) -> bytes:
+    name, underlying = DEMO_VAULTS[symbol]
+    return _with_args(
+        build_artifact("DemoVault")["bytecode"],
+        ["address", "string", "string"],
+        [demo_token_address(underlying), name, symbol],
+    )
+
+
+def demo_vault_address(symbol: str) -> str:
+    return create2_address(VAULT_SALT, demo_vault_initcode(symbol))
+
+
 # --- Safe 1.4.1 (a 1/1 Safe as Gnosis Pay uses), from @safe-global/safe-contracts --------------
 SAFE_ARTIFACTS = (
     NODE_MODULES / "@safe-global" / "safe-contracts" / "build" / "artifacts" / "contracts"

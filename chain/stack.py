@@ -259,6 +259,10 @@ class LocalChain:
             )
         for symbol, (_name, _decimals, salt) in contracts.DEMO_TOKENS.items():
             deployed[f"token_{symbol}"] = self.create2(salt, contracts.demo_token_initcode(symbol))
+        for symbol in contracts.DEMO_VAULTS:
+            deployed[f"vault_{symbol}"] = self.create2(
+                contracts.VAULT_SALT, contracts.demo_vault_initcode(symbol)
+            )
         deployed["swapRouter"] = self.create2(
             contracts.ROUTER_SALT, contracts.swap_router_initcode()
         )

@@ -104,9 +104,14 @@ class LocalGnosisPayServer(LocalJsonServer):
         return f"{header}.{claims}.{signature}"
 
     def _subject(self, handler) -> str | None:
-        token = (handler.headers.get("Authorization") or "").removeprefix("Bearer ")
+        return self._subject_of(
+            (handler.headers.get("Authorization") or "").removeprefix("Bearer ")
+        )
+
+    def _subject_of(self, token: str | None) -> str | None:
+        """The Safe a JWT of ours was issued to, if it is valid and unexpired."""
         try:
-            header, claims, signature = token.split(".")
+            header, claims, signature = (token or "").split(".")
         except ValueError:
             return None
         expected = _b64(

@@ -73,6 +73,12 @@ def test_freeze_then_unfreeze_through_siwe_and_eip1271(
         "executed",
     ]
     assert action.history.last().payload["isFrozen"] is True
+    # The sign-in's JWT is kept for the Safe, so get_transactions can read card purchases.
+    from django.core.cache import cache
+
+    from actions.providers.gnosis_pay import session_key
+
+    assert gnosis_pay._subject_of(cache.get(session_key(card.safe_address))) == card.safe_address
 
     unfreeze = propose(client, write_token, "card_unfreeze")
     sign(registered, user, unfreeze)

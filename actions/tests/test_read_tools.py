@@ -107,7 +107,9 @@ def test_all_balances_are_read_in_one_rpc_round_trip(registered, user, prices, c
 
     from actions.selectors import balances_for_user
 
-    provision_card(user=user, card_id="c-2", last4="1111")  # a second account: 2 × 2 balances
+    # A second account: 2 accounts × 3 tokens (USDC, EURe, the svUSDC vault share), plus the
+    # vault's share price, all in one batch.
+    provision_card(user=user, card_id="c-2", last4="1111")
     calls: list[str] = []
 
     class Counting(Web3.HTTPProvider):
@@ -120,8 +122,8 @@ def test_all_balances_are_read_in_one_rpc_round_trip(registered, user, prices, c
             return super().make_batch_request(requests)
 
     body = balances_for_user(user=user, w3=Web3(Counting(chain_settings.rpc_url)))
-    assert len(body["balances"]) == 4
-    assert calls == ["batch of 4"]
+    assert len(body["balances"]) == 6
+    assert calls == ["batch of 7"]
 
 
 def test_get_card_reads_balance_and_daily_limit_from_the_chain_and_virtual_cards_inherit(

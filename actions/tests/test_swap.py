@@ -11,7 +11,8 @@ from actions.models import Action
 from actions.passkeys import action_sign
 from actions.providers.lifi import LifiClient, QuoteError
 from actions.providers.local_lifi import LocalLifiServer
-from actions.services import action_submit, actions_reconcile_pending
+from actions.selectors import transactions_page
+from actions.services import action_submit, actions_reconcile_pending, history_sync
 from chain import contracts
 from chain.dev import token_balance
 from picnic.testing import wait_until
@@ -76,6 +77,28 @@ def test_a_quoted_swap_is_signed_and_executed_on_chain(
     )
     assert token_balance(w3, "USDC", account.address) == 0
     assert token_balance(w3, "EURe", account.address) == 92 * 10**17  # 9.2 EURe
+
+    # get_transactions: one swap line, both flows from the chain, the quote beside them.
+    action.refresh_from_db()
+    history_sync(user=user)
+    line = transactions_page(user=user)["transactions"][0]
+    assert line["type"] == "swap" and line["actionId"] == str(action.pk)
+    assert line["receipts"] == [{"chainId": 31337, "txHash": action.tx_hash.lower()}]
+    assert {(f["direction"], f["symbol"], f["formattedAmount"]) for f in line["flows"]} >= {
+        ("out", "USDC", "10"),
+        ("in", "EURe", "9.2"),
+    }
+    assert line["swap"] == {
+        "fromAssetId": action.params["from_asset_id"],
+        "toAssetId": eure_id(),
+        "fromAmount": "10",
+        "toAmountQuoted": "9.2",
+        "toAmountMin": "9.154",
+        "toAmountReceived": "9.2",
+        "provider": "demo-dex",
+        "slippagePercent": "0.5",
+        "crossChain": False,
+    }
 
 
 def test_the_signing_page_warns_at_one_percent_slippage_or_more(

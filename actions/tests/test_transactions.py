@@ -322,3 +322,102 @@ def test_transactions_need_their_scope(registered, user, client, application, ma
     wrong = make_token(user, application, scope="read:balances")
     response = client.get("/api/v1/transactions", HTTP_AUTHORIZATION=f"Bearer {wrong.token}")
     assert response.status_code == 403
+
+
+def _user_op(w3, passkey, account, calls) -> str:
+    """Run calls from the passkey account as one real user operation; its tx hash."""
+    from actions.bundler import BundlerClient
+    from actions.userops import to_rpc, user_op_hash
+    from chain.passkey_account import PasskeyAccountClient
+
+    client = PasskeyAccountClient(
+        w3,
+        bytes.fromhex(account.passkey.public_key_x[2:]),
+        bytes.fromhex(account.passkey.public_key_y[2:]),
+        version=account.entry_point_version,
+        salt=account.salt,
+    )
+    bundler = BundlerClient()
+    op = client.build(client.execute_batch(calls), bundler)
+    op_hash = user_op_hash(
+        op, entry_point=client.entry_point, chain_id=w3.eth.chain_id, version=client.version
+    )
+    bundler.send_user_operation(to_rpc(client.sign_with(passkey, op, op_hash)), client.entry_point)
+    receipt = wait_until(lambda: bundler.get_user_operation_receipt(op_hash), timeout=60)
+    assert receipt.success
+    return receipt.tx_hash.lower()
+
+
+def test_vault_deposits_and_withdrawals_are_investments(registered, user, client, token, settings):
+    from actions.providers.local_coingecko import LocalCoinGeckoServer
+    from actions.selectors import balances_for_user
+
+    passkey, account, w3 = registered
+    usdc = w3.eth.contract(
+        address=contracts.demo_token_address("USDC"),
+        abi=contracts.build_artifact("DemoToken")["abi"],
+    )
+    vault = w3.eth.contract(
+        address=contracts.demo_vault_address("svUSDC"),
+        abi=contracts.build_artifact("DemoVault")["abi"],
+    )
+    me = Web3.to_checksum_address(account.address)
+    approve = usdc.encode_abi("approve", [vault.address, 4_000_000])
+    deposit = vault.encode_abi("deposit", [4_000_000, me])
+    deposit_tx = _user_op(
+        w3,
+        passkey,
+        account,
+        [
+            (usdc.address, 0, Web3.to_bytes(hexstr=approve)),
+            (vault.address, 0, Web3.to_bytes(hexstr=deposit)),
+        ],
+    )
+    redeem = vault.encode_abi("redeem", [1_000_000, me, me])
+    redeem_tx = _user_op(w3, passkey, account, [(vault.address, 0, Web3.to_bytes(hexstr=redeem))])
+
+    items = history(client, token)["transactions"]
+    withdraw, invest = items[0], items[1]
+    assert [withdraw["receipts"][0]["txHash"], invest["receipts"][0]["txHash"]] == [
+        redeem_tx,
+        deposit_tx,
+    ]
+    share_id = f"eip155:31337/erc20:{vault.address}"
+    assert invest["type"] == "investment" and invest["investment"] == {
+        "direction": "deposit",
+        "vault": vault.address,
+        "vaultAssetId": share_id,
+        "shares": "4",
+        "assetId": usdc_id(),
+        "assets": "4",
+    }
+    assert {(f["direction"], f["symbol"]) for f in invest["flows"]} == {
+        ("out", "USDC"),
+        ("in", "svUSDC"),
+    }
+    assert withdraw["investment"]["direction"] == "withdraw"
+    assert (withdraw["investment"]["shares"], withdraw["investment"]["assets"]) == ("1", "1")
+
+    # get_balances values the shares through the vault (convertToAssets) at USDC's price.
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.dummy.DummyCache"}}
+    with LocalCoinGeckoServer() as prices:
+        settings.PRICE_API_URL = prices.url
+        shares = next(
+            b for b in balances_for_user(user=user)["balances"] if b["symbol"] == "svUSDC"
+        )
+    assert shares["amount"] == "3" and shares["fiat"] == {
+        "USD": "3.00",
+        "EUR": "2.76",
+        "BRL": "15.90",
+    }
+
+
+def test_support_staff_read_the_history_in_the_admin(registered, user, staff_user, client, token):
+    history(client, token)
+    entry = HistoryEntry.objects.get(user=user)
+    client.force_login(staff_user)
+    for model in ("historyentry", "tokentransfer", "cardpurchase"):
+        assert client.get(f"/admin/actions/{model}/").status_code == 200
+        assert client.get(f"/admin/actions/{model}/add/").status_code == 403
+    page = client.get(f"/admin/actions/historyentry/{entry.pk}/change/")
+    assert page.status_code == 200 and entry.tx_hash.encode() in page.content
