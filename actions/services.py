@@ -753,7 +753,7 @@ def _sync_transfers(*, user, w3) -> int:
     if not accounts or not tokens:
         return -1
     latest = w3.eth.block_number - settings.HISTORY_CONFIRMATIONS
-    start = min(a.history_synced_block for a in accounts) + 1
+    start = max(min(a.history_synced_block for a in accounts) + 1, settings.HISTORY_START_BLOCK)
     ours = {a.address.lower() for a in accounts}
     topics = [_topic(a) for a in sorted(ours)]
     addresses = [Web3.to_checksum_address(a) for a in sorted(tokens)]
@@ -830,9 +830,10 @@ def _sync_actions(*, user) -> None:
     ).order_by("executed_at", "pk")
     for action in pending:
         kind = _ACTION_KINDS[action.type]
-        if not action.tx_hash:
-            HistoryEntry.objects.create(
-                user=user, occurred_at=action.executed_at, kind=kind, action=action
+        if not action.tx_hash:  # get_or_create: another sync may be writing it right now
+            HistoryEntry.objects.get_or_create(
+                action=action,
+                defaults={"user": user, "occurred_at": action.executed_at, "kind": kind},
             )
             continue
         entry, created = HistoryEntry.objects.get_or_create(
@@ -881,9 +882,14 @@ def _sync_card_purchases(*, user) -> dict[str, Any]:
         by_id = {c.card_id: c for c in Card.objects.filter(user=user, safe_address=safe)}
         physical = next(c for c in cards if c.safe_address == safe)
         for item in items:
-            _store_purchase(
-                user=user, card=by_id.get(str(item.get("cardToken")), physical), item=item
-            )
+            try:
+                _store_purchase(
+                    user=user, card=by_id.get(str(item.get("cardToken")), physical), item=item
+                )
+            except (ValueError, TypeError, KeyError, AttributeError):
+                errors.append(
+                    f"Gnosis Pay sent an unreadable card transaction {item.get('threadId')!r}"
+                )
         synced = timezone.now()
     return {
         "syncedAt": synced.isoformat().replace("+00:00", "Z") if synced else None,
@@ -934,13 +940,15 @@ def _store_purchase(*, user, card: Card, item: dict[str, Any]) -> None:
             card_purchase=purchase, kind=HistoryKind.CARD_PURCHASE
         )
     elif entry is None:
-        HistoryEntry.objects.create(
-            user=user,
-            occurred_at=purchase.occurred_at,
-            kind=HistoryKind.CARD_PURCHASE,
-            chain_id=card.chain_id if hashes else None,
-            tx_hash=hashes[0] if hashes else None,
+        HistoryEntry.objects.get_or_create(
             card_purchase=purchase,
+            defaults={
+                "user": user,
+                "occurred_at": purchase.occurred_at,
+                "kind": HistoryKind.CARD_PURCHASE,
+                "chain_id": card.chain_id if hashes else None,
+                "tx_hash": hashes[0] if hashes else None,
+            },
         )
     elif hashes and entry.tx_hash is None:
         # It settled: the purchase's entry takes the hash (and the tx-only twin goes).

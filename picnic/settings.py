@@ -284,6 +284,8 @@ RAMP_TIMEOUT_SECONDS = env_float("RAMP_TIMEOUT_SECONDS", 3.0)
 # a few blocks on a chain that reorganises), in eth_getLogs ranges of at most this many blocks.
 HISTORY_CONFIRMATIONS = env_int("HISTORY_CONFIRMATIONS", 0, minimum=0)
 HISTORY_LOG_CHUNK_BLOCKS = env_int("HISTORY_LOG_CHUNK_BLOCKS", 50_000, minimum=1)
+# No account of ours existed before this block: indexing starts there, not at genesis.
+HISTORY_START_BLOCK = env_int("HISTORY_START_BLOCK", 0, minimum=0)
 
 # --- Actions lifecycle ---------------------------------------------------------------------
 ACTION_TTL_SECONDS = env_int("ACTION_TTL_SECONDS", 15 * 60, minimum=30)

@@ -421,3 +421,58 @@ def test_support_staff_read_the_history_in_the_admin(registered, user, staff_use
         assert client.get(f"/admin/actions/{model}/add/").status_code == 403
     page = client.get(f"/admin/actions/historyentry/{entry.pk}/change/")
     assert page.status_code == 200 and entry.tx_hash.encode() in page.content
+
+
+def test_an_e_money_burn_is_an_offramp(user, settings):
+    from django.utils import timezone
+
+    from actions.demo import ensure_demo_tokens
+    from actions.models import SmartAccount, Token
+    from actions.selectors import transactions_page
+    from actions.services import ZERO_ADDRESS, _classify
+
+    ensure_demo_tokens()
+    account = SmartAccount.objects.create(
+        user=user, kind="picnic", chain_id=31337, address="0x" + "ab" * 20, owner="eoa:x"
+    )
+    burn = TokenTransfer.objects.create(
+        chain_id=31337,
+        tx_hash="0x" + "01" * 32,
+        log_index=0,
+        block_number=5,
+        block_time=timezone.now(),
+        token=Token.objects.get(symbol="EURe"),
+        from_address=account.address,
+        to_address=ZERO_ADDRESS,
+        units=str(2 * 10**18),
+    )
+    assert _classify([burn]) == "ramp"
+    HistoryEntry.objects.create(
+        user=user, occurred_at=burn.block_time, kind="ramp", chain_id=31337, tx_hash=burn.tx_hash
+    )
+    line = transactions_page(user=user)["transactions"][0]
+    assert line["ramp"] == {
+        "provider": "monerium",
+        "direction": "offramp",
+        "fiatCurrency": "EUR",
+        "amount": "2",
+        "assetId": eure_id(),
+    }
+
+
+def test_an_unreadable_card_transaction_is_reported_and_the_rest_kept(
+    user, client, token, chain_settings, gnosis_pay
+):
+    from actions.models import Card
+
+    card = Card.objects.create(
+        user=user, card_id="card-9", last4="9999", safe_address=DEV, chain_id=31337
+    )
+    cache.set(session_key(card.safe_address), gnosis_pay._jwt(card.safe_address))
+    good = dict(merchant="Bakery", mcc="5462", cents=250, created_at="2026-11-01T08:00:00Z")
+    gnosis_pay.add_purchase(card.safe_address, "card-9", **good)
+    bad = gnosis_pay.add_purchase(card.safe_address, "card-9", **good)
+    bad["billingAmount"] = "twelve"
+    body = history(client, token)
+    assert f"unreadable card transaction '{bad['threadId']}'" in body["sync"]["gnosisPay"]["error"]
+    assert [t["cardPurchase"]["billingAmount"] for t in body["transactions"]] == ["2.5"]
