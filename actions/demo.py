@@ -92,21 +92,15 @@ DEMO_RAMP_PROVIDERS = {"EURe": "monerium"}
 def provision_card(*, user, card_id: str, last4: str) -> Card:
     """Dev chain only: deploy the user's passkey account and its 1/1 Safe, and record a card.
     (In production Gnosis Pay onboarding creates the Safe; here the dev key pays for it.)"""
+    from actions.tools import passkey_client
     from chain import contracts, zodiac
-    from chain.passkey_account import PasskeyAccountClient
     from chain.safe import DelayConfig, deploy_safe
 
     account = SmartAccount.objects.select_related("passkey").get(
         user=user, kind=SmartAccountKind.PICNIC, passkey__isnull=False
     )
     w3 = Web3(Web3.HTTPProvider(settings.CHAIN_RPC_URL, request_kwargs={"timeout": 10}))
-    client = PasskeyAccountClient(
-        w3,
-        bytes.fromhex(account.passkey.public_key_x[2:]),
-        bytes.fromhex(account.passkey.public_key_y[2:]),
-        version=account.entry_point_version,
-        salt=account.salt,
-    )
+    client = passkey_client(w3, account)
     dev = w3.eth.accounts[0]
     if not client.is_deployed():
         w3.eth.wait_for_transaction_receipt(

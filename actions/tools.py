@@ -85,7 +85,8 @@ def web3() -> Web3:
     return Web3(Web3.HTTPProvider(settings.CHAIN_RPC_URL, request_kwargs={"timeout": 10}))
 
 
-def _passkey_client(w3: Web3, account: SmartAccount):
+def passkey_client(w3: Web3, account: SmartAccount):
+    """The chain client of a passkey-owned Picnic account."""
     from chain.passkey_account import PasskeyAccountClient
 
     return PasskeyAccountClient(
@@ -152,7 +153,7 @@ def propose_swap(
     slippage_pct = _slippage(slippage)
     w3 = web3()
     account = _account(user)
-    client = _passkey_client(w3, account)
+    client = passkey_client(w3, account)
     try:
         quote = LifiClient(
             settings.SWAP_QUOTE_URL, timeout=settings.SWAP_QUOTE_TIMEOUT_SECONDS
@@ -334,7 +335,7 @@ def propose_transfer(*, user, application, asset_id: str, amount: str, to: str) 
     w3 = web3()
     recipient = _recipient(to, w3)
     account = _account(user)
-    client = _passkey_client(w3, account)
+    client = passkey_client(w3, account)
     erc20 = w3.eth.contract(address=Web3.to_checksum_address(token.address), abi=_ERC20_ABI)
     call = client.execute(
         erc20.address, 0, Web3.to_bytes(hexstr=erc20.encode_abi("transfer", [recipient, units]))

@@ -44,6 +44,17 @@ def registered(webauthn_settings, user):
 
 
 @pytest.fixture
+def gnosis_pay(settings, chain_settings):
+    """A local server speaking the Gnosis Pay API, verifying SIWE on the local chain."""
+    from actions.providers.local_gnosis_pay import LocalGnosisPayServer
+
+    with LocalGnosisPayServer(rpc_url=chain_settings.rpc_url) as server:
+        settings.GNOSIS_PAY_URL = server.url
+        settings.GNOSIS_PAY_TIMEOUT_SECONDS = 1.0
+        yield server
+
+
+@pytest.fixture
 def write_token(user, application, make_token):
     return make_token(user, application, scope="read:actions write:actions")
 

@@ -10,20 +10,11 @@ import pytest
 from actions.demo import provision_card
 from actions.models import Action
 from actions.passkeys import action_sign
-from actions.providers.local_gnosis_pay import LocalGnosisPayServer
 from actions.services import action_reconcile, action_submit
 from picnic.lifecycle import Actor
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 CARD = "card-0001"
-
-
-@pytest.fixture
-def gnosis_pay(settings, chain_settings):
-    with LocalGnosisPayServer(rpc_url=chain_settings.rpc_url) as server:
-        settings.GNOSIS_PAY_URL = server.url
-        settings.GNOSIS_PAY_TIMEOUT_SECONDS = 1.0
-        yield server
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from actions.demo import provision_card
 from actions.models import Action, HistoryEntry, TokenTransfer
 from actions.passkeys import action_sign
 from actions.providers.gnosis_pay import session_key
-from actions.providers.local_gnosis_pay import LocalGnosisPayServer
 from actions.services import action_submit, actions_reconcile_pending, history_sync
 from chain import contracts
 from chain.dev import mint
@@ -204,14 +203,6 @@ def test_paging_while_another_worker_indexes_concurrently(registered, user, clie
     assert len(hashes) == len(set(hashes)) > len(expected)
 
 
-@pytest.fixture
-def gnosis_pay(settings, chain_settings):
-    with LocalGnosisPayServer(rpc_url=chain_settings.rpc_url) as server:
-        settings.GNOSIS_PAY_URL = server.url
-        settings.GNOSIS_PAY_TIMEOUT_SECONDS = 1.0
-        yield server
-
-
 def test_card_purchases_come_from_gnosis_pay_with_merchant_mcc_and_billing(
     registered, user, client, token, gnosis_pay
 ):
@@ -327,16 +318,10 @@ def test_transactions_need_their_scope(registered, user, client, application, ma
 def _user_op(w3, passkey, account, calls) -> str:
     """Run calls from the passkey account as one real user operation; its tx hash."""
     from actions.bundler import BundlerClient
+    from actions.tools import passkey_client
     from actions.userops import to_rpc, user_op_hash
-    from chain.passkey_account import PasskeyAccountClient
 
-    client = PasskeyAccountClient(
-        w3,
-        bytes.fromhex(account.passkey.public_key_x[2:]),
-        bytes.fromhex(account.passkey.public_key_y[2:]),
-        version=account.entry_point_version,
-        salt=account.salt,
-    )
+    client = passkey_client(w3, account)
     bundler = BundlerClient()
     op = client.build(client.execute_batch(calls), bundler)
     op_hash = user_op_hash(
