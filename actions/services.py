@@ -964,6 +964,20 @@ def _store_purchase(*, user, card: Card, item: dict[str, Any]) -> None:
             )
 
 
+def card_purchases_sync_signed_in() -> int:
+    """Beat task: fetch card purchases for every card account with a live Gnosis Pay session,
+    so purchases made while a session lasts are kept even if nobody reads the history then."""
+    from django.contrib.auth import get_user_model
+
+    from actions.providers.gnosis_pay import session_key
+
+    safes = Card.objects.filter(is_virtual=False).values_list("user_id", "safe_address")
+    users = sorted({user_id for user_id, safe in safes if cache.get(session_key(safe))})
+    for user in get_user_model().objects.filter(pk__in=users).order_by("pk"):
+        _sync_card_purchases(user=user)
+    return len(users)
+
+
 def history_sync(*, user, w3=None) -> dict[str, Any]:
     """Bring the user's history up to date; each source that fails is reported, not fatal:
     what was indexed before is still served."""

@@ -31,3 +31,8 @@ def actions_purge_retained() -> int:
 @shared_task(name="actions.tasks.action_submit", acks_late=False)
 def action_submit(action_id: str) -> str:
     return services.action_submit(action_id=action_id).status
+
+
+@shared_task(name="actions.tasks.card_purchases_sync_signed_in")
+def card_purchases_sync_signed_in() -> int:
+    return services.card_purchases_sync_signed_in()

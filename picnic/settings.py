@@ -220,6 +220,10 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 10.0,
     },
     "actions-purge-retained": {"task": "actions.tasks.actions_purge_retained", "schedule": 600.0},
+    "card-purchases-sync": {
+        "task": "actions.tasks.card_purchases_sync_signed_in",
+        "schedule": 300.0,
+    },
     "deliveries-process-due": {"task": "messaging.tasks.deliveries_process_due", "schedule": 5.0},
     "deliveries-reap-leases": {"task": "messaging.tasks.deliveries_reap_leases", "schedule": 15.0},
     "operations-process-due": {"task": "operations.tasks.operations_process_due", "schedule": 3.0},

@@ -461,3 +461,23 @@ def test_an_unreadable_card_transaction_is_reported_and_the_rest_kept(
     body = history(client, token)
     assert f"unreadable card transaction '{bad['threadId']}'" in body["sync"]["gnosisPay"]["error"]
     assert [t["cardPurchase"]["billingAmount"] for t in body["transactions"]] == ["2.5"]
+
+
+def test_the_beat_task_keeps_purchases_while_a_session_lasts(user, other_user, gnosis_pay):
+    from actions.models import Card, CardPurchase
+    from actions.tasks import card_purchases_sync_signed_in
+
+    signed_in = Card.objects.create(
+        user=user, card_id="card-a", last4="1111", safe_address=DEV, chain_id=31337
+    )
+    Card.objects.create(  # no session: not asked
+        user=other_user, card_id="card-b", last4="2222", safe_address=RECIPIENT, chain_id=31337
+    )
+    cache.set(session_key(signed_in.safe_address), gnosis_pay._jwt(signed_in.safe_address))
+    gnosis_pay.add_purchase(
+        DEV, "card-a", merchant="Kiosk", mcc="5994", cents=300, created_at="2026-11-02T09:00:00Z"
+    )
+    assert card_purchases_sync_signed_in() == 1
+    purchase = CardPurchase.objects.get()
+    assert (purchase.card, purchase.mcc, purchase.billing_amount) == (signed_in, "5994", 300)
+    assert HistoryEntry.objects.get(card_purchase=purchase).user == user
