@@ -65,6 +65,17 @@ def actions_stuck(*, minutes: int | None = None, now: datetime | None = None) ->
 # --- Read tools -------------------------------------------------------------------------------
 
 
+def chain_reader():
+    """web3 for the read tools, bounded by CHAIN_READ_TIMEOUT_SECONDS (an agent is waiting)."""
+    from web3 import Web3
+
+    return Web3(
+        Web3.HTTPProvider(
+            settings.CHAIN_RPC_URL, request_kwargs={"timeout": settings.CHAIN_READ_TIMEOUT_SECONDS}
+        )
+    )
+
+
 def smart_accounts_for_user(*, user) -> list:
     """The accounts the user's passkey controls: Picnic (ERC-4337) accounts it signs for, and
     Gnosis Pay Safes those accounts own."""
@@ -115,7 +126,6 @@ def balances_for_user(*, user, w3=None) -> dict:
     chain, with fiat values when the price source answers (none at all when it does not)."""
     from decimal import Decimal
 
-    from django.conf import settings
     from web3 import Web3
 
     from actions.models import Token
@@ -128,11 +138,7 @@ def balances_for_user(*, user, w3=None) -> dict:
         .order_by("symbol")
     )
     pairs = [(a, t) for a in accounts for t in tokens if t.chain_id == a.chain_id]
-    w3 = w3 or Web3(
-        Web3.HTTPProvider(
-            settings.CHAIN_RPC_URL, request_kwargs={"timeout": settings.BUNDLER_TIMEOUT_SECONDS * 5}
-        )
-    )
+    w3 = w3 or chain_reader()
     selector = Web3.keccak(text="balanceOf(address)")[:4]
     to_assets = Web3.keccak(text="convertToAssets(uint256)")[:4]
     vaults = [t for t in tokens if t.vault_asset_id and any(p[1] is t for p in pairs)]
@@ -206,7 +212,6 @@ def card_for_user(*, user, card_id: str | None = None, w3=None) -> dict:
     Delay queue), all in one JSON-RPC batch."""
     from datetime import UTC, datetime
 
-    from django.conf import settings
     from web3 import Web3
 
     from actions.models import Card
@@ -221,7 +226,7 @@ def card_for_user(*, user, card_id: str | None = None, w3=None) -> dict:
             f"Card not found: {card_id}" if card_id else "No Picnic card for this user"
         )
     source = card.physical if card.is_virtual and card.physical else card  # virtual: inherits
-    w3 = w3 or Web3(Web3.HTTPProvider(settings.CHAIN_RPC_URL, request_kwargs={"timeout": 10}))
+    w3 = w3 or chain_reader()
     roles = w3.eth.contract(
         address=Web3.to_checksum_address(source.roles_address or "0x" + "00" * 20),
         abi=zodiac.abi("RolesV2"),

@@ -981,9 +981,9 @@ def card_purchases_sync_signed_in() -> int:
 def history_sync(*, user, w3=None) -> dict[str, Any]:
     """Bring the user's history up to date; each source that fails is reported, not fatal:
     what was indexed before is still served."""
-    from web3 import Web3
+    from actions.selectors import chain_reader
 
-    w3 = w3 or Web3(Web3.HTTPProvider(settings.CHAIN_RPC_URL, request_kwargs={"timeout": 10}))
+    w3 = w3 or chain_reader()
     chain: dict[str, Any] = {"chainId": settings.CHAIN_ID, "syncedToBlock": None, "error": None}
     try:
         block = _sync_transfers(user=user, w3=w3)
