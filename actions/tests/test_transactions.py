@@ -128,6 +128,15 @@ def test_history_merges_chain_transfers_ramps_and_executed_actions(registered, u
         "assetId": eure_id(),
     }
     assert items[3]["flows"][0]["formattedAmount"] == "10"  # the fixture's mint
+    # get_balances agrees with the history: 10 + 2.5 - 1.5 USDC after the real transfer.
+    from actions.selectors import balances_for_user
+
+    usdc = next(
+        b
+        for b in balances_for_user(user=user)["balances"]
+        if b["symbol"] == "USDC" and b["account"] == account.address
+    )
+    assert (usdc["amount"], usdc["units"]) == ("11", "11000000")
     # One entry per transaction, however many times the history is read.
     history(client, token)
     assert HistoryEntry.objects.filter(user=user).count() == 4
