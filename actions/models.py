@@ -358,6 +358,20 @@ class CardPurchase(models.Model):
         return f"{self.kind} at {self.merchant.get('name', '?')} ({self.thread_id})"
 
 
+class GnosisPaySession(models.Model):
+    """The JWT of the last passkey SIWE sign-in to Gnosis Pay for a card's Safe. Kept (in the
+    database, so every process sees it) only until it expires, to read card purchases; it is
+    a credential: never shown in the admin or the API."""
+
+    safe_address = models.CharField(max_length=42, unique=True, help_text="lowercase")
+    token = models.TextField()
+    expires_at = models.DateTimeField(db_index=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"Gnosis Pay session for {self.safe_address} until {self.expires_at:%H:%M}"
+
+
 class HistoryKind(models.TextChoices):
     TRANSFER = "transfer", "Transfer"
     SWAP = "swap", "Swap"

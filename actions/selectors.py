@@ -577,3 +577,15 @@ def transactions_page(*, user, cursor: str | None = None, limit: int = 20) -> di
         entry._transfers = transfers.get((entry.chain_id, entry.tx_hash), [])
         items.append(_entry_payload(entry, [_flow(t, ours) for t in entry._transfers]))
     return {"transactions": items, "nextCursor": _encode_cursor(page[-1]) if more else None}
+
+
+def gnosis_pay_session_token(*, safe_address: str) -> str | None:
+    """The unexpired Gnosis Pay JWT of the Safe's last passkey sign-in, if any."""
+    from django.utils import timezone
+
+    from actions.models import GnosisPaySession
+
+    session = GnosisPaySession.objects.filter(
+        safe_address=safe_address.lower(), expires_at__gt=timezone.now()
+    ).first()
+    return session.token if session else None

@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
+from django.db.models.functions import Lower
 from django.utils import timezone
 
 from actions.bundler import BundlerClient, BundlerError, BundlerUnavailable
@@ -23,6 +24,7 @@ from actions.models import (
     ActionType,
     Card,
     CardPurchase,
+    GnosisPaySession,
     HistoryEntry,
     HistoryKind,
     RampAccount,
@@ -285,7 +287,7 @@ def card_action_submit(*, action_id) -> Action:
 
     Gnosis Pay down or slow: the action stays `submitted` with the error; reconciliation checks
     the card's status later with the same short-lived token (freezing is idempotent)."""
-    from actions.providers.gnosis_pay import Conflict, GnosisPayError, Unavailable, session_key
+    from actions.providers.gnosis_pay import Conflict, GnosisPayError, Unavailable
 
     action = action_transition(
         action_id=action_id,
@@ -304,7 +306,7 @@ def card_action_submit(*, action_id) -> Action:
     except GnosisPayError as exc:
         return _card_failed(action, f"Gnosis Pay refused the sign-in: {exc}", exc)
     cache.set(_card_token_key(action.pk), token, 50 * 60)
-    cache.set(session_key(action.smart_account), token, 50 * 60)  # for card purchase reads
+    gnosis_pay_session_store(safe_address=action.smart_account, token=token)  # purchases
     try:
         client.set_frozen(
             card_id=action.params["card_id"], frozen=action.params["frozen"], token=token
@@ -316,6 +318,24 @@ def card_action_submit(*, action_id) -> Action:
     except GnosisPayError as exc:
         return _card_failed(action, str(exc), exc)
     return _card_settle(action, client, token)
+
+
+def gnosis_pay_session_store(
+    *, safe_address: str, token: str, now: datetime | None = None
+) -> GnosisPaySession:
+    """Keep a sign-in's JWT for the Safe until it expires (its `exp`, else 50 minutes)."""
+    from actions.providers.gnosis_pay import jwt_expiry
+
+    now = now or timezone.now()
+    session, _ = GnosisPaySession.objects.update_or_create(
+        safe_address=safe_address.lower(),
+        defaults={
+            "token": token,
+            "expires_at": jwt_expiry(token) or now + timedelta(minutes=50),
+            "created_at": now,
+        },
+    )
+    return session
 
 
 def _card_failed(action: Action, message: str, exc) -> Action:
@@ -855,7 +875,8 @@ def _parse_time(value: Any) -> datetime | None:
 def _sync_card_purchases(*, user) -> dict[str, Any]:
     """Card purchases from Gnosis Pay, with the JWT of the last passkey sign-in for the card's
     Safe (it lasts under an hour; without one we show what we synced before, and say so)."""
-    from actions.providers.gnosis_pay import GnosisPayError, Unauthorized, session_key
+    from actions.providers.gnosis_pay import GnosisPayError, Unauthorized
+    from actions.selectors import gnosis_pay_session_token
 
     cards = list(Card.objects.filter(user=user, is_virtual=False).order_by("pk"))
     if not cards:
@@ -863,7 +884,7 @@ def _sync_card_purchases(*, user) -> dict[str, Any]:
     errors, synced = [], None
     client = _gnosis_pay(timeout=settings.BUNDLER_TIMEOUT_SECONDS)
     for safe in sorted({c.safe_address for c in cards}):
-        token = cache.get(session_key(safe))
+        token = gnosis_pay_session_token(safe_address=safe)
         if not token:
             errors.append(
                 f"no Gnosis Pay session for {safe}: card purchases are as of the last sync "
@@ -873,7 +894,7 @@ def _sync_card_purchases(*, user) -> dict[str, Any]:
         try:
             items = client.card_transactions(token=token)
         except Unauthorized:
-            cache.delete(session_key(safe))
+            GnosisPaySession.objects.filter(safe_address=safe.lower()).delete()
             errors.append(f"the Gnosis Pay session for {safe} expired")
             continue
         except GnosisPayError as exc:
@@ -969,10 +990,16 @@ def card_purchases_sync_signed_in() -> int:
     so purchases made while a session lasts are kept even if nobody reads the history then."""
     from django.contrib.auth import get_user_model
 
-    from actions.providers.gnosis_pay import session_key
-
-    safes = Card.objects.filter(is_virtual=False).values_list("user_id", "safe_address")
-    users = sorted({user_id for user_id, safe in safes if cache.get(session_key(safe))})
+    GnosisPaySession.objects.filter(expires_at__lte=timezone.now()).delete()  # lapsed: forget
+    live = GnosisPaySession.objects.values("safe_address")
+    users = sorted(
+        set(
+            Card.objects.filter(is_virtual=False)
+            .annotate(safe=Lower("safe_address"))
+            .filter(safe__in=live)
+            .values_list("user_id", flat=True)
+        )
+    )
     for user in get_user_model().objects.filter(pk__in=users).order_by("pk"):
         _sync_card_purchases(user=user)
     return len(users)

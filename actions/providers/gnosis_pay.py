@@ -55,10 +55,18 @@ PURCHASE_FIELDS = (
 )
 
 
-def session_key(safe_address: str) -> str:
-    """Where a Gnosis Pay JWT obtained by a SIWE sign-in for this Safe is kept until it lapses
-    (reads such as card purchases reuse it; only the passkey can mint a new one)."""
-    return f"gnosis-pay-jwt:safe:{safe_address.lower()}"
+def jwt_expiry(token: str) -> datetime | None:
+    """The `exp` claim of a JWT (not verified: Gnosis Pay checks its own tokens)."""
+    import base64
+    import json
+    from datetime import UTC
+
+    try:
+        claims = token.split(".")[1]
+        exp = json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))["exp"]
+        return datetime.fromtimestamp(int(exp), UTC)
+    except (IndexError, ValueError, KeyError, TypeError):
+        return None
 
 
 @dataclass(frozen=True)

@@ -65,11 +65,10 @@ def test_freeze_then_unfreeze_through_siwe_and_eip1271(
     ]
     assert action.history.last().payload["isFrozen"] is True
     # The sign-in's JWT is kept for the Safe, so get_transactions can read card purchases.
-    from django.core.cache import cache
+    from actions.selectors import gnosis_pay_session_token
 
-    from actions.providers.gnosis_pay import session_key
-
-    assert gnosis_pay._subject_of(cache.get(session_key(card.safe_address))) == card.safe_address
+    token = gnosis_pay_session_token(safe_address=card.safe_address)
+    assert gnosis_pay._subject_of(token) == card.safe_address
 
     unfreeze = propose(client, write_token, "card_unfreeze")
     sign(registered, user, unfreeze)

@@ -6,17 +6,22 @@ from __future__ import annotations
 
 import json
 import threading
+from datetime import timedelta
 
 import jsonschema
 import pytest
-from django.core.cache import cache
+from django.utils import timezone
 from web3 import Web3
 
 from actions.demo import provision_card
-from actions.models import Action, HistoryEntry, TokenTransfer
+from actions.models import Action, GnosisPaySession, HistoryEntry, TokenTransfer
 from actions.passkeys import action_sign
-from actions.providers.gnosis_pay import session_key
-from actions.services import action_submit, actions_reconcile_pending, history_sync
+from actions.services import (
+    action_submit,
+    actions_reconcile_pending,
+    gnosis_pay_session_store,
+    history_sync,
+)
 from chain import contracts
 from chain.dev import mint
 from mcp_adapter.tools import TRANSACTIONS_SCHEMA
@@ -40,6 +45,13 @@ def history(client, token, **query) -> dict:
     body = response.json()
     jsonschema.validate(body, TRANSACTIONS_SCHEMA)
     return body
+
+
+def sign_in(gnosis_pay, card) -> None:
+    """What a card action's SIWE sign-in leaves behind: a Gnosis Pay JWT for the Safe."""
+    gnosis_pay_session_store(
+        safe_address=card.safe_address, token=gnosis_pay._jwt(card.safe_address)
+    )
 
 
 def eure_id() -> str:
@@ -217,7 +229,7 @@ def test_card_purchases_come_from_gnosis_pay_with_merchant_mcc_and_billing(
 ):
     _, account, w3 = registered
     card = provision_card(user=user, card_id="card-1", last4="4242")
-    cache.set(session_key(card.safe_address), gnosis_pay._jwt(card.safe_address))
+    sign_in(gnosis_pay, card)
     gnosis_pay.add_purchase(
         card.safe_address,
         "card-1",
@@ -282,7 +294,7 @@ def test_card_purchases_come_from_gnosis_pay_with_merchant_mcc_and_billing(
     assert HistoryEntry.objects.filter(user=user, kind="cardPurchase").count() == 2
 
     # The session lapses: what was synced stays, and the answer says why nothing new came.
-    cache.delete(session_key(card.safe_address))
+    GnosisPaySession.objects.filter(safe_address=card.safe_address.lower()).delete()
     again = history(client, token)
     assert "no Gnosis Pay session" in again["sync"]["gnosisPay"]["error"]
     assert len([t for t in again["transactions"] if t["type"] == "cardPurchase"]) == 2
@@ -462,7 +474,7 @@ def test_an_unreadable_card_transaction_is_reported_and_the_rest_kept(
     card = Card.objects.create(
         user=user, card_id="card-9", last4="9999", safe_address=DEV, chain_id=31337
     )
-    cache.set(session_key(card.safe_address), gnosis_pay._jwt(card.safe_address))
+    sign_in(gnosis_pay, card)
     good = dict(merchant="Bakery", mcc="5462", cents=250, created_at="2026-11-01T08:00:00Z")
     gnosis_pay.add_purchase(card.safe_address, "card-9", **good)
     bad = gnosis_pay.add_purchase(card.safe_address, "card-9", **good)
@@ -479,10 +491,15 @@ def test_the_beat_task_keeps_purchases_while_a_session_lasts(user, other_user, g
     signed_in = Card.objects.create(
         user=user, card_id="card-a", last4="1111", safe_address=DEV, chain_id=31337
     )
-    Card.objects.create(  # no session: not asked
+    lapsed = Card.objects.create(  # its session expired: not asked, and forgotten
         user=other_user, card_id="card-b", last4="2222", safe_address=RECIPIENT, chain_id=31337
     )
-    cache.set(session_key(signed_in.safe_address), gnosis_pay._jwt(signed_in.safe_address))
+    gnosis_pay_session_store(
+        safe_address=lapsed.safe_address,
+        token="x.e30.y",  # no exp claim: 50 minutes from `now`
+        now=timezone.now() - timedelta(hours=1),
+    )
+    sign_in(gnosis_pay, signed_in)
     gnosis_pay.add_purchase(
         DEV, "card-a", merchant="Kiosk", mcc="5994", cents=300, created_at="2026-11-02T09:00:00Z"
     )
@@ -490,3 +507,4 @@ def test_the_beat_task_keeps_purchases_while_a_session_lasts(user, other_user, g
     purchase = CardPurchase.objects.get()
     assert (purchase.card, purchase.mcc, purchase.billing_amount) == (signed_in, "5994", 300)
     assert HistoryEntry.objects.get(card_purchase=purchase).user == user
+    assert list(GnosisPaySession.objects.values_list("safe_address", flat=True)) == [DEV.lower()]
