@@ -266,7 +266,7 @@ class TransactionsView(APIView):
     def get(self, request: Request) -> Response:
         cursor = request.query_params.get("cursor") or None
         raw_limit = request.query_params.get("limit", "20")
-        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 100:
+        if not (raw_limit.isascii() and raw_limit.isdigit()) or not 1 <= int(raw_limit) <= 100:
             raise ValidationError({"limit": "must be an integer from 1 to 100"})
         sync = None if cursor else history_sync(user=request.user)
         try:

@@ -323,7 +323,14 @@ def test_another_users_history_is_invisible_even_with_their_cursor(
 
 @pytest.mark.parametrize(
     ("query", "field"),
-    [({"limit": "0"}, "limit"), ({"limit": "x"}, "limit"), ({"cursor": "garbage!"}, "cursor")],
+    [
+        ({"limit": "0"}, "limit"),
+        ({"limit": "101"}, "limit"),
+        ({"limit": "x"}, "limit"),
+        ({"limit": "²"}, "limit"),  # a Unicode digit int() refuses
+        ({"cursor": "garbage!"}, "cursor"),
+        ({"cursor": "eyJ0IjogWzFdLCAiaWQiOiAxfQ"}, "cursor"),  # {"t": [1], "id": 1}
+    ],
 )
 def test_bad_paging_input_is_a_clear_400(registered, client, token, query, field):
     response = client.get("/api/v1/transactions", query, HTTP_AUTHORIZATION=f"Bearer {token.token}")
