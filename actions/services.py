@@ -955,34 +955,31 @@ def _store_purchase(*, user, card: Card, item: dict[str, Any]) -> None:
         if hashes
         else None
     )
-    if entry is None and on_chain is not None:
-        # The settlement was indexed from the chain first: that entry is this purchase.
-        HistoryEntry.objects.filter(pk=on_chain.pk).update(
-            card_purchase=purchase, kind=HistoryKind.CARD_PURCHASE
-        )
-    elif entry is None:
+    if on_chain is not None and on_chain.card_purchase_id is None and on_chain.action_id is None:
+        if entry is None:
+            # The settlement was indexed from the chain first: that line is this purchase.
+            HistoryEntry.objects.filter(pk=on_chain.pk).update(
+                card_purchase=purchase, kind=HistoryKind.CARD_PURCHASE
+            )
+            return
+        on_chain.delete()  # it settled after we listed it: its line takes the hash
+        on_chain = None
+    # A tx line owned by something else (an action, another purchase settled in the same tx)
+    # keeps its hash; this purchase still names the tx in its receipts.
+    tx_hash = hashes[0] if hashes and on_chain is None else None
+    if entry is None:
         HistoryEntry.objects.get_or_create(
             card_purchase=purchase,
             defaults={
                 "user": user,
                 "occurred_at": purchase.occurred_at,
                 "kind": HistoryKind.CARD_PURCHASE,
-                "chain_id": card.chain_id if hashes else None,
-                "tx_hash": hashes[0] if hashes else None,
+                "chain_id": card.chain_id if tx_hash else None,
+                "tx_hash": tx_hash,
             },
         )
-    elif hashes and entry.tx_hash is None:
-        # It settled: the purchase's entry takes the hash (and the tx-only twin goes).
-        if (
-            on_chain is not None
-            and on_chain.card_purchase_id is None
-            and on_chain.action_id is None
-        ):
-            on_chain.delete()
-        if on_chain is None or on_chain.pk != entry.pk:
-            HistoryEntry.objects.filter(pk=entry.pk).update(
-                chain_id=card.chain_id, tx_hash=hashes[0]
-            )
+    elif tx_hash and entry.tx_hash is None:
+        HistoryEntry.objects.filter(pk=entry.pk).update(chain_id=card.chain_id, tx_hash=tx_hash)
 
 
 def card_purchases_sync_signed_in() -> int:

@@ -515,3 +515,41 @@ def test_the_beat_task_keeps_purchases_while_a_session_lasts(user, other_user, g
     assert (purchase.card, purchase.mcc, purchase.billing_amount) == (signed_in, "5994", 300)
     assert HistoryEntry.objects.get(card_purchase=purchase).user == user
     assert list(GnosisPaySession.objects.values_list("safe_address", flat=True)) == [DEV.lower()]
+
+
+def test_purchases_settled_together_or_later_keep_one_line_each(user, client, token, gnosis_pay):
+    from actions.models import Card
+
+    card = Card.objects.create(
+        user=user, card_id="card-7", last4="7777", safe_address=DEV, chain_id=31337
+    )
+    sign_in(gnosis_pay, card)
+    batch = "0x" + "aa" * 32  # Gnosis Pay settled two purchases in one transaction
+    common = dict(mcc="5812", cents=900, created_at="2026-11-03T12:00:00Z", tx_hash=batch)
+    gnosis_pay.add_purchase(DEV, "card-7", merchant="Café", **common)
+    gnosis_pay.add_purchase(DEV, "card-7", merchant="Kino", **common)
+    later = gnosis_pay.add_purchase(
+        DEV,
+        "card-7",
+        merchant="Bar",
+        mcc="5813",
+        cents=400,
+        created_at="2026-11-03T13:00:00Z",
+        pending=True,
+    )
+    lines = history(client, token)["transactions"]
+    assert sorted(t["cardPurchase"]["merchant"]["name"] for t in lines) == ["Bar", "Café", "Kino"]
+    for line in lines:
+        if line["cardPurchase"]["merchant"]["name"] != "Bar":
+            assert line["receipts"] == [{"chainId": 31337, "txHash": batch}]
+    # The pending one settles: the same line now carries its settlement.
+    later.update(
+        isPending=False, transactions=[{"status": "ExecSuccess", "hash": "0x" + "bb" * 32}]
+    )
+    bar = next(
+        t
+        for t in history(client, token)["transactions"]
+        if t["cardPurchase"]["merchant"]["name"] == "Bar"
+    )
+    assert bar["status"] == "confirmed" and bar["receipts"][0]["txHash"] == "0x" + "bb" * 32
+    assert HistoryEntry.objects.filter(user=user).count() == 3
