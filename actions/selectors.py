@@ -8,6 +8,7 @@ from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from actions.models import PENDING_ON_CHAIN, Action
+from picnic.formats import rfc3339
 
 
 class ActionNotFound(Exception):
@@ -282,21 +283,13 @@ def card_for_user(*, user, card_id: str | None = None, w3=None) -> dict:
             "period": {
                 "seconds": period,
                 "resetsAt": (
-                    datetime.fromtimestamp(timestamp + period, UTC)
-                    .isoformat()
-                    .replace("+00:00", "Z")
-                    if period
-                    else None
+                    rfc3339(datetime.fromtimestamp(timestamp + period, UTC)) if period else None
                 ),
             },
             "queuedChanges": results["queueNonce"] - results["txNonce"],
             "cooldownSeconds": results["cooldown"],
         }
     return {**card_summary(card), "balances": balances, "allowance": allowance}
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value else None
 
 
 def card_summary(card) -> dict:
@@ -325,7 +318,7 @@ def card_summary(card) -> dict:
         "state": ("frozen" if last.type == ActionType.CARD_FREEZE else "active")
         if last
         else "unknown",
-        "stateConfirmedAt": _iso(last.executed_at) if last else None,
+        "stateConfirmedAt": rfc3339(last.executed_at) if last else None,
     }
 
 
@@ -346,7 +339,7 @@ def profile_for_user(*, user) -> dict:
             "kyc": {
                 "status": ramp.kyc_status if ramp else KycStatus.NONE.value,
                 "providerStatus": (ramp.provider_status or None) if ramp else None,
-                "checkedAt": _iso(ramp.kyc_checked_at) if ramp else None,
+                "checkedAt": rfc3339(ramp.kyc_checked_at) if ramp else None,
                 # The provider could not be asked just now: the status is the last one known.
                 "error": (ramp.kyc_error or None) if ramp else None,
             },
@@ -428,7 +421,7 @@ def _purchase_block(purchase) -> dict:
         "kind": purchase.kind,
         "status": purchase.status,
         "isPending": purchase.is_pending,
-        "clearedAt": _iso(purchase.cleared_at),
+        "clearedAt": rfc3339(purchase.cleared_at),
         "merchant": {
             "name": merchant.get("name"),
             "city": merchant.get("city"),
@@ -478,7 +471,7 @@ def _entry_payload(entry, flows: list[dict]) -> dict:
     body = {
         "id": f"tx_{entry.pk}",
         "type": entry.kind,
-        "timestamp": _iso(entry.occurred_at),
+        "timestamp": rfc3339(entry.occurred_at),
         "status": "pending" if purchase and purchase.is_pending else "confirmed",
         "actionId": str(action.pk) if action else None,
         "flows": flows or (_purchase_flows(purchase) if purchase else []),

@@ -34,6 +34,7 @@ from actions.models import (
 )
 from actions.selectors import actions_pending_on_chain, retention_cutoff
 from actions.userops import entry_point_address, to_rpc, user_op_hash
+from picnic.formats import rfc3339
 from picnic.lifecycle import Actor, IllegalTransition, record_history, transition
 
 logger = logging.getLogger(__name__)
@@ -913,7 +914,7 @@ def _sync_card_purchases(*, user) -> dict[str, Any]:
                 )
         synced = timezone.now()
     return {
-        "syncedAt": synced.isoformat().replace("+00:00", "Z") if synced else None,
+        "syncedAt": rfc3339(synced),
         "error": "; ".join(errors) or None,
     }
 

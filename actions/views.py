@@ -48,6 +48,7 @@ from actions.tools import (
     propose_transfer,
 )
 from picnic.api import RequiredScopes
+from picnic.formats import rfc3339
 from picnic.timeline import render_timeline
 
 
@@ -65,7 +66,7 @@ def action_created_payload(action: Action) -> dict:
         "sign_url": f"{settings.PUBLIC_BASE_URL}{reverse('sign', args=[action.pk])}",
         "resource_uri": action.resource_uri,
         "user_op_hash": action.user_op_hash,
-        "expires_at": action.expires_at.isoformat().replace("+00:00", "Z"),
+        "expires_at": rfc3339(action.expires_at),
     }
 
 

@@ -6,6 +6,8 @@ from typing import Any
 
 from jsonschema import Draft7Validator, FormatChecker
 
+from picnic.formats import rfc3339
+
 CONTRACT_VERSION = "private-messaging/v1"
 STATUSES = ["queued", "claimed", "sending", "sent", "unknown", "failed", "cancelled"]
 
@@ -105,10 +107,6 @@ def validation_errors(schema: dict[str, Any], data: Any) -> list[str]:
         where = ".".join(str(p) for p in error.path) or "(body)"
         errors.append(f"{where}: {error.message}")
     return errors
-
-
-def rfc3339(value) -> str:
-    return value.isoformat().replace("+00:00", "Z")
 
 
 def action_payload(delivery) -> dict[str, Any]:

@@ -6,10 +6,7 @@ from typing import Any
 
 from operations.billing import fmt
 from operations.models import Operation
-
-
-def _dt(value) -> str | None:
-    return None if value is None else value.isoformat().replace("+00:00", "Z")
+from picnic.formats import rfc3339
 
 
 def _ms(start, end) -> int | None:
@@ -43,8 +40,8 @@ def operation_status_payload(op: Operation) -> dict[str, Any]:
                 "kind": c.kind,
                 "usage_credits": fmt(c.usage_credits),
                 "wallet_debited_credits": fmt(c.wallet_debited_credits),
-                **({"evidence_at": _dt(c.evidence_at)} if c.evidence_at else {}),
-                "updated_at": _dt(c.updated_at),
+                **({"evidence_at": rfc3339(c.evidence_at)} if c.evidence_at else {}),
+                "updated_at": rfc3339(c.updated_at),
             }
             for c in components
         ]
@@ -57,14 +54,14 @@ def operation_status_payload(op: Operation) -> dict[str, Any]:
         "status": op.status,
         "stage": op.stage,
         "dispatch_status": op.dispatch_status,
-        "created_at": _dt(op.created_at),
-        "updated_at": _dt(op.updated_at),
-        "detail_expires_at": _dt(op.detail_expires_at),
+        "created_at": rfc3339(op.created_at),
+        "updated_at": rfc3339(op.updated_at),
+        "detail_expires_at": rfc3339(op.detail_expires_at),
         "detail_expired": op.detail_expired,
         "timing": {
-            "dispatch_started_at": _dt(op.dispatch_started_at),
-            "acknowledged_at": _dt(op.acknowledged_at),
-            "completed_at": _dt(op.completed_at),
+            "dispatch_started_at": rfc3339(op.dispatch_started_at),
+            "acknowledged_at": rfc3339(op.acknowledged_at),
+            "completed_at": rfc3339(op.completed_at),
             "dispatch_acknowledgement_ms": _ms(op.dispatch_started_at, op.acknowledged_at),
             "end_to_end_ms": _ms(op.created_at, op.completed_at),
         },
@@ -89,5 +86,5 @@ def quote_payload(quote) -> dict[str, Any]:
         "submit_value": quote.submit_value,
         "submit_field": quote.submit_field,
         "quoted_credits": None if quote.quoted_credits is None else fmt(quote.quoted_credits),
-        "expires_at": _dt(quote.expires_at),
+        "expires_at": rfc3339(quote.expires_at),
     }
