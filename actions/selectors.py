@@ -114,6 +114,14 @@ def smart_account_payload(account) -> dict:
     }
 
 
+def _balance_of(w3, token_address: str, owner: str):
+    """An `eth_call` of ERC-20 `balanceOf(owner)`, to add to a JSON-RPC batch."""
+    from web3 import Web3
+
+    data = Web3.keccak(text="balanceOf(address)")[:4] + bytes(12) + bytes.fromhex(owner[2:])
+    return w3.eth.call({"to": Web3.to_checksum_address(token_address), "data": data})
+
+
 def _decimal_string(units: int, decimals: int) -> str:
     from decimal import Decimal
 
@@ -140,7 +148,6 @@ def balances_for_user(*, user, w3=None) -> dict:
     )
     pairs = [(a, t) for a in accounts for t in tokens if t.chain_id == a.chain_id]
     w3 = w3 or chain_reader()
-    selector = Web3.keccak(text="balanceOf(address)")[:4]
     to_assets = Web3.keccak(text="convertToAssets(uint256)")[:4]
     vaults = [t for t in tokens if t.vault_asset_id and any(p[1] is t for p in pairs)]
     raw: list[int] = []
@@ -149,10 +156,7 @@ def balances_for_user(*, user, w3=None) -> dict:
         # One HTTP round trip for every balanceOf, and each vault's share price (JSON-RPC batch).
         with w3.batch_requests() as batch:
             for account, token in pairs:
-                data = selector + bytes(12) + bytes.fromhex(account.address[2:])
-                batch.add(
-                    w3.eth.call({"to": Web3.to_checksum_address(token.address), "data": data})
-                )
+                batch.add(_balance_of(w3, token.address, account.address))
             for vault in vaults:
                 data = to_assets + (10**vault.decimals).to_bytes(32, "big")
                 batch.add(
@@ -241,12 +245,7 @@ def card_for_user(*, user, card_id: str | None = None, w3=None) -> dict:
     with w3.batch_requests() as batch:
         batch.add(w3.eth.get_block("latest"))
         if token:
-            data = (
-                Web3.keccak(text="balanceOf(address)")[:4]
-                + bytes(12)
-                + bytes.fromhex(source.safe_address[2:])
-            )
-            batch.add(w3.eth.call({"to": Web3.to_checksum_address(token.address), "data": data}))
+            batch.add(_balance_of(w3, token.address, source.safe_address))
             calls.append("balance")
         if source.roles_address and source.delay_address:
             batch.add(roles.functions.allowances(zodiac.SPENDING_ALLOWANCE_KEY))
@@ -455,9 +454,11 @@ def _purchase_flows(purchase) -> list[dict]:
     ]
 
 
-def _entry_payload(entry, flows: list[dict]) -> dict:
+def _entry_payload(entry, transfers: list, ours: set[str]) -> dict:
+    """One line: `transfers` are the TokenTransfers of its tx that touch `ours` (addresses)."""
     from actions.models import RAMP_PROVIDER_FOR, HistoryKind
 
+    flows = [_flow(t, ours) for t in transfers]
     action, purchase = entry.action, entry.card_purchase
     receipts = []
     if entry.tx_hash:
@@ -494,9 +495,7 @@ def _entry_payload(entry, flows: list[dict]) -> dict:
     elif entry.kind == HistoryKind.RAMP:
         flow = next((f for f in flows if f["counterparty"] == "0x" + "00" * 20), flows[0])
         currency = {p: c for c, p in RAMP_PROVIDER_FOR.items()}
-        provider = next(
-            (t.token.ramp_provider for t in entry._transfers if t.token.ramp_provider), ""
-        )
+        provider = next((t.token.ramp_provider for t in transfers if t.token.ramp_provider), "")
         body["ramp"] = {
             "provider": provider,
             "direction": "onramp" if flow["direction"] == "in" else "offramp",
@@ -505,7 +504,7 @@ def _entry_payload(entry, flows: list[dict]) -> dict:
             "assetId": flow["assetId"],
         }
     elif entry.kind == HistoryKind.INVESTMENT:
-        share = next(t for t in entry._transfers if t.token.vault_asset_id)
+        share = next(t for t in transfers if t.token.vault_asset_id)
         shares = next(f for f in flows if f["assetId"] == share.token.asset_id)
         underlying = next(
             (f for f in flows if f["assetId"] == share.token.vault_asset.asset_id), None
@@ -565,10 +564,10 @@ def transactions_page(*, user, cursor: str | None = None, limit: int = 20) -> di
         for t in found.order_by("log_index"):
             if t.from_address in ours or t.to_address in ours:
                 transfers.setdefault((t.chain_id, t.tx_hash), []).append(t)
-    items = []
-    for entry in page:
-        entry._transfers = transfers.get((entry.chain_id, entry.tx_hash), [])
-        items.append(_entry_payload(entry, [_flow(t, ours) for t in entry._transfers]))
+    items = [
+        _entry_payload(entry, transfers.get((entry.chain_id, entry.tx_hash), []), ours)
+        for entry in page
+    ]
     return {"transactions": items, "nextCursor": _encode_cursor(page[-1]) if more else None}
 
 

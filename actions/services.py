@@ -815,8 +815,10 @@ def _sync_transfers(*, user, w3) -> int:
             )
         with transaction.atomic():
             TokenTransfer.objects.bulk_create(rows, ignore_conflicts=True)
-            for tx_hash in sorted({r.tx_hash for r in rows}):
-                flows = [r for r in rows if r.tx_hash == tx_hash]
+            by_tx: dict[str, list[TokenTransfer]] = {}
+            for row in rows:
+                by_tx.setdefault(row.tx_hash, []).append(row)
+            for tx_hash, flows in sorted(by_tx.items()):
                 HistoryEntry.objects.get_or_create(
                     user=user,
                     chain_id=chain_id,

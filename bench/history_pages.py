@@ -71,9 +71,7 @@ def main() -> None:
         def offset() -> list:
             # The same page and the same payloads, reached with OFFSET instead of a cursor.
             page = ordered.select_related("action", "card_purchase")[depth : depth + args.page]
-            for entry in page:
-                entry._transfers = []
-            return [_entry_payload(e, []) for e in page]
+            return [_entry_payload(e, [], set()) for e in page]
 
         assert keyset() == offset()
 
