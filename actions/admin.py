@@ -3,13 +3,20 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
+from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
-from django.urls import reverse
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.http import urlencode
 from django.utils.timesince import timesince
 
 from actions.models import (
+    IN_FLIGHT,
     Action,
     ActionStatusHistory,
     Card,
@@ -22,7 +29,14 @@ from actions.models import (
     TokenTransfer,
 )
 from actions.selectors import actions_stuck
-from actions.services import action_reconcile, ramp_kyc_refresh
+from actions.services import (
+    ActionResolutionError,
+    action_mark_failed,
+    action_reconcile,
+    action_resend,
+    ramp_kyc_refresh,
+)
+from actions.views import resend_outcome_message
 from picnic.admin import StatusHistoryInline
 from picnic.lifecycle import Actor
 
@@ -33,7 +47,7 @@ class StuckFilter(admin.SimpleListFilter):
 
     def lookups(self, request, model_admin):
         minutes = settings.ACTIONS_STUCK_AFTER_MINUTES
-        return [("yes", f"submitted/broadcast for more than {minutes} min")]
+        return [("yes", f"signed more than {minutes} min ago, not ended")]
 
     def queryset(self, request, queryset):
         if self.value() == "yes":
@@ -45,6 +59,41 @@ class ActionStatusHistoryInline(StatusHistoryInline):
     model = ActionStatusHistory
 
 
+# Staff resolution of in-flight actions: the URL slug, the service, and what the page says.
+MAX_RESOLVE = 100
+RESOLUTIONS = {
+    "mark-failed": {
+        "verb": "Mark failed",
+        "service": action_mark_failed,
+        "explain": (
+            'Each action ends failed with the error "marked failed by staff: <your note>". '
+            "Its signed user operation stays valid until its nonce is used: say in the note "
+            "why it will not be, or why that is fine."
+        ),
+    },
+    "resend": {
+        "verb": "Re-send",
+        "service": action_resend,
+        "explain": (
+            "Each action is delivered again now: the same signed user operation goes to the "
+            "bundler (after checking it is neither included nor held), a card request with the "
+            "live session, or the submission a lost task never started. Nothing is signed anew."
+        ),
+    },
+}
+
+
+class ResolveActionsForm(forms.Form):
+    ids = forms.ModelMultipleChoiceField(
+        queryset=Action.objects.all(), widget=forms.MultipleHiddenInput
+    )
+    note = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+        max_length=1000,
+        help_text="Required: why, and what you checked. Kept in the history with your user.",
+    )
+
+
 @admin.register(Action)
 class ActionAdmin(admin.ModelAdmin):
     list_display = ("id", "type", "status", "user", "age", "smart_account", "error_short")
@@ -52,7 +101,7 @@ class ActionAdmin(admin.ModelAdmin):
     search_fields = ("user_op_hash", "tx_hash", "smart_account", "user__username")
     list_select_related = ("user",)
     inlines = [ActionStatusHistoryInline]
-    actions = ["reconcile_now"]
+    actions = ["reconcile_now", "mark_failed", "resend"]
     readonly_fields = [f.name for f in Action._meta.concrete_fields] + ["timeline"]
     fieldsets = (
         (None, {"fields": ("id", "type", "status", "summary", "timeline", "error")}),
@@ -83,6 +132,15 @@ class ActionAdmin(admin.ModelAdmin):
                     "signed_at",
                     "broadcast_at",
                     "executed_at",
+                )
+            },
+        ),
+        (
+            "Delivery and reconciliation",
+            {
+                "fields": (
+                    "submit_attempts",
+                    "next_submit_at",
                     "last_reconciled_at",
                     "last_reconcile_error",
                 )
@@ -135,6 +193,125 @@ class ActionAdmin(admin.ModelAdmin):
         summary = ", ".join(f"{count} {outcome}" for outcome, count in sorted(outcomes.items()))
         level = messages.WARNING if outcomes.get("unavailable") else messages.SUCCESS
         self.message_user(request, f"Reconciled {sum(outcomes.values())}: {summary}", level)
+
+    # --- Staff resolution: "Mark failed…" and "Re-send…", each with a required note ---------
+
+    def has_resolve_permission(self, request) -> bool:
+        return request.user.has_perm("actions.resolve_action")
+
+    @admin.action(
+        permissions=["resolve"],
+        description="Mark failed… (in-flight actions, with a required note)",
+    )
+    def mark_failed(self, request, queryset):
+        return self._to_resolve_page(request, "mark-failed", queryset)
+
+    @admin.action(
+        permissions=["resolve"],
+        description="Re-send… (in-flight actions, with a required note)",
+    )
+    def resend(self, request, queryset):
+        return self._to_resolve_page(request, "resend", queryset)
+
+    def _to_resolve_page(self, request, kind: str, queryset):
+        ids = [str(pk) for pk in queryset.values_list("pk", flat=True)[: MAX_RESOLVE + 1]]
+        if len(ids) > MAX_RESOLVE:  # the ids travel in the URL: one page, a bounded batch
+            self.message_user(
+                request,
+                f"Select at most {MAX_RESOLVE} actions to resolve at once (filter first).",
+                messages.WARNING,
+            )
+            return None
+        url = reverse("admin:actions_action_resolve", args=[kind])
+        return redirect(f"{url}?{urlencode({'ids': ids}, doseq=True)}")
+
+    def resolve_url(self, kind: str, action: Action) -> str:
+        url = reverse("admin:actions_action_resolve", args=[kind])
+        return f"{url}?{urlencode({'ids': str(action.pk)})}"
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra_context = dict(extra_context or {})
+        action = self.get_object(request, object_id)
+        if (
+            action is not None
+            and action.status in IN_FLIGHT
+            and self.has_resolve_permission(request)
+        ):
+            extra_context["resolve_links"] = [
+                (self.resolve_url(kind, action), spec["verb"] + "…")
+                for kind, spec in RESOLUTIONS.items()
+            ]
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def get_urls(self):
+        return [
+            path(
+                "resolve/<slug:kind>/",
+                self.admin_site.admin_view(self.resolve_view),
+                name="actions_action_resolve",
+            )
+        ] + super().get_urls()
+
+    def resolve_view(self, request, kind: str):
+        """The intermediate page of "Mark failed…" and "Re-send…": the selected actions, a
+        required note, then the service for each, reporting each outcome."""
+        if not self.has_resolve_permission(request):
+            raise PermissionDenied
+        spec = RESOLUTIONS.get(kind)
+        if spec is None:
+            raise Http404("No such resolution")
+        if request.method == "POST":
+            form = ResolveActionsForm(request.POST)
+        else:
+            form = ResolveActionsForm(initial={"ids": _valid_ids(request.GET.getlist("ids"))})
+        if request.method == "POST" and form.is_valid():
+            chosen = list(form.cleaned_data["ids"])
+            for action in chosen:
+                self._resolve_one(request, kind, spec, action, form.cleaned_data["note"])
+            if len(chosen) == 1:
+                return redirect("admin:actions_action_change", chosen[0].pk)
+            return redirect("admin:actions_action_changelist")
+        if request.method == "POST":
+            ids = _valid_ids(request.POST.getlist("ids"))
+        else:
+            ids = form.initial["ids"]
+        selected = list(Action.objects.filter(pk__in=ids).select_related("user"))
+        if not selected and request.method == "GET":
+            self.message_user(request, "No actions selected.", messages.WARNING)
+            return redirect("admin:actions_action_changelist")
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"{spec['verb']}: {len(selected)} action(s)",
+            "verb": spec["verb"],
+            "explain": spec["explain"],
+            "selected": [(a, a.status in IN_FLIGHT) for a in selected],
+            "form": form,
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/actions/action/resolve.html", context)
+
+    def _resolve_one(self, request, kind: str, spec: dict, action: Action, note: str) -> None:
+        try:
+            result = spec["service"](action_id=action.pk, staff_user=request.user, note=note)
+        except ActionResolutionError as exc:
+            self.message_user(request, f"Action {action.pk}: not done: {exc}", messages.ERROR)
+            return
+        if kind == "mark-failed":
+            self.message_user(request, f"Action {action.pk}: marked failed.", messages.SUCCESS)
+            return
+        text, ok = resend_outcome_message(action.pk, result)
+        self.message_user(request, text, messages.SUCCESS if ok else messages.WARNING)
+
+
+def _valid_ids(values: list[str]) -> list[str]:
+    ids = []
+    for value in values:
+        for part in value.split(","):
+            try:
+                ids.append(str(uuid.UUID(part.strip())))
+            except ValueError:
+                continue
+    return ids
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

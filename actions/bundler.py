@@ -7,6 +7,7 @@ library-specific exception, so callers can be best-effort with one `except`.
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,38 @@ class BundlerError(Exception):
 
 class BundlerUnavailable(BundlerError):
     """No usable answer: refused, timed out, HTTP error, malformed response."""
+
+
+# ERC-7769 codes of an `eth_sendUserOperation` refusal that no later attempt can overturn for
+# this signed op: invalid fields, validation reverted (AAxx), paymaster validation, banned
+# opcode, outside validUntil/validAfter, throttled or banned entity, stake too low, signature
+# check failed, paymaster balance. Changing the op would need a new signature.
+FINAL_SUBMISSION_CODES = frozenset(
+    {-32602, -32500, -32501, -32502, -32503, -32504, -32505, -32507, -32508}
+)
+
+
+class SendVerdict(enum.StrEnum):
+    KNOWN = "known"  # the bundler already holds this very op (an earlier send got through)
+    FINAL = "final"  # refused for good: the action fails
+    TRANSIENT = "transient"  # try the same signed op again later
+
+
+def classify_send_error(exc: BundlerError) -> SendVerdict:
+    """What an `eth_sendUserOperation` error means for the signed op we sent."""
+    if isinstance(exc, BundlerUnavailable):
+        return SendVerdict.TRANSIENT
+    message = str(exc).lower()
+    # Alto answers -32602 "Already known" for an op it holds (a lost answer, then a re-send).
+    if "already known" in message:
+        return SendVerdict.KNOWN
+    # Another op with our nonce waits in the mempool: ours may still go if that one is dropped;
+    # if it is included, the nonce check in reconciliation ends ours as dropped.
+    if "already being processed" in message or "already present in mempool" in message:
+        return SendVerdict.TRANSIENT
+    if exc.code in FINAL_SUBMISSION_CODES:
+        return SendVerdict.FINAL
+    return SendVerdict.TRANSIENT
 
 
 @dataclass(frozen=True)
@@ -157,3 +190,35 @@ class BundlerClient:
     def gas_price(self) -> dict:
         """`pimlico_getUserOperationGasPrice` (Alto/Pimlico): slow/standard/fast fees."""
         return self.call("pimlico_getUserOperationGasPrice", [])
+
+
+_GET_NONCE_ABI = [
+    {
+        "name": "getNonce",
+        "type": "function",
+        "stateMutability": "view",
+        "inputs": [{"name": "sender", "type": "address"}, {"name": "key", "type": "uint192"}],
+        "outputs": [{"name": "nonce", "type": "uint256"}],
+    }
+]
+
+
+def entry_point_nonce(
+    *, rpc_url: str, timeout: float, entry_point: str, sender: str, key: int
+) -> int:
+    """The EntryPoint's next nonce for (sender, key), from the chain itself.
+
+    Raises BundlerUnavailable when the chain cannot be read (the caller decides nothing then)."""
+    w3 = Web3(
+        Web3.HTTPProvider(
+            rpc_url, request_kwargs={"timeout": timeout}, exception_retry_configuration=None
+        )
+    )
+    contract = w3.eth.contract(address=Web3.to_checksum_address(entry_point), abi=_GET_NONCE_ABI)
+    try:
+        nonce = contract.functions.getNonce(Web3.to_checksum_address(sender), key).call()
+    except (requests.RequestException, ValueError, Web3Exception, OSError) as exc:
+        raise BundlerUnavailable(f"getNonce from {rpc_url}: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(nonce, int):
+        raise BundlerUnavailable(f"getNonce from {rpc_url}: malformed answer {nonce!r}")
+    return nonce

@@ -31,14 +31,17 @@ class ActionStatus(models.TextChoices):
 
 
 S = ActionStatus
-# The seed's lifecycle and only it: proposed → signed → submitted → broadcast → executed, with
-# failed (on-chain revert), expired (TTL before signing) and rejected (declined) as the other
-# terminal states. Reconciliation may find the receipt of a `submitted` action directly.
+# The seed's lifecycle: proposed → signed → submitted → broadcast → executed, with failed
+# (on-chain revert), expired (TTL before signing) and rejected (declined) as the other terminal
+# states. Reconciliation may find the receipt of a `submitted` action directly. `failed` is also
+# where a refusal that makes execution impossible ends (the bundler refused the signed op for
+# good, its nonce went to another op) — the only terminal status that says "did not happen";
+# `error` says which. Staff may mark a `signed` action failed (its submission never started).
 ACTION_LIFECYCLE = Lifecycle(
     name="action",
     moves={
         S.PROPOSED: frozenset({S.SIGNED, S.EXPIRED, S.REJECTED}),
-        S.SIGNED: frozenset({S.SUBMITTED}),
+        S.SIGNED: frozenset({S.SUBMITTED, S.FAILED}),
         S.SUBMITTED: frozenset({S.BROADCAST, S.EXECUTED, S.FAILED}),
         S.BROADCAST: frozenset({S.EXECUTED, S.FAILED}),
         S.EXECUTED: frozenset(),
@@ -50,6 +53,8 @@ ACTION_LIFECYCLE = Lifecycle(
     history_fk="action",
 )
 PENDING_ON_CHAIN = (S.SUBMITTED, S.BROADCAST)
+# Signed by the user, not yet ended: what staff may resolve, and what "stuck" looks at.
+IN_FLIGHT = (S.SIGNED, *PENDING_ON_CHAIN)
 
 
 class Action(models.Model):
@@ -93,9 +98,16 @@ class Action(models.Model):
     # Reconciliation bookkeeping for support staff (not part of the status contract).
     last_reconciled_at = models.DateTimeField(null=True, blank=True)
     last_reconcile_error = models.TextField(blank=True, default="")
+    # Deliveries of the signed user operation to the bundler (the first one included), and when
+    # reconciliation may send the same op again (backoff, or a check that the bundler kept it).
+    submit_attempts = models.PositiveIntegerField(default=0)
+    next_submit_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ("-created_at",)
+        permissions = [
+            ("resolve_action", "Can mark in-flight actions failed or re-send them"),
+        ]
         indexes = [models.Index(fields=["status", "updated_at"], name="action_status_updated")]
         constraints = [
             models.CheckConstraint(
@@ -129,6 +141,12 @@ class Action(models.Model):
     @property
     def is_terminal(self) -> bool:
         return ACTION_LIFECYCLE.is_terminal(self.status)
+
+    @property
+    def transitions(self) -> list[ActionStatusHistory]:
+        """The status history without staff audit rows that moved nothing (a re-send): the
+        seed's `status_history` is the trail of transitions. Uses a prefetched `history`."""
+        return [row for row in self.history.all() if row.from_status != row.status]
 
 
 class Passkey(models.Model):

@@ -4,10 +4,10 @@ import uuid
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import F, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from actions.models import PENDING_ON_CHAIN, Action
+from actions.models import IN_FLIGHT, PENDING_ON_CHAIN, Action, ActionStatus
 from picnic.formats import rfc3339
 
 
@@ -49,18 +49,24 @@ def action_with_history(*, action_id) -> Action:
     return Action.objects.prefetch_related("history").get(pk=action_id)
 
 
-def actions_pending_on_chain(*, limit: int) -> QuerySet[Action]:
-    """Submitted/broadcast actions (user operations, and card actions awaiting Gnosis Pay),
+def actions_pending_on_chain(*, limit: int, now: datetime | None = None) -> QuerySet[Action]:
+    """What reconciliation follows: submitted/broadcast actions (user operations, card actions
+    awaiting Gnosis Pay or the delay module) and signed ones whose submission never started,
     least recently reconciled first, so batches rotate."""
-    return Action.objects.filter(status__in=PENDING_ON_CHAIN).order_by(
-        F("last_reconciled_at").asc(nulls_first=True), "created_at"
-    )[:limit]
+    grace = (now or timezone.now()) - timedelta(seconds=settings.ACTIONS_SUBMIT_GRACE_SECONDS)
+    return Action.objects.filter(
+        Q(status__in=PENDING_ON_CHAIN) | Q(status=ActionStatus.SIGNED, signed_at__lt=grace)
+    ).order_by(F("last_reconciled_at").asc(nulls_first=True), "created_at")[:limit]
 
 
 def actions_stuck(*, minutes: int | None = None, now: datetime | None = None) -> QuerySet[Action]:
+    """Signed more than ACTIONS_STUCK_AFTER_MINUTES ago and still not ended: staff look.
+
+    Measured from the signature, not from the last change, so an action whose error keeps
+    changing (re-sends) still counts as stuck."""
     minutes = minutes or settings.ACTIONS_STUCK_AFTER_MINUTES
     cutoff = (now or timezone.now()) - timedelta(minutes=minutes)
-    return Action.objects.filter(status__in=PENDING_ON_CHAIN, updated_at__lt=cutoff)
+    return Action.objects.filter(status__in=IN_FLIGHT, signed_at__lt=cutoff)
 
 
 # --- Read tools -------------------------------------------------------------------------------

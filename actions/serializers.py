@@ -29,7 +29,7 @@ class ActionStatusSerializer(serializers.Serializer):
     signed_at = serializers.DateTimeField(read_only=True, allow_null=True)
     broadcast_at = serializers.DateTimeField(read_only=True, allow_null=True)
     executed_at = serializers.DateTimeField(read_only=True, allow_null=True)
-    status_history = StatusHistoryEntrySerializer(source="history", many=True, read_only=True)
+    status_history = StatusHistoryEntrySerializer(source="transitions", many=True, read_only=True)
 
 
 class ErrorSerializer(serializers.Serializer):

@@ -10,14 +10,22 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import transaction
 from django.db.models.functions import Lower
 from django.utils import timezone
 
-from actions.bundler import BundlerClient, BundlerError, BundlerUnavailable
+from actions.bundler import (
+    BundlerClient,
+    BundlerError,
+    BundlerUnavailable,
+    SendVerdict,
+    UserOpReceipt,
+    classify_send_error,
+    entry_point_nonce,
+)
 from actions.models import (
     ACTION_LIFECYCLE,
+    IN_FLIGHT,
     PENDING_ON_CHAIN,
     Action,
     ActionStatus,
@@ -32,10 +40,14 @@ from actions.models import (
     Token,
     TokenTransfer,
 )
-from actions.selectors import actions_pending_on_chain, retention_cutoff
+from actions.selectors import (
+    actions_pending_on_chain,
+    gnosis_pay_session_token,
+    retention_cutoff,
+)
 from actions.userops import entry_point_address, to_rpc, user_op_hash
 from picnic.formats import rfc3339
-from picnic.lifecycle import Actor, IllegalTransition, record_history, transition
+from picnic.lifecycle import Actor, IllegalTransition, record_history, touch, transition
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +82,15 @@ def action_transition(
         updates=updates,
         only_from=only_from,
     )
+
+
+def action_touch(*, action_id, **changes: Any) -> bool:
+    """A change people see that is not a transition (an error): updated_at and an event."""
+    return touch(lifecycle=ACTION_LIFECYCLE, model=Action, pk=action_id, changes=changes)
+
+
+class ActionResolutionError(Exception):
+    """Staff asked for something the action's state does not allow (shown to them as is)."""
 
 
 @transaction.atomic
@@ -156,36 +177,85 @@ def actions_expire_overdue(*, now: datetime | None = None, limit: int = 500) -> 
 
 
 def action_reconcile(
-    *, action_id, actor: Actor, client: BundlerClient | None = None, note: str = ""
+    *,
+    action_id,
+    actor: Actor,
+    client: BundlerClient | None = None,
+    note: str = "",
+    force_resend: bool = False,
 ) -> ReconcileOutcome:
-    """Ask the bundler for the userOp receipt and advance a submitted/broadcast action.
+    """Advance an in-flight action from what the outside world says.
 
-    Best-effort and never raises for a bundler problem. Not one transaction on purpose: no
+    Best-effort and never raises for a provider problem. Not one transaction on purpose: no
     database transaction may stay open across the network call.
     """
     action = Action.objects.get(pk=action_id)
-    if action.type == ActionType.CARD_LIMIT_SET:
-        if action.status not in PENDING_ON_CHAIN:
-            return ReconcileOutcome.NOT_PENDING
-        return card_limit_reconcile(action=action, actor=actor)
-    if action.status == ActionStatus.SUBMITTED and action.user_op is None:
-        return card_action_reconcile(action=action)
-    if action.status not in PENDING_ON_CHAIN or not action.user_op_hash:
-        return ReconcileOutcome.NOT_PENDING
-    client = client or BundlerClient()
     now = timezone.now()
+    if action.status not in IN_FLIGHT:
+        return ReconcileOutcome.NOT_PENDING
+    if action.status == ActionStatus.SIGNED:
+        # The submit task runs on commit of the signature; only one that never ran (a worker
+        # killed, a lost enqueue) is picked up here, after a grace period.
+        grace = timedelta(seconds=settings.ACTIONS_SUBMIT_GRACE_SECONDS)
+        if not force_resend and action.signed_at and action.signed_at > now - grace:
+            return ReconcileOutcome.PENDING
+    # Stamped first, whatever follows: batches take the least recently reconciled first, so an
+    # action that cannot settle now never holds the head of the queue.
+    Action.objects.filter(pk=action.pk).update(last_reconciled_at=now)
+    if action.status == ActionStatus.SIGNED:
+        try:
+            action = action_submit(action_id=action.pk, client=client)
+        except IllegalTransition:
+            return ReconcileOutcome.RACED
+        return _outcome(action)
+    if action.type == ActionType.CARD_LIMIT_SET:
+        return card_limit_reconcile(action=action, actor=actor)
+    if action.user_op is None:
+        return card_action_reconcile(action=action)
+    return _user_op_reconcile(
+        action, client or BundlerClient(), actor=actor, note=note, force_resend=force_resend
+    )
+
+
+def _outcome(action: Action) -> ReconcileOutcome:
+    return {
+        ActionStatus.EXECUTED: ReconcileOutcome.EXECUTED,
+        ActionStatus.FAILED: ReconcileOutcome.FAILED,
+    }.get(action.status, ReconcileOutcome.PENDING)
+
+
+def _user_op_reconcile(
+    action: Action, client: BundlerClient, *, actor: Actor, note: str, force_resend: bool
+) -> ReconcileOutcome:
+    """Receipt → executed/failed; known to the bundler → broadcast; unknown and its nonce
+    used by another op → failed (dropped); unknown otherwise → the same signed op again."""
     try:
         receipt = client.get_user_operation_receipt(action.user_op_hash)
+        if receipt is None:
+            # ERC-7769 returns pending ops too (Alto only included ones: its "Already known"
+            # answer to the re-send below tells us instead).
+            known = client.get_user_operation_by_hash(action.user_op_hash)
+            if known is None:
+                action, receipt = _user_op_unknown(
+                    action, client, actor=actor, force_resend=force_resend
+                )
+            elif action.status == ActionStatus.SUBMITTED:
+                action = _user_op_accepted(
+                    action, actor=actor, detail="the bundler holds the user operation"
+                )
     except BundlerError as exc:
-        logger.warning("reconcile %s: bundler unavailable: %s", action.pk, exc)
-        Action.objects.filter(pk=action.pk).update(
-            last_reconciled_at=now, last_reconcile_error=str(exc)[:2000]
-        )
+        logger.warning("reconcile %s: %s", action.pk, exc)
+        action_touch(action_id=action.pk, last_reconcile_error=str(exc)[:2000])
         return ReconcileOutcome.UNAVAILABLE
-    Action.objects.filter(pk=action.pk).update(last_reconciled_at=now, last_reconcile_error="")
+    action_touch(action_id=action.pk, last_reconcile_error="")
     if receipt is None:
-        return ReconcileOutcome.PENDING
+        return _outcome(action)
+    return _settle_receipt(action, receipt, actor=actor, note=note)
 
+
+def _settle_receipt(
+    action: Action, receipt: UserOpReceipt, *, actor: Actor, note: str = ""
+) -> ReconcileOutcome:
     prefix = f"{note}: " if note else ""
     updates: dict[str, Any] = {"tx_hash": receipt.tx_hash, "block_number": receipt.block_number}
     if receipt.success:
@@ -211,10 +281,133 @@ def action_reconcile(
     return ReconcileOutcome(to.value)
 
 
+def _user_op_unknown(
+    action: Action, client: BundlerClient, *, actor: Actor, force_resend: bool
+) -> tuple[Action, UserOpReceipt | None]:
+    """Not included and not held by the bundler (as far as it says)."""
+    nonce = _int(action.user_op["nonce"])
+    next_nonce = entry_point_nonce(
+        rpc_url=settings.CHAIN_RPC_URL,
+        timeout=settings.BUNDLER_TIMEOUT_SECONDS,
+        entry_point=action.entry_point,
+        sender=action.user_op["sender"],
+        key=nonce >> 64,
+    )
+    if next_nonce > nonce:
+        # Used, but not by our op — unless it was included between the two questions.
+        receipt = client.get_user_operation_receipt(action.user_op_hash)
+        if receipt is not None:
+            return action, receipt
+        message = "dropped: nonce used by another operation"
+        return _action_fail(
+            action,
+            message,
+            actor=actor,
+            detail=f"{message} (EntryPoint nonce is now {next_nonce}, this op had {nonce})",
+        ), None
+    if force_resend or action.next_submit_at is None or action.next_submit_at <= timezone.now():
+        action = _user_op_send(action, client, actor=actor)
+    return action, None
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) else int(str(value), 0)
+
+
+def _resend_delay(attempts: int) -> timedelta:
+    """10 s, 20 s, 40 s … between deliveries of the same op, at most ten minutes (defaults)."""
+    seconds = settings.ACTIONS_RESEND_BACKOFF_SECONDS * 2 ** max(attempts - 1, 0)
+    return timedelta(seconds=min(seconds, settings.ACTIONS_RESEND_BACKOFF_MAX_SECONDS))
+
+
+def _send_error_message(exc: BundlerError) -> str:
+    kind = "bundler unreachable" if isinstance(exc, BundlerUnavailable) else "bundler rejected"
+    code = f" ({exc.code})" if exc.code is not None else ""
+    return f"{kind}{code}: {exc}"[:2000]
+
+
+def _user_op_send(action: Action, client: BundlerClient, *, actor: Actor) -> Action:
+    """One delivery of the signed op: accepted (or already held) → broadcast; refused for
+    good → failed; anything else stays where it is, with the error, until the next attempt."""
+    attempts = action.submit_attempts + 1
+    # Counted before the request leaves, so a crash mid-call still counts and backs off.
+    Action.objects.filter(pk=action.pk).update(
+        submit_attempts=attempts, next_submit_at=timezone.now() + _resend_delay(attempts)
+    )
+    try:
+        returned = client.send_user_operation(to_rpc(action.user_op), action.entry_point)
+    except BundlerError as exc:
+        verdict = classify_send_error(exc)
+        message = _send_error_message(exc)
+        logger.warning("send %s (attempt %d): %s [%s]", action.pk, attempts, message, verdict)
+        if verdict == SendVerdict.KNOWN:
+            return _user_op_accepted(
+                action, actor=actor, detail="the bundler already holds the user operation"
+            )
+        if verdict == SendVerdict.FINAL:
+            if attempts > 1:
+                # A re-send refused because the op itself was just included (AA25): the
+                # receipt decides, not the refusal.
+                receipt = client.get_user_operation_receipt(action.user_op_hash)
+                if receipt is not None:
+                    _settle_receipt(action, receipt, actor=actor)
+                    return Action.objects.get(pk=action.pk)
+            return _action_fail(
+                action,
+                message,
+                actor=actor,
+                payload={"code": exc.code, "message": str(exc), "data": exc.data},
+            )
+        action_touch(action_id=action.pk, error=message)
+        return Action.objects.get(pk=action.pk)
+    if returned != action.user_op_hash:
+        # A bundler that hashes differently (another EntryPoint or chain): staff must look.
+        message = f"bundler returned userOpHash {returned}, expected {action.user_op_hash}"
+        action_touch(action_id=action.pk, error=message)
+        return Action.objects.get(pk=action.pk)
+    return _user_op_accepted(
+        action, actor=actor, detail=f"bundler accepted the user operation {returned}"
+    )
+
+
+def _user_op_accepted(action: Action, *, actor: Actor, detail: str) -> Action:
+    if action.status != ActionStatus.SUBMITTED:
+        action_touch(action_id=action.pk, error=None)  # a re-send of a broadcast op
+        return Action.objects.get(pk=action.pk)
+    try:
+        return action_transition(
+            action_id=action.pk,
+            to=ActionStatus.BROADCAST,
+            actor=actor,
+            detail=detail,
+            updates={"error": None},
+            only_from={ActionStatus.SUBMITTED},
+        )
+    except IllegalTransition:  # a reconciler settled it meanwhile
+        return Action.objects.get(pk=action.pk)
+
+
+def _action_fail(
+    action: Action, message: str, *, actor: Actor, detail: str | None = None, payload: Any = None
+) -> Action:
+    try:
+        return action_transition(
+            action_id=action.pk,
+            to=ActionStatus.FAILED,
+            actor=actor,
+            only_from=set(IN_FLIGHT),
+            updates={"error": message},
+            detail=detail or message,
+            payload=payload,
+        )
+    except IllegalTransition:  # settled meanwhile: that status stands
+        return Action.objects.get(pk=action.pk)
+
+
 def actions_reconcile_pending(
     *, batch_size: int | None = None, client: BundlerClient | None = None
 ) -> Counter:
-    """One batch of submitted/broadcast actions, least recently reconciled first."""
+    """One batch of in-flight actions, least recently reconciled first."""
     client = client or BundlerClient()
     outcomes: Counter = Counter()
     ids = list(
@@ -228,11 +421,11 @@ def actions_reconcile_pending(
 
 
 def action_submit(*, action_id, client: BundlerClient | None = None) -> Action:
-    """signed → submitted → eth_sendUserOperation → broadcast.
+    """signed → submitted → eth_sendUserOperation → broadcast (or failed, if refused for good).
 
-    A bundler error leaves the action `submitted` with the error recorded (SPEC): the op may
-    or may not have reached the mempool, and reconciliation settles it. Not one transaction:
-    `submitted` must be committed before the network call so a crash mid-call is visible.
+    A transient bundler error leaves the action `submitted` with the error recorded (SPEC);
+    reconciliation sends the same signed op again with backoff. Not one transaction:
+    `submitted` is committed before the network call so a crash mid-call is visible.
     """
     kind = Action.objects.filter(pk=action_id).values("type", "user_op").first()
     if kind and kind["type"] == ActionType.CARD_LIMIT_SET:
@@ -246,29 +439,61 @@ def action_submit(*, action_id, client: BundlerClient | None = None) -> Action:
         detail="delivering the user operation to the bundler",
         only_from={ActionStatus.SIGNED},
     )
-    client = client or BundlerClient()
+    return _user_op_send(action, client or BundlerClient(), actor=Actor.worker())
+
+
+def action_mark_failed(*, action_id, staff_user, note: str) -> Action:
+    """Staff end an in-flight action that cannot finish. The signed user operation stays valid
+    until its nonce is used: the note should say why it will not be (or why that is fine)."""
+    note = _required_note(note)
+    action = Action.objects.get(pk=action_id)
+    if action.status not in IN_FLIGHT:
+        raise ActionResolutionError(
+            f"Only in-flight actions can be marked failed; it is {action.status}"
+        )
+    message = f"marked failed by staff: {note}"
     try:
-        returned = client.send_user_operation(to_rpc(action.user_op), action.entry_point)
-    except BundlerError as exc:
-        kind = "bundler unreachable" if isinstance(exc, BundlerUnavailable) else "bundler rejected"
-        code = f" ({exc.code})" if exc.code is not None else ""
-        message = f"{kind}{code}: {exc}"
-        Action.objects.filter(pk=action.pk).update(error=message[:2000])
-        logger.warning("submit %s: %s", action.pk, message)
-        action.refresh_from_db()
-        return action
-    if returned != action.user_op_hash:
-        message = f"bundler returned userOpHash {returned}, expected {action.user_op_hash}"
-        Action.objects.filter(pk=action.pk).update(error=message)
-        action.refresh_from_db()
-        return action
-    return action_transition(
-        action_id=action.pk,
-        to=ActionStatus.BROADCAST,
-        actor=Actor.worker(),
-        detail=f"bundler accepted the user operation {returned}",
-        only_from={ActionStatus.SUBMITTED},
+        return action_transition(
+            action_id=action.pk,
+            to=ActionStatus.FAILED,
+            actor=Actor.staff(staff_user),
+            only_from=set(IN_FLIGHT),
+            updates={"error": message},
+            detail=message,
+        )
+    except IllegalTransition as exc:
+        raise ActionResolutionError(f"The action moved on meanwhile: it is {exc.current}") from None
+
+
+def action_resend(*, action_id, staff_user, note: str) -> ReconcileOutcome:
+    """Staff deliver an in-flight action again now: the same signed op to the bundler (after
+    checking it is neither included nor held), the card request with the live session, or the
+    submission a lost task never started. Recorded in the history with the staff user."""
+    note = _required_note(note)
+    action = Action.objects.get(pk=action_id)
+    if action.status not in IN_FLIGHT:
+        raise ActionResolutionError(f"Only in-flight actions can be re-sent; it is {action.status}")
+    record_history(
+        lifecycle=ACTION_LIFECYCLE,
+        instance=action,
+        from_status=action.status,
+        status=action.status,
+        actor=Actor.staff(staff_user),
+        detail=f"re-send requested by staff: {note}",
     )
+    return action_reconcile(
+        action_id=action.pk,
+        actor=Actor.staff(staff_user),
+        note="re-sent by staff",
+        force_resend=True,
+    )
+
+
+def _required_note(note: str) -> str:
+    note = (note or "").strip()
+    if not note:
+        raise ActionResolutionError("A note is required: say why, for the audit trail")
+    return note[:1000]
 
 
 def _gnosis_pay(timeout: float | None = None):
@@ -277,10 +502,6 @@ def _gnosis_pay(timeout: float | None = None):
     return GnosisPayClient(
         settings.GNOSIS_PAY_URL, timeout=timeout or settings.GNOSIS_PAY_TIMEOUT_SECONDS
     )
-
-
-def _card_token_key(action_id) -> str:
-    return f"gnosis-pay-jwt:{action_id}"
 
 
 def card_action_submit(*, action_id) -> Action:
@@ -306,8 +527,8 @@ def card_action_submit(*, action_id) -> Action:
         return _card_error(action, f"{exc}")
     except GnosisPayError as exc:
         return _card_failed(action, f"Gnosis Pay refused the sign-in: {exc}", exc)
-    cache.set(_card_token_key(action.pk), token, 50 * 60)
-    gnosis_pay_session_store(safe_address=action.smart_account, token=token)  # purchases
+    # In the database: reconciliation (any process) and the purchase history use it too.
+    gnosis_pay_session_store(safe_address=action.smart_account, token=token)
     try:
         client.set_frozen(
             card_id=action.params["card_id"], frozen=action.params["frozen"], token=token
@@ -352,7 +573,7 @@ def _card_failed(action: Action, message: str, exc) -> Action:
 
 
 def _card_error(action: Action, message: str) -> Action:
-    Action.objects.filter(pk=action.pk).update(error=message[:2000])
+    action_touch(action_id=action.pk, error=message[:2000])
     action.refresh_from_db()
     return action
 
@@ -382,9 +603,14 @@ def _card_settle(action: Action, client, token: str) -> Action:
 def card_action_reconcile(*, action: Action) -> ReconcileOutcome:
     from actions.providers.gnosis_pay import Conflict, GnosisPayError
 
-    token = cache.get(_card_token_key(action.pk))
+    token = gnosis_pay_session_token(safe_address=action.smart_account)
     if token is None:
-        return ReconcileOutcome.UNAVAILABLE  # needs a new signature: staff decide
+        # The SIWE nonce was single use: only a new signature signs in again. Staff decide.
+        action_touch(
+            action_id=action.pk,
+            last_reconcile_error="no live Gnosis Pay session for the card's Safe: a new signature is needed",
+        )
+        return ReconcileOutcome.UNAVAILABLE
     # Same bound as the bundler: this runs inside get_action_status too.
     client = _gnosis_pay(timeout=settings.BUNDLER_TIMEOUT_SECONDS)
     try:
@@ -395,7 +621,9 @@ def card_action_reconcile(*, action: Action) -> ReconcileOutcome:
         pass
     except GnosisPayError as exc:
         _card_error(action, str(exc))
+        action_touch(action_id=action.pk, last_reconcile_error=str(exc)[:2000])
         return ReconcileOutcome.UNAVAILABLE
+    action_touch(action_id=action.pk, last_reconcile_error="")
     settled = _card_settle(action, client, token)
     return (
         ReconcileOutcome.EXECUTED
@@ -537,7 +765,6 @@ def card_limit_reconcile(*, action: Action, actor: Actor) -> ReconcileOutcome:
     relayer) → executed; `failed` when the scheduled transaction reverts or expires."""
     from actions.relayer import RelayError
 
-    now = timezone.now()
     # Bounded like the bundler: this runs inside get_action_status too.
     relayer = _card_relayer(settings.BUNDLER_TIMEOUT_SECONDS)
     try:
@@ -556,15 +783,10 @@ def card_limit_reconcile(*, action: Action, actor: Actor) -> ReconcileOutcome:
             action = _card_limit_follow_queue(action, relayer, actor=actor)
     except RelayError as exc:
         _card_error(action, str(exc))
-        Action.objects.filter(pk=action.pk).update(
-            last_reconciled_at=now, last_reconcile_error=str(exc)[:2000]
-        )
+        action_touch(action_id=action.pk, last_reconcile_error=str(exc)[:2000])
         return ReconcileOutcome.UNAVAILABLE
-    Action.objects.filter(pk=action.pk).update(last_reconciled_at=now, last_reconcile_error="")
-    return {
-        ActionStatus.EXECUTED: ReconcileOutcome.EXECUTED,
-        ActionStatus.FAILED: ReconcileOutcome.FAILED,
-    }.get(action.status, ReconcileOutcome.PENDING)
+    action_touch(action_id=action.pk, last_reconcile_error="")
+    return _outcome(action)
 
 
 def _card_limit_follow_queue(action: Action, relayer, *, actor: Actor) -> Action:

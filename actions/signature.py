@@ -37,19 +37,36 @@ def pack_assertion(
     return "0x" + encoded.hex()
 
 
-def dummy_signature() -> str:
-    """Well-formed but invalid: lets the bundler estimate gas before the user signs."""
+# Chrome sometimes adds this member to clientDataJSON; the stub carries it so that the gas the
+# bundler prices for calldata (preVerificationGas) is an upper bound for any real assertion.
+_CHROME_EXTRA = (
+    ',"other_keys_can_be_added_here":"do not compare clientDataJSON against a template. '
+    'See https://goo.gl/yabPex"'
+)
+
+
+def dummy_signature(origin: str = "http://127.0.0.1:8000") -> str:
+    """Well-formed but invalid, as long as the longest real assertion: lets the bundler
+    estimate gas before the user signs.
+
+    Its challenge cannot be the userOpHash (the bundler simulates with gas fields of its own),
+    so on chain it stops at the challenge check and never pays for the P-256 verification; the
+    account client adds that cost to the estimate (`PASSKEY_VERIFICATION_GAS`)."""
     client_data = (
-        '{"type":"webauthn.get","challenge":"' + "A" * 43 + '","origin":"http://127.0.0.1:8000"}'
+        '{"type":"webauthn.get","challenge":"'
+        + "A" * 43
+        + f'","origin":"{origin}","crossOrigin":false{_CHROME_EXTRA}}}'
     )
+    # rpIdHash ‖ flags (UP|UV|BE|BS) ‖ sign count: non-zero bytes, priced like a real one.
+    authenticator_data = b"\x5a" * 32 + b"\x1d" + b"\x00\x00\x01\x07"
     encoded = encode(
         _TYPES,
         [
-            b"\x01" * 32,
-            b"\x01" * 32,
+            b"\xfe" * 32,
+            b"\x7e" * 32,
             client_data.index('"challenge"'),
             1,
-            b"\x00" * 37,
+            authenticator_data,
             client_data,
         ],
     )

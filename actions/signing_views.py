@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
+
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -9,7 +12,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from actions.models import Action
+from actions.models import Action, ActionStatus, ActionType
 from actions.passkeys import (
     PasskeyError,
     action_reject,
@@ -84,6 +87,121 @@ def _refused(request: HttpRequest) -> HttpResponse:
     return render(request, "actions/sign_refused.html", status=403)
 
 
+def _time_left_text(seconds: int) -> str:
+    """Time left in words ("14 min 5 s", "42 s", "1 h 3 min"), as passkeys.js counts down."""
+    hours, rest = divmod(max(seconds, 0), 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes} min"
+    if minutes:
+        return f"{minutes} min {secs} s"
+    return f"{secs} s"
+
+
+# What the user is told, status by status (the raw status stays in `data-status`).
+STATUS_LABELS = {
+    ActionStatus.PROPOSED: "Waiting for your approval",
+    ActionStatus.SIGNED: "Signed",
+    ActionStatus.SUBMITTED: "Signed, sending",
+    ActionStatus.BROADCAST: "Sent, waiting for the network",
+    ActionStatus.EXECUTED: "Done",
+    ActionStatus.FAILED: "Not completed",
+    ActionStatus.EXPIRED: "Expired",
+    ActionStatus.REJECTED: "Rejected",
+}
+
+_WHAT = {
+    ActionType.TRANSFER: "The transfer",
+    ActionType.SWAP: "The swap",
+    ActionType.CARD_FREEZE: "Freezing your card",
+    ActionType.CARD_UNFREEZE: "Unfreezing your card",
+    ActionType.CARD_LIMIT_SET: "The daily limit change",
+}
+
+# ERC-4337 EntryPoint refusal codes (AAxx) in plain words, by the most specific prefix.
+_AA_REASONS = (
+    ("AA21", "your account does not hold enough ETH to pay the network fee"),
+    ("AA22", "it was no longer valid when it reached the network"),
+    ("AA23", "your account did not accept the signature"),
+    ("AA24", "the signature did not match your account"),
+    ("AA25", "another operation from your account went first"),
+    ("AA26", "too little gas was set aside for checking your signature"),
+    ("AA1", "your account could not be set up on this chain"),
+    ("AA2", "your account did not accept it"),
+    ("AA3", "the fee sponsor refused to pay for it"),
+    ("AA4", "too little gas was set aside for checking your signature"),
+    ("AA5", "the network fee came out higher than planned"),
+)
+_AA_CODE = re.compile(r"\bAA\d\d\b")
+
+
+def _failure_reason(action: Action) -> str:
+    """The plain sentence that leads a `failed` action's page; the raw error follows it."""
+    what = _WHAT.get(action.type, "This request")
+    error = (action.error or "").strip()
+    lowered = error.lower()
+    if lowered.startswith("bundler "):
+        code = _AA_CODE.search(error)
+        why = next(
+            (text for prefix, text in _AA_REASONS if code and code[0].startswith(prefix)), ""
+        )
+        because = f" ({why})" if why else ""
+        return (
+            f"{what} could not be completed: the network refused it before it reached the "
+            f"chain{because}. Nothing was sent and your funds did not move."
+        )
+    if lowered.startswith("dropped"):
+        return (
+            f"{what} could not be completed: another operation from your account used its "
+            "place first, so this one can never run. Nothing was sent by it."
+        )
+    if lowered.startswith("marked failed by staff"):
+        return f"{what} was stopped by our support team and will not run."
+    if action.type == ActionType.CARD_LIMIT_SET:
+        if "expired in the delay module" in lowered:
+            why = "it was not carried out in time in your card account's delay module, so it lapsed"
+        elif "delay module refused" in lowered:
+            why = "your card account's delay module refused it"
+        else:
+            why = "the change would not go through on chain"
+        return f"{what} could not be completed: {why}. Your daily limit is unchanged."
+    if action.type in (ActionType.CARD_FREEZE, ActionType.CARD_UNFREEZE):
+        return f"{what} could not be completed: your card provider refused it. Nothing changed."
+    if error.startswith("ERC20InsufficientBalance"):
+        symbol = action.params.get("symbol")
+        why = f"your account did not hold enough {symbol or 'of the token'}"
+    elif error.startswith("ERC20InsufficientAllowance"):
+        why = "the token allowance was too low"
+    else:
+        why = "it was rejected on chain" if action.tx_hash else "it did not go through"
+    if action.tx_hash:
+        return (
+            f"{what} could not be completed: {why}. It was undone on chain, so your tokens "
+            "did not move; the network fee for the attempt may have been charged."
+        )
+    return f"{what} could not be completed: {why}."
+
+
+def _short_hash(value: str | None) -> str:
+    return f"{value[:10]}…{value[-8:]}" if value and len(value) > 20 else (value or "")
+
+
+def _page_version(action: Action) -> str:
+    """Changes whenever anything the status partial shows changes (not only `updated_at`: an
+    error recorded without a transition must reach the page too)."""
+    shown = "|".join(
+        str(v)
+        for v in (
+            action.updated_at.isoformat(),
+            action.status,
+            action.error,
+            action.tx_hash,
+            action.block_number,
+        )
+    )
+    return hashlib.sha256(shown.encode()).hexdigest()[:16]
+
+
 @login_required
 def sign_page(request: HttpRequest, action_id) -> HttpResponse:
     action = _own_action(request, action_id)
@@ -94,16 +212,22 @@ def sign_page(request: HttpRequest, action_id) -> HttpResponse:
         action = action_status_refresh(action=action)
         action.refresh_from_db()
     slippage = action.params.get("slippage")
+    ms_left = max(int((action.expires_at - timezone.now()).total_seconds() * 1000), 0)
     return render_timeline(
         request,
         template="actions/sign.html",
-        version=action.updated_at.isoformat(),
+        version=_page_version(action),
         is_terminal=action.is_terminal,
         context={
             "action": action,
-            "seconds_left": max(int((action.expires_at - timezone.now()).total_seconds()), 0),
+            "status_label": STATUS_LABELS.get(action.status, action.status),
+            "ms_left": ms_left,
+            "time_left": _time_left_text(ms_left // 1000),
+            "failure_reason": _failure_reason(action)
+            if action.status == ActionStatus.FAILED
+            else "",
+            "short_tx_hash": _short_hash(action.tx_hash),
             "slippage_warning": slippage is not None and float(slippage) >= 1,
-            "history": action.history.all(),
         },
     )
 

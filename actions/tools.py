@@ -95,6 +95,7 @@ def passkey_client(w3: Web3, account: SmartAccount):
         bytes.fromhex(account.passkey.public_key_y[2:]),
         version=account.entry_point_version,
         salt=account.salt,
+        origin=settings.WEBAUTHN_ORIGIN,
     )
 
 

@@ -20,6 +20,12 @@ api_urlpatterns = [
 
 staff_urlpatterns = [
     path("actions/<uuid:action_id>/", views.action_timeline, name="action-timeline"),
+    path(
+        "actions/<uuid:action_id>/mark-failed",
+        views.action_mark_failed_view,
+        name="action-mark-failed",
+    ),
+    path("actions/<uuid:action_id>/resend", views.action_resend_view, name="action-resend"),
 ]
 
 

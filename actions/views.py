@@ -1,10 +1,13 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.decorators import permission_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404
+from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
+from django.views.decorators.http import require_POST
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -19,7 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from actions.bundler import BundlerError
-from actions.models import Action
+from actions.models import IN_FLIGHT, Action
 from actions.selectors import (
     ActionAccessDenied,
     ActionNotFound,
@@ -35,7 +38,11 @@ from actions.selectors import (
 )
 from actions.serializers import ActionStatusSerializer, ErrorSerializer
 from actions.services import (
+    ActionResolutionError,
+    ReconcileOutcome,
     action_expire_if_overdue,
+    action_mark_failed,
+    action_resend,
     action_status_refresh,
     history_sync,
     ramps_refresh_for_user,
@@ -339,5 +346,54 @@ def action_timeline(request: HttpRequest, action_id) -> HttpResponse:
         template="actions/action_timeline.html",
         version=action.updated_at.isoformat(),
         is_terminal=action.is_terminal,
-        context={"action": action_with_history(action_id=action.pk)},
+        context={
+            "action": action_with_history(action_id=action.pk),
+            "in_flight": action.status in IN_FLIGHT,
+            "can_resolve": request.user.has_perm("actions.resolve_action"),
+        },
     )
+
+
+def resend_outcome_message(action_id, outcome: ReconcileOutcome) -> tuple[str, bool]:
+    """What staff read after a re-send (admin and timeline), and whether it went well."""
+    action = Action.objects.get(pk=action_id)
+    text = f"Action {action_id}: re-sent ({outcome}); it is now {action.status}"
+    problem = action.last_reconcile_error or action.error or ""
+    if outcome == ReconcileOutcome.UNAVAILABLE or problem:
+        return f"{text}: {problem or 'the provider did not answer'}", False
+    return f"{text}.", True
+
+
+@staff_member_required
+@permission_required("actions.resolve_action", raise_exception=True)
+@require_POST
+def action_mark_failed_view(request: HttpRequest, action_id) -> HttpResponse:
+    """Staff timeline: end an in-flight action as failed, with the required note."""
+    action = get_object_or_404(Action, pk=action_id)
+    try:
+        action_mark_failed(
+            action_id=action.pk, staff_user=request.user, note=request.POST.get("note", "")
+        )
+    except ActionResolutionError as exc:
+        messages.error(request, f"Not marked failed: {exc}")
+    else:
+        messages.success(request, "Marked failed; your note is in the history.")
+    return redirect("actions-staff:action-timeline", action.pk)
+
+
+@staff_member_required
+@permission_required("actions.resolve_action", raise_exception=True)
+@require_POST
+def action_resend_view(request: HttpRequest, action_id) -> HttpResponse:
+    """Staff timeline: deliver an in-flight action again now, with the required note."""
+    action = get_object_or_404(Action, pk=action_id)
+    try:
+        outcome = action_resend(
+            action_id=action.pk, staff_user=request.user, note=request.POST.get("note", "")
+        )
+    except ActionResolutionError as exc:
+        messages.error(request, f"Not re-sent: {exc}")
+    else:
+        text, ok = resend_outcome_message(action.pk, outcome)
+        (messages.success if ok else messages.warning)(request, text)
+    return redirect("actions-staff:action-timeline", action.pk)

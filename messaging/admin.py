@@ -62,7 +62,7 @@ class StuckFilter(admin.SimpleListFilter):
     parameter_name = "stuck"
 
     def lookups(self, request, model_admin):
-        return [("yes", "claimed/sending past the lease")]
+        return [("yes", "unknown, past the lease, or due and not picked up")]
 
     def queryset(self, request, queryset):
         if self.value() == "yes":

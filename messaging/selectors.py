@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -76,5 +77,17 @@ def deliveries_due_q(now: datetime) -> Q:
 
 
 def deliveries_stuck(now: datetime | None = None) -> QuerySet[Delivery]:
+    """What support must look at: `unknown` (only staff resolve it, so it waits for them
+    whatever its age), `claimed`/`sending` past the lease, and work due for longer than a
+    lease that no worker has picked up (beat or workers down)."""
     now = now or timezone.now()
-    return Delivery.objects.filter(status__in=(D.CLAIMED, D.SENDING), lease_expires_at__lt=now)
+    overdue = now - timedelta(seconds=settings.DM_LEASE_SECONDS)
+    return Delivery.objects.filter(
+        Q(status=D.UNKNOWN)
+        | Q(status__in=(D.CLAIMED, D.SENDING), lease_expires_at__lt=now)
+        | Q(
+            status__in=(D.QUEUED, D.CLAIMED),
+            lease_expires_at__isnull=True,
+            next_attempt_at__lt=overdue,
+        )
+    )

@@ -29,7 +29,7 @@ from operations.models import (
     Stage,
     State,
 )
-from picnic.lifecycle import Actor, IllegalTransition, record_history, transition
+from picnic.lifecycle import Actor, IllegalTransition, record_history, touch, transition
 
 logger = logging.getLogger(__name__)
 S = State
@@ -50,12 +50,23 @@ class InsufficientCredits(AdmissionError):
 def operation_transition(
     *, operation_id, to: str, actor: Actor, stage: str | None = None, **kwargs: Any
 ) -> Operation:
-    """Move the state; status and stage follow from STATE_TABLE (the database checks it too)."""
+    """Move the state; status and stage follow from STATE_TABLE (the database checks it too).
+
+    Every terminal state gets `completed_at` and `detail_expires_at`, whichever path led there,
+    so the details of every finished operation are purged in time.
+    """
     status, stages = STATE_TABLE[to]
     stage = stage or stages[0]
     if stage not in stages:
         raise ValueError(f"stage {stage!r} does not go with state {to!r}")
     updates = {**(kwargs.pop("updates", None) or {}), "status": status, "stage": stage}
+    if OPERATION_LIFECYCLE.is_terminal(to):
+        now = timezone.now()
+        updates.setdefault("completed_at", now)
+        updates.setdefault(
+            "detail_expires_at",
+            updates["completed_at"] + timedelta(hours=settings.OPERATIONS_DETAIL_TTL_HOURS),
+        )
     return transition(
         lifecycle=OPERATION_LIFECYCLE,
         model=Operation,
@@ -201,9 +212,36 @@ def _enqueue(operation_id) -> None:
     operation_dispatch.delay(str(operation_id))
 
 
+def _touch(operation_id, **changes: Any) -> bool:
+    """A visible change without a transition: bumps `updated_at` and is published."""
+    return touch(lifecycle=OPERATION_LIFECYCLE, model=Operation, pk=operation_id, changes=changes)
+
+
+def _still_in(operation_id, states) -> bool:
+    """Lock the row and say whether it is still in one of `states` (call inside atomic)."""
+    return (
+        Operation.objects.select_for_update()
+        .filter(pk=operation_id, state__in=list(states))
+        .exists()
+    )
+
+
+def _check_later(operation_id, *, error: str, while_in) -> bool:
+    """Record the backend problem (or clear it) and when to look again, only if the operation
+    is still where this worker found it: a worker that lost a race writes nothing."""
+    with transaction.atomic():
+        if not _still_in(operation_id, while_in):
+            return False
+        # Bookkeeping nobody sees: when the beat looks again (it also ends a dispatch claim).
+        Operation.objects.filter(pk=operation_id).update(
+            next_check_at=timezone.now() + timedelta(seconds=settings.OPERATIONS_POLL_SECONDS)
+        )
+        _touch(operation_id, last_error=error)
+    return True
+
+
 def _finish(operation: Operation, response: BackendResponse, actor: Actor) -> str:
     """Apply a backend answer to an acknowledged operation."""
-    now = timezone.now()
     if response.status == "queued":
         target, detail = S.WAITING, "the backend has it queued"
     elif response.status == "in_progress":
@@ -214,23 +252,23 @@ def _finish(operation: Operation, response: BackendResponse, actor: Actor) -> st
         if operation.state != target:
             try:
                 operation_transition(
-                    operation_id=operation.pk, to=target, actor=actor, detail=detail
+                    operation_id=operation.pk,
+                    to=target,
+                    actor=actor,
+                    detail=detail,
+                    only_from={operation.state},
                 )
             except IllegalTransition:
                 return "raced"
-        Operation.objects.filter(pk=operation.pk).update(
-            next_check_at=now + timedelta(seconds=settings.OPERATIONS_POLL_SECONDS), last_error=""
-        )
+        if not _check_later(operation.pk, error="", while_in={target}):
+            return "raced"
         return target
     with transaction.atomic():
         locked = Operation.objects.select_for_update().get(pk=operation.pk)
         if locked.is_terminal or locked.state == S.PAUSED:
             return "not_due"
-        updates: dict[str, Any] = {
-            "completed_at": now,
-            "detail_expires_at": now + timedelta(hours=settings.OPERATIONS_DETAIL_TTL_HOURS),
-            "last_error": "",
-        }
+        now = timezone.now()
+        updates: dict[str, Any] = {"completed_at": now, "last_error": ""}
         if response.status == "completed":
             to = S.SUCCEEDED
             updates["result"] = {"output_text": response.output_text, "response_id": response.id}
@@ -252,6 +290,7 @@ def _finish(operation: Operation, response: BackendResponse, actor: Actor) -> st
             detail=detail,
             payload=response.raw,
             updates=updates,
+            only_from={locked.state},
         )
     return to
 
@@ -259,25 +298,31 @@ def _finish(operation: Operation, response: BackendResponse, actor: Actor) -> st
 def _acknowledged(
     operation: Operation, response: BackendResponse, actor: Actor, *, detail: str
 ) -> str:
+    """`operation` is as this worker found it (queued or reconciling): if another worker or
+    staff moved it since, the move below is refused and this worker stands down."""
     now = timezone.now()
     target = S.WAITING if response.status == "queued" else S.RUNNING
-    operation = operation_transition(
-        operation_id=operation.pk,
-        to=target,
-        actor=actor,
-        payload=response.raw,
-        detail=f"{detail}: backend response {response.id} ({response.status})",
-        updates={
-            "dispatch_status": DispatchStatus.ACKNOWLEDGED,
-            "acknowledged_at": now,
-            "backend_response_id": response.id,
-            "billing_status": BillingStatus.PENDING
-            if operation.pending_credits > 0
-            else BillingStatus.NONE,
-            "next_check_at": now + timedelta(seconds=settings.OPERATIONS_POLL_SECONDS),
-            "last_error": "",
-        },
-    )
+    try:
+        operation = operation_transition(
+            operation_id=operation.pk,
+            to=target,
+            actor=actor,
+            payload=response.raw,
+            detail=f"{detail}: backend response {response.id} ({response.status})",
+            only_from={operation.state},
+            updates={
+                "dispatch_status": DispatchStatus.ACKNOWLEDGED,
+                "acknowledged_at": now,
+                "backend_response_id": response.id,
+                "billing_status": BillingStatus.PENDING
+                if operation.pending_credits > 0
+                else BillingStatus.NONE,
+                "next_check_at": now + timedelta(seconds=settings.OPERATIONS_POLL_SECONDS),
+                "last_error": "",
+            },
+        )
+    except IllegalTransition:
+        return "raced"
     if response.status in ("queued", "in_progress"):
         return target
     return _finish(operation, response, actor)
@@ -286,20 +331,19 @@ def _acknowledged(
 def _fail_and_release(
     operation: Operation, *, code: str, detail: str, payload: Any, actor: Actor
 ) -> str:
+    """Fail an operation still where this worker found it (queued or reconciling)."""
     with transaction.atomic():
         locked = Operation.objects.select_for_update().get(pk=operation.pk)
-        updates = {
-            "error_code": code,
-            "completed_at": timezone.now(),
-            **billing.release_hold(operation=locked),
-        }
+        if locked.state != operation.state:
+            return "raced"
         operation_transition(
             operation_id=locked.pk,
             to=S.FAILED,
             actor=actor,
             detail=detail,
             payload=payload,
-            updates=updates,
+            updates={"error_code": code, **billing.release_hold(operation=locked)},
+            only_from={locked.state},
         )
     return S.FAILED
 
@@ -315,33 +359,40 @@ def _create(client: OpenAIResponses, operation: Operation) -> BackendResponse:
     )
 
 
-def _check_later(operation: Operation, error: str) -> None:
-    Operation.objects.filter(pk=operation.pk).update(
-        last_error=error,
-        next_check_at=timezone.now() + timedelta(seconds=settings.OPERATIONS_POLL_SECONDS),
-    )
+def _dispatch_lease() -> timedelta:
+    # Longer than one create call can take (connect, then the answer), so the beat does not
+    # post again while the worker holding the claim still waits for its acknowledgement.
+    return timedelta(seconds=2 * settings.OPERATIONS_BACKEND_TIMEOUT_SECONDS + 5)
 
 
 def operation_dispatch(*, operation_id, client: OpenAIResponses | None = None) -> str:
     """queued → acknowledged (running/waiting) | reconciling (outcome unknown) | failed.
     No transaction spans the backend call."""
-    operation = Operation.objects.get(pk=operation_id)
-    if (
-        operation.state != S.QUEUED
-        or operation.stage != Stage.DISPATCH
-        or operation.dispatch_status != DispatchStatus.PENDING
-    ):
+    now = timezone.now()
+    # The claim: the on-commit task and the beat may both get here for the same operation
+    # (e.g. right after a review approval). One conditional UPDATE wins; the other is a
+    # no-op. `next_check_at` is the lease: if this worker dies, the beat dispatches again
+    # later with the same Idempotency-Key.
+    claimed = Operation.objects.filter(
+        pk=operation_id,
+        state=S.QUEUED,
+        stage=Stage.DISPATCH,
+        dispatch_status=DispatchStatus.PENDING,
+        next_check_at__lte=now,
+    ).update(next_check_at=now + _dispatch_lease())
+    if claimed != 1:
         return "not_due"
-    Operation.objects.filter(pk=operation.pk, dispatch_started_at__isnull=True).update(
-        dispatch_started_at=timezone.now()
-    )
+    operation = Operation.objects.get(pk=operation_id)
+    if operation.dispatch_started_at is None:
+        _touch(operation.pk, dispatch_started_at=now)
     client = client or backend()
     worker = Actor.worker()
     try:
         response = _create(client, operation)
     except NotSent as exc:  # nothing left: try again later, still pending
-        _check_later(operation, str(exc))
-        return "retry"
+        return (
+            "retry" if _check_later(operation.pk, error=str(exc), while_in={S.QUEUED}) else "raced"
+        )
     except Refused as exc:
         code = (
             (exc.payload or {}).get("error", {}).get("code")
@@ -356,18 +407,25 @@ def operation_dispatch(*, operation_id, client: OpenAIResponses | None = None) -
             actor=worker,
         )
     except OutcomeUnknown as exc:
-        operation_transition(
-            operation_id=operation.pk,
-            to=S.RECONCILING,
-            actor=worker,
-            payload=exc.payload,
-            detail=f"dispatch outcome unknown ({exc}); asking the backend",
-            updates={
-                "dispatch_status": DispatchStatus.UNKNOWN,
-                "billing_status": BillingStatus.RECONCILING,
-                "last_error": str(exc),
-            },
-        )
+        try:
+            operation_transition(
+                operation_id=operation.pk,
+                to=S.RECONCILING,
+                actor=worker,
+                payload=exc.payload,
+                detail=f"dispatch outcome unknown ({exc}); asking the backend",
+                only_from={S.QUEUED},
+                updates={
+                    "dispatch_status": DispatchStatus.UNKNOWN,
+                    "billing_status": BillingStatus.RECONCILING,
+                    "last_error": str(exc),
+                    # End the dispatch claim: reconcile at the next poll.
+                    "next_check_at": timezone.now()
+                    + timedelta(seconds=settings.OPERATIONS_POLL_SECONDS),
+                },
+            )
+        except IllegalTransition:
+            return "raced"
         return S.RECONCILING
     return _acknowledged(operation, response, worker, detail="acknowledged")
 
@@ -382,7 +440,8 @@ def operation_reconcile(*, operation_id, client: OpenAIResponses | None = None) 
     try:
         response = _create(client, operation)
     except (NotSent, OutcomeUnknown) as exc:
-        _check_later(operation, str(exc))
+        if not _check_later(operation.pk, error=str(exc), while_in={S.RECONCILING}):
+            return "raced"
         return "still_reconciling"
     except Refused as exc:
         return _fail_and_release(
@@ -404,12 +463,15 @@ def operation_check(*, operation_id, client: OpenAIResponses | None = None) -> s
     try:
         response = client.retrieve(operation.backend_response_id)
     except (NotSent, OutcomeUnknown, Refused) as exc:
-        _check_later(operation, str(exc))
+        if not _check_later(operation.pk, error=str(exc), while_in={S.RUNNING, S.WAITING}):
+            return "raced"
         return "unavailable"
     return _finish(operation, response, Actor.worker())
 
 
 def operations_process_due(*, client: OpenAIResponses | None = None, limit: int = 50) -> Counter:
+    """Beat: everything due. One operation another worker (or staff) moved first is a no-op
+    counted as `raced`; it never stops the rest of the batch."""
     client = client or backend()
     now = timezone.now()
     outcomes: Counter = Counter()
@@ -417,31 +479,42 @@ def operations_process_due(*, client: OpenAIResponses | None = None, limit: int 
     for pk, state in due.filter(
         state__in=(S.QUEUED, S.RUNNING, S.WAITING, S.RECONCILING)
     ).values_list("pk", "state")[:limit]:
-        if state == S.QUEUED:
-            outcomes[operation_dispatch(operation_id=pk, client=client)] += 1
-        elif state == S.RECONCILING:
-            outcomes[operation_reconcile(operation_id=pk, client=client)] += 1
-        else:
-            outcomes[operation_check(operation_id=pk, client=client)] += 1
+        try:
+            if state == S.QUEUED:
+                outcome = operation_dispatch(operation_id=pk, client=client)
+            elif state == S.RECONCILING:
+                outcome = operation_reconcile(operation_id=pk, client=client)
+            else:
+                outcome = operation_check(operation_id=pk, client=client)
+        except IllegalTransition as exc:
+            # The services stand down on the races they know; this is the backstop.
+            logger.info("operation %s: lost a race (%s); left to the winner", pk, exc)
+            outcome = "raced"
+        outcomes[outcome] += 1
     return outcomes
 
 
 def operation_review_decide(*, operation_id, staff_user, approve: bool, note: str) -> Operation:
+    """Approve (→ queued, dispatched) or reject (→ cancelled, hold released).
+
+    `review` says a human must intervene (seed 003: "caso contrário, null"); once staff have
+    decided nobody must, so it becomes null. The review as decided (rule, request, decision,
+    staff user, note) stays in the history row: that is the audit trail.
+    """
     note = (note or "").strip()
     if not note:
         raise ValueError("a note is required for a review decision")
     with transaction.atomic():
         operation = Operation.objects.select_for_update().get(pk=operation_id)
-        review = {
+        decision = "approved" if approve else "rejected"
+        decided = {
             **(operation.review or {}),
-            "decision": "approved" if approve else "rejected",
+            "decision": decision,
             "decided_by": staff_user.get_username(),
             "decided_at": timezone.now().isoformat(),
             "note": note,
         }
-        detail = (
-            f"{'approved' if approve else 'rejected'} by staff {staff_user.get_username()}: {note}"
-        )
+        detail = f"{decision} by staff {staff_user.get_username()}: {note}"
         if approve:
             operation = operation_transition(
                 operation_id=operation.pk,
@@ -449,22 +522,19 @@ def operation_review_decide(*, operation_id, staff_user, approve: bool, note: st
                 stage=Stage.DISPATCH,
                 actor=Actor.staff(staff_user),
                 detail=detail,
-                updates={"review": review, "next_check_at": timezone.now()},
+                payload={"review": decided},
+                updates={"review": None, "next_check_at": timezone.now()},
                 only_from={S.NEEDS_REVIEW},
             )
             transaction.on_commit(lambda: _enqueue(operation.pk), robust=True)
             return operation
-        updates = {
-            "review": review,
-            "completed_at": timezone.now(),
-            **billing.release_hold(operation=operation),
-        }
         return operation_transition(
             operation_id=operation.pk,
             to=S.CANCELLED,
             actor=Actor.staff(staff_user),
             detail=detail,
-            updates=updates,
+            payload={"review": decided},
+            updates={"review": None, **billing.release_hold(operation=operation)},
             only_from={S.NEEDS_REVIEW},
         )
 
@@ -511,8 +581,12 @@ def operation_resume(*, operation_id, staff_user) -> Operation:
 
 
 def operations_expire_details(*, now=None) -> int:
-    """Drop stored result and review details past detail_expires_at; the record remains."""
+    """Drop stored result and review details past detail_expires_at; the record (and its
+    history, the audit trail) remains. Each one is a visible change, so each is published."""
     now = now or timezone.now()
-    return Operation.objects.filter(detail_expires_at__lt=now, detail_expired=False).update(
-        result=None, review=None, detail_expired=True, updated_at=now
-    )
+    expired = 0
+    for pk in Operation.objects.filter(detail_expires_at__lt=now, detail_expired=False).values_list(
+        "pk", flat=True
+    ):
+        expired += _touch(pk, result=None, review=None, detail_expired=True)
+    return expired

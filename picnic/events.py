@@ -135,9 +135,19 @@ def action_uri(pk: Any) -> str:
     return f"picnic://action/{pk}"
 
 
-def on_status_changed(sender, pk, from_status, to_status, lifecycle, **kwargs) -> None:
-    """Receiver of `picnic.lifecycle.status_changed`: every transition goes on the channel."""
-    event = {"lifecycle": lifecycle.name, "id": str(pk), "status": str(to_status)}
+def _publish_entity(lifecycle, pk, status) -> None:
+    event = {"lifecycle": lifecycle.name, "id": str(pk), "status": str(status)}
     if lifecycle.name == "action":
         event["uri"] = action_uri(pk)
     publish(event)
+
+
+def on_status_changed(sender, pk, from_status, to_status, lifecycle, **kwargs) -> None:
+    """Receiver of `picnic.lifecycle.status_changed`: every transition goes on the channel."""
+    _publish_entity(lifecycle, pk, to_status)
+
+
+def on_entity_changed(sender, pk, status, lifecycle, **kwargs) -> None:
+    """Receiver of `picnic.lifecycle.entity_changed`: a visible change without a transition
+    (an error recorded) is an event too, with the status it still has."""
+    _publish_entity(lifecycle, pk, status)

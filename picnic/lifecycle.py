@@ -25,6 +25,9 @@ logger = logging.getLogger(__name__)
 
 # Sent after commit: sender=model class, pk, from_status, to_status, lifecycle.
 status_changed = Signal()
+# Sent after commit when what a status tool or timeline shows changed without a transition
+# (an error recorded, an attempt counted): sender=model class, pk, status, lifecycle.
+entity_changed = Signal()
 
 
 @dataclass(frozen=True)
@@ -162,3 +165,31 @@ def transition(
     )
     logger.info("%s %s: %s -> %s (%s)", model.__name__, pk, current, to, actor.kind)
     return instance
+
+
+def touch(
+    *, lifecycle: Lifecycle, model: type[models.Model], pk: Any, changes: Mapping[str, Any]
+) -> bool:
+    """Record a visible change that is not a transition (an error, an attempt count).
+
+    Writes only when a value differs from what is stored, and then bumps `updated_at` (so
+    timelines polling with `?u=` re-render) and publishes `entity_changed` after commit (so
+    subscribers hear of it). Returns whether anything changed. The status is never touched
+    here: that is `transition()`'s alone.
+    """
+    if lifecycle.status_field in changes:
+        raise ValueError("touch() cannot change the status; use transition()")
+    values = dict(changes)
+    if any(f.name == "updated_at" for f in model._meta.concrete_fields):
+        values["updated_at"] = timezone.now()
+    # exclude(a=x, b=y) keeps the row unless every value is already as asked.
+    rows = model._default_manager.filter(pk=pk).exclude(**changes)
+    if not rows.update(**values):
+        return False
+    status = (
+        model._default_manager.filter(pk=pk).values_list(lifecycle.status_field, flat=True).first()
+    )
+    transaction.on_commit(
+        lambda: entity_changed.send_robust(sender=model, pk=pk, status=status, lifecycle=lifecycle)
+    )
+    return True

@@ -298,6 +298,15 @@ ACTION_TTL_SECONDS = env_int("ACTION_TTL_SECONDS", 15 * 60, minimum=30)
 ACTION_RETENTION_HOURS = env_int("ACTION_RETENTION_HOURS", 24, minimum=1)
 ACTIONS_STUCK_AFTER_MINUTES = env_int("ACTIONS_STUCK_AFTER_MINUTES", 10, minimum=1)
 ACTIONS_RECONCILE_BATCH_SIZE = env_int("ACTIONS_RECONCILE_BATCH_SIZE", 50, minimum=1)
+# A signed action whose submit task never ran (a killed worker) is submitted by reconciliation
+# after this long; the task normally runs within a second of the signature.
+ACTIONS_SUBMIT_GRACE_SECONDS = env_int("ACTIONS_SUBMIT_GRACE_SECONDS", 60, minimum=1)
+# Re-sends of the same signed user operation after a transient bundler failure, or to check
+# that the bundler still holds it: doubling from the first value, capped at the second.
+ACTIONS_RESEND_BACKOFF_SECONDS = env_int("ACTIONS_RESEND_BACKOFF_SECONDS", 10, minimum=1)
+ACTIONS_RESEND_BACKOFF_MAX_SECONDS = env_int(
+    "ACTIONS_RESEND_BACKOFF_MAX_SECONDS", 600, minimum=ACTIONS_RESEND_BACKOFF_SECONDS
+)
 
 # --- DM deliveries -------------------------------------------------------------------------
 X_API_BASE_URL = env_url("X_API_BASE_URL", "http://127.0.0.1:8787", schemes=("http", "https"))

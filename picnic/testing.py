@@ -15,11 +15,22 @@ from typing import Any
 from picnic.local_server import LocalJsonServer
 
 
+class RpcError(Exception):
+    """Raised by a ScriptedServer handler: answer this JSON-RPC error."""
+
+    def __init__(self, code: int, message: str):
+        self.code, self.message = code, message
+        super().__init__(message)
+
+
 class ScriptedServer(LocalJsonServer):
     def __init__(self) -> None:
         super().__init__()
         self.mode = "result"
         self.result: Any = None
+        # Per-method results (e.g. the chain's eth_call beside the bundler's methods).
+        self.results: dict[str, Any] = {}
+        self.errors: dict[str, dict[str, Any]] = {}  # per-method JSON-RPC errors
         self.error: dict[str, Any] = {"code": -32000, "message": "scripted error"}
         self.requests: list[dict[str, Any]] = []
         self.handler: Callable[[dict[str, Any]], Any] | None = None
@@ -44,7 +55,17 @@ class ScriptedServer(LocalJsonServer):
             return self.send_json(
                 handler, 200, {"jsonrpc": "2.0", "id": rpc_id, "error": self.error}
             )
-        result = self.handler(request) if self.handler else self.result
+        method = request.get("method") if isinstance(request, dict) else None
+        try:
+            if self.handler:
+                result = self.handler(request)
+            elif method in self.errors:
+                raise RpcError(self.errors[method]["code"], self.errors[method]["message"])
+            else:
+                result = self.results.get(method, self.result)
+        except RpcError as exc:
+            error = {"code": exc.code, "message": exc.message}
+            return self.send_json(handler, 200, {"jsonrpc": "2.0", "id": rpc_id, "error": error})
         return self.send_json(handler, 200, {"jsonrpc": "2.0", "id": rpc_id, "result": result})
 
 

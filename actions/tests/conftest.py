@@ -27,19 +27,31 @@ def webauthn_settings(settings, chain_settings):
 
 
 @pytest.fixture
-def registered(webauthn_settings, user):
-    passkey = SoftwarePasskey(rp_id="localhost", origin=ORIGIN)
-    _, challenge = registration_options(user=user)
-    passkey_register(
-        user=user,
-        credential_json=json.dumps(passkey.create(challenge)),
-        expected_challenge=challenge,
-        account_address=_account_address,
-    )
-    account = SmartAccount.objects.get(user=user, passkey__isnull=False)
-    w3 = Web3(Web3.HTTPProvider(webauthn_settings.CHAIN_RPC_URL))
-    fund(w3, account.address, Web3.to_wei(1, "ether"))
-    mint(w3, "USDC", account.address, 10_000_000)
+def make_user_registered(webauthn_settings, make_user):
+    """A user with a registered software passkey and a funded, not yet deployed account."""
+
+    def make(username: str, *, user=None):
+        user = user or make_user(username)
+        passkey = SoftwarePasskey(rp_id="localhost", origin=ORIGIN)
+        _, challenge = registration_options(user=user)
+        passkey_register(
+            user=user,
+            credential_json=json.dumps(passkey.create(challenge)),
+            expected_challenge=challenge,
+            account_address=_account_address,
+        )
+        account = SmartAccount.objects.get(user=user, passkey__isnull=False)
+        w3 = Web3(Web3.HTTPProvider(webauthn_settings.CHAIN_RPC_URL))
+        fund(w3, account.address, Web3.to_wei(1, "ether"))
+        mint(w3, "USDC", account.address, 10_000_000)
+        return user, passkey, account, w3
+
+    return make
+
+
+@pytest.fixture
+def registered(make_user_registered, user):
+    _, passkey, account, w3 = make_user_registered(user.username, user=user)
     return passkey, account, w3
 
 
@@ -51,6 +63,17 @@ def gnosis_pay(settings, chain_settings):
     with LocalGnosisPayServer(rpc_url=chain_settings.rpc_url) as server:
         settings.GNOSIS_PAY_URL = server.url
         settings.GNOSIS_PAY_TIMEOUT_SECONDS = 1.0
+        yield server
+
+
+@pytest.fixture
+def quotes(settings):
+    """A local server speaking LI.FI's quote API, routing through the dev chain's DEX."""
+    from actions.providers.local_lifi import LocalLifiServer
+
+    with LocalLifiServer() as server:
+        settings.SWAP_QUOTE_URL = server.url
+        settings.SWAP_QUOTE_TIMEOUT_SECONDS = 1.0
         yield server
 
 

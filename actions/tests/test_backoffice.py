@@ -34,15 +34,22 @@ def test_the_changelist_shows_actions_and_filters_stuck_work(
     settings.ACTIONS_STUCK_AFTER_MINUTES = 10
     stuck = make_action(user=user, application=application)
     _advance(stuck, S.SIGNED, S.SUBMITTED)
-    Action.objects.filter(pk=stuck.pk).update(updated_at=timezone.now() - timedelta(minutes=11))
+    Action.objects.filter(pk=stuck.pk).update(signed_at=timezone.now() - timedelta(minutes=11))
     moving = make_action(user=user, application=application)
     _advance(moving, S.SIGNED, S.SUBMITTED, S.BROADCAST)
+    # Stuck is measured from the signature: a recent change does not make it less stuck.
+    old_but_ended = make_action(user=user, application=application)
+    _advance(old_but_ended, S.SIGNED, S.SUBMITTED, S.FAILED)
+    Action.objects.filter(pk=old_but_ended.pk).update(
+        signed_at=timezone.now() - timedelta(minutes=30)
+    )
     response = staff_client.get("/admin/actions/action/")
     assert response.status_code == 200
     assert str(stuck.pk) in response.text and str(moving.pk) in response.text
     response = staff_client.get("/admin/actions/action/?stuck=yes")
     assert str(stuck.pk) in response.text and str(moving.pk) not in response.text
-    assert "submitted/broadcast for more than 10 min" in response.text
+    assert str(old_but_ended.pk) not in response.text
+    assert "signed more than 10 min ago, not ended" in response.text
 
 
 @pytest.mark.parametrize("field", ["id", "user_op_hash", "tx_hash", "smart_account"])

@@ -5,14 +5,17 @@ from __future__ import annotations
 import secrets
 
 import pytest
+from django.utils import timezone
 from web3 import Web3
 
 from actions.bundler import BundlerClient
 from actions.models import Action, ActionStatus
 from actions.services import action_submit, action_transition, actions_reconcile_pending
 from actions.tests.factories import make_action
+from actions.userops import to_rpc
 from chain.dev import fund
 from chain.simple_account import SimpleAccountOwner
+from chain.stack import free_port
 from picnic.lifecycle import Actor
 from picnic.testing import wait_until
 
@@ -115,14 +118,15 @@ def test_a_reverting_user_operation_ends_failed_with_the_reason(
     assert failed.payload["success"] is False
 
 
-def test_a_bundler_validation_error_leaves_the_action_submitted_with_the_reason(
-    chain_settings, user, application
+@pytest.mark.parametrize("version", ["0.7", "0.8"])
+def test_a_bundler_validation_refusal_fails_the_action_with_the_reason(
+    chain_settings, user, application, version
 ):
     w3 = Web3(Web3.HTTPProvider(chain_settings.rpc_url))
     bundler = BundlerClient()
-    account = _funded_account(w3, "0.7")
+    account = _funded_account(w3, version)
     op = account.build(account.execute(RECIPIENT, 1), bundler)
-    action = _propose_signed(user, application, account, op, "0.7", w3.eth.chain_id)
+    action = _propose_signed(user, application, account, op, version, w3.eth.chain_id)
     # Tamper after signing: the signature no longer matches the userOpHash.
     Action.objects.filter(pk=action.pk).update(
         user_op={
@@ -131,8 +135,86 @@ def test_a_bundler_validation_error_leaves_the_action_submitted_with_the_reason(
         }
     )
     action = action_submit(action_id=action.pk, client=bundler)
-    assert action.status == ActionStatus.SUBMITTED
-    # ERC-7769: -32507 is a wallet signature check failure (AA24 in the EntryPoint).
+    # ERC-7769: -32507 is a wallet signature check failure (AA24 in the EntryPoint); no later
+    # attempt can change that for this signed op.
+    assert action.status == ActionStatus.FAILED
     assert action.error.startswith("bundler rejected (-32507)"), action.error
     assert "AA24" in action.error
-    assert action.history.last().status == ActionStatus.SUBMITTED
+    failed = action.history.last()
+    assert (failed.from_status, failed.status) == ("submitted", "failed")
+    assert failed.detail == action.error and failed.payload["code"] == -32507
+
+
+def _user_op_events(w3: Web3, entry_point: str, op_hash: str) -> list:
+    topic = Web3.keccak(
+        text="UserOperationEvent(bytes32,address,address,uint256,bool,uint256,uint256)"
+    )
+    return w3.eth.get_logs(
+        {"address": entry_point, "fromBlock": 0, "toBlock": "latest", "topics": [topic, op_hash]}
+    )
+
+
+def _settle(action_id) -> Action:
+    def settled():
+        actions_reconcile_pending()
+        action = Action.objects.get(pk=action_id)
+        return action if action.status in ("executed", "failed") else None
+
+    return wait_until(settled, timeout=60, interval=0.5)
+
+
+@pytest.mark.parametrize("version", ["0.7", "0.8"])
+def test_a_bundler_down_at_submission_is_resent_on_recovery_and_executes_once(
+    chain_settings, settings, user, application, version
+):
+    w3 = Web3(Web3.HTTPProvider(chain_settings.rpc_url))
+    account = _funded_account(w3, version)
+    op = account.build(account.execute(RECIPIENT, 12345), BundlerClient())
+    action = _propose_signed(user, application, account, op, version, w3.eth.chain_id)
+    before = w3.eth.get_balance(RECIPIENT)
+
+    settings.BUNDLER_RPC_URL = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    action = action_submit(action_id=action.pk)
+    assert action.status == ActionStatus.SUBMITTED
+    assert action.error.startswith("bundler unreachable: eth_sendUserOperation"), action.error
+
+    settings.BUNDLER_RPC_URL = chain_settings.bundler_url  # the bundler is back
+    Action.objects.filter(pk=action.pk).update(next_submit_at=timezone.now())  # backoff over
+    action = _settle(action.pk)
+    assert action.status == ActionStatus.EXECUTED, action.error
+    assert action.error is None and action.submit_attempts == 2
+    assert len(_user_op_events(w3, action.entry_point, action.user_op_hash)) == 1
+    assert w3.eth.get_balance(RECIPIENT) - before == 12345
+    assert [h.status for h in action.history.order_by("timestamp", "id")] == [
+        "proposed",
+        "signed",
+        "submitted",
+        "broadcast",
+        "executed",
+    ]
+
+
+def test_an_op_whose_nonce_another_op_used_ends_failed_as_dropped(
+    chain_settings, settings, user, application
+):
+    w3 = Web3(Web3.HTTPProvider(chain_settings.rpc_url))
+    bundler = BundlerClient()
+    account = _funded_account(w3, "0.7")
+    op = account.build(account.execute(RECIPIENT, 1), bundler)
+    action = _propose_signed(user, application, account, op, "0.7", w3.eth.chain_id)
+    settings.BUNDLER_RPC_URL = f"http://127.0.0.1:{free_port()}"
+    action = action_submit(action_id=action.pk)
+    assert action.status == ActionStatus.SUBMITTED
+
+    # Meanwhile another op with the same nonce is signed elsewhere and included.
+    other = account.sign(account.build(account.execute(RECIPIENT, 2), bundler), chain_id=31337)
+    assert other["nonce"] == op["nonce"]
+    other_hash = bundler.send_user_operation(to_rpc(other), account.entry_point)
+    wait_until(lambda: bundler.get_user_operation_receipt(other_hash), timeout=60, interval=0.5)
+
+    settings.BUNDLER_RPC_URL = chain_settings.bundler_url
+    action = _settle(action.pk)
+    assert action.status == ActionStatus.FAILED
+    assert action.error == "dropped: nonce used by another operation"
+    assert action.tx_hash is None
+    assert not _user_op_events(w3, action.entry_point, action.user_op_hash)

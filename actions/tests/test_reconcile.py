@@ -24,6 +24,7 @@ from picnic.testing import ScriptedServer
 
 S = ActionStatus
 TX = "0x" + "ab" * 32
+NONCE_0 = "0x" + "00" * 32
 ERROR_STRING = (
     "0x08c379a0"
     "0000000000000000000000000000000000000000000000000000000000000020"
@@ -46,6 +47,9 @@ def receipt(success: bool = True, reason: str = "0x") -> dict:
 def bundler(settings):
     with ScriptedServer() as server:
         settings.BUNDLER_RPC_URL = server.url
+        # The same server answers the EntryPoint's getNonce: 0, not consumed by the test op.
+        settings.CHAIN_RPC_URL = server.url
+        server.results["eth_call"] = NONCE_0
         settings.BUNDLER_TIMEOUT_SECONDS = 0.5
         yield server
 
@@ -97,10 +101,13 @@ def test_a_submitted_action_can_be_reconciled_straight_to_executed(bundler, user
 
 def test_a_pending_receipt_changes_nothing(bundler, broadcast_action):
     bundler.result = None
+    # The bundler holds the op (ERC-7769 returns pending ops by hash): nothing is sent again.
+    bundler.results["eth_getUserOperationByHash"] = {"userOpHash": broadcast_action.user_op_hash}
     assert action_reconcile(action_id=broadcast_action.pk, actor=Actor.worker()) == "pending"
     broadcast_action.refresh_from_db()
     assert broadcast_action.status == S.BROADCAST
     assert broadcast_action.last_reconciled_at is not None
+    assert "eth_sendUserOperation" not in [r["method"] for r in bundler.requests]
 
 
 @pytest.mark.parametrize(
@@ -184,14 +191,14 @@ def test_the_periodic_task_reconciles_pending_actions_in_batches(
     assert tasks.actions_reconcile_pending() == {"executed": 1}
 
 
-def test_submit_records_a_bundler_error_and_stays_submitted(bundler, user, application):
+def test_submit_records_a_transient_bundler_error_and_stays_submitted(bundler, user, application):
     action = make_action(user=user, application=application)
     action_transition(action_id=action.pk, to=S.SIGNED, actor=Actor.end_user(user))
     bundler.mode = "rpc_error"
-    bundler.error = {"code": -32500, "message": "AA21 didn't pay prefund"}
+    bundler.error = {"code": -32603, "message": "internal error"}
     action = action_submit(action_id=action.pk, client=BundlerClient())
     assert action.status == S.SUBMITTED
-    assert action.error == "bundler rejected (-32500): AA21 didn't pay prefund"
+    assert action.error == "bundler rejected (-32603): internal error"
     # Reconciliation later finds it was mined after all: the stale error is cleared.
     bundler.mode, bundler.result = "result", receipt()
     action_reconcile(action_id=action.pk, actor=Actor.worker())

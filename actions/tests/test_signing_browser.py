@@ -171,3 +171,74 @@ def live_server_chain_url() -> str:
     from django.conf import settings
 
     return settings.CHAIN_RPC_URL
+
+
+def _seconds(shown: str) -> int:
+    """ "3 min 7 s" → 187 (the page's time-left wording)."""
+    units = {"h": 3600, "min": 60, "s": 1}
+    parts = shown.split()
+    return sum(int(n) * units[u] for n, u in zip(parts[::2], parts[1::2], strict=True))
+
+
+def test_the_page_counts_down_expires_by_itself_and_stops_polling_at_failed(
+    browser_page, live_server, django_user_model, application, settings
+):
+    from actions.models import ActionStatus as S
+    from actions.services import action_transition
+    from actions.tests.factories import make_action
+    from chain.stack import free_port
+    from picnic.lifecycle import Actor
+
+    # Polls refresh in-flight actions against the bundler: make it unreachable, so what the
+    # page shows is what this test stores.
+    closed = f"http://127.0.0.1:{free_port()}"
+    settings.BUNDLER_RPC_URL = closed
+    settings.CHAIN_RPC_URL = closed
+    settings.BUNDLER_TIMEOUT_SECONDS = 0.5
+    page = browser_page
+    user = django_user_model.objects.create_user("carol", password="carol-password")
+    page.goto(f"{live_server.url}/accounts/login/?next=/passkeys/")
+    page.fill("input[name=username]", "carol")
+    page.fill("input[name=password]", "carol-password")
+    page.click("button[type=submit]")
+    page.wait_for_url("**/passkeys/")
+
+    # The countdown moves between polls (the server answers 204 while nothing changes).
+    action = make_action(user=user, application=application, ttl_seconds=600)
+    page.goto(f"{live_server.url}/sign/{action.pk}/")
+    first = _seconds(page.inner_text("#time-left .time-left-value"))
+    page.wait_for_timeout(3_500)
+    second = _seconds(page.inner_text("#time-left .time-left-value"))
+    assert 590 <= first <= 600 and 2 <= first - second <= 5, (first, second)
+
+    # At zero the page turns to expired on its own.
+    short = make_action(user=user, application=application, ttl_seconds=3)
+    page.goto(f"{live_server.url}/sign/{short.pk}/")
+    page.wait_for_selector("#expired", timeout=15_000)
+    assert not page.is_visible("#approve")
+    assert Action.objects.get(pk=short.pk).status == "expired"
+
+    # Signed elsewhere; delivery errs (retrying, polling on); then it fails for good: the
+    # page says why in plain words and stops polling.
+    doomed = make_action(user=user, application=application, ttl_seconds=600)
+    page.goto(f"{live_server.url}/sign/{doomed.pk}/")
+    for step in (S.SIGNED, S.SUBMITTED):
+        action_transition(action_id=doomed.pk, to=step, actor=Actor.system())
+    Action.objects.filter(pk=doomed.pk).update(error="bundler unreachable: timed out")
+    page.wait_for_selector("#retrying", timeout=15_000)
+    assert "trying again automatically" in page.inner_text("#retrying")
+    refusal = (
+        "bundler rejected (-32500): UserOperation reverted with reason: "
+        "AA26 over verificationGasLimit"
+    )
+    action_transition(
+        action_id=doomed.pk, to=S.FAILED, actor=Actor.system(), updates={"error": refusal}
+    )
+    page.wait_for_selector('[data-status="failed"]', timeout=15_000)
+    shown = page.inner_text("#timeline")
+    assert "The transfer could not be completed: the network refused it" in shown
+    assert refusal in shown and "executing" not in shown.lower()
+    polls: list[str] = []
+    page.on("request", lambda request: polls.append(request.url))
+    page.wait_for_timeout(5_000)
+    assert not [url for url in polls if f"/sign/{doomed.pk}/" in url], polls

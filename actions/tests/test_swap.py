@@ -10,7 +10,6 @@ import pytest
 from actions.models import Action
 from actions.passkeys import action_sign
 from actions.providers.lifi import LifiClient, QuoteError
-from actions.providers.local_lifi import LocalLifiServer
 from actions.selectors import transactions_page
 from actions.services import action_submit, actions_reconcile_pending, history_sync
 from chain import contracts
@@ -24,14 +23,6 @@ pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 
 def eure_id() -> str:
     return f"eip155:31337/erc20:{contracts.demo_token_address('EURe')}"
-
-
-@pytest.fixture
-def quotes(settings):
-    with LocalLifiServer() as server:
-        settings.SWAP_QUOTE_URL = server.url
-        settings.SWAP_QUOTE_TIMEOUT_SECONDS = 1.0
-        yield server
 
 
 def swap(client, token, **body):

@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from messaging.models import D, Delivery
+from messaging.selectors import deliveries_stuck
 from messaging.services import delivery_send, delivery_transition
 from picnic.lifecycle import Actor
 
@@ -55,11 +56,50 @@ def test_the_delivery_list_filters_unknown_stuck_and_failed_reasons(staff_client
     page = staff_client.get("/admin/messaging/delivery/", {"status__exact": "unknown"})
     assert str(unknown.pk) in page.text and str(stuck.pk) not in page.text
     page = staff_client.get("/admin/messaging/delivery/", {"stuck": "yes"})
-    assert str(stuck.pk) in page.text and str(unknown.pk) not in page.text
+    # `unknown` waits for staff: it is stuck too (see the test below).
+    assert str(stuck.pk) in page.text and str(unknown.pk) in page.text
+    assert str(failed.pk) not in page.text
     page = staff_client.get("/admin/messaging/delivery/")
     assert "Forbidden: blocked" in page.text  # offered as a reason filter
     page = staff_client.get("/admin/messaging/delivery/", {"reason": "Forbidden: blocked"})
     assert str(failed.pk) in page.text and str(unknown.pk) not in page.text
+
+
+def test_stuck_is_everything_that_waits_for_staff_or_for_a_worker_that_is_not_coming(
+    staff_client, make_delivery, settings
+):
+    settings.DM_LEASE_SECONDS = 30
+    now = timezone.now()
+    long_ago = now - timedelta(seconds=31)
+    unknown = make_delivery(D.CLAIMED, D.SENDING, D.UNKNOWN)  # just now: waits for staff
+    sending_lapsed = make_delivery(
+        D.CLAIMED, D.SENDING, **{D.SENDING: {"lease_expires_at": now - timedelta(seconds=1)}}
+    )
+    claimed_lapsed = make_delivery(
+        D.CLAIMED, **{D.CLAIMED: {"lease_expires_at": now - timedelta(seconds=1)}}
+    )
+    queued_overdue = make_delivery()
+    retry_overdue = make_delivery(D.CLAIMED)  # a refused connection, retry long due
+    Delivery.objects.filter(pk__in=[queued_overdue.pk, retry_overdue.pk]).update(
+        next_attempt_at=long_ago
+    )
+    stuck = {unknown, sending_lapsed, claimed_lapsed, queued_overdue, retry_overdue}
+
+    moving = {
+        make_delivery(),  # queued just now
+        make_delivery(D.CLAIMED, **{D.CLAIMED: {"lease_expires_at": now + timedelta(seconds=9)}}),
+        make_delivery(
+            D.CLAIMED, D.SENDING, **{D.SENDING: {"lease_expires_at": now + timedelta(seconds=9)}}
+        ),
+        make_delivery(D.CLAIMED, **{D.CLAIMED: {"next_attempt_at": now + timedelta(seconds=60)}}),
+        make_delivery(D.CLAIMED, D.SENDING, D.SENT, **{D.SENT: {"provider_message_id": "1"}}),
+        make_delivery(D.CLAIMED, D.SENDING, D.FAILED),
+        make_delivery(D.CANCELLED),
+    }
+    assert set(deliveries_stuck(now)) == stuck
+    page = staff_client.get("/admin/messaging/delivery/", {"stuck": "yes"})
+    assert all(str(d.pk) in page.text for d in stuck)
+    assert not any(str(d.pk) in page.text for d in moving)
 
 
 def test_search_by_idempotency_key(staff_client, make_delivery):

@@ -222,13 +222,17 @@ def test_review_approve_continues_and_reject_cancels_and_releases(
     )
     body = payload(approved)
     assert (body["state"], body["stage"]) == ("queued", "dispatch")
-    assert body["review"]["decision"] == "approved" and body["review"]["decided_by"] == "sam"
+    # Decided: nobody must intervene any more, so `review` is null (seed 003); the decision
+    # is in the history row.
+    assert body["review"] is None
     row = Operation.objects.get(pk=approved.pk).history.last()
     assert (row.actor_kind, row.actor_user, row.detail) == (
         "staff",
         staff_user,
         "approved by staff sam: fine",
     )
+    assert row.payload["review"]["decision"] == "approved"
+    assert row.payload["review"]["decided_by"] == "sam"
     assert operation_dispatch(operation_id=approved.pk) == "waiting"
 
     rejected = submit(funded, category="sensitive")

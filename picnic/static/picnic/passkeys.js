@@ -28,6 +28,9 @@
     if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
     return data;
   }
+  function refreshTimeline() {
+    if (window.htmx && document.getElementById("timeline")) htmx.trigger("#timeline", "refresh");
+  }
   function say(id, text) {
     const el = document.getElementById(id);
     if (el) el.textContent = text;
@@ -76,8 +79,8 @@
           userHandle: assertion.response.userHandle ? bytesToB64url(assertion.response.userHandle) : null,
         },
       });
-      say("sign-result", `Signed: ${result.status}`);
-      if (window.htmx) htmx.trigger("#timeline", "refresh");
+      say("sign-result", result.status === "signed" ? "Signed." : `Signed (${result.status}).`);
+      refreshTimeline();
     } catch (error) {
       say("sign-result", `Not signed: ${error.message}`);
       button.disabled = false;
@@ -88,10 +91,42 @@
     try {
       await post(button.dataset.rejectUrl);
       say("sign-result", "Rejected.");
+      refreshTimeline();
     } catch (error) {
       say("sign-result", `Not rejected: ${error.message}`);
     }
   }
+
+  // Time left to sign: the server renders the milliseconds left in data-ms-left (its clock,
+  // so a wrong clock here does not matter); we count down from when the element appeared.
+  // At zero the timeline is refreshed once: the server expires the action on read.
+  const deadlines = new WeakMap();
+  function timeLeftText(seconds) {
+    const hours = Math.floor(seconds / 3600);
+    const minutes = Math.floor((seconds % 3600) / 60);
+    const secs = seconds % 60;
+    if (hours) return `${hours} h ${minutes} min`;
+    if (minutes) return `${minutes} min ${secs} s`;
+    return `${secs} s`;
+  }
+  function tick() {
+    const el = document.getElementById("time-left");
+    if (!el || el.dataset.msLeft === undefined) return;
+    if (!deadlines.has(el)) deadlines.set(el, performance.now() + Number(el.dataset.msLeft));
+    const seconds = Math.max(0, Math.floor((deadlines.get(el) - performance.now()) / 1000));
+    const value = el.querySelector(".time-left-value");
+    if (value) value.textContent = timeLeftText(seconds);
+    if (seconds === 0 && !el.dataset.timeUp) {
+      el.dataset.timeUp = "1";
+      el.textContent = "Time is up: this request is expiring.";
+      const approveButton = document.getElementById("approve");
+      if (approveButton) approveButton.disabled = true;
+      refreshTimeline();
+    }
+  }
+  setInterval(tick, 250);
+  document.addEventListener("DOMContentLoaded", tick);
+  document.addEventListener("htmx:afterSwap", tick);
 
   document.addEventListener("click", (event) => {
     const target = event.target.closest("button");
