@@ -209,7 +209,7 @@ def seed_actions(*, user, application, say: Callable[[str], None]) -> SmartAccou
     if action := create("failed", revert, "Call that reverts on-chain (demo)", sign=True, gas=gas):
         execute(action)
     if action := create("submitted-error", send, "Send 0.01 ETH (bad signature, demo)", sign=False):
-        # Unsigned (dummy signature): the bundler refuses it with AA24 and it stays submitted.
+        # Unsigned (dummy signature): the bundler refuses it for good (AA24), so it ends failed.
         action_transition(action_id=action.pk, to=ActionStatus.SIGNED, actor=Actor.end_user(user))
         action_submit(action_id=action.pk, client=bundler)
     if action := create("rejected", send, "Send 0.01 ETH to 0x7099…79C8", sign=False):

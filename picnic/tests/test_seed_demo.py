@@ -44,7 +44,7 @@ def test_it_creates_demo_data_once_with_actions_in_different_states(chain_settin
         DEMO["expired"]: ActionStatus.EXPIRED,
         DEMO["executed"]: ActionStatus.EXECUTED,
         DEMO["failed"]: ActionStatus.FAILED,
-        DEMO["submitted-error"]: ActionStatus.SUBMITTED,
+        DEMO["submitted-error"]: ActionStatus.FAILED,  # AA24 is a final refusal
     }
     assert "AA24" in Action.objects.get(pk=DEMO["submitted-error"]).error
     account = SmartAccount.objects.get(user__username="alice")
