@@ -86,3 +86,27 @@ def usdc_id() -> str:
     from chain import contracts
 
     return f"eip155:31337/erc20:{contracts.demo_token_address('USDC')}"
+
+
+def nonce_word(n: int) -> str:
+    """An eth_call answer: one uint256 word (the EntryPoint's getNonce)."""
+    return "0x" + n.to_bytes(32, "big").hex()
+
+
+@pytest.fixture
+def rpc(settings):
+    """A scripted bundler and chain: the op is nowhere, its nonce (0) is not used yet."""
+    from picnic.testing import ScriptedServer
+
+    with ScriptedServer() as server:
+        settings.BUNDLER_RPC_URL = server.url
+        settings.CHAIN_RPC_URL = server.url
+        settings.BUNDLER_TIMEOUT_SECONDS = 0.5
+        server.results.update(
+            {
+                "eth_getUserOperationReceipt": None,
+                "eth_getUserOperationByHash": None,
+                "eth_call": nonce_word(0),
+            }
+        )
+        yield server

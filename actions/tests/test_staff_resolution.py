@@ -13,32 +13,10 @@ from actions.services import action_submit, action_transition
 from actions.tests.factories import make_action
 from actions.tests.test_backoffice import staff_client  # noqa: F401 - the superuser's client
 from picnic.lifecycle import Actor
-from picnic.testing import ScriptedServer
 
 S = ActionStatus
 CHANGELIST = "/admin/actions/action/"
 pytestmark = pytest.mark.django_db
-
-
-def nonce_word(n: int) -> str:
-    return "0x" + n.to_bytes(32, "big").hex()
-
-
-@pytest.fixture
-def rpc(settings):
-    """The bundler and the chain: the op is nowhere, its nonce (0) is not used yet."""
-    with ScriptedServer() as server:
-        settings.BUNDLER_RPC_URL = server.url
-        settings.CHAIN_RPC_URL = server.url
-        settings.BUNDLER_TIMEOUT_SECONDS = 0.5
-        server.results.update(
-            {
-                "eth_getUserOperationReceipt": None,
-                "eth_getUserOperationByHash": None,
-                "eth_call": nonce_word(0),
-            }
-        )
-        yield server
 
 
 def _staff(make_user, username: str, *codenames: str):

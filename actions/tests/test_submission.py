@@ -25,15 +25,13 @@ from actions.services import (
 )
 from actions.tests.factories import make_action
 from picnic.lifecycle import Actor, entity_changed
-from picnic.testing import RpcError, ScriptedServer
+from picnic.testing import RpcError
+
+from .conftest import nonce_word
 
 S = ActionStatus
 TX = "0x" + "ab" * 32
 pytestmark = pytest.mark.django_db
-
-
-def nonce_word(n: int) -> str:
-    return "0x" + n.to_bytes(32, "big").hex()
 
 
 def receipt(success: bool = True) -> dict:
@@ -42,23 +40,6 @@ def receipt(success: bool = True) -> dict:
         "reason": "0x",
         "receipt": {"transactionHash": TX, "blockNumber": "0x2a"},
     }
-
-
-@pytest.fixture
-def rpc(settings):
-    """The bundler and the chain: the op is nowhere, its nonce (0) is not used yet."""
-    with ScriptedServer() as server:
-        settings.BUNDLER_RPC_URL = server.url
-        settings.CHAIN_RPC_URL = server.url
-        settings.BUNDLER_TIMEOUT_SECONDS = 0.5
-        server.results.update(
-            {
-                "eth_getUserOperationReceipt": None,
-                "eth_getUserOperationByHash": None,
-                "eth_call": nonce_word(0),
-            }
-        )
-        yield server
 
 
 def methods(server) -> list[str]:
