@@ -12,7 +12,7 @@ from django.conf import settings
 from eth_utils import keccak
 from web3 import Web3
 
-from actions.bundler import BundlerClient
+from actions.evm_clients import bundler_client
 from actions.models import (
     Action,
     ActionStatus,
@@ -146,7 +146,7 @@ def demo_owner_key(username: str) -> str:
 def seed_actions(*, user, application, say: Callable[[str], None]) -> SmartAccount:
     ensure_demo_tokens()
     w3 = Web3(Web3.HTTPProvider(settings.CHAIN_RPC_URL, request_kwargs={"timeout": 10}))
-    bundler = BundlerClient(timeout=15)
+    bundler = bundler_client(timeout=15)
     version = settings.ENTRY_POINT_VERSION
     owner = SimpleAccountOwner(w3, owner_key=demo_owner_key(user.username), version=version)
     account, _ = SmartAccount.objects.update_or_create(

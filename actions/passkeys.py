@@ -167,7 +167,7 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
 
     Single use: only a `proposed`, unexpired action can be signed, so a replayed or late
     assertion is refused and changes nothing."""
-    from actions.signature import pack_assertion
+    from evm.signature import pack_assertion
 
     action = Action.objects.get(pk=action_id, user=user)
     action = action_expire_if_overdue(action=action)
@@ -228,7 +228,7 @@ def _signed_updates(action: Action, account: SmartAccount, signature: str) -> di
     if action.type == ActionType.CARD_LIMIT_SET:
         # PasskeyAccount.execModuleTx checks the raw assertion itself.
         return {"params": {**action.params, "module_signature": signature}}
-    from actions.safe_signature import contract_signature
+    from evm.safe_signature import contract_signature
 
     safe_signature = contract_signature(
         owner=account.address, owner_signature=bytes.fromhex(signature[2:])

@@ -14,15 +14,7 @@ from django.db import transaction
 from django.db.models.functions import Lower
 from django.utils import timezone
 
-from actions.bundler import (
-    BundlerClient,
-    BundlerError,
-    BundlerUnavailable,
-    SendVerdict,
-    UserOpReceipt,
-    classify_send_error,
-    entry_point_nonce,
-)
+from actions.evm_clients import bundler_client
 from actions.models import (
     ACTION_LIFECYCLE,
     IN_FLIGHT,
@@ -45,7 +37,16 @@ from actions.selectors import (
     gnosis_pay_session_token,
     retention_cutoff,
 )
-from actions.userops import entry_point_address, to_rpc, user_op_hash
+from evm.bundler import (
+    BundlerClient,
+    BundlerError,
+    BundlerUnavailable,
+    SendVerdict,
+    UserOpReceipt,
+    classify_send_error,
+    entry_point_nonce,
+)
+from evm.userops import entry_point_address, to_rpc, user_op_hash
 from picnic.formats import rfc3339
 from picnic.lifecycle import Actor, IllegalTransition, record_history, touch, transition
 
@@ -213,7 +214,7 @@ def action_reconcile(
     if action.user_op is None:
         return card_action_reconcile(action=action)
     return _user_op_reconcile(
-        action, client or BundlerClient(), actor=actor, note=note, force_resend=force_resend
+        action, client or bundler_client(), actor=actor, note=note, force_resend=force_resend
     )
 
 
@@ -408,7 +409,7 @@ def actions_reconcile_pending(
     *, batch_size: int | None = None, client: BundlerClient | None = None
 ) -> Counter:
     """One batch of in-flight actions, least recently reconciled first."""
-    client = client or BundlerClient()
+    client = client or bundler_client()
     outcomes: Counter = Counter()
     ids = list(
         actions_pending_on_chain(
@@ -439,7 +440,7 @@ def action_submit(*, action_id, client: BundlerClient | None = None) -> Action:
         detail="delivering the user operation to the bundler",
         only_from={ActionStatus.SIGNED},
     )
-    return _user_op_send(action, client or BundlerClient(), actor=Actor.worker())
+    return _user_op_send(action, client or bundler_client(), actor=Actor.worker())
 
 
 def action_mark_failed(*, action_id, staff_user, note: str) -> Action:
@@ -636,9 +637,9 @@ def card_action_reconcile(*, action: Action) -> ReconcileOutcome:
 
 
 def _card_relayer(timeout: float | None = None):
-    from actions.relayer import Relayer
+    from actions.evm_clients import card_relayer
 
-    return Relayer(timeout=timeout or settings.GNOSIS_PAY_TIMEOUT_SECONDS)
+    return card_relayer(timeout=timeout)
 
 
 def _set_params(action: Action, **changes: Any) -> Action:
@@ -687,8 +688,8 @@ def card_limit_submit(*, action_id) -> Action:
 
 
 def _card_limit_relay(action: Action, *, actor: Actor, wait: float) -> Action:
-    from actions.relayer import RelayError, RelayRefused
     from chain import zodiac
+    from evm.relayer import RelayError, RelayRefused
 
     p = action.params
     relayer = _card_relayer(wait)
@@ -709,8 +710,8 @@ def _card_limit_relay(action: Action, *, actor: Actor, wait: float) -> Action:
 
 
 def _card_limit_follow_relay(action: Action, relayer, *, actor: Actor, wait: float) -> Action:
-    from actions.relayer import RelayError
     from chain import zodiac
+    from evm.relayer import RelayError
 
     p = action.params
     try:
@@ -763,7 +764,7 @@ def _card_limit_follow_relay(action: Action, relayer, *, actor: Actor, wait: flo
 def card_limit_reconcile(*, action: Action, actor: Actor) -> ReconcileOutcome:
     """Follow the delay-module queue: enqueued → cooldown → dispatch (`executeNextTx`, by the
     relayer) → executed; `failed` when the scheduled transaction reverts or expires."""
-    from actions.relayer import RelayError
+    from evm.relayer import RelayError
 
     # Bounded like the bundler: this runs inside get_action_status too.
     relayer = _card_relayer(settings.BUNDLER_TIMEOUT_SECONDS)
@@ -790,8 +791,8 @@ def card_limit_reconcile(*, action: Action, actor: Actor) -> ReconcileOutcome:
 
 
 def _card_limit_follow_queue(action: Action, relayer, *, actor: Actor) -> Action:
-    from actions.relayer import RelayRefused
     from chain import zodiac
+    from evm.relayer import RelayRefused
 
     p = action.params
     delay = relayer.w3.eth.contract(
@@ -805,7 +806,7 @@ def _card_limit_follow_queue(action: Action, relayer, *, actor: Actor) -> Action
         expiration = delay.functions.txExpiration().call()
         chain_time = relayer.w3.eth.get_block("latest")["timestamp"]
     except Exception as exc:  # noqa: BLE001 - any RPC failure: try again later
-        from actions.relayer import RelayUnavailable
+        from evm.relayer import RelayUnavailable
 
         raise RelayUnavailable(f"chain RPC unavailable: {exc}") from None
     if "dispatch_tx" in p:
@@ -891,7 +892,7 @@ def _card_limit_dispatched_elsewhere(action: Action, relayer, *, actor: Actor) -
             }
         )
     except Exception as exc:  # noqa: BLE001
-        from actions.relayer import RelayUnavailable
+        from evm.relayer import RelayUnavailable
 
         raise RelayUnavailable(f"chain RPC unavailable: {exc}") from None
     inner = bytes.fromhex(p["inner_data"][2:])

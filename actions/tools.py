@@ -9,9 +9,10 @@ from django.conf import settings
 from django.utils import timezone
 from web3 import Web3
 
-from actions.bundler import BundlerClient, BundlerError
+from actions.evm_clients import bundler_client
 from actions.models import Action, ActionType, Card, SmartAccount, SmartAccountKind, Token
 from actions.services import action_create
+from evm.bundler import BundlerError
 
 ASSET_ID = re.compile(r"^eip155:(\d+)/erc20:(0x[0-9a-fA-F]{40})$")
 # The call's gas budget when the bundler's simulation says it reverts (see _build).
@@ -106,7 +107,7 @@ def _build(client, call: str, params: dict) -> dict:
     from the bundler (estimated on a no-op call from the same account, deployment included)
     and the call gets a fixed budget: the op can go out if the user signs, and ends `failed`
     with the on-chain reason; the signing page warns first."""
-    bundler = BundlerClient(timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10))
+    bundler = bundler_client(timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10))
     try:
         return client.build(call, bundler)
     except BundlerError as exc:

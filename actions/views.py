@@ -21,7 +21,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from actions.bundler import BundlerError
 from actions.models import IN_FLIGHT, Action
 from actions.selectors import (
     ActionAccessDenied,
@@ -54,6 +53,7 @@ from actions.tools import (
     propose_swap,
     propose_transfer,
 )
+from evm.bundler import BundlerError
 from picnic.api import RequiredScopes
 from picnic.formats import rfc3339
 from picnic.timeline import render_timeline

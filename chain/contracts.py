@@ -9,7 +9,7 @@ from typing import Any
 
 from eth_utils import keccak, to_bytes, to_checksum_address
 
-from actions.userops import ENTRY_POINT_ADDRESSES
+from evm.userops import ENTRY_POINT_ADDRESSES
 
 NODE_MODULES = Path(__file__).resolve().parent / "node_modules"
 

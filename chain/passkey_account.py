@@ -19,9 +19,9 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from web3 import Web3
 
-from actions.signature import dummy_signature, pack_assertion
 from chain import contracts
 from chain.simple_account import Erc4337Account
+from evm.signature import dummy_signature, pack_assertion
 
 # What a real assertion costs in validateUserOp beyond the estimation stub, which stops at the
 # challenge check: base64url of the challenge compared, two SHA-256 and the P256VERIFY

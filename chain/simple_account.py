@@ -13,9 +13,9 @@ from eth_account import Account
 from eth_account.messages import encode_defunct
 from web3 import Web3
 
-from actions.bundler import BundlerClient
-from actions.userops import ENTRY_POINT_ADDRESSES, to_rpc, user_op_hash
 from chain import contracts
+from evm.bundler import BundlerClient
+from evm.userops import ENTRY_POINT_ADDRESSES, to_rpc, user_op_hash
 
 # Well-formed 65-byte signature for gas estimation (the real one is made after).
 DUMMY_SIGNATURE = "0x" + "f" * 31 + "0" * 33 + "7" + "a" * 63 + "1c"  # r ‖ s (low) ‖ v

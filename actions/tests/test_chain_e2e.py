@@ -8,14 +8,14 @@ import pytest
 from django.utils import timezone
 from web3 import Web3
 
-from actions.bundler import BundlerClient
+from actions.evm_clients import bundler_client
 from actions.models import Action, ActionStatus
 from actions.services import action_submit, action_transition, actions_reconcile_pending
 from actions.tests.factories import make_action
-from actions.userops import to_rpc
 from chain.dev import fund
 from chain.simple_account import SimpleAccountOwner
 from chain.stack import free_port
+from evm.userops import to_rpc
 from picnic.lifecycle import Actor
 from picnic.testing import wait_until
 
@@ -48,7 +48,7 @@ def test_a_real_user_operation_executes_and_get_action_status_reconciles_it(
     chain_settings, user, application, make_token, bearer, version
 ):
     w3 = Web3(Web3.HTTPProvider(chain_settings.rpc_url))
-    bundler = BundlerClient()
+    bundler = bundler_client()
     account = _funded_account(w3, version)
     before = w3.eth.get_balance(RECIPIENT)
     op = account.build(account.execute(RECIPIENT, Web3.to_wei("0.01", "ether")), bundler)
@@ -91,7 +91,7 @@ def test_a_reverting_user_operation_ends_failed_with_the_reason(
     chain_settings, user, application, version
 ):
     w3 = Web3(Web3.HTTPProvider(chain_settings.rpc_url))
-    bundler = BundlerClient()
+    bundler = bundler_client()
     account = _funded_account(w3, version)
     # The account calling its own execute() is neither owner nor EntryPoint: the inner call
     # reverts with "account: not Owner or EntryPoint", and execute() bubbles that up.
@@ -123,7 +123,7 @@ def test_a_bundler_validation_refusal_fails_the_action_with_the_reason(
     chain_settings, user, application, version
 ):
     w3 = Web3(Web3.HTTPProvider(chain_settings.rpc_url))
-    bundler = BundlerClient()
+    bundler = bundler_client()
     account = _funded_account(w3, version)
     op = account.build(account.execute(RECIPIENT, 1), bundler)
     action = _propose_signed(user, application, account, op, version, w3.eth.chain_id)
@@ -169,7 +169,7 @@ def test_a_bundler_down_at_submission_is_resent_on_recovery_and_executes_once(
 ):
     w3 = Web3(Web3.HTTPProvider(chain_settings.rpc_url))
     account = _funded_account(w3, version)
-    op = account.build(account.execute(RECIPIENT, 12345), BundlerClient())
+    op = account.build(account.execute(RECIPIENT, 12345), bundler_client())
     action = _propose_signed(user, application, account, op, version, w3.eth.chain_id)
     before = w3.eth.get_balance(RECIPIENT)
 
@@ -198,7 +198,7 @@ def test_an_op_whose_nonce_another_op_used_ends_failed_as_dropped(
     chain_settings, settings, user, application
 ):
     w3 = Web3(Web3.HTTPProvider(chain_settings.rpc_url))
-    bundler = BundlerClient()
+    bundler = bundler_client()
     account = _funded_account(w3, "0.7")
     op = account.build(account.execute(RECIPIENT, 1), bundler)
     action = _propose_signed(user, application, account, op, "0.7", w3.eth.chain_id)

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from actions import tasks
-from actions.bundler import BundlerClient, decode_revert_reason
+from actions.evm_clients import bundler_client
 from actions.models import Action, ActionStatus
 from actions.services import (
     ReconcileOutcome,
@@ -196,7 +196,7 @@ def test_submit_records_a_transient_bundler_error_and_stays_submitted(bundler, u
     action_transition(action_id=action.pk, to=S.SIGNED, actor=Actor.end_user(user))
     bundler.mode = "rpc_error"
     bundler.error = {"code": -32603, "message": "internal error"}
-    action = action_submit(action_id=action.pk, client=BundlerClient())
+    action = action_submit(action_id=action.pk, client=bundler_client())
     assert action.status == S.SUBMITTED
     assert action.error == "bundler rejected (-32603): internal error"
     # Reconciliation later finds it was mined after all: the stale error is cleared.
@@ -253,14 +253,3 @@ def test_the_purge_task_deletes_old_terminal_actions_only(user, application):
 
     assert actions_purge_retained() == 3  # the action and its two history rows
     assert set(Action.objects.values_list("pk", flat=True)) == {old_stuck.pk, recent_done.pk}
-
-
-def test_it_decodes_revert_reasons():
-    assert decode_revert_reason(ERROR_STRING) == "insufficient funds"
-    assert decode_revert_reason("0x") == "execution reverted"
-    assert decode_revert_reason(None) == "execution reverted"
-    panic = "0x4e487b71" + "00" * 31 + "11"
-    assert decode_revert_reason(panic) == "panic 0x11"
-    assert decode_revert_reason("0xdeadbeef") == "execution reverted (revert data 0xdeadbeef)"
-    insufficient = "0xe450d38c" + "00" * 12 + "ab" * 20 + f"{5:064x}" + f"{9:064x}"
-    assert decode_revert_reason(insufficient) == f"ERC20InsufficientBalance(0x{'ab' * 20}, 5, 9)"

@@ -10,7 +10,6 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from actions.bundler import FINAL_SUBMISSION_CODES
 from actions.models import Action, ActionStatus
 from actions.services import (
     ActionResolutionError,
@@ -24,6 +23,7 @@ from actions.services import (
     actions_reconcile_pending,
 )
 from actions.tests.factories import make_action
+from evm.bundler import FINAL_SUBMISSION_CODES
 from picnic.lifecycle import Actor, entity_changed
 from picnic.testing import RpcError
 

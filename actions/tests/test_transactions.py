@@ -345,12 +345,12 @@ def test_transactions_need_their_scope(registered, user, client, application, ma
 
 def _user_op(w3, passkey, account, calls) -> str:
     """Run calls from the passkey account as one real user operation; its tx hash."""
-    from actions.bundler import BundlerClient
+    from actions.evm_clients import bundler_client
     from actions.tools import passkey_client
-    from actions.userops import to_rpc, user_op_hash
+    from evm.userops import to_rpc, user_op_hash
 
     client = passkey_client(w3, account)
-    bundler = BundlerClient()
+    bundler = bundler_client()
     op = client.build(client.execute_batch(calls), bundler)
     op_hash = user_op_hash(
         op, entry_point=client.entry_point, chain_id=w3.eth.chain_id, version=client.version

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from web3 import Web3
 
-from actions.bundler import BundlerClient, BundlerError
-from actions.userops import to_rpc, user_op_hash
 from chain import contracts
 from chain.dev import fund, mint
 from chain.passkey_account import PasskeyAccountClient, SoftwarePasskey
-from picnic.testing import wait_until
+from evm.bundler import BundlerClient, BundlerError
+from evm.userops import to_rpc, user_op_hash
 
 pytestmark = pytest.mark.chain
 RECIPIENT = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
@@ -18,6 +19,15 @@ RECIPIENT = "0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC"
 
 def _send(account, op, bundler) -> str:
     return bundler.send_user_operation(to_rpc(op), account.entry_point)
+
+
+def _receipt(bundler, op_hash: str, *, timeout: float = 60):
+    """Polled here, not with picnic.testing.wait_until: chain/ imports no app (test_boundary)."""
+    deadline = time.monotonic() + timeout
+    while (receipt := bundler.get_user_operation_receipt(op_hash)) is None:
+        assert time.monotonic() < deadline, f"no receipt for {op_hash} within {timeout}s"
+        time.sleep(0.2)
+    return receipt
 
 
 @pytest.mark.parametrize("version", ["0.7", "0.8"])
@@ -42,7 +52,7 @@ def test_a_passkey_signed_user_operation_moves_demo_usdc(chain, version):
     )
     signed = account.sign_with(passkey, op, op_hash)
     assert _send(account, signed, bundler) == op_hash
-    receipt = wait_until(lambda: bundler.get_user_operation_receipt(op_hash), timeout=60)
+    receipt = _receipt(bundler, op_hash)
     assert receipt.success
     assert usdc.functions.balanceOf(RECIPIENT).call() - before == 1_500_000
     assert account.is_deployed()

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from web3 import Web3
 
-from actions.safe_signature import contract_signature
-from actions.signature import pack_assertion
 from chain.dev import fund
 from chain.passkey_account import PasskeyAccountClient, SoftwarePasskey
 from chain.safe import deploy_safe, eip191_hash, safe_contract, safe_message_hash
+from evm.safe_signature import contract_signature
+from evm.signature import pack_assertion
 
 pytestmark = pytest.mark.chain
 

@@ -8,10 +8,10 @@ import pytest
 from web3 import Web3
 from web3.exceptions import ContractLogicError
 
-from actions.signature import pack_assertion
 from chain import contracts, zodiac
 from chain.passkey_account import PasskeyAccountClient, SoftwarePasskey
 from chain.safe import DelayConfig, deploy_safe, safe_contract
+from evm.signature import pack_assertion
 
 pytestmark = pytest.mark.chain
 SENTINEL = "0x0000000000000000000000000000000000000001"

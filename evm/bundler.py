@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import requests
-from django.conf import settings
 from eth_abi import decode
 from web3 import Web3
 from web3.exceptions import Web3Exception
@@ -136,9 +135,9 @@ def parse_receipt(result: Any) -> UserOpReceipt | None:
 
 
 class BundlerClient:
-    def __init__(self, url: str | None = None, *, timeout: float | None = None):
-        self.url = url or settings.BUNDLER_RPC_URL
-        self.timeout = timeout if timeout is not None else settings.BUNDLER_TIMEOUT_SECONDS
+    def __init__(self, url: str, *, timeout: float):
+        self.url = url
+        self.timeout = timeout
         provider = Web3.HTTPProvider(
             self.url,
             request_kwargs={"timeout": self.timeout},

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import requests
-from django.conf import settings
 from web3 import Web3
 from web3.exceptions import ContractLogicError, TimeExhausted, TransactionNotFound, Web3Exception
 
@@ -47,13 +46,9 @@ _RPC_ERRORS = (requests.RequestException, Web3Exception, OSError, ValueError)
 
 
 class Relayer:
-    def __init__(self, *, rpc_url: str | None = None, key: str | None = None, timeout: float = 10):
-        self.w3 = Web3(
-            Web3.HTTPProvider(
-                rpc_url or settings.CHAIN_RPC_URL, request_kwargs={"timeout": timeout}
-            )
-        )
-        self.key = key or settings.CARD_RELAYER_KEY
+    def __init__(self, *, rpc_url: str, key: str, timeout: float = 10):
+        self.w3 = Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": timeout}))
+        self.key = key
         self.account = self.w3.eth.account.from_key(self.key)
         self.timeout = timeout
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from web3 import Web3
 
-from actions.userops import UserOpError, pack_v07, user_op_hash
 from chain import contracts
+from evm.userops import UserOpError, pack_v07, user_op_hash
 
 ADDR = "0x1234567890123456789012345678901234567890"
 EP08 = "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108"
