@@ -12,17 +12,15 @@ from django.utils import timezone
 
 from actions.bundler import FINAL_SUBMISSION_CODES
 from actions.models import Action, ActionStatus
-from actions.services import (
+from actions.services.lifecycle import (
     ActionResolutionError,
-    ReconcileOutcome,
     action_mark_failed,
     action_reconcile,
     action_resend,
     action_submit,
-    action_touch,
-    action_transition,
     actions_reconcile_pending,
 )
+from actions.services.transitions import ReconcileOutcome, action_touch, action_transition
 from actions.tests.factories import make_action
 from picnic.lifecycle import Actor, entity_changed
 from picnic.testing import RpcError
