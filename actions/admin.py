@@ -29,13 +29,13 @@ from actions.models import (
     TokenTransfer,
 )
 from actions.selectors import actions_stuck
-from actions.services import (
+from actions.services.lifecycle import (
     ActionResolutionError,
     action_mark_failed,
     action_reconcile,
     action_resend,
-    ramp_kyc_refresh,
 )
+from actions.services.ramps import ramp_kyc_refresh
 from actions.views import resend_outcome_message
 from picnic.admin import StatusHistoryInline
 from picnic.lifecycle import Actor

@@ -22,13 +22,13 @@ from actions.models import (
     SmartAccountKind,
     Token,
 )
-from actions.services import (
+from actions.services.lifecycle import (
     action_create,
     action_expire_if_overdue,
     action_reconcile,
     action_submit,
-    action_transition,
 )
+from actions.services.transitions import action_transition
 from chain.dev import fund, mint
 from chain.simple_account import SimpleAccountOwner
 from picnic.lifecycle import Actor
@@ -92,7 +92,7 @@ DEMO_RAMP_PROVIDERS = {"EURe": "monerium"}
 def provision_card(*, user, card_id: str, last4: str) -> Card:
     """Dev chain only: deploy the user's passkey account and its 1/1 Safe, and record a card.
     (In production Gnosis Pay onboarding creates the Safe; here the dev key pays for it.)"""
-    from actions.tools import passkey_client
+    from actions.services.proposals import passkey_client
     from chain import contracts, zodiac
     from chain.safe import DelayConfig, deploy_safe
 

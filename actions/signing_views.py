@@ -13,22 +13,16 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from actions.models import Action, ActionStatus, ActionType
-from actions.passkeys import (
-    PasskeyError,
-    action_reject,
-    action_sign,
-    authentication_options,
-    passkey_register,
-    registration_options,
-)
-from actions.services import action_expire_if_overdue, action_status_refresh
+from actions.services.lifecycle import action_expire_if_overdue, action_status_refresh
+from actions.services.passkeys import PasskeyError, passkey_register, registration_options
+from actions.services.signing import action_reject, action_sign, authentication_options
 from picnic.timeline import render_timeline
 
 REGISTRATION_SESSION_KEY = "passkey_registration_challenge"
 
 
 def _account_address(qx: bytes, qy: bytes) -> tuple[str, str]:
-    from actions.tools import web3
+    from actions.services.proposals import web3
     from chain.passkey_account import PasskeyAccountClient
 
     client = PasskeyAccountClient(web3(), qx, qy, version=settings.ENTRY_POINT_VERSION)

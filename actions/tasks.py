@@ -4,35 +4,35 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from actions import services
+from actions.services import history, lifecycle, retention
 from picnic.lifecycle import Actor
 
 
 @shared_task(name="actions.tasks.actions_expire_overdue")
 def actions_expire_overdue() -> int:
-    return services.actions_expire_overdue()
+    return lifecycle.actions_expire_overdue()
 
 
 @shared_task(name="actions.tasks.actions_reconcile_pending")
 def actions_reconcile_pending() -> dict[str, int]:
-    return dict(services.actions_reconcile_pending())
+    return dict(lifecycle.actions_reconcile_pending())
 
 
 @shared_task(name="actions.tasks.action_reconcile")
 def action_reconcile(action_id: str) -> str:
-    return services.action_reconcile(action_id=action_id, actor=Actor.worker())
+    return lifecycle.action_reconcile(action_id=action_id, actor=Actor.worker())
 
 
 @shared_task(name="actions.tasks.actions_purge_retained")
 def actions_purge_retained() -> int:
-    return services.actions_purge_retained()
+    return retention.actions_purge_retained()
 
 
 @shared_task(name="actions.tasks.action_submit", acks_late=False)
 def action_submit(action_id: str) -> str:
-    return services.action_submit(action_id=action_id).status
+    return lifecycle.action_submit(action_id=action_id).status
 
 
 @shared_task(name="actions.tasks.card_purchases_sync_signed_in")
 def card_purchases_sync_signed_in() -> int:
-    return services.card_purchases_sync_signed_in()
+    return history.card_purchases_sync_signed_in()

@@ -21,38 +21,35 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from actions.chain_reads import balances_for_user, card_for_user
 from actions.models import IN_FLIGHT, Action
+from actions.presenters import profile_for_user, smart_account_payload, transactions_page
 from actions.selectors import (
     ActionAccessDenied,
     ActionNotFound,
     InvalidCursor,
     action_get_for_client,
     action_with_history,
-    balances_for_user,
-    card_for_user,
-    profile_for_user,
-    smart_account_payload,
     smart_accounts_for_user,
-    transactions_page,
 )
 from actions.serializers import ActionStatusSerializer, ErrorSerializer
-from actions.services import (
+from actions.services.history import history_sync
+from actions.services.lifecycle import (
     ActionResolutionError,
-    ReconcileOutcome,
     action_expire_if_overdue,
     action_mark_failed,
     action_resend,
     action_status_refresh,
-    history_sync,
-    ramps_refresh_for_user,
 )
-from actions.tools import (
+from actions.services.proposals import (
     ToolError,
     propose_card_limit,
     propose_card_state,
     propose_swap,
     propose_transfer,
 )
+from actions.services.ramps import ramps_refresh_for_user
+from actions.services.transitions import ReconcileOutcome
 from evm.bundler import BundlerError
 from picnic.api import RequiredScopes
 from picnic.formats import rfc3339

@@ -48,7 +48,8 @@ def main() -> None:
     name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
     try:
         from actions.models import HistoryEntry
-        from actions.selectors import _encode_cursor, _entry_payload, transactions_page
+        from actions.presenters import entry_payload, transactions_page
+        from actions.selectors import encode_cursor
 
         user = get_user_model().objects.create(username="bench")
         start = datetime(2026, 1, 1, tzinfo=UTC)
@@ -63,7 +64,7 @@ def main() -> None:
         ordered = HistoryEntry.objects.filter(user=user).order_by("-occurred_at", "-pk")
         depth = args.entries - 2 * args.page  # a page near the end: OFFSET's worst case
         anchor = ordered[depth - 1]
-        cursor = _encode_cursor(anchor)
+        cursor = encode_cursor(anchor)
 
         def keyset() -> list:
             return transactions_page(user=user, cursor=cursor, limit=args.page)["transactions"]
@@ -71,7 +72,7 @@ def main() -> None:
         def offset() -> list:
             # The same page and the same payloads, reached with OFFSET instead of a cursor.
             page = ordered.select_related("action", "card_purchase")[depth : depth + args.page]
-            return [_entry_payload(e, [], set()) for e in page]
+            return [entry_payload(e, [], set()) for e in page]
 
         assert keyset() == offset()
 

@@ -9,7 +9,7 @@ from web3 import Web3
 
 from actions.demo import ensure_demo_tokens
 from actions.models import SmartAccount
-from actions.passkeys import passkey_register, registration_options
+from actions.services.passkeys import passkey_register, registration_options
 from actions.signing_views import _account_address
 from chain.dev import fund, mint
 from chain.passkey_account import SoftwarePasskey

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from actions.models import Action, ActionType
-from actions.services import action_create
+from actions.services.lifecycle import action_create
 
 SENDER = "0x1234567890123456789012345678901234567890"
 

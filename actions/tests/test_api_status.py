@@ -10,7 +10,7 @@ import yaml
 from django.utils import timezone
 
 from actions.models import Action, ActionStatus
-from actions.services import action_transition
+from actions.services.transitions import action_transition
 from actions.tests.factories import make_action
 from picnic.lifecycle import Actor
 

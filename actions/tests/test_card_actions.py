@@ -9,8 +9,8 @@ import pytest
 
 from actions.demo import provision_card
 from actions.models import Action
-from actions.passkeys import action_sign
-from actions.services import action_reconcile, action_submit
+from actions.services.lifecycle import action_reconcile, action_submit
+from actions.services.signing import action_sign
 from picnic.lifecycle import Actor
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]

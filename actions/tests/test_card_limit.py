@@ -11,8 +11,8 @@ from web3 import Web3
 
 from actions.demo import provision_card
 from actions.models import Action, ActionStatus
-from actions.passkeys import action_sign
-from actions.services import action_reconcile, action_submit
+from actions.services.lifecycle import action_reconcile, action_submit
+from actions.services.signing import action_sign
 from chain import zodiac
 from picnic.lifecycle import Actor
 

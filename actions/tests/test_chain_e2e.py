@@ -10,7 +10,8 @@ from web3 import Web3
 
 from actions.evm_clients import bundler_client
 from actions.models import Action, ActionStatus
-from actions.services import action_submit, action_transition, actions_reconcile_pending
+from actions.services.lifecycle import action_submit, actions_reconcile_pending
+from actions.services.transitions import action_transition
 from actions.tests.factories import make_action
 from chain.dev import fund
 from chain.simple_account import SimpleAccountOwner

@@ -11,8 +11,8 @@ import json
 import pytest
 
 from actions.models import Action, ActionStatus
-from actions.passkeys import action_sign
-from actions.services import action_reconcile, action_submit
+from actions.services.lifecycle import action_reconcile, action_submit
+from actions.services.signing import action_sign
 from chain.dev import token_balance
 from picnic.lifecycle import Actor
 from picnic.testing import wait_until

@@ -93,3 +93,60 @@ def test_transactions_report_a_chain_that_fails_and_serve_the_index(
     assert body["sync"]["chain"]["syncedToBlock"] is None
     assert [t["type"] for t in body["transactions"]] == ["cardFreeze"]
     assert SmartAccount.objects.get(pk=accounts.pk).history_synced_block == -1
+
+
+# Only the errors a failing node causes read as "the chain could not be read"; a bug of ours
+# propagates (a 500, logged) instead of being disguised as an outage.
+
+
+def test_a_bug_in_the_history_sync_propagates_while_an_outage_is_reported(
+    rpc, accounts, user, monkeypatch
+):
+    from actions.services import history
+
+    rpc.results = {"eth_blockNumber": "0x10", "eth_getLogs": []}
+    rpc.errors = {"eth_blockNumber": {"code": -32603, "message": "node is syncing"}}
+    sync = history.history_sync(user=user)
+    assert sync["chain"]["error"].startswith("The chain could not be read")
+    assert "node is syncing" in sync["chain"]["error"]
+
+    rpc.errors = {}
+
+    def bug(address):
+        raise TypeError("a bug in our code")
+
+    monkeypatch.setattr(history, "_topic", bug)
+    with pytest.raises(TypeError, match="a bug in our code"):
+        history.history_sync(user=user)
+
+
+def test_an_ens_name_the_node_cannot_resolve_is_reported_and_a_bug_propagates(
+    rpc, settings, monkeypatch
+):
+    from ens import ENS
+    from web3 import Web3
+
+    from actions.services.proposals import ToolError, _recipient
+
+    def w3():
+        return Web3(Web3.HTTPProvider(settings.CHAIN_RPC_URL, request_kwargs={"timeout": 0.5}))
+
+    for mode in ("refused", "hang", "rpc_error", "garbage"):
+        settings.CHAIN_RPC_URL = rpc.url
+        _break(rpc, settings, mode)
+        with pytest.raises(ToolError, match="ENS name alice.eth could not be resolved"):
+            _recipient("alice.eth", w3())
+
+    settings.CHAIN_RPC_URL, rpc.mode = rpc.url, "result"
+    rpc.results = {"eth_getCode": "0x"}  # a chain without the registry: nothing to ask
+    with pytest.raises(ToolError, match="ENS name alice.eth could not be resolved"):
+        _recipient("alice.eth", w3())
+    assert [r["method"] for r in rpc.requests[-1:]] == ["eth_getCode"]
+
+    def bug(self, name):
+        raise KeyError("a bug in our code")
+
+    monkeypatch.setattr(ENS, "address", bug)
+    rpc.results = {"eth_getCode": "0x6080"}  # the registry is deployed
+    with pytest.raises(KeyError, match="a bug in our code"):
+        _recipient("alice.eth", w3())

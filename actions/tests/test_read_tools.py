@@ -105,7 +105,7 @@ def test_balances_need_their_scope(registered, client, user, application, make_t
 def test_all_balances_are_read_in_one_rpc_round_trip(registered, user, prices, chain_settings):
     from web3 import Web3
 
-    from actions.selectors import balances_for_user
+    from actions.chain_reads import balances_for_user
 
     # A second account: 2 accounts × 3 tokens (USDC, EURe, the svUSDC vault share), plus the
     # vault's share price, all in one batch.
@@ -130,7 +130,7 @@ def test_get_card_reads_balance_and_daily_limit_from_the_chain_and_virtual_cards
     registered, user, client, application, make_token, settings
 ):
     from actions.models import Card
-    from actions.services import action_reconcile, action_submit
+    from actions.services.lifecycle import action_reconcile, action_submit
     from actions.tests.test_card_limit import advance, proposed, sign
     from picnic.lifecycle import Actor
 

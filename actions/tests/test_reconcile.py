@@ -10,14 +10,9 @@ from django.utils import timezone
 from actions import tasks
 from actions.evm_clients import bundler_client
 from actions.models import Action, ActionStatus
-from actions.services import (
-    ReconcileOutcome,
-    action_reconcile,
-    action_submit,
-    action_transition,
-    actions_expire_overdue,
-    actions_purge_retained,
-)
+from actions.services.lifecycle import action_reconcile, action_submit, actions_expire_overdue
+from actions.services.retention import actions_purge_retained
+from actions.services.transitions import ReconcileOutcome, action_transition
 from actions.tests.factories import make_action
 from picnic.lifecycle import Actor
 from picnic.testing import ScriptedServer

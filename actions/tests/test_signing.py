@@ -11,8 +11,9 @@ import pytest
 from django.utils import timezone
 
 from actions.models import Action, ActionStatus, Passkey
-from actions.passkeys import PasskeyError, action_sign, passkey_register, registration_options
-from actions.services import action_submit, actions_reconcile_pending
+from actions.services.lifecycle import action_submit, actions_reconcile_pending
+from actions.services.passkeys import PasskeyError, passkey_register, registration_options
+from actions.services.signing import action_sign
 from actions.signing_views import _account_address
 from chain.dev import token_balance
 from chain.passkey_account import SoftwarePasskey

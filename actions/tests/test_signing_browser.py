@@ -184,7 +184,7 @@ def test_the_page_counts_down_expires_by_itself_and_stops_polling_at_failed(
     browser_page, live_server, django_user_model, application, settings
 ):
     from actions.models import ActionStatus as S
-    from actions.services import action_transition
+    from actions.services.transitions import action_transition
     from actions.tests.factories import make_action
     from chain.stack import free_port
     from picnic.lifecycle import Actor

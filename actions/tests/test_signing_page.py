@@ -15,7 +15,7 @@ import pytest
 from django.utils import timezone
 
 from actions.models import Action, ActionStatus, ActionType
-from actions.services import action_transition
+from actions.services.transitions import action_transition
 from actions.tests.factories import make_action
 from chain.stack import free_port
 from picnic.lifecycle import Actor

@@ -9,7 +9,8 @@ import pytest
 from django.contrib.auth.models import Permission
 
 from actions.models import Action, ActionStatus
-from actions.services import action_submit, action_transition
+from actions.services.lifecycle import action_submit
+from actions.services.transitions import action_transition
 from actions.tests.factories import make_action
 from actions.tests.test_backoffice import staff_client  # noqa: F401 - the superuser's client
 from picnic.lifecycle import Actor

@@ -11,17 +11,15 @@ import pytest
 from django.utils import timezone
 
 from actions.models import Action, ActionStatus
-from actions.services import (
+from actions.services.lifecycle import (
     ActionResolutionError,
-    ReconcileOutcome,
     action_mark_failed,
     action_reconcile,
     action_resend,
     action_submit,
-    action_touch,
-    action_transition,
     actions_reconcile_pending,
 )
+from actions.services.transitions import ReconcileOutcome, action_touch, action_transition
 from actions.tests.factories import make_action
 from evm.bundler import FINAL_SUBMISSION_CODES
 from picnic.lifecycle import Actor, entity_changed

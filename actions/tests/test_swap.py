@@ -8,10 +8,11 @@ from decimal import Decimal
 import pytest
 
 from actions.models import Action
-from actions.passkeys import action_sign
+from actions.presenters import transactions_page
 from actions.providers.lifi import LifiClient, QuoteError
-from actions.selectors import transactions_page
-from actions.services import action_submit, actions_reconcile_pending, history_sync
+from actions.services.history import history_sync
+from actions.services.lifecycle import action_submit, actions_reconcile_pending
+from actions.services.signing import action_sign
 from chain import contracts
 from chain.dev import token_balance
 from picnic.testing import wait_until

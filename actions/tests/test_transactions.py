@@ -15,13 +15,10 @@ from web3 import Web3
 
 from actions.demo import provision_card
 from actions.models import Action, GnosisPaySession, HistoryEntry, TokenTransfer
-from actions.passkeys import action_sign
-from actions.services import (
-    action_submit,
-    actions_reconcile_pending,
-    gnosis_pay_session_store,
-    history_sync,
-)
+from actions.services.card_state import gnosis_pay_session_store
+from actions.services.history import history_sync
+from actions.services.lifecycle import action_submit, actions_reconcile_pending
+from actions.services.signing import action_sign
 from chain import contracts
 from chain.dev import mint
 from mcp_adapter.tools import TRANSACTIONS_SCHEMA
@@ -141,7 +138,7 @@ def test_history_merges_chain_transfers_ramps_and_executed_actions(registered, u
     }
     assert items[3]["flows"][0]["formattedAmount"] == "10"  # the fixture's mint
     # get_balances agrees with the history: 10 + 2.5 - 1.5 USDC after the real transfer.
-    from actions.selectors import balances_for_user
+    from actions.chain_reads import balances_for_user
 
     usdc = next(
         b
@@ -346,7 +343,7 @@ def test_transactions_need_their_scope(registered, user, client, application, ma
 def _user_op(w3, passkey, account, calls) -> str:
     """Run calls from the passkey account as one real user operation; its tx hash."""
     from actions.evm_clients import bundler_client
-    from actions.tools import passkey_client
+    from actions.services.proposals import passkey_client
     from evm.userops import to_rpc, user_op_hash
 
     client = passkey_client(w3, account)
@@ -362,8 +359,8 @@ def _user_op(w3, passkey, account, calls) -> str:
 
 
 def test_vault_deposits_and_withdrawals_are_investments(registered, user, client, token, settings):
+    from actions.chain_reads import balances_for_user
     from actions.providers.local_coingecko import LocalCoinGeckoServer
-    from actions.selectors import balances_for_user
 
     passkey, account, w3 = registered
     usdc = w3.eth.contract(
@@ -441,8 +438,8 @@ def test_an_e_money_burn_is_an_offramp(user, settings):
 
     from actions.demo import ensure_demo_tokens
     from actions.models import SmartAccount, Token
-    from actions.selectors import transactions_page
-    from actions.services import ZERO_ADDRESS, _classify
+    from actions.presenters import transactions_page
+    from actions.services.history import ZERO_ADDRESS, _classify
 
     ensure_demo_tokens()
     account = SmartAccount.objects.create(

@@ -8,7 +8,7 @@ import pytest
 
 from actions import tasks
 from actions.models import Action, ActionStatus
-from actions.services import action_transition
+from actions.services.transitions import action_transition
 from actions.tests.factories import make_action
 from picnic.lifecycle import Actor
 from picnic.testing import ScriptedServer, start_celery_worker, wait_until

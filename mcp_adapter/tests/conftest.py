@@ -3,7 +3,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from actions.services import action_create
+from actions.services.lifecycle import action_create
 from mcp_adapter.api import PicnicApi
 from mcp_adapter.server import PicnicMCP
 from messaging.tests.conftest import social_account, workspace  # noqa: F401 - shared fixtures

@@ -9,7 +9,8 @@ import anyio
 import pytest
 import redis
 
-from actions.services import action_create, action_transition
+from actions.services.lifecycle import action_create
+from actions.services.transitions import action_transition
 from picnic import events
 from picnic.lifecycle import Actor
 

@@ -8,7 +8,7 @@ import pytest
 from django.db import close_old_connections, connection, transaction
 
 from actions.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionStatusHistory
-from actions.services import action_transition
+from actions.services.transitions import action_transition
 from actions.tests.factories import make_action
 from picnic.lifecycle import Actor, IllegalTransition, status_changed
 from picnic.models import ActorKind, AppendOnlyError

@@ -1,22 +1,30 @@
-"""The action tools: each proposes an action for the user to sign (here: `transfer`)."""
+"""Proposals, the first step of an action's lifecycle: the action tools (transfer, swap,
+card_freeze/card_unfreeze, card_limit) check the request, build what the passkey will sign
+(a user operation, a SIWE message, a Zodiac module transaction) and create a `proposed` action.
+"""
 
 from __future__ import annotations
 
+import logging
 import re
 from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
 from django.utils import timezone
+from ens.exceptions import ENSException
 from web3 import Web3
 
+from actions.chain_reads import CHAIN_RPC_ERRORS
 from actions.evm_clients import bundler_client
 from actions.models import Action, ActionType, Card, SmartAccount, SmartAccountKind, Token
-from actions.services import action_create
+from actions.services.lifecycle import action_create
 from evm.bundler import BundlerError
 
 ASSET_ID = re.compile(r"^eip155:(\d+)/erc20:(0x[0-9a-fA-F]{40})$")
 # The call's gas budget when the bundler's simulation says it reverts (see _build).
 FALLBACK_CALL_GAS = 300_000
+
+logger = logging.getLogger(__name__)
 
 
 class ToolError(Exception):
@@ -57,8 +65,11 @@ def _recipient(to: str, w3: Web3) -> str:
         return Web3.to_checksum_address(to)
     if re.fullmatch(r"[a-z0-9-]+(\.[a-z0-9-]+)+", to.lower()):
         try:
-            resolved = w3.ens.address(to)
-        except Exception:  # noqa: BLE001 - no ENS registry on this chain, or the RPC failed
+            # A chain without the ENS registry (a dev chain) has nothing to ask.
+            registry = w3.eth.get_code(w3.ens.ens.address)
+            resolved = w3.ens.address(to) if registry else None
+        except (ENSException, *CHAIN_RPC_ERRORS) as exc:  # a name ENS refuses, or the RPC failed
+            logger.info("ENS name %s not resolved: %r", to, exc)
             resolved = None
         if not resolved:
             raise ToolError(f"ENS name {to} could not be resolved on chain {settings.CHAIN_ID}")

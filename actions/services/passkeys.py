@@ -1,0 +1,108 @@
+"""Passkey registration: the WebAuthn ceremony (py_webauthn) that stores a P-256 credential and
+gives the user their Picnic smart account (its counterfactual address, deployed with the first
+user operation). Signing an action with the passkey is in `signing.py`."""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+from django.conf import settings
+from django.db import transaction
+from webauthn import (
+    generate_registration_options,
+    options_to_json,
+    verify_registration_response,
+)
+from webauthn.helpers import base64url_to_bytes, bytes_to_base64url
+from webauthn.helpers.cose import COSEAlgorithmIdentifier
+from webauthn.helpers.decode_credential_public_key import (
+    DecodedEC2PublicKey,
+    decode_credential_public_key,
+)
+from webauthn.helpers.exceptions import InvalidRegistrationResponse
+from webauthn.helpers.structs import (
+    AuthenticatorSelectionCriteria,
+    PublicKeyCredentialDescriptor,
+    ResidentKeyRequirement,
+    UserVerificationRequirement,
+)
+
+from actions.models import Passkey, SmartAccount, SmartAccountKind
+
+
+class PasskeyError(Exception):
+    """A registration or assertion that is refused; the message is safe to show."""
+
+
+def registration_options(*, user) -> tuple[str, bytes]:
+    challenge = secrets.token_bytes(32)
+    options = generate_registration_options(
+        rp_id=settings.WEBAUTHN_RP_ID,
+        rp_name=settings.WEBAUTHN_RP_NAME,
+        user_id=str(user.pk).encode(),
+        user_name=user.get_username(),
+        challenge=challenge,
+        supported_pub_key_algs=[COSEAlgorithmIdentifier.ECDSA_SHA_256],
+        authenticator_selection=AuthenticatorSelectionCriteria(
+            resident_key=ResidentKeyRequirement.PREFERRED,
+            user_verification=UserVerificationRequirement.REQUIRED,
+        ),
+        exclude_credentials=[
+            PublicKeyCredentialDescriptor(id=base64url_to_bytes(p.credential_id))
+            for p in user.passkeys.all()
+        ],
+    )
+    return options_to_json(options), challenge
+
+
+@transaction.atomic
+def passkey_register(
+    *, user, credential_json: str, expected_challenge: bytes, account_address
+) -> Passkey:
+    """Verify a registration and store the credential with the user's Picnic smart account.
+
+    `account_address(qx, qy)` computes the counterfactual account address for the key."""
+    try:
+        verified = verify_registration_response(
+            credential=credential_json,
+            expected_challenge=expected_challenge,
+            expected_rp_id=settings.WEBAUTHN_RP_ID,
+            expected_origin=settings.WEBAUTHN_ORIGIN,
+            require_user_verification=True,
+            supported_pub_key_algs=[COSEAlgorithmIdentifier.ECDSA_SHA_256],
+        )
+    except InvalidRegistrationResponse as exc:
+        raise PasskeyError(f"Passkey registration refused: {exc}") from None
+    key = decode_credential_public_key(verified.credential_public_key)
+    if not isinstance(key, DecodedEC2PublicKey):
+        raise PasskeyError("Passkey registration refused: only P-256 keys can own a smart account")
+    transports = []
+    try:
+        transports = json.loads(credential_json).get("response", {}).get("transports") or []
+    except ValueError:
+        pass
+    passkey = Passkey.objects.create(
+        user=user,
+        credential_id=bytes_to_base64url(verified.credential_id),
+        public_key=verified.credential_public_key,
+        public_key_x="0x" + key.x.hex(),
+        public_key_y="0x" + key.y.hex(),
+        sign_count=verified.sign_count,
+        transports=transports,
+    )
+    if not SmartAccount.objects.filter(
+        user=user, kind=SmartAccountKind.PICNIC, passkey__isnull=False
+    ).exists():
+        address, factory = account_address(key.x, key.y)
+        SmartAccount.objects.create(
+            user=user,
+            kind=SmartAccountKind.PICNIC,
+            chain_id=settings.CHAIN_ID,
+            address=address,
+            entry_point_version=settings.ENTRY_POINT_VERSION,
+            factory=factory,
+            owner=f"passkey:{passkey.credential_id}",
+            passkey=passkey,
+        )
+    return passkey
