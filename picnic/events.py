@@ -136,7 +136,12 @@ class _LocalSubscription(Subscription):
 def _publish_entity(lifecycle, pk, status) -> None:
     event = {"lifecycle": lifecycle.name, "id": str(pk), "status": str(status)}
     # The registered lifecycle says whether one entity is an MCP resource, and its URI.
-    if uri := lifecycle_named(lifecycle.name).resource_uri(pk):
+    try:
+        uri = lifecycle_named(lifecycle.name).resource_uri(pk)
+    except KeyError:
+        logger.error("lifecycle %r is not registered: its events carry no uri", lifecycle.name)
+        uri = None
+    if uri:
         event["uri"] = uri
     publish(event)
 

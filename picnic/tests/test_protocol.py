@@ -211,6 +211,18 @@ def test_deleting_the_entity_still_removes_its_history(user, application):
     assert not ActionStatusHistory.objects.filter(action_id=action.pk).exists()
 
 
+def test_deleting_a_staff_user_keeps_the_rows_they_wrote(user, application, make_user):
+    """The history's actor_user is SET_NULL: Django's collector, not the refused update()."""
+    staff = make_user("temp-staff", is_staff=True)
+    action = make_action(user=user, application=application)
+    lifecycle.transition(
+        lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=ActionStatus.REJECTED, actor=Actor.staff(staff)
+    )
+    staff.delete()
+    row = action.history.get(status=ActionStatus.REJECTED)
+    assert (row.actor_kind, row.actor_user) == (ActorKind.STAFF, None)
+
+
 # --- events and admin from the registry --------------------------------------------------------
 
 
@@ -254,6 +266,13 @@ def test_events_follow_the_registry_not_the_name(published, monkeypatch):
     assert published == [
         {"lifecycle": "ticket", "id": "t1", "status": "open", "uri": "picnic://ticket/t1"}
     ]
+
+
+def test_an_unregistered_lifecycle_is_published_without_a_uri(published, caplog):
+    stray = replace(ACTION_LIFECYCLE, name="stray")
+    events.on_entity_changed(sender=Action, pk="s1", status="proposed", lifecycle=stray)
+    assert published == [{"lifecycle": "stray", "id": "s1", "status": "proposed"}]
+    assert "not registered" in caplog.text
 
 
 def test_the_admin_index_lists_the_tracked_work(client, staff_user, user, application):
