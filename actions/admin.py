@@ -11,14 +11,12 @@ from django.http import Http404
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.timesince import timesince
 
 from actions.models import (
     IN_FLIGHT,
     Action,
-    ActionStatusHistory,
     Card,
     CardPurchase,
     HistoryEntry,
@@ -37,7 +35,7 @@ from actions.services.lifecycle import (
 )
 from actions.services.ramps import ramp_kyc_refresh
 from actions.views import resend_outcome_message
-from picnic.admin import StatusHistoryInline
+from picnic.admin import LifecycleAdmin
 from picnic.lifecycle import Actor
 
 
@@ -53,10 +51,6 @@ class StuckFilter(admin.SimpleListFilter):
         if self.value() == "yes":
             return queryset.filter(pk__in=actions_stuck().values("pk"))
         return queryset
-
-
-class ActionStatusHistoryInline(StatusHistoryInline):
-    model = ActionStatusHistory
 
 
 # Staff resolution of in-flight actions: the URL slug, the service, and what the page says.
@@ -95,12 +89,12 @@ class ResolveActionsForm(forms.Form):
 
 
 @admin.register(Action)
-class ActionAdmin(admin.ModelAdmin):
+class ActionAdmin(LifecycleAdmin):
+    lifecycle = Action.lifecycle
     list_display = ("id", "type", "status", "user", "age", "smart_account", "error_short")
     list_filter = ("status", "type", StuckFilter)
     search_fields = ("user_op_hash", "tx_hash", "smart_account", "user__username")
     list_select_related = ("user",)
-    inlines = [ActionStatusHistoryInline]
     actions = ["reconcile_now", "mark_failed", "resend"]
     readonly_fields = [f.name for f in Action._meta.concrete_fields] + ["timeline"]
     fieldsets = (
@@ -148,12 +142,6 @@ class ActionAdmin(admin.ModelAdmin):
         ),
     )
 
-    def has_add_permission(self, request):
-        return False  # actions are created by the action tools, never by hand
-
-    def has_change_permission(self, request, obj=None):
-        return False  # status changes only through transitions (admin actions)
-
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()
         try:
@@ -179,8 +167,7 @@ class ActionAdmin(admin.ModelAdmin):
 
     @admin.display(description="live timeline")
     def timeline(self, obj: Action) -> str:
-        url = reverse("actions-staff:action-timeline", args=[obj.pk])
-        return format_html('<a href="{}">open the live timeline</a>', url)
+        return self.timeline_link(obj, "open the live timeline")
 
     @admin.action(description="Reconcile now (ask the bundler for the receipt)")
     def reconcile_now(self, request, queryset):

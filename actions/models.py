@@ -7,8 +7,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from picnic.lifecycle import Lifecycle
-from picnic.models import StatusHistory
+from picnic.lifecycle import Lifecycle, register
+from picnic.models import LifecycleModel, StatusHistory
 
 
 class ActionType(models.TextChoices):
@@ -37,27 +37,35 @@ S = ActionStatus
 # where a refusal that makes execution impossible ends (the bundler refused the signed op for
 # good, its nonce went to another op) — the only terminal status that says "did not happen";
 # `error` says which. Staff may mark a `signed` action failed (its submission never started).
-ACTION_LIFECYCLE = Lifecycle(
-    name="action",
-    moves={
-        S.PROPOSED: frozenset({S.SIGNED, S.EXPIRED, S.REJECTED}),
-        S.SIGNED: frozenset({S.SUBMITTED, S.FAILED}),
-        S.SUBMITTED: frozenset({S.BROADCAST, S.EXECUTED, S.FAILED}),
-        S.BROADCAST: frozenset({S.EXECUTED, S.FAILED}),
-        S.EXECUTED: frozenset(),
-        S.FAILED: frozenset(),
-        S.EXPIRED: frozenset(),
-        S.REJECTED: frozenset(),
-    },
-    timestamps={S.SIGNED: "signed_at", S.BROADCAST: "broadcast_at", S.EXECUTED: "executed_at"},
-    history_fk="action",
+ACTION_LIFECYCLE = register(
+    Lifecycle(
+        name="action",
+        model_label="actions.Action",
+        history_label="actions.ActionStatusHistory",
+        moves={
+            S.PROPOSED: frozenset({S.SIGNED, S.EXPIRED, S.REJECTED}),
+            S.SIGNED: frozenset({S.SUBMITTED, S.FAILED}),
+            S.SUBMITTED: frozenset({S.BROADCAST, S.EXECUTED, S.FAILED}),
+            S.BROADCAST: frozenset({S.EXECUTED, S.FAILED}),
+            S.EXECUTED: frozenset(),
+            S.FAILED: frozenset(),
+            S.EXPIRED: frozenset(),
+            S.REJECTED: frozenset(),
+        },
+        timestamps={S.SIGNED: "signed_at", S.BROADCAST: "broadcast_at", S.EXECUTED: "executed_at"},
+        history_fk="action",
+        resource_uri_template="picnic://action/{id}",
+        timeline_url_name="actions-staff:action-timeline",
+    )
 )
 PENDING_ON_CHAIN = (S.SUBMITTED, S.BROADCAST)
 # Signed by the user, not yet ended: what staff may resolve, and what "stuck" looks at.
 IN_FLIGHT = (S.SIGNED, *PENDING_ON_CHAIN)
 
 
-class Action(models.Model):
+class Action(LifecycleModel):
+    lifecycle = ACTION_LIFECYCLE
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     type = models.CharField(max_length=16, choices=ActionType.choices)
     status = models.CharField(
@@ -88,8 +96,8 @@ class Action(models.Model):
     block_number = models.PositiveBigIntegerField(null=True, blank=True)
     error = models.TextField(null=True, blank=True)
 
+    # Its own created_at (indexed: retention and the admin sort on it); updated_at is inherited.
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
-    updated_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField()
     signed_at = models.DateTimeField(null=True, blank=True)
     broadcast_at = models.DateTimeField(null=True, blank=True)
@@ -133,14 +141,6 @@ class Action(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_type_display()} {self.id} ({self.status})"
-
-    @property
-    def resource_uri(self) -> str:
-        return f"picnic://action/{self.id}"
-
-    @property
-    def is_terminal(self) -> bool:
-        return ACTION_LIFECYCLE.is_terminal(self.status)
 
     @property
     def transitions(self) -> list[ActionStatusHistory]:

@@ -14,14 +14,13 @@ from messaging.models import (
     Conversation,
     D,
     Delivery,
-    DeliveryStatusHistory,
     Membership,
     SocialAccount,
     Workspace,
 )
 from messaging.selectors import deliveries_stuck
 from messaging.services import delivery_cancel, delivery_resolve_unknown
-from picnic.admin import StatusHistoryInline
+from picnic.admin import LifecycleAdmin
 from picnic.lifecycle import IllegalTransition
 
 
@@ -90,10 +89,6 @@ class FailedReasonFilter(admin.SimpleListFilter):
         return queryset
 
 
-class HistoryInline(StatusHistoryInline):
-    model = DeliveryStatusHistory
-
-
 class ResolveForm(forms.Form):
     outcome = forms.ChoiceField(choices=[(D.SENT, "sent"), (D.FAILED, "failed")])
     provider_message_id = forms.CharField(required=False, help_text="Required for sent.")
@@ -109,21 +104,15 @@ class ResolveForm(forms.Form):
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(admin.ModelAdmin):
+class DeliveryAdmin(LifecycleAdmin):
+    lifecycle = Delivery.lifecycle
     list_display = ("id", "status", "social_account", "workspace", "created_at", "reason_short")
     list_filter = ("status", StuckFilter, FailedReasonFilter, "social_account__provider")
     search_fields = ("provider_message_id", "social_account__handle", "conversation__recipient_id")
     list_select_related = ("social_account", "workspace")
-    inlines = [HistoryInline]
     actions = ["cancel_selected"]
     readonly_fields = [f.name for f in Delivery._meta.concrete_fields] + ["links"]
     exclude = ("payload_hash",)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
     def get_search_results(self, request, queryset, search_term):
         try:
@@ -138,13 +127,11 @@ class DeliveryAdmin(admin.ModelAdmin):
 
     @admin.display(description="links")
     def links(self, obj: Delivery) -> str:
-        timeline = reverse("messaging-staff:delivery-timeline", args=[obj.pk])
+        timeline = self.timeline_link(obj)
         if obj.status == D.UNKNOWN:
             resolve = reverse("admin:messaging_delivery_resolve", args=[obj.pk])
-            return format_html(
-                '<a href="{}">live timeline</a> · <a href="{}">resolve</a>', timeline, resolve
-            )
-        return format_html('<a href="{}">live timeline</a>', timeline)
+            return format_html('{} · <a href="{}">resolve</a>', timeline, resolve)
+        return timeline
 
     @admin.action(description="Cancel selected deliveries (queued or claimed only)")
     def cancel_selected(self, request, queryset):

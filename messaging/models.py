@@ -7,8 +7,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from picnic.lifecycle import Lifecycle
-from picnic.models import StatusHistory
+from picnic.lifecycle import Lifecycle, register
+from picnic.models import LifecycleModel, StatusHistory
 
 
 class Workspace(models.Model):
@@ -112,24 +112,33 @@ D = DeliveryStatus
 # `claimed` means the request has not left: a connection refused keeps it `claimed` (retried
 # later); `sending` is committed before the first byte goes out, so anything that goes wrong
 # after it is `unknown`, never re-sent automatically. Only staff resolve `unknown`.
-DELIVERY_LIFECYCLE = Lifecycle(
-    name="delivery",
-    moves={
-        D.QUEUED: frozenset({D.CLAIMED, D.CANCELLED}),
-        D.CLAIMED: frozenset({D.SENDING, D.CANCELLED, D.FAILED}),
-        D.SENDING: frozenset({D.SENT, D.FAILED, D.UNKNOWN}),
-        D.UNKNOWN: frozenset({D.SENT, D.FAILED}),
-        D.SENT: frozenset(),
-        D.FAILED: frozenset(),
-        D.CANCELLED: frozenset(),
-    },
-    history_fk="delivery",
+DELIVERY_LIFECYCLE = register(
+    Lifecycle(
+        name="delivery",
+        model_label="messaging.Delivery",
+        history_label="messaging.DeliveryStatusHistory",
+        moves={
+            D.QUEUED: frozenset({D.CLAIMED, D.CANCELLED}),
+            D.CLAIMED: frozenset({D.SENDING, D.CANCELLED, D.FAILED}),
+            D.SENDING: frozenset({D.SENT, D.FAILED, D.UNKNOWN}),
+            D.UNKNOWN: frozenset({D.SENT, D.FAILED}),
+            D.SENT: frozenset(),
+            D.FAILED: frozenset(),
+            D.CANCELLED: frozenset(),
+        },
+        history_fk="delivery",
+        # Not an MCP resource: agents follow a delivery with sosoapi_dm_actions_status.
+        resource_uri_template=None,
+        timeline_url_name="messaging-staff:delivery-timeline",
+    )
 )
 CANCELLABLE = frozenset({D.QUEUED, D.CLAIMED})
 
 
-class Delivery(models.Model):
+class Delivery(LifecycleModel):
     """A DM delivery action (`action` in the private-messaging/v1 contract)."""
+
+    lifecycle = DELIVERY_LIFECYCLE
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="deliveries")
@@ -157,8 +166,6 @@ class Delivery(models.Model):
         blank=True,
         related_name="dm_deliveries",
     )
-    created_at = models.DateTimeField(default=timezone.now)
-    updated_at = models.DateTimeField(default=timezone.now)
 
     # Worker bookkeeping: who holds the claim, until when, and connection attempts that
     # provably never sent anything.
@@ -189,10 +196,6 @@ class Delivery(models.Model):
 
     def __str__(self) -> str:
         return f"DM {self.id} ({self.status})"
-
-    @property
-    def is_terminal(self) -> bool:
-        return DELIVERY_LIFECYCLE.is_terminal(self.status)
 
 
 class DeliveryStatusHistory(StatusHistory):

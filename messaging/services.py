@@ -39,7 +39,14 @@ from messaging.selectors import (
     membership_role,
     social_account_for,
 )
-from picnic.lifecycle import Actor, IllegalTransition, record_history, touch, transition
+from picnic.lifecycle import (
+    Actor,
+    IllegalTransition,
+    create,
+    enqueue_on_commit,
+    touch,
+    transition,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -52,9 +59,25 @@ class CredentialMissing(Exception):
     pass
 
 
-def delivery_transition(*, delivery_id, to: str, actor: Actor, **kwargs: Any) -> Delivery:
+def delivery_transition(
+    *,
+    delivery_id,
+    to: str,
+    actor: Actor,
+    detail: str | None = None,
+    payload: Any = None,
+    updates: dict[str, Any] | None = None,
+    only_from: set[str] | None = None,
+) -> Delivery:
     return transition(
-        lifecycle=DELIVERY_LIFECYCLE, model=Delivery, pk=delivery_id, to=to, actor=actor, **kwargs
+        lifecycle=DELIVERY_LIFECYCLE,
+        pk=delivery_id,
+        to=to,
+        actor=actor,
+        detail=detail,
+        payload=payload,
+        updates=updates,
+        only_from=only_from,
     )
 
 
@@ -65,7 +88,7 @@ def _touch_delivery(*, delivery_id, changes: dict[str, Any], only_if: Q) -> bool
     with transaction.atomic():
         if not Delivery.objects.select_for_update().filter(only_if, pk=delivery_id).exists():
             return False
-        return touch(lifecycle=DELIVERY_LIFECYCLE, model=Delivery, pk=delivery_id, changes=changes)
+        return touch(lifecycle=DELIVERY_LIFECYCLE, pk=delivery_id, changes=changes)
 
 
 def payload_hash(*, recipient_id: str, text: str) -> str:
@@ -120,37 +143,26 @@ def delivery_send(
     if existing := keyed.first():
         return _same_or_conflict(existing, digest)
     try:
-        with transaction.atomic():
-            delivery = Delivery.objects.create(
-                workspace_id=account.workspace_id,
-                social_account=account,
-                conversation=conversation,
-                text=text,
-                idempotency_key=idempotency_key,
-                payload_hash=digest,
-                created_by=user,
-                application=application,
-            )
-            record_history(
-                lifecycle=DELIVERY_LIFECYCLE,
-                instance=delivery,
-                from_status=None,
-                status=D.QUEUED,
-                actor=Actor.agent(),
-                detail="accepted for delivery",
-                timestamp=delivery.created_at,
-            )
-            transaction.on_commit(lambda: _enqueue(delivery.pk), robust=True)
+        delivery = create(
+            lifecycle=DELIVERY_LIFECYCLE,
+            actor=Actor.agent(),
+            detail="accepted for delivery",
+            values={
+                "workspace_id": account.workspace_id,
+                "social_account": account,
+                "conversation": conversation,
+                "text": text,
+                "idempotency_key": idempotency_key,
+                "payload_hash": digest,
+                "created_by": user,
+                "application": application,
+            },
+        )
     except IntegrityError:
         # A concurrent send with the same key won the unique constraint.
         return _same_or_conflict(keyed.get(), digest)
+    enqueue_on_commit("messaging.tasks.delivery_deliver", delivery.pk)
     return SendResult(delivery, created=True)
-
-
-def _enqueue(delivery_id) -> None:
-    from messaging.tasks import delivery_deliver
-
-    delivery_deliver.delay(str(delivery_id))
 
 
 def deliveries_claim(*, worker_id: str, limit: int = 10, delivery_id=None) -> list[uuid.UUID]:

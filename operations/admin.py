@@ -13,18 +13,13 @@ from operations.models import (
     DispatchStatus,
     LedgerEntry,
     Operation,
-    OperationStatusHistory,
     Quote,
     State,
     Wallet,
 )
 from operations.services import operation_pause, operation_resume
-from picnic.admin import ReadOnlyInline, StatusHistoryInline
+from picnic.admin import LifecycleAdmin, ReadOnlyInline
 from picnic.lifecycle import IllegalTransition
-
-
-class HistoryInline(StatusHistoryInline):
-    model = OperationStatusHistory
 
 
 class ComponentInline(ReadOnlyInline):
@@ -69,7 +64,8 @@ class WorkFilter(admin.SimpleListFilter):
 
 
 @admin.register(Operation)
-class OperationAdmin(admin.ModelAdmin):
+class OperationAdmin(LifecycleAdmin):
+    lifecycle = Operation.lifecycle
     list_display = (
         "id",
         "tool",
@@ -84,21 +80,15 @@ class OperationAdmin(admin.ModelAdmin):
     list_filter = (WorkFilter, "state", "dispatch_status", "billing_status", "channel")
     search_fields = ("=id", "tool", "category", "backend_response_id", "owner__username")
     list_select_related = ("owner",)
-    inlines = [ComponentInline, HistoryInline]
+    inlines = [ComponentInline]
     actions = ["pause", "resume"]
     readonly_fields = [f.name for f in Operation._meta.concrete_fields] + ["links"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
     @admin.display(description="links")
     def links(self, obj: Operation) -> str:
         return format_html(
-            '<a href="{}">live timeline</a> · <a href="{}">review queue</a>',
-            reverse("operations-staff:operation-timeline", args=[obj.pk]),
+            '{} · <a href="{}">review queue</a>',
+            self.timeline_link(obj),
             reverse("operations-staff:review-queue"),
         )
 

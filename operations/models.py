@@ -1,15 +1,18 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
+from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from picnic.lifecycle import Lifecycle
-from picnic.models import StatusHistory
+from picnic.lifecycle import Lifecycle, register
+from picnic.models import AppendOnly, LifecycleModel, StatusHistory
 
 CREDITS = {"max_digits": 20, "decimal_places": 6, "default": Decimal("0")}
 
@@ -79,39 +82,59 @@ STATE_TABLE: dict[str, tuple[str, tuple[str, ...]]] = {
     State.CANCELLED: (Status.CANCELLED, (Stage.COMPLETE,)),
 }
 
+
+def _details_expire(values: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    # Every finished operation's details are purged in time, whichever path ended it.
+    ttl = timedelta(hours=settings.OPERATIONS_DETAIL_TTL_HOURS)
+    return {"detail_expires_at": values["completed_at"] + ttl}
+
+
 _S = State
-OPERATION_LIFECYCLE = Lifecycle(
-    name="operation",
-    status_field="state",
-    moves={
-        _S.QUEUED: frozenset(
-            {
-                _S.RUNNING,
-                _S.WAITING,
-                _S.RECONCILING,
-                _S.NEEDS_REVIEW,
-                _S.FAILED,
-                _S.CANCELLED,
-                _S.PAUSED,
-                _S.SUCCEEDED,
-            }
-        ),
-        _S.NEEDS_REVIEW: frozenset({_S.QUEUED, _S.CANCELLED, _S.PAUSED}),
-        _S.RUNNING: frozenset(
-            {_S.WAITING, _S.SUCCEEDED, _S.FAILED, _S.CANCELLED, _S.PAUSED, _S.RECONCILING}
-        ),
-        _S.WAITING: frozenset(
-            {_S.RUNNING, _S.SUCCEEDED, _S.FAILED, _S.CANCELLED, _S.PAUSED, _S.RECONCILING}
-        ),
-        _S.PAUSED: frozenset({_S.QUEUED, _S.NEEDS_REVIEW, _S.RUNNING, _S.CANCELLED}),
-        _S.RECONCILING: frozenset(
-            {_S.QUEUED, _S.RUNNING, _S.WAITING, _S.SUCCEEDED, _S.FAILED, _S.CANCELLED}
-        ),
-        _S.SUCCEEDED: frozenset(),
-        _S.FAILED: frozenset(),
-        _S.CANCELLED: frozenset(),
-    },
-    history_fk="operation",
+OPERATION_LIFECYCLE = register(
+    Lifecycle(
+        name="operation",
+        model_label="operations.Operation",
+        history_label="operations.OperationStatusHistory",
+        status_field="state",
+        moves={
+            _S.QUEUED: frozenset(
+                {
+                    _S.RUNNING,
+                    _S.WAITING,
+                    _S.RECONCILING,
+                    _S.NEEDS_REVIEW,
+                    _S.FAILED,
+                    _S.CANCELLED,
+                    _S.PAUSED,
+                    _S.SUCCEEDED,
+                }
+            ),
+            _S.NEEDS_REVIEW: frozenset({_S.QUEUED, _S.CANCELLED, _S.PAUSED}),
+            _S.RUNNING: frozenset(
+                {_S.WAITING, _S.SUCCEEDED, _S.FAILED, _S.CANCELLED, _S.PAUSED, _S.RECONCILING}
+            ),
+            _S.WAITING: frozenset(
+                {_S.RUNNING, _S.SUCCEEDED, _S.FAILED, _S.CANCELLED, _S.PAUSED, _S.RECONCILING}
+            ),
+            _S.PAUSED: frozenset({_S.QUEUED, _S.NEEDS_REVIEW, _S.RUNNING, _S.CANCELLED}),
+            _S.RECONCILING: frozenset(
+                {_S.QUEUED, _S.RUNNING, _S.WAITING, _S.SUCCEEDED, _S.FAILED, _S.CANCELLED}
+            ),
+            _S.SUCCEEDED: frozenset(),
+            _S.FAILED: frozenset(),
+            _S.CANCELLED: frozenset(),
+        },
+        timestamps={
+            _S.SUCCEEDED: "completed_at",
+            _S.FAILED: "completed_at",
+            _S.CANCELLED: "completed_at",
+        },
+        on_terminal=(_details_expire,),
+        history_fk="operation",
+        # Not an MCP resource: agents follow an operation with tong_operation_status.
+        resource_uri_template=None,
+        timeline_url_name="operations-staff:operation-timeline",
+    )
 )
 
 
@@ -154,8 +177,10 @@ class LedgerKind(models.TextChoices):
     REFUND = "refund", "Refund (spent → available)"
 
 
-class LedgerEntry(models.Model):
+class LedgerEntry(AppendOnly):
     """Append-only: every movement of credits, with the balances after it."""
+
+    append_only_rows = "ledger entries"
 
     wallet = models.ForeignKey(Wallet, on_delete=models.PROTECT, related_name="ledger")
     kind = models.CharField(max_length=16, choices=LedgerKind.choices)
@@ -180,11 +205,6 @@ class LedgerEntry(models.Model):
     def __str__(self) -> str:
         return f"{self.kind} {self.amount}"
 
-    def save(self, *args, **kwargs):
-        if self.pk is not None:
-            raise RuntimeError("ledger entries are append-only")
-        super().save(*args, **kwargs)
-
 
 class Quote(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -205,7 +225,9 @@ class Quote(models.Model):
         return f"quote {self.id} for {self.tool}: {self.quoted_credits}"
 
 
-class Operation(models.Model):
+class Operation(LifecycleModel):
+    lifecycle = OPERATION_LIFECYCLE
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="operations"
@@ -237,8 +259,6 @@ class Operation(models.Model):
     )
     backend_response_id = models.CharField(max_length=200, null=True, blank=True)
 
-    created_at = models.DateTimeField(default=timezone.now)
-    updated_at = models.DateTimeField(default=timezone.now)
     detail_expires_at = models.DateTimeField(null=True, blank=True)
     detail_expired = models.BooleanField(default=False)
     dispatch_started_at = models.DateTimeField(null=True, blank=True)
@@ -291,10 +311,6 @@ class Operation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool} {self.id} ({self.state})"
-
-    @property
-    def is_terminal(self) -> bool:
-        return OPERATION_LIFECYCLE.is_terminal(self.state)
 
 
 class BillingComponent(models.Model):

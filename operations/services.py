@@ -29,10 +29,18 @@ from operations.models import (
     Stage,
     State,
 )
-from picnic.lifecycle import Actor, IllegalTransition, record_history, touch, transition
+from picnic.lifecycle import (
+    Actor,
+    IllegalTransition,
+    create,
+    enqueue_on_commit,
+    touch,
+    transition,
+)
 
 logger = logging.getLogger(__name__)
 S = State
+DISPATCH_TASK = "operations.tasks.operation_dispatch"
 
 
 class AdmissionError(Exception):
@@ -48,33 +56,31 @@ class InsufficientCredits(AdmissionError):
 
 
 def operation_transition(
-    *, operation_id, to: str, actor: Actor, stage: str | None = None, **kwargs: Any
+    *,
+    operation_id,
+    to: str,
+    actor: Actor,
+    detail: str | None = None,
+    payload: Any = None,
+    updates: dict[str, Any] | None = None,
+    only_from: set[str] | None = None,
+    stage: str | None = None,
 ) -> Operation:
     """Move the state; status and stage follow from STATE_TABLE (the database checks it too).
-
-    Every terminal state gets `completed_at` and `detail_expires_at`, whichever path led there,
-    so the details of every finished operation are purged in time.
-    """
+    A terminal state also sets `completed_at` and `detail_expires_at` (OPERATION_LIFECYCLE)."""
     status, stages = STATE_TABLE[to]
     stage = stage or stages[0]
     if stage not in stages:
         raise ValueError(f"stage {stage!r} does not go with state {to!r}")
-    updates = {**(kwargs.pop("updates", None) or {}), "status": status, "stage": stage}
-    if OPERATION_LIFECYCLE.is_terminal(to):
-        now = timezone.now()
-        updates.setdefault("completed_at", now)
-        updates.setdefault(
-            "detail_expires_at",
-            updates["completed_at"] + timedelta(hours=settings.OPERATIONS_DETAIL_TTL_HOURS),
-        )
     return transition(
         lifecycle=OPERATION_LIFECYCLE,
-        model=Operation,
         pk=operation_id,
         to=to,
         actor=actor,
-        updates=updates,
-        **kwargs,
+        detail=detail,
+        payload=payload,
+        updates={**(updates or {}), "status": status, "stage": stage},
+        only_from=only_from,
     )
 
 
@@ -156,37 +162,33 @@ def operation_submit(
             input_text=input_text, max_output_tokens=settings.OPERATIONS_MAX_OUTPUT_TOKENS
         )
     rule = needs_review(tool=tool, category=category)
-    operation = Operation.objects.create(
-        owner=owner,
-        application=application,
-        tool=tool,
-        category=category,
-        channel=channel,
-        model=model or settings.OPERATIONS_DEFAULT_MODEL,
-        input={"text": input_text},
-        quote=quote,
-        state=S.QUEUED,
-        status="accepted",
-        stage=Stage.ADMISSION if rule else Stage.DISPATCH,
-        billing_status=BillingStatus.PENDING if held > 0 else BillingStatus.NONE,
-        held_credits=held,
-        pending_credits=held,
-        created_at=now,
-        updated_at=now,
+    operation = create(
+        lifecycle=OPERATION_LIFECYCLE,
+        actor=Actor.agent(),
+        detail=f"admitted; {billing.fmt(held)} credits held",
+        values={
+            "owner": owner,
+            "application": application,
+            "tool": tool,
+            "category": category,
+            "channel": channel,
+            "model": model or settings.OPERATIONS_DEFAULT_MODEL,
+            "input": {"text": input_text},
+            "quote": quote,
+            "state": S.QUEUED,
+            "status": "accepted",
+            "stage": Stage.ADMISSION if rule else Stage.DISPATCH,
+            "billing_status": BillingStatus.PENDING if held > 0 else BillingStatus.NONE,
+            "held_credits": held,
+            "pending_credits": held,
+            "created_at": now,
+        },
     )
     try:
+        # In the same transaction as the row: no hold, no operation.
         billing.hold(operation=operation, amount=held)
     except billing.InsufficientCredits as exc:
         raise InsufficientCredits(str(exc)) from None
-    record_history(
-        lifecycle=OPERATION_LIFECYCLE,
-        instance=operation,
-        from_status=None,
-        status=S.QUEUED,
-        actor=Actor.agent(),
-        detail=f"admitted; {billing.fmt(held)} credits held",
-        timestamp=now,
-    )
     if rule:
         return operation_transition(
             operation_id=operation.pk,
@@ -202,19 +204,13 @@ def operation_submit(
                 }
             },
         )
-    transaction.on_commit(lambda: _enqueue(operation.pk), robust=True)
+    enqueue_on_commit(DISPATCH_TASK, operation.pk)
     return operation
-
-
-def _enqueue(operation_id) -> None:
-    from operations.tasks import operation_dispatch
-
-    operation_dispatch.delay(str(operation_id))
 
 
 def _touch(operation_id, **changes: Any) -> bool:
     """A visible change without a transition: bumps `updated_at` and is published."""
-    return touch(lifecycle=OPERATION_LIFECYCLE, model=Operation, pk=operation_id, changes=changes)
+    return touch(lifecycle=OPERATION_LIFECYCLE, pk=operation_id, changes=changes)
 
 
 def _still_in(operation_id, states) -> bool:
@@ -526,7 +522,7 @@ def operation_review_decide(*, operation_id, staff_user, approve: bool, note: st
                 updates={"review": None, "next_check_at": timezone.now()},
                 only_from={S.NEEDS_REVIEW},
             )
-            transaction.on_commit(lambda: _enqueue(operation.pk), robust=True)
+            enqueue_on_commit(DISPATCH_TASK, operation.pk)
             return operation
         return operation_transition(
             operation_id=operation.pk,

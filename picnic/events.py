@@ -22,6 +22,8 @@ from typing import Any
 
 from django.conf import settings
 
+from picnic.lifecycle import lifecycle_named
+
 logger = logging.getLogger(__name__)
 CHANNEL = "picnic:events"
 _MAX_DATAGRAM = 4096
@@ -131,14 +133,16 @@ class _LocalSubscription(Subscription):
                 continue
 
 
-def action_uri(pk: Any) -> str:
-    return f"picnic://action/{pk}"
-
-
 def _publish_entity(lifecycle, pk, status) -> None:
     event = {"lifecycle": lifecycle.name, "id": str(pk), "status": str(status)}
-    if lifecycle.name == "action":
-        event["uri"] = action_uri(pk)
+    # The registered lifecycle says whether one entity is an MCP resource, and its URI.
+    try:
+        uri = lifecycle_named(lifecycle.name).resource_uri(pk)
+    except KeyError:
+        logger.error("lifecycle %r is not registered: its events carry no uri", lifecycle.name)
+        uri = None
+    if uri:
+        event["uri"] = uri
     publish(event)
 
 

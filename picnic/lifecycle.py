@@ -1,23 +1,35 @@
-"""One transition function for every lifecycle in the project.
+"""One lifecycle protocol for every kind of work the project tracks.
 
-A lifecycle declares its legal moves, terminal states and the timestamp field each state sets.
-`transition()` is the only code that changes a status: it checks the move is legal, applies it
-with a conditional UPDATE (… WHERE status = <the status we checked>), appends the history row
-in the same transaction and publishes `status_changed` after commit. Two workers racing on the
-same row therefore produce exactly one transition: the loser's UPDATE matches no row, it
-re-reads, and the move is no longer legal.
+A lifecycle declares its model and history model, its legal moves, terminal states, the
+timestamp field each state sets, what reaching a terminal state also sets (`on_terminal`), the
+MCP resource URI and staff timeline of one entity. Declared lifecycles are registered
+(`register()`): the registry is the one list of "the kinds of work this system tracks", read by
+the event channel, the admin and the support console.
+
+`create()` writes an entity with its first history row. `transition()` is the only code that
+changes a status: it checks the move is legal, applies it with a conditional UPDATE (… WHERE
+status = <the status we checked>), appends the history row in the same transaction and
+publishes `status_changed` after commit. Two workers racing on the same row therefore produce
+exactly one transition: the loser's UPDATE matches no row, it re-reads, and the move is no
+longer legal. `touch()` records a visible change that is not a transition.
+`enqueue_on_commit()` hands an entity to its Celery task once the writing transaction commits.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from django.apps import apps
+from django.core.exceptions import ImproperlyConfigured
 from django.db import models, transaction
 from django.dispatch import Signal
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from picnic.models import ActorKind
 
@@ -63,13 +75,26 @@ class IllegalTransition(Exception):
         super().__init__(f"{model} {pk}: cannot move from {current!r} to {target!r}")
 
 
+# Given the values a terminal transition is about to write (explicit updates and timestamps
+# included) and its instant, returns more values to write; a value already there wins.
+TerminalHook = Callable[[Mapping[str, Any], datetime], Mapping[str, Any]]
+
+
 @dataclass(frozen=True)
 class Lifecycle:
     name: str
+    model_label: str  # "app_label.Model": the entity
+    history_label: str  # "app_label.Model": its StatusHistory, with a foreign key `history_fk`
     moves: Mapping[str, frozenset[str]]
     timestamps: Mapping[str, str] = field(default_factory=dict)
+    on_terminal: tuple[TerminalHook, ...] = ()
     history_fk: str = "entity"
     status_field: str = "status"
+    # The MCP resource of one entity ("picnic://action/{id}"), or None if it is not one; events
+    # carry it so the MCP adapter notifies that resource's subscribers.
+    resource_uri_template: str | None = None
+    # The staff live timeline of one entity: a URL name taking the entity's pk.
+    timeline_url_name: str | None = None
 
     @property
     def terminal(self) -> frozenset[str]:
@@ -81,9 +106,57 @@ class Lifecycle:
     def is_terminal(self, status: str) -> bool:
         return status in self.terminal
 
+    @property
+    def model(self) -> type[models.Model]:
+        return apps.get_model(self.model_label)
 
-def _history_model(model: type[models.Model], lifecycle: Lifecycle) -> type[models.Model]:
-    return model._meta.get_field("history").related_model
+    @property
+    def history_model(self) -> type[models.Model]:
+        return apps.get_model(self.history_label)
+
+    def resource_uri(self, pk: Any) -> str | None:
+        if self.resource_uri_template is None:
+            return None
+        return self.resource_uri_template.format(id=pk)
+
+    def timeline_url(self, pk: Any) -> str | None:
+        return reverse(self.timeline_url_name, args=[pk]) if self.timeline_url_name else None
+
+    def admin_url(self, pk: Any | None = None) -> str:
+        """The admin changelist, or the change page of one entity."""
+        meta = self.model._meta
+        if pk is None:
+            return reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist")
+        return reverse(f"admin:{meta.app_label}_{meta.model_name}_change", args=[pk])
+
+
+_REGISTRY: dict[str, Lifecycle] = {}
+
+
+def register(lifecycle: Lifecycle) -> Lifecycle:
+    """Declare a kind of work (each app does, beside its model). Returns the lifecycle."""
+    known = _REGISTRY.get(lifecycle.name)
+    if known is not None and known != lifecycle:
+        raise ImproperlyConfigured(f"two lifecycles are named {lifecycle.name!r}")
+    _REGISTRY[lifecycle.name] = lifecycle
+    return lifecycle
+
+
+def lifecycles() -> tuple[Lifecycle, ...]:
+    """Every registered lifecycle, in the order the apps declared them."""
+    return tuple(_REGISTRY.values())
+
+
+def lifecycle_named(name: str) -> Lifecycle:
+    return _REGISTRY[name]
+
+
+def lifecycle_of(model: type[models.Model]) -> Lifecycle:
+    label = model._meta.label
+    for lifecycle in _REGISTRY.values():
+        if lifecycle.model_label == label:
+            return lifecycle
+    raise LookupError(f"no lifecycle is registered for {label}")
 
 
 def record_history(
@@ -97,8 +170,7 @@ def record_history(
     payload: Any = None,
     timestamp=None,
 ) -> models.Model:
-    history = _history_model(type(instance), lifecycle)
-    return history.objects.create(
+    return lifecycle.history_model._default_manager.create(
         **{lifecycle.history_fk: instance},
         from_status=from_status,
         status=status,
@@ -111,10 +183,49 @@ def record_history(
 
 
 @transaction.atomic
+def create(
+    *,
+    lifecycle: Lifecycle,
+    actor: Actor,
+    values: Mapping[str, Any],
+    detail: str | None = None,
+    payload: Any = None,
+) -> models.Model:
+    """Write a new entity and its first history row (from nothing to its initial status) in one
+    transaction. `created_at` and `updated_at` are one instant (`values` may give it), which the
+    history row carries too. No event: nobody can have subscribed to an entity not yet made."""
+    now = values.get("created_at") or timezone.now()
+    instance = lifecycle.model._default_manager.create(
+        **{"created_at": now, "updated_at": now, **values}
+    )
+    record_history(
+        lifecycle=lifecycle,
+        instance=instance,
+        from_status=None,
+        status=getattr(instance, lifecycle.status_field),
+        actor=actor,
+        detail=detail,
+        payload=payload,
+        timestamp=now,
+    )
+    return instance
+
+
+def _model_of(lifecycle: Lifecycle, model: type[models.Model] | None) -> type[models.Model]:
+    # `model` is accepted for callers written before lifecycles knew their model.
+    if model is not None and model._meta.label != lifecycle.model_label:
+        raise ValueError(f"{model._meta.label} is not the model of lifecycle {lifecycle.name!r}")
+    return lifecycle.model
+
+
+def _has_updated_at(model: type[models.Model]) -> bool:
+    return any(f.name == "updated_at" for f in model._meta.concrete_fields)
+
+
+@transaction.atomic
 def transition(
     *,
     lifecycle: Lifecycle,
-    model: type[models.Model],
     pk: Any,
     to: str,
     actor: Actor,
@@ -122,11 +233,15 @@ def transition(
     payload: Any = None,
     updates: Mapping[str, Any] | None = None,
     only_from: frozenset[str] | set[str] | None = None,
+    model: type[models.Model] | None = None,
 ) -> models.Model:
-    """Move `model(pk)` to `to`; raise IllegalTransition if the move is not (or no longer) legal.
+    """Move entity `pk` to `to`; raise IllegalTransition if the move is not (or no longer) legal.
 
     `only_from` narrows the legal sources further (e.g. "expire only if still proposed").
+    The state's timestamp field and, on a terminal state, the lifecycle's `on_terminal` hooks
+    fill in what `updates` does not give explicitly.
     """
+    model = _model_of(lifecycle, model)
     status_field = lifecycle.status_field
     manager = model._default_manager
     for _attempt in range(3):
@@ -138,8 +253,12 @@ def transition(
         now = timezone.now()
         values = {status_field: to, **(updates or {})}
         if to in lifecycle.timestamps:
-            values[lifecycle.timestamps[to]] = now
-        if any(f.name == "updated_at" for f in model._meta.concrete_fields):
+            values.setdefault(lifecycle.timestamps[to], now)
+        if lifecycle.is_terminal(to):
+            for hook in lifecycle.on_terminal:
+                for name, value in hook(values, now).items():
+                    values.setdefault(name, value)
+        if _has_updated_at(model):
             values["updated_at"] = now
         if manager.filter(pk=pk, **{status_field: current}).update(**values) == 1:
             break
@@ -168,7 +287,11 @@ def transition(
 
 
 def touch(
-    *, lifecycle: Lifecycle, model: type[models.Model], pk: Any, changes: Mapping[str, Any]
+    *,
+    lifecycle: Lifecycle,
+    pk: Any,
+    changes: Mapping[str, Any],
+    model: type[models.Model] | None = None,
 ) -> bool:
     """Record a visible change that is not a transition (an error, an attempt count).
 
@@ -177,10 +300,11 @@ def touch(
     subscribers hear of it). Returns whether anything changed. The status is never touched
     here: that is `transition()`'s alone.
     """
+    model = _model_of(lifecycle, model)
     if lifecycle.status_field in changes:
         raise ValueError("touch() cannot change the status; use transition()")
     values = dict(changes)
-    if any(f.name == "updated_at" for f in model._meta.concrete_fields):
+    if _has_updated_at(model):
         values["updated_at"] = timezone.now()
     # exclude(a=x, b=y) keeps the row unless every value is already as asked.
     rows = model._default_manager.filter(pk=pk).exclude(**changes)
@@ -193,3 +317,10 @@ def touch(
         lambda: entity_changed.send_robust(sender=model, pk=pk, status=status, lifecycle=lifecycle)
     )
     return True
+
+
+def enqueue_on_commit(task: str, pk: Any) -> None:
+    """Hand entity `pk` to the Celery task at dotted path `task` once the current transaction
+    commits (at once outside one). Imported late: tasks modules import the services that call
+    this. Robust: a broker that refuses never undoes committed work; beat catches it up."""
+    transaction.on_commit(lambda: import_string(task).delay(str(pk)), robust=True)

@@ -1,10 +1,16 @@
-"""Shared lifecycle models: the append-only status history every app's entities keep."""
+"""Shared lifecycle models: the abstract entity every app's work item is, the append-only
+status history it keeps, and the append-only guard that history and the credit ledger share."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+
+if TYPE_CHECKING:
+    from picnic.lifecycle import Lifecycle
 
 
 class ActorKind(models.TextChoices):
@@ -16,14 +22,76 @@ class ActorKind(models.TextChoices):
 
 
 class AppendOnlyError(RuntimeError):
-    pass
+    """A write that would change or remove an audit row (history, ledger)."""
 
 
-class StatusHistory(models.Model):
+class AppendOnlyQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise AppendOnlyError(f"{self.model._meta.verbose_name_plural} are append-only")
+
+    def delete(self):
+        raise AppendOnlyError(f"{self.model._meta.verbose_name_plural} are append-only")
+
+
+class AppendOnly(models.Model):
+    """Rows are added, never changed nor deleted one by one: `save()` of a stored row,
+    `delete()`, and the default manager's `update()`/`delete()` raise AppendOnlyError.
+
+    Deleting the row they belong to still cascades (Django's collector uses the base manager):
+    that is how retention purges a finished action with its history.
+    """
+
+    append_only_rows: ClassVar[str] = "rows"  # what the error calls them
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise AppendOnlyError(f"{self.append_only_rows} are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError(f"{self.append_only_rows} are append-only")
+
+
+class LifecycleModel(models.Model):
+    """A piece of work that moves through a `picnic.lifecycle.Lifecycle` (an action, a DM
+    delivery, an operation). Each concrete model names its lifecycle (`lifecycle = …`) and keeps
+    its own status field: their choices and defaults differ, and an operation's lifecycle field
+    is `state` (its `status` is derived). `updated_at` is bumped by every transition and touch,
+    which is what timelines poll on."""
+
+    lifecycle: ClassVar[Lifecycle]
+
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def current_status(self) -> str:
+        return getattr(self, self.lifecycle.status_field)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.lifecycle.is_terminal(self.current_status)
+
+    @property
+    def resource_uri(self) -> str | None:
+        return self.lifecycle.resource_uri(self.pk)
+
+
+class StatusHistory(AppendOnly):
     """One row per status transition; never updated, never deleted one by one.
 
     Concrete subclasses add the foreign key to their entity (named by the lifecycle).
     """
+
+    append_only_rows = "status history rows"
 
     from_status = models.CharField(max_length=32, null=True, blank=True)
     status = models.CharField(max_length=32)
@@ -46,11 +114,3 @@ class StatusHistory(models.Model):
 
     def __str__(self) -> str:
         return f"{self.from_status or '∅'} → {self.status} at {self.timestamp:%Y-%m-%d %H:%M:%S}"
-
-    def save(self, *args, **kwargs):
-        if self.pk is not None:
-            raise AppendOnlyError("status history rows are append-only")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise AppendOnlyError("status history rows are append-only")
