@@ -32,7 +32,7 @@ from actions.services.transitions import (
 )
 from evm.bundler import BundlerClient
 from evm.userops import entry_point_address, user_op_hash
-from picnic.lifecycle import Actor, IllegalTransition, record_history
+from picnic.lifecycle import Actor, IllegalTransition, create, record_history
 
 
 class ActionResolutionError(Exception):
@@ -63,34 +63,28 @@ def action_create(
     if user_op is not None:
         entry_point = entry_point_address(version)
         op_hash = user_op_hash(user_op, entry_point=entry_point, chain_id=chain_id, version=version)
-    action = Action.objects.create(
-        id=action_id or uuid.uuid4(),
-        user=user,
-        application=application,
-        type=type,
-        status=ActionStatus.PROPOSED,
-        summary=summary,
-        chain_id=chain_id,
-        smart_account=smart_account,
-        params=params,
-        user_op=user_op,
-        entry_point=entry_point,
-        entry_point_version=version if user_op is not None else "",
-        user_op_hash=op_hash,
-        created_at=now,
-        updated_at=now,
-        expires_at=now + timedelta(seconds=ttl_seconds or settings.ACTION_TTL_SECONDS),
-    )
-    record_history(
+    return create(
         lifecycle=ACTION_LIFECYCLE,
-        instance=action,
-        from_status=None,
-        status=ActionStatus.PROPOSED,
         actor=actor or Actor.agent(),
         detail="proposed by the action tool",
-        timestamp=now,
+        values={
+            "id": action_id or uuid.uuid4(),
+            "user": user,
+            "application": application,
+            "type": type,
+            "status": ActionStatus.PROPOSED,
+            "summary": summary,
+            "chain_id": chain_id,
+            "smart_account": smart_account,
+            "params": params,
+            "user_op": user_op,
+            "entry_point": entry_point,
+            "entry_point_version": version if user_op is not None else "",
+            "user_op_hash": op_hash,
+            "created_at": now,
+            "expires_at": now + timedelta(seconds=ttl_seconds or settings.ACTION_TTL_SECONDS),
+        },
     )
-    return action
 
 
 def action_expire_if_overdue(*, action: Action, now: datetime | None = None) -> Action:

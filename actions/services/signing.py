@@ -30,7 +30,7 @@ from actions.services.kinds import kind_of
 from actions.services.lifecycle import action_expire_if_overdue
 from actions.services.passkeys import PasskeyError
 from actions.services.transitions import action_transition
-from picnic.lifecycle import Actor, IllegalTransition
+from picnic.lifecycle import Actor, IllegalTransition, enqueue_on_commit
 
 
 def action_challenge(action: Action) -> bytes:
@@ -126,7 +126,7 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
             raise PasskeyError(
                 f"This action can no longer be signed: it is {exc.current}"
             ) from None
-        transaction.on_commit(lambda: _enqueue_submit(action.pk), robust=True)
+        enqueue_on_commit("actions.tasks.action_submit", action.pk)
     return action
 
 
@@ -142,9 +142,3 @@ def action_reject(*, action_id, user) -> Action:
         )
     except IllegalTransition as exc:
         raise PasskeyError(f"This action can no longer be rejected: it is {exc.current}") from None
-
-
-def _enqueue_submit(action_id) -> None:
-    from actions.tasks import action_submit
-
-    action_submit.delay(str(action_id))

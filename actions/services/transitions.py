@@ -31,7 +31,6 @@ def action_transition(
 ) -> Action:
     return transition(
         lifecycle=ACTION_LIFECYCLE,
-        model=Action,
         pk=action_id,
         to=to,
         actor=actor,
@@ -44,7 +43,7 @@ def action_transition(
 
 def action_touch(*, action_id, **changes: Any) -> bool:
     """A change people see that is not a transition (an error): updated_at and an event."""
-    return touch(lifecycle=ACTION_LIFECYCLE, model=Action, pk=action_id, changes=changes)
+    return touch(lifecycle=ACTION_LIFECYCLE, pk=action_id, changes=changes)
 
 
 def outcome_of(action: Action) -> ReconcileOutcome:
