@@ -23,13 +23,8 @@ pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 RECIPIENT = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"
 
 
-def _post(client, token, path: str, payload: dict) -> Action:
-    response = client.post(
-        f"/api/v1/actions/{path}",
-        json.dumps(payload),
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {token.token}",
-    )
+def _post(api_client, token, path: str, payload: dict) -> Action:
+    response = api_client.post(f"/api/v1/actions/{path}", token, payload)
     assert response.status_code == 201, response.content
     return Action.objects.get(pk=response.json()["action_id"])
 
