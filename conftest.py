@@ -16,7 +16,21 @@ from django.utils import timezone
 from chain.stack import LocalChain, free_port
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects, so a missing marker is never hidden
 def pytest_collection_modifyitems(config, items):
+    # `make test-fast` (-m "not chain") must run where the chain stack cannot start: a test
+    # that reaches the `chain` fixture without the marker would break it there, so say so now.
+    unmarked = [
+        item.nodeid
+        for item in items
+        if "chain" in getattr(item, "fixturenames", ()) and item.get_closest_marker("chain") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            "these tests use the `chain` fixture but are not marked `chain` "
+            "(add pytest.mark.chain):\n  " + "\n  ".join(unmarked)
+        )
+
     from django.conf import settings
 
     if "postgresql" in settings.DATABASES["default"]["ENGINE"]:
@@ -43,6 +57,16 @@ def celery_test_queue():
             conn.default_channel.queue_purge(name)
     except Exception:  # noqa: BLE001 - best-effort cleanup of a broker we may not reach
         pass
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fast_password_hashing():
+    """Most tests make users; PBKDF2 is slow on purpose (~0.3 s a user), which tests don't need.
+    Logins still check passwords, with a cheap hasher."""
+    from django.test.utils import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
 
 
 @pytest.fixture(scope="session")
