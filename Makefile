@@ -1,13 +1,14 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run    the whole system on embedded defaults at http://127.0.0.1:8000
 #   make test   install what is missing, then run the whole suite
+# and `make test-fast` runs the tests that need neither the chain stack nor a browser.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 PY_STAMP := $(VENV)/.deps-stamp
 NODE_STAMP := chain/node_modules/.deps-stamp
 
-.PHONY: deps chromium run test lint format chain clean
+.PHONY: deps chromium run test test-fast lint format chain clean
 
 BUILD_STAMP := chain/build/.build-stamp
 
@@ -37,6 +38,11 @@ run: deps
 
 test: deps
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# Only the Python venv: no npm packages, no compiled contracts, no Chromium. A test that
+# uses the `chain` fixture without the `chain` marker fails collection (conftest.py).
+test-fast: $(PY_STAMP)
+	$(BIN)/pytest -m "not chain and not browser" $(PYTEST_ARGS)
 
 lint: deps
 	$(BIN)/ruff check .

@@ -1,7 +1,9 @@
-"""Fixtures shared by every app's tests: users, OAuth clients and tokens, the local chain."""
+"""Fixtures shared by every app's tests: users, OAuth clients and tokens, a staff client, an
+API client with a bearer token, the event channel, the local chain."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import uuid
@@ -14,7 +16,21 @@ from django.utils import timezone
 from chain.stack import LocalChain, free_port
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects, so a missing marker is never hidden
 def pytest_collection_modifyitems(config, items):
+    # `make test-fast` (-m "not chain") must run where the chain stack cannot start: a test
+    # that reaches the `chain` fixture without the marker would break it there, so say so now.
+    unmarked = [
+        item.nodeid
+        for item in items
+        if "chain" in getattr(item, "fixturenames", ()) and item.get_closest_marker("chain") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            "these tests use the `chain` fixture but are not marked `chain` "
+            "(add pytest.mark.chain):\n  " + "\n  ".join(unmarked)
+        )
+
     from django.conf import settings
 
     if "postgresql" in settings.DATABASES["default"]["ENGINE"]:
@@ -41,6 +57,16 @@ def celery_test_queue():
             conn.default_channel.queue_purge(name)
     except Exception:  # noqa: BLE001 - best-effort cleanup of a broker we may not reach
         pass
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fast_password_hashing():
+    """Most tests make users; PBKDF2 is slow on purpose (~0.3 s a user), which tests don't need.
+    Logins still check passwords, with a cheap hasher."""
+    from django.test.utils import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -127,11 +153,49 @@ def make_token(db):
     return make
 
 
+class ApiClient:
+    """Django's test client calling the HTTP APIs as an agent would: every call carries
+    `token` (an AccessToken, or a raw string for the bad-token cases) as an OAuth2 bearer
+    token, and a body goes as JSON."""
+
+    def __init__(self, client):
+        self.client = client
+
+    @staticmethod
+    def _auth(token) -> dict:
+        return {"HTTP_AUTHORIZATION": f"Bearer {getattr(token, 'token', token)}"}
+
+    def get(self, path: str, token, query: dict | None = None, **extra):
+        return self.client.get(path, query, **self._auth(token), **extra)
+
+    def post(self, path: str, token, body=None, **extra):
+        return self.client.post(
+            path,
+            json.dumps({} if body is None else body),
+            content_type="application/json",
+            **self._auth(token),
+            **extra,
+        )
+
+
 @pytest.fixture
-def bearer(client):
-    """A Django test client call with an OAuth2 bearer token."""
+def api_client(client) -> ApiClient:
+    """`api_client.get(path, token, query)`, `api_client.post(path, token, body)`."""
+    return ApiClient(client)
 
-    def get(url: str, token) -> object:
-        return client.get(url, HTTP_AUTHORIZATION=f"Bearer {token.token}")
 
-    return get
+@pytest.fixture
+def staff_client(client, staff_user):
+    """The test client logged in as a superuser (the admin and the staff pages)."""
+    client.force_login(staff_user)
+    return client
+
+
+@pytest.fixture
+def published(monkeypatch) -> list[dict]:
+    """What goes on the event channel."""
+    from picnic import events
+
+    seen: list[dict] = []
+    monkeypatch.setattr(events, "publish", seen.append)
+    return seen

@@ -134,3 +134,8 @@ def start_celery_worker(*, queue: str, log_path, env: dict[str, str] | None = No
     )
     proc.log = log
     return proc
+
+
+def history_statuses(entity) -> list[str]:
+    """The statuses an action, delivery or operation went through, oldest first."""
+    return list(entity.history.order_by("timestamp", "id").values_list("status", flat=True))

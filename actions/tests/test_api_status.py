@@ -48,8 +48,8 @@ def token(user, application, make_token):
     return make_token(user, application, scope="read:actions")
 
 
-def test_it_returns_exactly_the_seed_fields(bearer, action, token):
-    response = bearer(url(action.pk), token)
+def test_it_returns_exactly_the_seed_fields(api_client, action, token):
+    response = api_client.get(url(action.pk), token)
     assert response.status_code == 200
     body = response.json()
     assert list(body) == SEED_FIELDS
@@ -68,23 +68,23 @@ def test_it_returns_exactly_the_seed_fields(bearer, action, token):
     ]
 
 
-def test_card_actions_have_no_user_op_hash(bearer, user, application, token):
+def test_card_actions_have_no_user_op_hash(api_client, user, application, token):
     card = make_action(
         user=user, application=application, type="cardFreeze", user_op=None, summary="Freeze card"
     )
-    body = bearer(url(card.pk), token).json()
+    body = api_client.get(url(card.pk), token).json()
     assert body["type"] == "cardFreeze"
     assert body["user_op_hash"] is None
 
 
-def test_it_reports_every_transition_with_detail(bearer, action, token):
+def test_it_reports_every_transition_with_detail(api_client, action, token):
     action_transition(
         action_id=action.pk,
         to=ActionStatus.REJECTED,
         actor=Actor.end_user(action.user),
         detail="user declined on the signing page",
     )
-    body = bearer(url(action.pk), token).json()
+    body = api_client.get(url(action.pk), token).json()
     assert body["status"] == "rejected"
     assert [(h["status"], h["detail"]) for h in body["status_history"]] == [
         ("proposed", "proposed by the action tool"),
@@ -92,56 +92,56 @@ def test_it_reports_every_transition_with_detail(bearer, action, token):
     ]
 
 
-def test_it_expires_an_overdue_action_on_read(bearer, user, application, token):
+def test_it_expires_an_overdue_action_on_read(api_client, user, application, token):
     action = make_action(user=user, application=application, ttl_seconds=60)
     Action.objects.filter(pk=action.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
-    body = bearer(url(action.pk), token).json()
+    body = api_client.get(url(action.pk), token).json()
     assert body["status"] == "expired"
     assert body["status_history"][-1]["status"] == "expired"
     assert Action.objects.get(pk=action.pk).status == ActionStatus.EXPIRED
 
 
-def test_unknown_action_is_not_found_with_the_seed_text(bearer, token):
+def test_unknown_action_is_not_found_with_the_seed_text(api_client, token):
     missing = uuid.uuid4()
-    response = bearer(url(missing), token)
+    response = api_client.get(url(missing), token)
     assert response.status_code == 404
     assert response.json() == {"detail": f"Action not found: {missing}"}
 
 
-def test_a_malformed_id_is_not_found(bearer, token):
-    response = bearer(url("not-a-uuid"), token)
+def test_a_malformed_id_is_not_found(api_client, token):
+    response = api_client.get(url("not-a-uuid"), token)
     assert response.status_code == 404
     assert response.json() == {"detail": "Action not found: not-a-uuid"}
 
 
-def test_actions_beyond_the_24_hour_window_are_not_found(bearer, action, token):
+def test_actions_beyond_the_24_hour_window_are_not_found(api_client, action, token):
     Action.objects.filter(pk=action.pk).update(
         created_at=timezone.now() - timedelta(hours=24, seconds=1)
     )
-    response = bearer(url(action.pk), token)
+    response = api_client.get(url(action.pk), token)
     assert response.status_code == 404
     assert response.json()["detail"] == f"Action not found: {action.pk}"
 
 
-def test_another_users_action_is_refused(bearer, action, other_user, application, make_token):
-    response = bearer(url(action.pk), make_token(other_user, application))
+def test_another_users_action_is_refused(api_client, action, other_user, application, make_token):
+    response = api_client.get(url(action.pk), make_token(other_user, application))
     assert response.status_code == 403
     assert response.json() == {"detail": "Action does not belong to the authenticated user"}
 
 
 def test_another_oauth_clients_action_is_refused(
-    bearer, action, user, make_application, make_token
+    api_client, action, user, make_application, make_token
 ):
     other_client = make_application("another-agent")
-    response = bearer(url(action.pk), make_token(user, other_client))
+    response = api_client.get(url(action.pk), make_token(user, other_client))
     assert response.status_code == 403
     assert response.json() == {"detail": "Action belongs to a different OAuth client"}
 
 
 def test_a_token_without_read_actions_gets_a_scope_error(
-    bearer, action, user, application, make_token
+    api_client, action, user, application, make_token
 ):
-    response = bearer(url(action.pk), make_token(user, application, scope="write:actions"))
+    response = api_client.get(url(action.pk), make_token(user, application, scope="write:actions"))
     assert response.status_code == 403
     body = response.json()
     assert body["detail"] == "Insufficient scope: this call requires the scope read:actions"
@@ -156,12 +156,14 @@ def test_no_token_is_401_with_a_bearer_challenge(client, action):
 
 
 @pytest.mark.parametrize("case", ["garbage", "expired"])
-def test_an_invalid_or_expired_token_is_401(client, action, user, application, make_token, case):
+def test_an_invalid_or_expired_token_is_401(
+    api_client, action, user, application, make_token, case
+):
     if case == "expired":
         token = make_token(user, application, expires_in=-10).token
     else:
         token = "not-a-token"
-    response = client.get(url(action.pk), HTTP_AUTHORIZATION=f"Bearer {token}")
+    response = api_client.get(url(action.pk), token)
     assert response.status_code == 401
 
 

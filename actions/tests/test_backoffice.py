@@ -17,12 +17,6 @@ S = ActionStatus
 TX = "0x" + "cd" * 32
 
 
-@pytest.fixture
-def staff_client(client, staff_user):
-    client.force_login(staff_user)
-    return client
-
-
 def _advance(action, *steps):
     for step in steps:
         action_transition(action_id=action.pk, to=step, actor=Actor.system())

@@ -22,13 +22,8 @@ def card(registered, user):
     return provision_card(user=user, card_id=CARD, last4="4242")
 
 
-def propose(client, token, verb: str = "card_freeze") -> Action:
-    response = client.post(
-        f"/api/v1/actions/{verb}",
-        "{}",
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {token.token}",
-    )
+def propose(api_client, token, verb: str = "card_freeze") -> Action:
+    response = api_client.post(f"/api/v1/actions/{verb}", token, {})
     assert response.status_code == 201, response.content
     return Action.objects.get(pk=response.json()["action_id"])
 
@@ -42,9 +37,9 @@ def sign(registered, user, action: Action) -> Action:
 
 
 def test_freeze_then_unfreeze_through_siwe_and_eip1271(
-    registered, card, gnosis_pay, client, write_token, user
+    registered, card, gnosis_pay, api_client, write_token, user
 ):
-    action = propose(client, write_token)
+    action = propose(api_client, write_token)
     assert action.type == "cardFreeze" and action.user_op_hash is None
     assert action.summary == "Freeze your Picnic card •••• 4242"
     message = action.params["siwe_message"]
@@ -70,26 +65,26 @@ def test_freeze_then_unfreeze_through_siwe_and_eip1271(
     token = gnosis_pay_session_token(safe_address=card.safe_address)
     assert gnosis_pay._subject_of(token) == card.safe_address
 
-    unfreeze = propose(client, write_token, "card_unfreeze")
+    unfreeze = propose(api_client, write_token, "card_unfreeze")
     sign(registered, user, unfreeze)
     assert action_submit(action_id=unfreeze.pk).status == "executed"
     assert gnosis_pay.cards[CARD]["frozen"] is False
 
 
 def test_a_card_already_frozen_answers_409_and_still_ends_executed(
-    registered, card, gnosis_pay, client, write_token, user
+    registered, card, gnosis_pay, api_client, write_token, user
 ):
     gnosis_pay.cards[CARD] = {"safe": card.safe_address, "frozen": True}
-    action = propose(client, write_token)
+    action = propose(api_client, write_token)
     sign(registered, user, action)
     assert action_submit(action_id=action.pk).status == "executed"
     assert ("POST", f"/api/v1/cards/{CARD}/freeze") in gnosis_pay.calls
 
 
 def test_a_signature_gnosis_pay_refuses_fails_the_action(
-    registered, card, gnosis_pay, client, write_token, user
+    registered, card, gnosis_pay, api_client, write_token, user
 ):
-    action = sign(registered, user, propose(client, write_token))
+    action = sign(registered, user, propose(api_client, write_token))
     signature = action.params["siwe_signature"]
     at = 2 + 2 * (65 + 32) + 10  # inside the passkey signature's r
     tampered = signature[:at] + ("0" if signature[at] != "0" else "1") + signature[at + 1 :]
@@ -104,9 +99,9 @@ def test_a_signature_gnosis_pay_refuses_fails_the_action(
     ("mode", "error"), [("error", "HTTP 503"), ("hang", "no answer within 1s")]
 )
 def test_gnosis_pay_down_leaves_it_submitted_until_reconciled(
-    registered, card, gnosis_pay, client, write_token, user, mode, error
+    registered, card, gnosis_pay, api_client, write_token, user, mode, error
 ):
-    action = sign(registered, user, propose(client, write_token))
+    action = sign(registered, user, propose(api_client, write_token))
     gnosis_pay.mode = mode
     action = action_submit(action_id=action.pk)
     assert action.status == "submitted" and error in action.error
@@ -118,18 +113,18 @@ def test_gnosis_pay_down_leaves_it_submitted_until_reconciled(
 
 
 def test_an_expired_token_on_the_card_call_fails_clearly(
-    registered, card, gnosis_pay, client, write_token, user
+    registered, card, gnosis_pay, api_client, write_token, user
 ):
-    action = sign(registered, user, propose(client, write_token))
+    action = sign(registered, user, propose(api_client, write_token))
     gnosis_pay.mode = "expired"
     action = action_submit(action_id=action.pk)
     assert action.status == "failed" and "HTTP 401" in action.error
 
 
 def test_a_replayed_siwe_nonce_is_refused_by_gnosis_pay(
-    registered, card, gnosis_pay, client, write_token, user
+    registered, card, gnosis_pay, api_client, write_token, user
 ):
-    first = sign(registered, user, propose(client, write_token))
+    first = sign(registered, user, propose(api_client, write_token))
     assert action_submit(action_id=first.pk).status == "executed"
     from actions.providers.gnosis_pay import GnosisPayClient, Unauthorized
 
@@ -139,22 +134,17 @@ def test_a_replayed_siwe_nonce_is_refused_by_gnosis_pay(
         )
 
 
-def test_card_tools_need_a_card(registered, gnosis_pay, client, write_token):
-    response = client.post(
-        "/api/v1/actions/card_freeze",
-        "{}",
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {write_token.token}",
-    )
+def test_card_tools_need_a_card(registered, gnosis_pay, api_client, write_token):
+    response = api_client.post("/api/v1/actions/card_freeze", write_token, {})
     assert (
         response.status_code == 400 and response.json()["detail"] == "No Picnic card for this user"
     )
 
 
 def test_the_sign_page_shows_the_siwe_message_being_signed(
-    registered, card, gnosis_pay, client, write_token, user
+    registered, card, gnosis_pay, client, api_client, write_token, user
 ):
-    action = propose(client, write_token)
+    action = propose(api_client, write_token)
     client.force_login(user)
     page = client.get(f"/sign/{action.pk}/").text
     assert "Freeze your Picnic card •••• 4242" in page

@@ -15,6 +15,7 @@ from actions.services.lifecycle import action_reconcile, action_submit
 from actions.services.signing import action_sign
 from chain import zodiac
 from picnic.lifecycle import Actor
+from picnic.testing import history_statuses
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 
@@ -31,17 +32,12 @@ def card(registered, user, delay_settings):
     return provision_card(user=user, card_id="card-limit-1", last4="4242")
 
 
-def propose(client, token, body: dict):
-    return client.post(
-        "/api/v1/actions/card_limit",
-        json.dumps(body),
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {token.token}",
-    )
+def propose(api_client, token, body: dict):
+    return api_client.post("/api/v1/actions/card_limit", token, body)
 
 
-def proposed(client, token, limit: str = "250") -> Action:
-    response = propose(client, token, {"daily_limit": limit})
+def proposed(api_client, token, limit: str = "250") -> Action:
+    response = propose(api_client, token, {"daily_limit": limit})
     assert response.status_code == 201, response.content
     return Action.objects.get(pk=response.json()["action_id"])
 
@@ -66,15 +62,11 @@ def advance(w3: Web3, seconds: int) -> None:
     w3.provider.make_request("evm_mine", [])
 
 
-def statuses(action: Action) -> list[str]:
-    return [h.status for h in action.history.order_by("timestamp", "id")]
-
-
 def test_it_enqueues_the_change_waits_for_the_cooldown_then_executes(
-    registered, card, client, write_token, user
+    registered, card, api_client, write_token, user
 ):
     w3 = registered[2]
-    action = proposed(client, write_token)
+    action = proposed(api_client, write_token)
     assert action.type == "cardLimitSet" and action.user_op_hash is None
     assert action.summary.startswith(
         "Set the daily limit of your Picnic card •••• 4242 to 250 EURe"
@@ -100,24 +92,22 @@ def test_it_enqueues_the_change_waits_for_the_cooldown_then_executes(
     assert action.executed_at is not None and action.error is None
     units = 250 * 10**18
     assert allowance(w3, card)[:4] == (units, units, 86400, units)
-    assert statuses(action) == ["proposed", "signed", "submitted", "broadcast", "executed"]
+    assert history_statuses(action) == ["proposed", "signed", "submitted", "broadcast", "executed"]
     executed = action.history.order_by("timestamp", "id").last()
     assert "daily limit of card •••• 4242 is now 250 EURe" in executed.detail
     assert executed.payload["status"] == 1
 
-    status = client.get(
-        f"/api/v1/actions/{action.pk}", HTTP_AUTHORIZATION=f"Bearer {write_token.token}"
-    ).json()
+    status = api_client.get(f"/api/v1/actions/{action.pk}", write_token).json()
     assert status["status"] == "executed" and status["tx_hash"] == action.tx_hash
 
 
 def test_a_change_nobody_dispatched_in_time_expires(
-    registered, user, client, write_token, delay_settings
+    registered, user, api_client, write_token, delay_settings
 ):
     delay_settings.CARD_DELAY_COOLDOWN_SECONDS = 1
     delay_settings.CARD_DELAY_EXPIRATION_SECONDS = 60  # the Delay's minimum
     provision_card(user=user, card_id="card-limit-2", last4="1111")
-    action = proposed(client, write_token, "10")
+    action = proposed(api_client, write_token, "10")
     sign(registered, user, action)
     assert action_submit(action_id=action.pk).status == ActionStatus.BROADCAST
     # Nobody reconciles (so nobody dispatches) until past cooldown + expiration.
@@ -125,11 +115,11 @@ def test_a_change_nobody_dispatched_in_time_expires(
     assert action_reconcile(action_id=action.pk, actor=Actor.worker()) == "failed"
     action.refresh_from_db()
     assert action.error.startswith("expired in the delay module")
-    assert action.tx_hash is None and statuses(action)[-1] == "failed"
+    assert action.tx_hash is None and history_statuses(action)[-1] == "failed"
 
 
-def test_a_replayed_signature_is_refused_on_chain(registered, card, client, write_token, user):
-    action = proposed(client, write_token)
+def test_a_replayed_signature_is_refused_on_chain(registered, card, api_client, write_token, user):
+    action = proposed(api_client, write_token)
     signed = sign(registered, user, action)
     assert action_submit(action_id=action.pk).status == ActionStatus.BROADCAST
     # The same signed module transaction on another action: the account consumed it.
@@ -152,10 +142,10 @@ def test_a_replayed_signature_is_refused_on_chain(registered, card, client, writ
 
 
 def test_a_tampered_change_is_refused_and_nothing_is_queued(
-    registered, card, client, write_token, user
+    registered, card, api_client, write_token, user
 ):
     w3 = registered[2]
-    action = sign(registered, user, proposed(client, write_token, "250"))
+    action = sign(registered, user, proposed(api_client, write_token, "250"))
     # Swap the signed change for a bigger limit after the signature: the account refuses it.
     bigger = zodiac.exec_from_module_call(
         card.roles_address, 0, zodiac.set_daily_allowance_call(10**30)
@@ -170,9 +160,9 @@ def test_a_tampered_change_is_refused_and_nothing_is_queued(
 
 
 def test_an_unreachable_chain_leaves_it_submitted_then_reconciliation_relays_it(
-    registered, card, client, write_token, user, settings
+    registered, card, api_client, write_token, user, settings
 ):
-    action = sign(registered, user, proposed(client, write_token))
+    action = sign(registered, user, proposed(api_client, write_token))
     rpc = settings.CHAIN_RPC_URL
     settings.CHAIN_RPC_URL = "http://127.0.0.1:9"  # nothing listens: refused at once
     action = action_submit(action_id=action.pk)
@@ -183,7 +173,7 @@ def test_an_unreachable_chain_leaves_it_submitted_then_reconciliation_relays_it(
     assert action.status == ActionStatus.BROADCAST and action.error is None
 
 
-def test_it_refuses_bad_limits_and_users_without_a_card(client, write_token, registered, card):
+def test_it_refuses_bad_limits_and_users_without_a_card(api_client, write_token, registered, card):
     for body, message in [
         ({"daily_limit": "0"}, "greater than zero"),
         ({"daily_limit": "1.0000000000000000001"}, "more than 18 decimals"),
@@ -191,15 +181,15 @@ def test_it_refuses_bad_limits_and_users_without_a_card(client, write_token, reg
         ({"daily_limit": "5", "card_id": "nope"}, "No Picnic card for this user with id nope"),
         ({}, "missing ['daily_limit']"),
     ]:
-        response = propose(client, write_token, body)
+        response = propose(api_client, write_token, body)
         assert response.status_code == 400 and message in response.json()["detail"], body
     assert not Action.objects.exists()
 
 
 def test_the_signing_page_shows_the_new_limit_and_what_is_signed(
-    registered, card, client, write_token, user
+    registered, card, client, api_client, write_token, user
 ):
-    action = proposed(client, write_token, "75.5")
+    action = proposed(api_client, write_token, "75.5")
     client.force_login(user)
     page = client.get(f"/sign/{action.pk}/").content.decode()
     assert "75.5 EURe" in page and action.params["challenge"] in page

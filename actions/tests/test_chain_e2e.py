@@ -46,7 +46,7 @@ def _propose_signed(user, application, account, op, version, chain_id) -> Action
 
 @pytest.mark.parametrize("version", ["0.7", "0.8"])
 def test_a_real_user_operation_executes_and_get_action_status_reconciles_it(
-    chain_settings, user, application, make_token, bearer, version
+    chain_settings, user, application, make_token, api_client, version
 ):
     w3 = Web3(Web3.HTTPProvider(chain_settings.rpc_url))
     bundler = bundler_client()
@@ -63,7 +63,7 @@ def test_a_real_user_operation_executes_and_get_action_status_reconciles_it(
     token = make_token(user, application)
 
     def status() -> dict:
-        body = bearer(f"/api/v1/actions/{action.pk}", token).json()
+        body = api_client.get(f"/api/v1/actions/{action.pk}", token).json()
         return body if body["status"] != "broadcast" else None
 
     body = wait_until(status, timeout=60, interval=0.5)

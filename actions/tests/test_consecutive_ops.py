@@ -23,13 +23,8 @@ pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 RECIPIENT = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"
 
 
-def _post(client, token, path: str, payload: dict) -> Action:
-    response = client.post(
-        f"/api/v1/actions/{path}",
-        json.dumps(payload),
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {token.token}",
-    )
+def _post(api_client, token, path: str, payload: dict) -> Action:
+    response = api_client.post(f"/api/v1/actions/{path}", token, payload)
     assert response.status_code == 201, response.content
     return Action.objects.get(pk=response.json()["action_id"])
 
@@ -55,7 +50,7 @@ def _sign_and_settle(passkey, action: Action, user) -> Action:
 
 @pytest.mark.parametrize("version", ["0.7", "0.8"])
 def test_ten_consecutive_operations_from_one_passkey_account_all_execute(
-    webauthn_settings, make_user_registered, quotes, client, application, make_token, version
+    webauthn_settings, make_user_registered, quotes, api_client, application, make_token, version
 ):
     webauthn_settings.ENTRY_POINT_VERSION = version
     user, passkey, account, w3 = make_user_registered(f"many-{version}")
@@ -65,14 +60,17 @@ def test_ten_consecutive_operations_from_one_passkey_account_all_execute(
     for i in range(10):
         if i % 3 == 2:
             action = _post(
-                client,
+                api_client,
                 token,
                 "swap",
                 {"from_asset_id": usdc_id(), "to_asset_id": _eure_id(), "amount": "0.2"},
             )
         else:
             action = _post(
-                client, token, "transfer", {"asset_id": usdc_id(), "amount": "0.1", "to": RECIPIENT}
+                api_client,
+                token,
+                "transfer",
+                {"asset_id": usdc_id(), "amount": "0.1", "to": RECIPIENT},
             )
             sent += 100_000
         assert action.user_op["nonce"] == i and action.entry_point_version == version
@@ -82,7 +80,7 @@ def test_ten_consecutive_operations_from_one_passkey_account_all_execute(
 
     # An over-balance transfer from the now-deployed account ends failed with the reason.
     action = _post(
-        client, token, "transfer", {"asset_id": usdc_id(), "amount": "1000", "to": RECIPIENT}
+        api_client, token, "transfer", {"asset_id": usdc_id(), "amount": "1000", "to": RECIPIENT}
     )
     settled = _sign_and_settle(passkey, action, user)
     assert settled.status == ActionStatus.FAILED, settled.error

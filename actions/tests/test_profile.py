@@ -34,18 +34,20 @@ def link(user, currency: RampCurrency, external_id: str) -> RampAccount:
     )
 
 
-def profile(client, token) -> dict:
-    response = client.get("/api/v1/profile", HTTP_AUTHORIZATION=f"Bearer {token.token}")
+def profile(api_client, token) -> dict:
+    response = api_client.get("/api/v1/profile", token)
     assert response.status_code == 200, response.content
     return response.json()
 
 
 @pytest.mark.parametrize(("state", "expected"), sorted(MONERIUM_KYC.items()))
-def test_every_monerium_profile_state_is_normalised(ramps, user, client, token, state, expected):
+def test_every_monerium_profile_state_is_normalised(
+    ramps, user, api_client, token, state, expected
+):
     monerium, _ = ramps
     monerium.profiles["p-1"] = state
     link(user, RampCurrency.EUR, "p-1")
-    kyc = profile(client, token)["ramps"]["EUR"]["kyc"]
+    kyc = profile(api_client, token)["ramps"]["EUR"]["kyc"]
     assert kyc["status"] == expected and kyc["providerStatus"] == state and kyc["error"] is None
     ramp = RampAccount.objects.get(user=user)
     assert (ramp.kyc_status, ramp.provider_status) == (expected, state)
@@ -53,7 +55,9 @@ def test_every_monerium_profile_state_is_normalised(ramps, user, client, token, 
 
 
 @pytest.mark.parametrize(("word", "expected"), sorted(AVENIA_KYC.items()))
-def test_every_avenia_kyc_attempt_outcome_is_normalised(ramps, user, client, token, word, expected):
+def test_every_avenia_kyc_attempt_outcome_is_normalised(
+    ramps, user, api_client, token, word, expected
+):
     _, avenia = ramps
     avenia.attempts["sub-1"] = []  # "" is exactly this: no attempt at all
     if word:
@@ -61,7 +65,7 @@ def test_every_avenia_kyc_attempt_outcome_is_normalised(ramps, user, client, tok
         status, _, result = word.partition(":")
         avenia.add_attempt("sub-1", status, result)
     link(user, RampCurrency.BRL, "sub-1")
-    kyc = profile(client, token)["ramps"]["BRL"]["kyc"]
+    kyc = profile(api_client, token)["ramps"]["BRL"]["kyc"]
     assert kyc["status"] == expected and kyc["providerStatus"] == (word or None)
     assert RampAccount.objects.get(user=user).kyc_status == expected
 
@@ -71,7 +75,7 @@ def test_the_tables_cover_exactly_the_normalised_vocabulary():
         assert set(table.values()) == set(KycStatus)
 
 
-def test_profile_has_the_user_both_currencies_and_the_cards(ramps, user, client, token):
+def test_profile_has_the_user_both_currencies_and_the_cards(ramps, user, api_client, token):
     monerium, _ = ramps
     monerium.profiles["p-1"] = "approved"
     link(user, RampCurrency.EUR, "p-1")
@@ -87,7 +91,7 @@ def test_profile_has_the_user_both_currencies_and_the_cards(ramps, user, client,
         is_virtual=True,
         physical=physical,
     )
-    body = profile(client, token)
+    body = profile(api_client, token)
     assert body["userId"] == str(user.pk) and body["email"] == user.email
     assert body["ramps"]["EUR"] == {
         "provider": "monerium",
@@ -120,62 +124,64 @@ def test_profile_has_the_user_both_currencies_and_the_cards(ramps, user, client,
 
 
 @pytest.mark.parametrize("mode", ["error", "hang", "drop", "garbage"])
-def test_a_provider_that_fails_keeps_the_last_status_and_says_why(ramps, user, client, token, mode):
+def test_a_provider_that_fails_keeps_the_last_status_and_says_why(
+    ramps, user, api_client, token, mode
+):
     monerium, _ = ramps
     monerium.profiles["p-1"] = "approved"
     link(user, RampCurrency.EUR, "p-1")
-    first = profile(client, token)["ramps"]["EUR"]["kyc"]
+    first = profile(api_client, token)["ramps"]["EUR"]["kyc"]
     monerium.mode = mode
-    kyc = profile(client, token)["ramps"]["EUR"]["kyc"]
+    kyc = profile(api_client, token)["ramps"]["EUR"]["kyc"]
     assert kyc["status"] == "approved" and kyc["checkedAt"] == first["checkedAt"]
     assert kyc["error"].startswith("Monerium")
     monerium.mode = "ok"
-    assert profile(client, token)["ramps"]["EUR"]["kyc"]["error"] is None
+    assert profile(api_client, token)["ramps"]["EUR"]["kyc"]["error"] is None
 
 
-def test_a_status_without_a_mapping_is_reported_not_guessed(ramps, user, client, token):
+def test_a_status_without_a_mapping_is_reported_not_guessed(ramps, user, api_client, token):
     _, avenia = ramps
     avenia.attempts["sub-1"] = []
     avenia.add_attempt("sub-1", "COMPLETED", "APPROVED")
     link(user, RampCurrency.BRL, "sub-1")
-    assert profile(client, token)["ramps"]["BRL"]["kyc"]["status"] == "approved"
+    assert profile(api_client, token)["ramps"]["BRL"]["kyc"]["status"] == "approved"
     avenia.add_attempt("sub-1", "ON-HOLD")
-    kyc = profile(client, token)["ramps"]["BRL"]["kyc"]
+    kyc = profile(api_client, token)["ramps"]["BRL"]["kyc"]
     assert kyc["status"] == "approved" and kyc["providerStatus"] == "COMPLETED:APPROVED"
     assert kyc["error"] == "BRLA / Avenia sent a KYC status we have no mapping for: 'ON-HOLD'"
 
 
 def test_monerium_client_credentials_are_checked_and_a_revoked_token_is_renewed(
-    ramps, user, client, token, settings
+    ramps, user, client, api_client, token, settings
 ):
     monerium, _ = ramps
     monerium.profiles["p-1"] = "pending"
     link(user, RampCurrency.EUR, "p-1")
-    assert profile(client, token)["ramps"]["EUR"]["kyc"]["status"] == "pending"
+    assert profile(api_client, token)["ramps"]["EUR"]["kyc"]["status"] == "pending"
     monerium.tokens.clear()  # Monerium revoked the cached token
     monerium.profiles["p-1"] = "approved"
-    assert profile(client, token)["ramps"]["EUR"]["kyc"]["status"] == "approved"
+    assert profile(api_client, token)["ramps"]["EUR"]["kyc"]["status"] == "approved"
     assert monerium.requests.count("POST /auth/token") == 2
     settings.MONERIUM_CLIENT_SECRET = "wrong"
     monerium.tokens.clear()
     from django.core.cache import cache
 
     cache.clear()
-    kyc = profile(client, token)["ramps"]["EUR"]["kyc"]
+    kyc = profile(api_client, token)["ramps"]["EUR"]["kyc"]
     assert kyc["status"] == "approved"
     assert "Monerium refused our client credentials (401)" in kyc["error"]
 
 
 def test_profile_needs_its_scope_and_shows_only_the_callers_data(
-    ramps, user, other_user, client, application, make_token
+    ramps, user, other_user, api_client, application, make_token
 ):
     monerium, _ = ramps
     monerium.profiles["p-1"] = "approved"
     link(user, RampCurrency.EUR, "p-1")
     wrong = make_token(user, application, scope="read:balances")
-    response = client.get("/api/v1/profile", HTTP_AUTHORIZATION=f"Bearer {wrong.token}")
+    response = api_client.get("/api/v1/profile", wrong)
     assert response.status_code == 403
-    theirs = profile(client, make_token(other_user, application, scope="read:profile"))
+    theirs = profile(api_client, make_token(other_user, application, scope="read:profile"))
     assert theirs["userId"] == str(other_user.pk) and theirs["cards"] == []
     assert theirs["ramps"]["EUR"]["accountId"] is None
     assert monerium.requests == []  # nobody asked Monerium about someone else's profile

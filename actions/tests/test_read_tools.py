@@ -23,21 +23,17 @@ def prices(settings):
         yield server
 
 
-def get(client, token, path):
-    return client.get(path, HTTP_AUTHORIZATION=f"Bearer {token.token}")
-
-
 @pytest.fixture
 def read_token(user, application, make_token):
     return make_token(user, application, scope="read:balances read:accounts")
 
 
 def test_smart_accounts_are_the_passkeys_picnic_account_and_its_gnosis_pay_safe(
-    registered, user, client, read_token, other_user, make_token, application
+    registered, user, api_client, read_token, other_user, make_token, application
 ):
     account = registered[1]
     card = provision_card(user=user, card_id="c-1", last4="4242")
-    body = get(client, read_token, "/api/v1/smart-accounts").json()
+    body = api_client.get("/api/v1/smart-accounts", read_token).json()
     assert body == {
         "smartAccounts": [
             {
@@ -55,15 +51,15 @@ def test_smart_accounts_are_the_passkeys_picnic_account_and_its_gnosis_pay_safe(
         ]
     }
     theirs = make_token(other_user, application, scope="read:accounts")
-    assert get(client, theirs, "/api/v1/smart-accounts").json() == {"smartAccounts": []}
+    assert api_client.get("/api/v1/smart-accounts", theirs).json() == {"smartAccounts": []}
 
 
 def test_balances_come_from_the_chain_with_exact_decimals_and_fiat(
-    registered, user, client, read_token, prices
+    registered, user, api_client, read_token, prices
 ):
     account, w3 = registered[1], registered[2]
     mint(w3, "EURe", account.address, 1_234_500_000_000_000_001)  # 1.234500000000000001 EURe
-    body = get(client, read_token, "/api/v1/balances").json()
+    body = api_client.get("/api/v1/balances", read_token).json()
     by_symbol = {b["symbol"]: b for b in body["balances"]}
     usdc, eure = by_symbol["USDC"], by_symbol["EURe"]
     assert usdc["amount"] == "10" and usdc["units"] == "10000000"  # the fixture minted 10 USDC
@@ -84,18 +80,18 @@ def test_balances_come_from_the_chain_with_exact_decimals_and_fiat(
 
 @pytest.mark.parametrize("mode", ["error", "hang", "drop", "garbage"])
 def test_a_price_source_that_fails_gives_balances_without_fiat_and_says_why(
-    registered, client, read_token, prices, mode
+    registered, api_client, read_token, prices, mode
 ):
     prices.mode = mode
-    body = get(client, read_token, "/api/v1/balances").json()
+    body = api_client.get("/api/v1/balances", read_token).json()
     assert body["fiatAvailable"] is False and body["fiatError"]
     assert all(b["fiat"] is None for b in body["balances"])
     assert {b["symbol"]: b["amount"] for b in body["balances"]}["USDC"] == "10"
 
 
-def test_balances_need_their_scope(registered, client, user, application, make_token):
+def test_balances_need_their_scope(registered, api_client, user, application, make_token):
     token = make_token(user, application, scope="read:accounts")
-    response = get(client, token, "/api/v1/balances")
+    response = api_client.get("/api/v1/balances", token)
     assert response.status_code == 403
     assert response.json()["detail"] == (
         "Insufficient scope: this call requires the scope read:balances"
@@ -127,7 +123,7 @@ def test_all_balances_are_read_in_one_rpc_round_trip(registered, user, prices, c
 
 
 def test_get_card_reads_balance_and_daily_limit_from_the_chain_and_virtual_cards_inherit(
-    registered, user, client, application, make_token, settings
+    registered, user, api_client, application, make_token, settings
 ):
     from actions.models import Card
     from actions.services.lifecycle import action_reconcile, action_submit
@@ -140,18 +136,18 @@ def test_get_card_reads_balance_and_daily_limit_from_the_chain_and_virtual_cards
     mint(w3, "EURe", card.safe_address, 42 * 10**18)
     token = make_token(user, application, scope="read:card read:actions write:actions")
 
-    body = get(client, token, "/api/v1/card").json()
+    body = api_client.get("/api/v1/card", token).json()
     assert body["state"] == "unknown" and body["stateConfirmedAt"] is None
     assert body["balances"][0]["currency"] == "EURe" and body["balances"][0]["amount"] == "42"
     assert body["allowance"]["dailyLimit"] == "0"
 
-    action = sign(registered, user, proposed(client, token, "150"))
+    action = sign(registered, user, proposed(api_client, token, "150"))
     assert action_submit(action_id=action.pk).status == "broadcast"
-    assert get(client, token, "/api/v1/card").json()["allowance"]["queuedChanges"] == 1
+    assert api_client.get("/api/v1/card", token).json()["allowance"]["queuedChanges"] == 1
     advance(w3, 3)
     assert action_reconcile(action_id=action.pk, actor=Actor.worker()) == "executed"
 
-    body = get(client, token, "/api/v1/card").json()
+    body = api_client.get("/api/v1/card", token).json()
     allowance = body["allowance"]
     assert allowance["dailyLimit"] == "150" and allowance["remaining"] == "150"
     assert allowance["period"]["seconds"] == 86400 and allowance["period"]["resetsAt"]
@@ -171,7 +167,7 @@ def test_get_card_reads_balance_and_daily_limit_from_the_chain_and_virtual_cards
     from mcp_adapter.tools import CARD_SCHEMA
 
     jsonschema.validate(body, CARD_SCHEMA)  # what the MCP tool declares
-    virtual = get(client, token, "/api/v1/card?card_id=virt-1").json()
+    virtual = api_client.get("/api/v1/card?card_id=virt-1", token).json()
     assert virtual["virtual"] is True and virtual["physicalCardId"] == "phys-1"
     assert virtual["balances"] == body["balances"] and virtual["allowance"] == allowance
-    assert get(client, token, "/api/v1/card?card_id=nope").status_code == 404
+    assert api_client.get("/api/v1/card?card_id=nope", token).status_code == 404

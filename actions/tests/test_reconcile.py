@@ -128,11 +128,11 @@ def test_a_pending_receipt_changes_nothing(bundler, broadcast_action):
     ],
 )
 def test_a_broken_bundler_never_raises_and_keeps_the_status(
-    bundler, broadcast_action, bearer, token, mode, result, expected_error
+    bundler, broadcast_action, api_client, token, mode, result, expected_error
 ):
     bundler.mode = mode
     bundler.result = result
-    response = bearer(f"/api/v1/actions/{broadcast_action.pk}", token)
+    response = api_client.get(f"/api/v1/actions/{broadcast_action.pk}", token)
     assert response.status_code == 200
     assert response.json()["status"] == "broadcast"
     broadcast_action.refresh_from_db()
@@ -148,9 +148,11 @@ def test_a_bundler_that_refuses_connections_is_unavailable(settings, broadcast_a
     assert Action.objects.get(pk=broadcast_action.pk).status == S.BROADCAST
 
 
-def test_get_action_status_reconciles_before_answering(bundler, broadcast_action, bearer, token):
+def test_get_action_status_reconciles_before_answering(
+    bundler, broadcast_action, api_client, token
+):
     bundler.result = receipt()
-    body = bearer(f"/api/v1/actions/{broadcast_action.pk}", token).json()
+    body = api_client.get(f"/api/v1/actions/{broadcast_action.pk}", token).json()
     assert body["status"] == "executed"
     assert body["tx_hash"] == TX and body["block_number"] == 42
     assert (
@@ -159,10 +161,10 @@ def test_get_action_status_reconciles_before_answering(bundler, broadcast_action
 
 
 def test_reading_a_terminal_or_proposed_action_does_not_call_the_bundler(
-    bundler, user, application, bearer, token
+    bundler, user, application, api_client, token
 ):
     action = make_action(user=user, application=application)
-    bearer(f"/api/v1/actions/{action.pk}", token)
+    api_client.get(f"/api/v1/actions/{action.pk}", token)
     assert bundler.requests == []
 
 

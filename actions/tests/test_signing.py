@@ -25,14 +25,9 @@ pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 RECIPIENT = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"
 
 
-def transfer(client, token, **body) -> dict:
+def transfer(api_client, token, **body) -> dict:
     payload = {"asset_id": usdc_id(), "amount": "1.5", "to": RECIPIENT, **body}
-    return client.post(
-        "/api/v1/actions/transfer",
-        json.dumps(payload),
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {token.token}",
-    )
+    return api_client.post("/api/v1/actions/transfer", token, payload)
 
 
 def sign_json(passkey: SoftwarePasskey, action: Action, **kwargs) -> str:
@@ -69,10 +64,10 @@ def test_registration_refuses_bad_responses(webauthn_settings, user, change, mes
 
 
 def test_transfer_sign_submit_execute_on_chain(
-    registered, client, write_token, user, django_capture_on_commit_callbacks
+    registered, api_client, write_token, user, django_capture_on_commit_callbacks
 ):
     passkey, account, w3 = registered
-    response = transfer(client, write_token)
+    response = transfer(api_client, write_token)
     assert response.status_code == 201, response.content
     body = response.json()
     assert body["summary"] == f"Send 1.5 USDC to {RECIPIENT} on chain 31337"
@@ -99,9 +94,11 @@ def test_transfer_sign_submit_execute_on_chain(
     assert Passkey.objects.get(user=user).sign_count == passkey.sign_count
 
 
-def test_a_replayed_assertion_is_refused_and_changes_nothing(registered, client, write_token, user):
+def test_a_replayed_assertion_is_refused_and_changes_nothing(
+    registered, api_client, write_token, user
+):
     passkey, _account, _w3 = registered
-    action = Action.objects.get(pk=transfer(client, write_token).json()["action_id"])
+    action = Action.objects.get(pk=transfer(api_client, write_token).json()["action_id"])
     assertion = sign_json(passkey, action)
     action_sign(action_id=action.pk, user=user, credential_json=assertion)
     with pytest.raises(PasskeyError, match="can no longer be signed: it is signed"):
@@ -110,11 +107,13 @@ def test_a_replayed_assertion_is_refused_and_changes_nothing(registered, client,
 
 
 def test_an_assertion_for_another_action_or_origin_is_refused(
-    registered, client, write_token, user
+    registered, api_client, write_token, user
 ):
     passkey, _account, _w3 = registered
-    first = Action.objects.get(pk=transfer(client, write_token).json()["action_id"])
-    second = Action.objects.get(pk=transfer(client, write_token, amount="2").json()["action_id"])
+    first = Action.objects.get(pk=transfer(api_client, write_token).json()["action_id"])
+    second = Action.objects.get(
+        pk=transfer(api_client, write_token, amount="2").json()["action_id"]
+    )
     with pytest.raises(PasskeyError, match="Signature refused"):
         action_sign(action_id=second.pk, user=user, credential_json=sign_json(passkey, first))
     with pytest.raises(PasskeyError, match="Signature refused"):
@@ -130,25 +129,29 @@ def test_an_assertion_for_another_action_or_origin_is_refused(
     assert set(Action.objects.values_list("status", flat=True)) == {"proposed"}
 
 
-def test_a_sign_count_that_goes_backwards_is_refused(registered, client, write_token, user):
+def test_a_sign_count_that_goes_backwards_is_refused(registered, api_client, write_token, user):
     passkey, _account, _w3 = registered
-    action = Action.objects.get(pk=transfer(client, write_token).json()["action_id"])
+    action = Action.objects.get(pk=transfer(api_client, write_token).json()["action_id"])
     Passkey.objects.filter(user=user).update(sign_count=passkey.sign_count + 10)
     with pytest.raises(PasskeyError, match="sign count"):
         action_sign(action_id=action.pk, user=user, credential_json=sign_json(passkey, action))
 
 
-def test_a_late_assertion_is_refused_and_the_action_expires(registered, client, write_token, user):
+def test_a_late_assertion_is_refused_and_the_action_expires(
+    registered, api_client, write_token, user
+):
     passkey, _account, _w3 = registered
-    action = Action.objects.get(pk=transfer(client, write_token).json()["action_id"])
+    action = Action.objects.get(pk=transfer(api_client, write_token).json()["action_id"])
     Action.objects.filter(pk=action.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
     with pytest.raises(PasskeyError, match="it is expired"):
         action_sign(action_id=action.pk, user=user, credential_json=sign_json(passkey, action))
     assert Action.objects.get(pk=action.pk).status == "expired"
 
 
-def test_the_sign_page_is_for_the_owner_only(registered, client, write_token, other_user):
-    action_id = transfer(client, write_token).json()["action_id"]
+def test_the_sign_page_is_for_the_owner_only(
+    registered, client, api_client, write_token, other_user
+):
+    action_id = transfer(api_client, write_token).json()["action_id"]
     client.force_login(other_user)
     page = client.get(f"/sign/{action_id}/")
     assert page.status_code == 403
@@ -166,9 +169,9 @@ def test_the_sign_page_is_for_the_owner_only(registered, client, write_token, ot
 
 
 def test_the_sign_page_shows_what_is_signed_with_a_strict_csp(
-    registered, client, write_token, user
+    registered, client, api_client, write_token, user
 ):
-    action_id = transfer(client, write_token).json()["action_id"]
+    action_id = transfer(api_client, write_token).json()["action_id"]
     client.force_login(user)
     page = client.get(f"/sign/{action_id}/")
     assert page.status_code == 200
@@ -192,26 +195,30 @@ def test_the_sign_page_shows_what_is_signed_with_a_strict_csp(
         ({"to": "not an address"}, "0x address or an ENS name"),
     ],
 )
-def test_transfer_rejects_bad_input_clearly(registered, client, write_token, body, message):
-    response = transfer(client, write_token, **body)
+def test_transfer_rejects_bad_input_clearly(registered, api_client, write_token, body, message):
+    response = transfer(api_client, write_token, **body)
     assert response.status_code == 400
     assert message in response.json()["detail"]
     assert not Action.objects.exists()
 
 
 def test_transfer_needs_a_passkey_account_and_the_scope(
-    webauthn_settings, client, user, application, make_token
+    webauthn_settings, api_client, user, application, make_token
 ):
-    response = transfer(client, make_token(user, application, scope="read:actions write:actions"))
+    response = transfer(
+        api_client, make_token(user, application, scope="read:actions write:actions")
+    )
     assert response.status_code == 400 and "register a passkey first" in response.json()["detail"]
-    assert transfer(client, make_token(user, application, scope="read:actions")).status_code == 403
+    assert (
+        transfer(api_client, make_token(user, application, scope="read:actions")).status_code == 403
+    )
 
 
 def test_a_transfer_beyond_the_balance_reverts_on_chain_and_fails_with_the_reason(
-    registered, client, write_token, user
+    registered, api_client, write_token, user
 ):
     passkey, _account, _w3 = registered
-    body = transfer(client, write_token, amount="1000").json()
+    body = transfer(api_client, write_token, amount="1000").json()
     action = Action.objects.get(pk=body["action_id"])
     assert "simulation_error" in action.params  # the signing page warns
     action_sign(action_id=action.pk, user=user, credential_json=sign_json(passkey, action))

@@ -4,7 +4,6 @@ reject another action; let a third expire."""
 
 from __future__ import annotations
 
-import json
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -79,7 +78,7 @@ def test_register_transfer_sign_execute_reject_and_expire(
     django_user_model,
     application,
     make_token,
-    client,
+    api_client,
     tmp_path,
     settings,
 ):
@@ -100,17 +99,14 @@ def test_register_transfer_sign_execute_reject_and_expire(
     token = make_token(user, application, scope="read:actions write:actions")
 
     def propose(amount: str) -> dict:
-        response = client.post(
+        response = api_client.post(
             "/api/v1/actions/transfer",
-            json.dumps(
-                {
-                    "asset_id": f"eip155:31337/erc20:{contracts.demo_token_address('USDC')}",
-                    "amount": amount,
-                    "to": RECIPIENT,
-                }
-            ),
-            content_type="application/json",
-            HTTP_AUTHORIZATION=f"Bearer {token.token}",
+            token,
+            {
+                "asset_id": f"eip155:31337/erc20:{contracts.demo_token_address('USDC')}",
+                "amount": amount,
+                "to": RECIPIENT,
+            },
         )
         assert response.status_code == 201, response.content
         return response.json()
@@ -140,18 +136,15 @@ def test_register_transfer_sign_execute_reject_and_expire(
     # A swap with 1.5 % slippage: the signing page shows the warning banner.
     with LocalLifiServer() as quotes:
         settings.SWAP_QUOTE_URL = quotes.url
-        response = client.post(
+        response = api_client.post(
             "/api/v1/actions/swap",
-            json.dumps(
-                {
-                    "from_asset_id": f"eip155:31337/erc20:{contracts.demo_token_address('USDC')}",
-                    "to_asset_id": f"eip155:31337/erc20:{contracts.demo_token_address('EURe')}",
-                    "amount": "2",
-                    "slippage": "1.5",
-                }
-            ),
-            content_type="application/json",
-            HTTP_AUTHORIZATION=f"Bearer {token.token}",
+            token,
+            {
+                "from_asset_id": f"eip155:31337/erc20:{contracts.demo_token_address('USDC')}",
+                "to_asset_id": f"eip155:31337/erc20:{contracts.demo_token_address('EURe')}",
+                "amount": "2",
+                "slippage": "1.5",
+            },
         )
     assert response.status_code == 201, response.content
     page.goto(response.json()["sign_url"])

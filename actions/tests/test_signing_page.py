@@ -58,6 +58,16 @@ def advance(action: Action, *steps: str, **updates) -> Action:
     return Action.objects.get(pk=action.pk)
 
 
+@pytest.fixture
+def action_after(user, application):
+    """`user`'s proposed transfer walked through `steps`; `updates` go with the last move."""
+
+    def make(*steps: str, **updates) -> Action:
+        return advance(make_action(user=user, application=application), *steps, **updates)
+
+    return make
+
+
 def page(client, action: Action):
     return client.get(f"/sign/{action.pk}/")
 
@@ -86,11 +96,8 @@ def status_of(response) -> str:
 # --- failed: the reason in plain words, and polling stops ---------------------------------
 
 
-def test_a_bundler_refusal_shows_the_plain_reason_and_never_executing(
-    owner_client, user, application
-):
-    action = advance(
-        make_action(user=user, application=application),
+def test_a_bundler_refusal_shows_the_plain_reason_and_never_executing(owner_client, action_after):
+    action = action_after(
         S.SIGNED,
         S.SUBMITTED,
         S.FAILED,
@@ -114,10 +121,9 @@ def test_a_bundler_refusal_shows_the_plain_reason_and_never_executing(
 
 
 def test_the_partial_of_a_failed_action_answers_286_to_stop_htmx_polling(
-    owner_client, user, application
+    owner_client, action_after
 ):
-    action = advance(
-        make_action(user=user, application=application),
+    action = action_after(
         S.SIGNED,
         S.SUBMITTED,
         S.FAILED,
@@ -133,10 +139,10 @@ def test_the_partial_of_a_failed_action_answers_286_to_stop_htmx_polling(
 
 
 def test_a_status_seen_as_executing_then_failing_is_replaced_by_the_failure(
-    owner_client, user, application
+    owner_client, action_after
 ):
     """The page a user left open at "executing…" learns the end at its next poll."""
-    action = advance(make_action(user=user, application=application), S.SIGNED, S.SUBMITTED)
+    action = action_after(S.SIGNED, S.SUBMITTED)
     Action.objects.filter(pk=action.pk).update(error=BUNDLER_REFUSAL)  # no updated_at bump
     seen = page(owner_client, action)
     version = polled_version(seen)
@@ -236,9 +242,9 @@ def test_each_kind_of_failure_leads_with_a_plain_sentence(
 
 
 def test_a_submitted_action_with_an_error_says_it_is_retrying_and_polls_on(
-    owner_client, user, application
+    owner_client, action_after
 ):
-    action = advance(make_action(user=user, application=application), S.SIGNED, S.SUBMITTED)
+    action = action_after(S.SIGNED, S.SUBMITTED)
     Action.objects.filter(pk=action.pk).update(
         error=BUNDLER_REFUSAL.replace("rejected", "unreachable")
     )
@@ -265,9 +271,9 @@ def test_a_submitted_action_with_an_error_says_it_is_retrying_and_polls_on(
     ],
 )
 def test_in_flight_statuses_say_executing_and_keep_polling(
-    owner_client, user, application, steps, expected
+    owner_client, action_after, steps, expected
 ):
-    action = advance(make_action(user=user, application=application), *steps)
+    action = action_after(*steps)
     response = poll(owner_client, action)
     assert response.status_code == 200
     assert expected in text(response)
@@ -276,10 +282,10 @@ def test_in_flight_statuses_say_executing_and_keep_polling(
 
 
 def test_an_error_written_without_a_transition_still_reaches_an_open_page(
-    owner_client, user, application
+    owner_client, action_after
 ):
     """The poll's version covers the error itself, not only `updated_at`."""
-    action = advance(make_action(user=user, application=application), S.SIGNED, S.SUBMITTED)
+    action = action_after(S.SIGNED, S.SUBMITTED)
     version = polled_version(poll(owner_client, action))
     assert poll(owner_client, action, version).status_code == 204
     Action.objects.filter(pk=action.pk).update(error="bundler unreachable: timed out")
@@ -347,11 +353,8 @@ def test_a_proposed_poll_does_not_stop(owner_client, user, application):
 # --- the other ends: executed, expired, rejected ------------------------------------------
 
 
-def test_an_executed_action_shows_done_with_the_short_transaction_hash(
-    owner_client, user, application
-):
-    action = advance(
-        make_action(user=user, application=application),
+def test_an_executed_action_shows_done_with_the_short_transaction_hash(owner_client, action_after):
+    action = action_after(
         S.SIGNED,
         S.SUBMITTED,
         S.BROADCAST,
@@ -377,8 +380,10 @@ def test_an_executed_card_freeze_says_the_card_is_frozen(owner_client, user, app
     assert "Done. Your card is frozen." in text(page(owner_client, action))
 
 
-def test_expired_and_rejected_are_final_and_say_nothing_was_sent(owner_client, user, application):
-    rejected = advance(make_action(user=user, application=application), S.REJECTED)
+def test_expired_and_rejected_are_final_and_say_nothing_was_sent(
+    owner_client, action_after, user, application
+):
+    rejected = action_after(S.REJECTED)
     response = poll(owner_client, rejected)
     assert response.status_code == 286
     assert "You rejected this request. Nothing was sent." in text(response)

@@ -12,7 +12,6 @@ from actions.models import Action, ActionStatus
 from actions.services.lifecycle import action_submit
 from actions.services.transitions import action_transition
 from actions.tests.factories import make_action
-from actions.tests.test_backoffice import staff_client  # noqa: F401 - the superuser's client
 from picnic.lifecycle import Actor
 
 S = ActionStatus
@@ -214,7 +213,7 @@ def test_the_change_page_links_to_the_resolution_pages_for_in_flight_actions(
     assert "/resolve/" not in page.text
 
 
-def test_a_superuser_sees_the_resolution_actions(staff_client, user, application):  # noqa: F811
+def test_a_superuser_sees_the_resolution_actions(staff_client, user, application):
     _in_flight(user, application)  # an empty changelist shows no action dropdown at all
     listing = staff_client.get(CHANGELIST)
     assert 'value="mark_failed"' in listing.text and 'value="resend"' in listing.text

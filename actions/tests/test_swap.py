@@ -26,21 +26,16 @@ def eure_id() -> str:
     return f"eip155:31337/erc20:{contracts.demo_token_address('EURe')}"
 
 
-def swap(client, token, **body):
+def swap(api_client, token, **body):
     payload = {"from_asset_id": usdc_id(), "to_asset_id": eure_id(), "amount": "10", **body}
-    return client.post(
-        "/api/v1/actions/swap",
-        json.dumps(payload),
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {token.token}",
-    )
+    return api_client.post("/api/v1/actions/swap", token, payload)
 
 
 def test_a_quoted_swap_is_signed_and_executed_on_chain(
-    registered, quotes, client, write_token, user
+    registered, quotes, api_client, write_token, user
 ):
     passkey, account, w3 = registered
-    response = swap(client, write_token, slippage="0.5")
+    response = swap(api_client, write_token, slippage="0.5")
     assert response.status_code == 201, response.content
     action = Action.objects.get(pk=response.json()["action_id"])
     assert action.type == "swap"
@@ -94,11 +89,11 @@ def test_a_quoted_swap_is_signed_and_executed_on_chain(
 
 
 def test_the_signing_page_warns_at_one_percent_slippage_or_more(
-    registered, quotes, client, write_token, user
+    registered, quotes, client, api_client, write_token, user
 ):
     client.force_login(user)
-    low = swap(client, write_token, slippage="0.99").json()["action_id"]
-    high = swap(client, write_token, slippage="1").json()["action_id"]
+    low = swap(api_client, write_token, slippage="0.99").json()["action_id"]
+    high = swap(api_client, write_token, slippage="1").json()["action_id"]
     assert "slippage-warning" not in client.get(f"/sign/{low}/").text
     page = client.get(f"/sign/{high}/").text
     assert 'id="slippage-warning"' in page and "up to 1%" in page
@@ -120,12 +115,12 @@ def test_the_signing_page_warns_at_one_percent_slippage_or_more(
     ],
 )
 def test_quote_failures_are_clear_and_propose_nothing(
-    registered, quotes, client, write_token, mode, body, message
+    registered, quotes, api_client, write_token, mode, body, message
 ):
     quotes.mode = mode
     if body.get("to_asset_id") == "USDC":
         body = {**body, "to_asset_id": usdc_id()}  # resolved after the stack compiled the tokens
-    response = swap(client, write_token, **body)
+    response = swap(api_client, write_token, **body)
     assert response.status_code == 400
     assert message in response.json()["detail"]
     assert not Action.objects.exists()

@@ -36,8 +36,8 @@ def token(user, application, make_token):
     return make_token(user, application, scope="read:transactions read:actions write:actions")
 
 
-def history(client, token, **query) -> dict:
-    response = client.get("/api/v1/transactions", query, HTTP_AUTHORIZATION=f"Bearer {token.token}")
+def history(api_client, token, **query) -> dict:
+    response = api_client.get("/api/v1/transactions", token, query)
     assert response.status_code == 200, response.content
     body = response.json()
     jsonschema.validate(body, TRANSACTIONS_SCHEMA)
@@ -75,12 +75,11 @@ def send_erc20(w3, symbol: str, to: str, units: int) -> str:
     return "0x" + bytes(tx).hex()
 
 
-def execute_transfer(client, token, passkey, user, amount: str) -> Action:
-    response = client.post(
+def execute_transfer(api_client, token, passkey, user, amount: str) -> Action:
+    response = api_client.post(
         "/api/v1/actions/transfer",
-        json.dumps({"asset_id": usdc_id(), "amount": amount, "to": RECIPIENT}),
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {token.token}",
+        token,
+        {"asset_id": usdc_id(), "amount": amount, "to": RECIPIENT},
     )
     assert response.status_code == 201, response.content
     action = Action.objects.get(pk=response.json()["action_id"])
@@ -99,13 +98,15 @@ def execute_transfer(client, token, passkey, user, amount: str) -> Action:
     return Action.objects.get(pk=action.pk)
 
 
-def test_history_merges_chain_transfers_ramps_and_executed_actions(registered, user, client, token):
+def test_history_merges_chain_transfers_ramps_and_executed_actions(
+    registered, user, api_client, token
+):
     passkey, account, w3 = registered  # the fixture minted 10 USDC to the account
     mint(w3, "EURe", account.address, 5 * 10**18 + 1)  # Monerium mints EURe: an EUR on-ramp
     incoming = send_erc20(w3, "USDC", account.address, 2_500_000)
-    action = execute_transfer(client, token, passkey, user, "1.5")
+    action = execute_transfer(api_client, token, passkey, user, "1.5")
 
-    body = history(client, token)
+    body = history(api_client, token)
     assert body["sync"]["chain"]["error"] is None and body["nextCursor"] is None
     items = body["transactions"]
     assert [i["type"] for i in items] == ["transfer", "transfer", "ramp", "transfer"]
@@ -147,41 +148,41 @@ def test_history_merges_chain_transfers_ramps_and_executed_actions(registered, u
     )
     assert (usdc["amount"], usdc["units"]) == ("11", "11000000")
     # One entry per transaction, however many times the history is read.
-    history(client, token)
+    history(api_client, token)
     assert HistoryEntry.objects.filter(user=user).count() == 4
     assert TokenTransfer.objects.count() == 4
 
 
 def test_pages_do_not_move_when_new_transactions_arrive_between_them(
-    registered, user, client, token
+    registered, user, api_client, token
 ):
     _, account, w3 = registered
     for units in range(1, 6):
         mint(w3, "USDC", account.address, units)
-    first = history(client, token, limit=2)
+    first = history(api_client, token, limit=2)
     everything_then = [first["transactions"]]
     for units in (100, 200, 300):  # new transactions land and get indexed mid-walk
         mint(w3, "USDC", account.address, units)
     history_sync(user=user)
     cursor = first["nextCursor"]
     while cursor:
-        page = history(client, token, limit=2, cursor=cursor)
+        page = history(api_client, token, limit=2, cursor=cursor)
         assert page["sync"] is None  # later pages only read
         everything_then.append(page["transactions"])
         cursor = page["nextCursor"]
     walked = [t["flows"][0]["units"] for page in everything_then for t in page]
     assert walked == ["5", "4", "3", "2", "1", "10000000"]  # the six there at the start, once
-    fresh = history(client, token, limit=3)
+    fresh = history(api_client, token, limit=3)
     assert [t["flows"][0]["units"] for t in fresh["transactions"]] == ["300", "200", "100"]
 
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_paging_while_another_worker_indexes_concurrently(registered, user, client, token):
+def test_paging_while_another_worker_indexes_concurrently(registered, user, api_client, token):
     _, account, w3 = registered
     for units in range(1, 9):
         mint(w3, "USDC", account.address, units)
-    first = history(client, token, limit=3)
+    first = history(api_client, token, limit=3)
     expected = [str(u) for u in range(8, 0, -1)] + ["10000000"]
     stop = threading.Event()
     errors: list[BaseException] = []
@@ -207,7 +208,7 @@ def test_paging_while_another_worker_indexes_concurrently(registered, user, clie
     try:
         pages, cursor = [first["transactions"]], first["nextCursor"]
         while cursor:
-            page = history(client, token, limit=3, cursor=cursor)
+            page = history(api_client, token, limit=3, cursor=cursor)
             pages.append(page["transactions"])
             cursor = page["nextCursor"]
     finally:
@@ -222,7 +223,7 @@ def test_paging_while_another_worker_indexes_concurrently(registered, user, clie
 
 
 def test_card_purchases_come_from_gnosis_pay_with_merchant_mcc_and_billing(
-    registered, user, client, token, gnosis_pay
+    registered, user, api_client, token, gnosis_pay
 ):
     _, account, w3 = registered
     card = provision_card(user=user, card_id="card-1", last4="4242")
@@ -249,7 +250,7 @@ def test_card_purchases_come_from_gnosis_pay_with_merchant_mcc_and_billing(
         kind="Refund",
         tx_hash=refund_tx,
     )
-    body = history(client, token)
+    body = history(api_client, token)
     assert body["sync"]["gnosisPay"]["error"] is None
     purchases = [t for t in body["transactions"] if t["type"] == "cardPurchase"]
     assert len(purchases) == 2
@@ -292,30 +293,30 @@ def test_card_purchases_come_from_gnosis_pay_with_merchant_mcc_and_billing(
 
     # The session lapses: what was synced stays, and the answer says why nothing new came.
     GnosisPaySession.objects.filter(safe_address=card.safe_address.lower()).delete()
-    again = history(client, token)
+    again = history(api_client, token)
     assert "no Gnosis Pay session" in again["sync"]["gnosisPay"]["error"]
     assert len([t for t in again["transactions"] if t["type"] == "cardPurchase"]) == 2
 
 
 def test_a_chain_that_cannot_be_read_is_reported_and_the_index_still_served(
-    registered, user, client, token, settings
+    registered, user, api_client, token, settings
 ):
-    history(client, token)
+    history(api_client, token)
     settings.CHAIN_RPC_URL = "http://127.0.0.1:9"  # nothing listens there
-    body = history(client, token)
+    body = history(api_client, token)
     assert body["sync"]["chain"]["error"].startswith("The chain could not be read")
     assert len(body["transactions"]) == 1  # the fixture's mint, indexed before
 
 
 def test_another_users_history_is_invisible_even_with_their_cursor(
-    registered, user, other_user, client, token, application, make_token
+    registered, user, other_user, api_client, token, application, make_token
 ):
     _, account, w3 = registered
     mint(w3, "USDC", account.address, 7)
-    mine = history(client, token, limit=1)
+    mine = history(api_client, token, limit=1)
     theirs = make_token(other_user, application, scope="read:transactions")
-    assert history(client, theirs)["transactions"] == []
-    assert history(client, theirs, cursor=mine["nextCursor"])["transactions"] == []
+    assert history(api_client, theirs)["transactions"] == []
+    assert history(api_client, theirs, cursor=mine["nextCursor"])["transactions"] == []
 
 
 @pytest.mark.parametrize(
@@ -329,14 +330,14 @@ def test_another_users_history_is_invisible_even_with_their_cursor(
         ({"cursor": "eyJ0IjogWzFdLCAiaWQiOiAxfQ"}, "cursor"),  # {"t": [1], "id": 1}
     ],
 )
-def test_bad_paging_input_is_a_clear_400(registered, client, token, query, field):
-    response = client.get("/api/v1/transactions", query, HTTP_AUTHORIZATION=f"Bearer {token.token}")
+def test_bad_paging_input_is_a_clear_400(registered, api_client, token, query, field):
+    response = api_client.get("/api/v1/transactions", token, query)
     assert response.status_code == 400 and field in response.json()
 
 
-def test_transactions_need_their_scope(registered, user, client, application, make_token):
+def test_transactions_need_their_scope(registered, user, api_client, application, make_token):
     wrong = make_token(user, application, scope="read:balances")
-    response = client.get("/api/v1/transactions", HTTP_AUTHORIZATION=f"Bearer {wrong.token}")
+    response = api_client.get("/api/v1/transactions", wrong)
     assert response.status_code == 403
 
 
@@ -358,7 +359,9 @@ def _user_op(w3, passkey, account, calls) -> str:
     return receipt.tx_hash.lower()
 
 
-def test_vault_deposits_and_withdrawals_are_investments(registered, user, client, token, settings):
+def test_vault_deposits_and_withdrawals_are_investments(
+    registered, user, api_client, token, settings
+):
     from actions.chain_reads import balances_for_user
     from actions.providers.local_coingecko import LocalCoinGeckoServer
 
@@ -386,7 +389,7 @@ def test_vault_deposits_and_withdrawals_are_investments(registered, user, client
     redeem = vault.encode_abi("redeem", [1_000_000, me, me])
     redeem_tx = _user_op(w3, passkey, account, [(vault.address, 0, Web3.to_bytes(hexstr=redeem))])
 
-    items = history(client, token)["transactions"]
+    items = history(api_client, token)["transactions"]
     withdraw, invest = items[0], items[1]
     assert [withdraw["receipts"][0]["txHash"], invest["receipts"][0]["txHash"]] == [
         redeem_tx,
@@ -422,8 +425,10 @@ def test_vault_deposits_and_withdrawals_are_investments(registered, user, client
     }
 
 
-def test_support_staff_read_the_history_in_the_admin(registered, user, staff_user, client, token):
-    history(client, token)
+def test_support_staff_read_the_history_in_the_admin(
+    registered, user, staff_user, client, api_client, token
+):
+    history(api_client, token)
     entry = HistoryEntry.objects.get(user=user)
     client.force_login(staff_user)
     for model in ("historyentry", "tokentransfer", "cardpurchase"):
@@ -471,7 +476,7 @@ def test_an_e_money_burn_is_an_offramp(user, settings):
 
 
 def test_an_unreadable_card_transaction_is_reported_and_the_rest_kept(
-    user, client, token, chain_settings, gnosis_pay
+    user, api_client, token, chain_settings, gnosis_pay
 ):
     from actions.models import Card
 
@@ -483,7 +488,7 @@ def test_an_unreadable_card_transaction_is_reported_and_the_rest_kept(
     gnosis_pay.add_purchase(card.safe_address, "card-9", **good)
     bad = gnosis_pay.add_purchase(card.safe_address, "card-9", **good)
     bad["billingAmount"] = "twelve"
-    body = history(client, token)
+    body = history(api_client, token)
     assert f"unreadable card transaction '{bad['threadId']}'" in body["sync"]["gnosisPay"]["error"]
     assert [t["cardPurchase"]["billingAmount"] for t in body["transactions"]] == ["2.5"]
 
@@ -514,7 +519,9 @@ def test_the_beat_task_keeps_purchases_while_a_session_lasts(user, other_user, g
     assert list(GnosisPaySession.objects.values_list("safe_address", flat=True)) == [DEV.lower()]
 
 
-def test_purchases_settled_together_or_later_keep_one_line_each(user, client, token, gnosis_pay):
+def test_purchases_settled_together_or_later_keep_one_line_each(
+    user, api_client, token, gnosis_pay
+):
     from actions.models import Card
 
     card = Card.objects.create(
@@ -534,7 +541,7 @@ def test_purchases_settled_together_or_later_keep_one_line_each(user, client, to
         created_at="2026-11-03T13:00:00Z",
         pending=True,
     )
-    lines = history(client, token)["transactions"]
+    lines = history(api_client, token)["transactions"]
     assert sorted(t["cardPurchase"]["merchant"]["name"] for t in lines) == ["Bar", "Café", "Kino"]
     for line in lines:
         if line["cardPurchase"]["merchant"]["name"] != "Bar":
@@ -545,7 +552,7 @@ def test_purchases_settled_together_or_later_keep_one_line_each(user, client, to
     )
     bar = next(
         t
-        for t in history(client, token)["transactions"]
+        for t in history(api_client, token)["transactions"]
         if t["cardPurchase"]["merchant"]["name"] == "Bar"
     )
     assert bar["status"] == "confirmed" and bar["receipts"][0]["txHash"] == "0x" + "bb" * 32

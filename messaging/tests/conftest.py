@@ -1,11 +1,12 @@
 from __future__ import annotations
 
-import json
+import uuid
 
 import pytest
 
-from messaging.models import Membership, Provider, Role, SocialAccount, Workspace
+from messaging.models import Delivery, Membership, Provider, Role, SocialAccount, Workspace
 from messaging.providers.local_x import LocalXServer
+from messaging.services import delivery_send
 
 TOKEN_ENV = "PICNIC_TEST_X_TOKEN"
 X_TOKEN = "x-user-token-for-tests"
@@ -51,17 +52,31 @@ def dm_token(member, application, make_token):
 
 
 @pytest.fixture
-def post(client):
+def post(api_client):
+    """`post("send" | "status", body, token)` to the private messaging API."""
+
     def call(path: str, body, token, **extra):
-        return client.post(
-            f"/private-messaging-api/actions/{path}",
-            data=json.dumps(body),
-            content_type="application/json",
-            HTTP_AUTHORIZATION=f"Bearer {token.token}",
-            **extra,
-        )
+        return api_client.post(f"/private-messaging-api/actions/{path}", token, body, **extra)
 
     return call
+
+
+@pytest.fixture
+def queue(member, application, workspace, social_account):
+    """Queue a DM from the member to `recipient`, as the API would."""
+
+    def make(text: str = "Your order shipped", recipient: str = "1234567890") -> Delivery:
+        return delivery_send(
+            user=member,
+            application=application,
+            workspace_id=workspace.pk,
+            social_account_id=social_account.pk,
+            recipient_id=recipient,
+            text=text,
+            idempotency_key=uuid.uuid4(),
+        ).delivery
+
+    return make
 
 
 @pytest.fixture

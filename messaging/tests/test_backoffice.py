@@ -15,12 +15,6 @@ from picnic.lifecycle import Actor
 
 
 @pytest.fixture
-def staff_client(client, staff_user):
-    client.force_login(staff_user)
-    return client
-
-
-@pytest.fixture
 def make_delivery(member, application, workspace, social_account):
     def make(*steps, text="hello", **updates) -> Delivery:
         delivery = delivery_send(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import uuid
 from datetime import timedelta
 
 import pytest
@@ -18,32 +17,12 @@ from messaging.services import (
     deliveries_process_due,
     deliveries_reap_leases,
     delivery_process,
-    delivery_send,
     delivery_transition,
 )
 from picnic.lifecycle import Actor
+from picnic.testing import history_statuses
 
 from .conftest import X_TOKEN
-
-
-@pytest.fixture
-def queue(member, application, workspace, social_account):
-    def make(text: str = "Your order shipped", recipient: str = "1234567890") -> Delivery:
-        return delivery_send(
-            user=member,
-            application=application,
-            workspace_id=workspace.pk,
-            social_account_id=social_account.pk,
-            recipient_id=recipient,
-            text=text,
-            idempotency_key=uuid.uuid4(),
-        ).delivery
-
-    return make
-
-
-def history(delivery) -> list[str]:
-    return list(delivery.history.order_by("timestamp", "id").values_list("status", flat=True))
 
 
 def test_a_delivery_is_sent_once_with_the_provider_message_id(x_server, queue):
@@ -54,7 +33,7 @@ def test_a_delivery_is_sent_once_with_the_provider_message_id(x_server, queue):
     assert delivery.provider_message_id.isdigit()
     assert delivery.reason is None
     assert delivery.conversation.provider_conversation_id == "1234567890-1000"
-    assert history(delivery) == ["queued", "claimed", "sending", "sent"]
+    assert history_statuses(delivery) == ["queued", "claimed", "sending", "sent"]
     assert x_server.requests == [
         {
             "path": "/2/dm_conversations/with/1234567890/messages",
@@ -92,7 +71,7 @@ def test_an_outcome_that_cannot_be_known_is_unknown_and_never_resent(
     delivery.refresh_from_db()
     assert delivery.status == D.UNKNOWN
     assert delivery.reason.startswith(reason)
-    assert history(delivery) == ["queued", "claimed", "sending", "unknown"]
+    assert history_statuses(delivery) == ["queued", "claimed", "sending", "unknown"]
     assert "will not be re-sent" in delivery.history.last().detail
     # Nothing picks it up again, however often the workers run.
     assert deliveries_process_due(worker_id="w2") == {}
@@ -116,7 +95,7 @@ def test_a_refused_connection_is_retried_within_claimed_and_sent_once(settings, 
         assert len(server.requests) == 1
     delivery.refresh_from_db()
     assert delivery.status == D.SENT
-    assert history(delivery) == ["queued", "claimed", "sending", "sent"]
+    assert history_statuses(delivery) == ["queued", "claimed", "sending", "sent"]
 
 
 def test_a_provider_unreachable_too_often_fails_without_sending(settings, queue):
@@ -195,7 +174,7 @@ def test_a_dead_workers_claim_is_taken_over_because_nothing_was_sent(queue):
     assert deliveries_claim(worker_id="w2") == [delivery.pk]
     delivery.refresh_from_db()
     assert (delivery.status, delivery.lease_owner) == (D.CLAIMED, "w2")
-    assert history(delivery) == ["queued", "claimed"]
+    assert history_statuses(delivery) == ["queued", "claimed"]
 
 
 @pytest.mark.postgres

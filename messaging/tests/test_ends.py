@@ -3,7 +3,6 @@ never stops the worker's batch, and visible changes without a transition are eve
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
 
 import pytest
@@ -18,38 +17,8 @@ from messaging.services import (
     deliveries_process_due,
     delivery_attempt,
     delivery_cancel,
-    delivery_send,
 )
-
-
-@pytest.fixture
-def queue(member, application, workspace, social_account):
-    def make(text: str = "Your order shipped") -> Delivery:
-        return delivery_send(
-            user=member,
-            application=application,
-            workspace_id=workspace.pk,
-            social_account_id=social_account.pk,
-            recipient_id="1234567890",
-            text=text,
-            idempotency_key=uuid.uuid4(),
-        ).delivery
-
-    return make
-
-
-def history(delivery) -> list[str]:
-    return list(delivery.history.order_by("timestamp", "id").values_list("status", flat=True))
-
-
-@pytest.fixture
-def published(monkeypatch):
-    """What goes on the event channel."""
-    from picnic import events
-
-    seen: list[dict] = []
-    monkeypatch.setattr(events, "publish", seen.append)
-    return seen
+from picnic.testing import history_statuses
 
 
 class Unreachable:
@@ -100,7 +69,7 @@ def test_a_batch_goes_on_when_the_sender_cancels_one_of_its_deliveries(
     assert deliveries_process_due(worker_id="w1") == {"raced": 1, D.SENT: 1}
     cancelled.refresh_from_db()
     assert (cancelled.status, cancelled.reason, cancelled.attempts) == (D.CANCELLED, None, 0)
-    assert history(cancelled) == ["queued", "claimed", "cancelled"]
+    assert history_statuses(cancelled) == ["queued", "claimed", "cancelled"]
     assert Delivery.objects.get(pk=other.pk).status == D.SENT
     assert len(x_server.requests) == 1
 
@@ -150,7 +119,7 @@ def test_a_connect_retry_bumps_updated_at_and_is_published(
     assert "could not connect" in after.last_error
     assert after.updated_at > before.updated_at
     assert published == [{"lifecycle": "delivery", "id": str(delivery.pk), "status": "claimed"}]
-    assert history(after) == ["queued", "claimed"]  # not a transition
+    assert history_statuses(after) == ["queued", "claimed"]  # not a transition
 
 
 def test_taking_over_a_lapsed_claim_bumps_updated_at_and_is_published(
@@ -168,4 +137,4 @@ def test_taking_over_a_lapsed_claim_bumps_updated_at_and_is_published(
     after = Delivery.objects.get(pk=delivery.pk)
     assert after.lease_owner == "w2" and after.updated_at > before.updated_at
     assert published == [{"lifecycle": "delivery", "id": str(delivery.pk), "status": "claimed"}]
-    assert history(after) == ["queued", "claimed"]
+    assert history_statuses(after) == ["queued", "claimed"]

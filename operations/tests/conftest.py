@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 
 import pytest
@@ -50,11 +49,10 @@ def ops_token(user, application, make_token):
 
 
 @pytest.fixture
-def api(client):
+def api(api_client):
+    """`api("get" | "post", path under /api/v1/, token, body)` on the root `api_client`."""
+
     def call(method: str, path: str, token, body=None):
-        kwargs = {"HTTP_AUTHORIZATION": f"Bearer {token.token}"}
-        if body is not None:
-            kwargs.update(data=json.dumps(body), content_type="application/json")
-        return getattr(client, method)(f"/api/v1/{path}", **kwargs)
+        return getattr(api_client, method)(f"/api/v1/{path}", token, body)
 
     return call

@@ -13,12 +13,6 @@ from picnic.lifecycle import Actor
 
 
 @pytest.fixture
-def staff_client(client, staff_user):
-    client.force_login(staff_user)
-    return client
-
-
-@pytest.fixture
 def make_op(user):
     billing.wallet_grant(owner=user, amount=Decimal("100"))
 

@@ -29,6 +29,7 @@ from operations.services import (
     operations_expire_details,
     operations_process_due,
 )
+from picnic.testing import history_statuses
 
 from .conftest import API_KEY
 
@@ -48,14 +49,6 @@ def queued_backend(settings):
 def submit(owner, text="Write a haiku", category="writing") -> Operation:
     return operation_submit(
         owner=owner, application=None, tool="text-gen", category=category, input_text=text
-    )
-
-
-def statuses(op) -> list[str]:
-    return list(
-        Operation.objects.get(pk=op.pk)
-        .history.order_by("timestamp", "id")
-        .values_list("status", flat=True)
     )
 
 
@@ -141,7 +134,7 @@ def test_a_batch_goes_on_when_the_on_commit_dispatch_races_it_for_one_operation(
         op = Operation.objects.get(pk=op.pk)
         assert (op.state, op.dispatch_status) == ("waiting", "acknowledged")
         assert creates_for(queued_backend, op) == 1  # one request, not one per worker
-    assert statuses(approved) == ["queued", "needs_review", "queued", "waiting"]
+    assert history_statuses(approved) == ["queued", "needs_review", "queued", "waiting"]
 
 
 def test_a_batch_goes_on_when_staff_moved_one_of_its_operations_first(
@@ -159,7 +152,8 @@ def test_a_batch_goes_on_when_staff_moved_one_of_its_operations_first(
     assert Operation.objects.get(pk=first.pk).state == State.WAITING
     op = Operation.objects.get(pk=paused.pk)
     assert (op.state, op.dispatch_status, op.backend_response_id) == ("paused", "pending", None)
-    assert statuses(paused) == ["queued", "paused"]  # the lost acknowledgement wrote nothing
+    # The lost acknowledgement wrote nothing.
+    assert history_statuses(paused) == ["queued", "paused"]
     # Resumed, it is dispatched again under the same key and gets the same backend response.
     operation_resume(operation_id=paused.pk, staff_user=staff_user)
     assert operation_dispatch(operation_id=paused.pk) == "waiting"
@@ -251,7 +245,7 @@ def test_the_on_commit_dispatch_and_the_beat_race_on_postgres(queued_backend, fu
         for op in (first, approved, last):
             op = Operation.objects.get(pk=op.pk)
             assert (op.state, op.dispatch_status) == ("waiting", "acknowledged")
-        assert statuses(approved) == ["queued", "needs_review", "queued", "waiting"]
+        assert history_statuses(approved) == ["queued", "needs_review", "queued", "waiting"]
         assert creates_for(queued_backend, approved) == 1
 
 
@@ -320,12 +314,13 @@ def test_every_terminal_operation_gets_a_detail_expiry_and_its_details_are_purge
     assert op.detail_expires_at == op.completed_at + timedelta(
         hours=settings.OPERATIONS_DETAIL_TTL_HOURS
     )
-    history = statuses(op)
+    history = history_statuses(op)
     assert operations_expire_details(now=op.detail_expires_at) == 0  # not before it expires
     assert operations_expire_details(now=op.detail_expires_at + timedelta(seconds=1)) == 1
     gone = Operation.objects.get(pk=op.pk)
     assert (gone.detail_expired, gone.result, gone.review) == (True, None, None)
-    assert gone.state == state and statuses(gone) == history  # the record and its history stay
+    # The record and its history stay.
+    assert gone.state == state and history_statuses(gone) == history
     assert operations_expire_details(now=op.detail_expires_at + timedelta(seconds=1)) == 0
 
 
@@ -369,16 +364,6 @@ def test_a_decided_review_is_null_and_the_decision_stays_in_the_history(
 # --- 5. visible changes without a transition are events ----------------------------------
 
 
-@pytest.fixture
-def published(monkeypatch):
-    """What goes on the event channel."""
-    from picnic import events
-
-    seen: list[dict] = []
-    monkeypatch.setattr(events, "publish", seen.append)
-    return seen
-
-
 def test_a_backend_problem_bumps_updated_at_and_is_published(
     queued_backend, funded, settings, published, django_capture_on_commit_callbacks
 ):
@@ -393,7 +378,7 @@ def test_a_backend_problem_bumps_updated_at_and_is_published(
     assert "could not connect" in after.last_error
     assert after.updated_at > before.updated_at and after.state == "waiting"
     assert published == [{"lifecycle": "operation", "id": str(op.pk), "status": "waiting"}]
-    assert statuses(op) == ["queued", "waiting"]  # not a transition
+    assert history_statuses(op) == ["queued", "waiting"]  # not a transition
 
     # The same problem again changes nothing visible: no write, no event.
     published.clear()
@@ -415,7 +400,7 @@ def test_the_dispatch_start_and_the_purge_are_published(
     assert retried.dispatch_started_at is not None and "could not connect" in retried.last_error
     event = {"lifecycle": "operation", "id": str(op.pk), "status": "queued"}
     assert published == [event, event]  # the dispatch started; then the backend problem
-    assert statuses(op) == ["queued"]
+    assert history_statuses(op) == ["queued"]
 
     done = Operation.objects.get(pk=_succeeded(funded, None).pk)
     published.clear()

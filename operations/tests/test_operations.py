@@ -32,7 +32,7 @@ from operations.services import (
     operations_process_due,
     quote_create,
 )
-from picnic.testing import wait_until
+from picnic.testing import history_statuses, wait_until
 
 from .conftest import API_KEY
 
@@ -54,14 +54,6 @@ def submit(owner, application=None, text="Write a haiku about picnics", **kwargs
         category=kwargs.pop("category", "writing"),
         input_text=text,
         **kwargs,
-    )
-
-
-def states(operation) -> list[str]:
-    return list(
-        Operation.objects.get(pk=operation.pk)
-        .history.order_by("timestamp", "id")
-        .values_list("status", flat=True)
     )
 
 
@@ -124,7 +116,7 @@ def test_the_happy_path_dispatches_waits_generates_and_settles(backend_server, f
     assert kinds == {"text_pool": "0.520000", "reasoning": "0.600000", "generation": "0.750000"}
     assert body["timing"]["end_to_end_ms"] >= body["timing"]["dispatch_acknowledgement_ms"]
     assert body["detail_expires_at"] is not None and body["detail_expired"] is False
-    assert "running" in states(op) or "waiting" in states(op)
+    assert "running" in history_statuses(op) or "waiting" in history_statuses(op)
     wallet = Wallet.objects.get(owner=funded)
     assert wallet.available_credits == Decimal("100") - Decimal("1.87")
     assert wallet.held_credits == 0
@@ -150,7 +142,7 @@ def test_a_lost_acknowledgement_is_reconciled_with_the_same_idempotency_key(back
     assert {c["key"] for c in backend_server.creates} == {str(op.pk)}
     op = run_to_completion(op)
     assert op.state == State.SUCCEEDED and op.billing_status == "settled"
-    assert states(op)[:3] == ["queued", "reconciling", states(op)[2]]
+    assert history_statuses(op)[:3] == ["queued", "reconciling", history_statuses(op)[2]]
 
 
 def test_a_backend_that_hangs_leaves_the_operation_reconciling_until_it_answers(
