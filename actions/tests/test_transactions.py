@@ -13,6 +13,7 @@ import pytest
 from django.utils import timezone
 from web3 import Web3
 
+from actions.contract import TRANSACTIONS_SCHEMA
 from actions.demo import provision_card
 from actions.models import Action, GnosisPaySession, HistoryEntry, TokenTransfer
 from actions.passkeys import action_sign
@@ -24,7 +25,6 @@ from actions.services import (
 )
 from chain import contracts
 from chain.dev import mint
-from mcp_adapter.tools import TRANSACTIONS_SCHEMA
 from picnic.testing import wait_until
 
 from .conftest import usdc_id
@@ -334,7 +334,7 @@ def test_another_users_history_is_invisible_even_with_their_cursor(
 )
 def test_bad_paging_input_is_a_clear_400(registered, client, token, query, field):
     response = client.get("/api/v1/transactions", query, HTTP_AUTHORIZATION=f"Bearer {token.token}")
-    assert response.status_code == 400 and field in response.json()
+    assert response.status_code == 400 and field in response.json()["errors"]
 
 
 def test_transactions_need_their_scope(registered, user, client, application, make_token):
