@@ -97,8 +97,8 @@ def test_the_signing_page_warns_at_one_percent_slippage_or_more(
     registered, quotes, client, write_token, user
 ):
     client.force_login(user)
-    low = swap(client, write_token, slippage="0.99").json()["action_id"]
-    high = swap(client, write_token, slippage="1").json()["action_id"]
+    low = swap(client, write_token, slippage=0.99).json()["action_id"]
+    high = swap(client, write_token, slippage=1).json()["action_id"]
     assert "slippage-warning" not in client.get(f"/sign/{low}/").text
     page = client.get(f"/sign/{high}/").text
     assert 'id="slippage-warning"' in page and "up to 1%" in page
