@@ -30,7 +30,3 @@ class ActionStatusSerializer(serializers.Serializer):
     broadcast_at = serializers.DateTimeField(read_only=True, allow_null=True)
     executed_at = serializers.DateTimeField(read_only=True, allow_null=True)
     status_history = StatusHistoryEntrySerializer(source="transitions", many=True, read_only=True)
-
-
-class ErrorSerializer(serializers.Serializer):
-    detail = serializers.CharField()

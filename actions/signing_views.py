@@ -16,9 +16,18 @@ from actions.models import Action, ActionStatus, ActionType
 from actions.services.lifecycle import action_expire_if_overdue, action_status_refresh
 from actions.services.passkeys import PasskeyError, passkey_register, registration_options
 from actions.services.signing import action_reject, action_sign, authentication_options
+from picnic.api import error_json
 from picnic.timeline import render_timeline
 
 REGISTRATION_SESSION_KEY = "passkey_registration_challenge"
+
+
+NOT_YOURS = "This signing link is not for your account"
+
+
+def _refusal(detail: str, *, code: str, status: int) -> JsonResponse:
+    """The API's error body; `error` repeats the detail for the page's script (passkeys.js)."""
+    return error_json(detail, code=code, status=status, error=detail)
 
 
 def _account_address(qx: bytes, qy: bytes) -> tuple[str, str]:
@@ -54,8 +63,10 @@ def passkey_register_options(request: HttpRequest) -> HttpResponse:
 def passkey_register_verify(request: HttpRequest) -> JsonResponse:
     challenge = request.session.pop(REGISTRATION_SESSION_KEY, None)
     if challenge is None:
-        return JsonResponse(
-            {"error": "Start the registration again: no challenge is pending"}, status=400
+        return _refusal(
+            "Start the registration again: no challenge is pending",
+            code="no_challenge",
+            status=400,
         )
     try:
         passkey = passkey_register(
@@ -65,7 +76,7 @@ def passkey_register_verify(request: HttpRequest) -> JsonResponse:
             account_address=_account_address,
         )
     except PasskeyError as exc:
-        return JsonResponse({"error": str(exc)}, status=400)
+        return _refusal(str(exc), code="passkey_refused", status=400)
     account = request.user.smart_accounts.filter(passkey=passkey).first()
     return JsonResponse(
         {"credential_id": passkey.credential_id, "smart_account": account and account.address}
@@ -231,24 +242,24 @@ def sign_page(request: HttpRequest, action_id) -> HttpResponse:
 def sign_options(request: HttpRequest, action_id) -> HttpResponse:
     action = _own_action(request, action_id)
     if action is None:
-        return JsonResponse({"error": "This signing link is not for your account"}, status=403)
+        return _refusal(NOT_YOURS, code="permission_denied", status=403)
     try:
         return HttpResponse(authentication_options(action=action), content_type="application/json")
     except PasskeyError as exc:
-        return JsonResponse({"error": str(exc)}, status=400)
+        return _refusal(str(exc), code="passkey_refused", status=400)
 
 
 @login_required
 @require_POST
 def sign_approve(request: HttpRequest, action_id) -> JsonResponse:
     if _own_action(request, action_id) is None:
-        return JsonResponse({"error": "This signing link is not for your account"}, status=403)
+        return _refusal(NOT_YOURS, code="permission_denied", status=403)
     try:
         action = action_sign(
             action_id=action_id, user=request.user, credential_json=request.body.decode()
         )
     except PasskeyError as exc:
-        return JsonResponse({"error": str(exc)}, status=409)
+        return _refusal(str(exc), code="conflict", status=409)
     return JsonResponse({"status": action.status})
 
 
@@ -260,5 +271,5 @@ def sign_reject(request: HttpRequest, action_id) -> HttpResponse:
     try:
         action_reject(action_id=action_id, user=request.user)
     except PasskeyError as exc:
-        return JsonResponse({"error": str(exc)}, status=409)
+        return _refusal(str(exc), code="conflict", status=409)
     return JsonResponse({"status": "rejected"})

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import json
+
+import requests
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
@@ -15,12 +18,13 @@ from drf_spectacular.utils import (
     extend_schema,
     extend_schema_view,
 )
-from rest_framework.exceptions import APIException, NotFound, PermissionDenied, ValidationError
+from eth_abi.exceptions import DecodingError
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
+from web3.exceptions import Web3Exception
 
+from actions import contract
 from actions.chain_reads import balances_for_user, card_for_user
 from actions.models import IN_FLIGHT, Action
 from actions.presenters import profile_for_user, smart_account_payload, transactions_page
@@ -32,7 +36,7 @@ from actions.selectors import (
     action_with_history,
     smart_accounts_for_user,
 )
-from actions.serializers import ActionStatusSerializer, ErrorSerializer
+from actions.serializers import ActionStatusSerializer
 from actions.services.history import history_sync
 from actions.services.lifecycle import (
     ActionResolutionError,
@@ -51,14 +55,31 @@ from actions.services.proposals import (
 from actions.services.ramps import ramps_refresh_for_user
 from actions.services.transitions import ReconcileOutcome
 from evm.bundler import BundlerError
-from picnic.api import RequiredScopes
+from picnic.api import (
+    ApiError,
+    ApiView,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    ServiceUnavailable,
+    error_response,
+)
 from picnic.formats import rfc3339
 from picnic.timeline import render_timeline
 
+# What a chain read may raise when the RPC fails: transport, JSON-RPC error, an answer that
+# does not decode. Anything else is a bug: it propagates and is logged as a 500.
+CHAIN_READ_ERRORS = (
+    requests.RequestException,  # refused, timed out, dropped, HTTP 5xx
+    OSError,
+    Web3Exception,  # a JSON-RPC error, a batch answer of the wrong shape
+    json.JSONDecodeError,  # a body that is not JSON
+    DecodingError,  # a word that is not the ABI encoding asked for
+)
 
-class ServiceUnavailable(APIException):
-    status_code = 503
-    default_code = "bundler_unavailable"
+
+def chain_unavailable(exc: Exception) -> ServiceUnavailable:
+    return ServiceUnavailable(f"The chain could not be read: {exc}", code="chain_unavailable")
 
 
 def action_created_payload(action: Action) -> dict:
@@ -74,75 +95,70 @@ def action_created_payload(action: Action) -> dict:
     }
 
 
-class ActionToolView(APIView):
-    """An action tool: validate the body's fields, propose, answer with sign_url (201)."""
+class ActionToolView(ApiView):
+    """An action tool: the body validated against the tool's schema, propose, answer with
+    sign_url (201). A ToolError is the user's input refused in words (400)."""
 
-    permission_classes = [RequiredScopes]
     required_scopes = ["write:actions"]
     parser_classes = [JSONParser]
-    required_fields: frozenset[str] = frozenset()
-    optional_fields: frozenset[str] = frozenset()
 
     def propose(self, request: Request, data: dict) -> Action:
         raise NotImplementedError
 
     def post(self, request: Request) -> Response:
-        data = request.data if isinstance(request.data, dict) else {}
-        unknown = set(data) - self.required_fields - self.optional_fields
-        missing = self.required_fields - set(data)
-        if unknown or missing:
-            raise ValidationError(
-                {"detail": f"unknown fields {sorted(unknown)}, missing {sorted(missing)}"}
-            )
         try:
-            action = self.propose(request, data)
-        except ToolError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+            action = self.propose(request, self.input)
+        except ToolError as exc:  # the values are well-formed but refused, in words
+            raise ApiError(str(exc), code="invalid") from None
         except BundlerError as exc:
             raise ServiceUnavailable(
-                f"The bundler could not prepare the user operation: {exc}"
+                f"The bundler could not prepare the user operation: {exc}",
+                code="bundler_unavailable",
             ) from None
         return Response(action_created_payload(action), status=201)
 
 
+TOOL_RESPONSES = {
+    201: OpenApiTypes.OBJECT,
+    503: OpenApiResponse(description="The bundler could not prepare the user operation"),
+}
+
+
 @extend_schema_view(
     post=extend_schema(
-        operation_id="transfer", request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT}
+        operation_id="transfer", request=OpenApiTypes.OBJECT, responses=TOOL_RESPONSES
     )
 )
 class TransferView(ActionToolView):
     """transfer: propose sending an ERC-20 from the user's smart account; the user signs."""
 
-    required_fields = frozenset({"asset_id", "amount", "to"})
+    input_schema = contract.TRANSFER_INPUT_SCHEMA
 
     def propose(self, request: Request, data: dict) -> Action:
         return propose_transfer(
             user=request.user,
             application=request.auth.application,
-            asset_id=str(data["asset_id"]),
-            amount=str(data["amount"]),
-            to=str(data["to"]),
+            asset_id=data["asset_id"],
+            amount=data["amount"],
+            to=data["to"],
         )
 
 
 @extend_schema_view(
-    post=extend_schema(
-        operation_id="swap", request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT}
-    )
+    post=extend_schema(operation_id="swap", request=OpenApiTypes.OBJECT, responses=TOOL_RESPONSES)
 )
 class SwapView(ActionToolView):
     """swap: propose swapping between two CAIP-19 assets at a provider's quote; the user signs."""
 
-    required_fields = frozenset({"from_asset_id", "to_asset_id", "amount"})
-    optional_fields = frozenset({"slippage", "provider"})
+    input_schema = contract.SWAP_INPUT_SCHEMA
 
     def propose(self, request: Request, data: dict) -> Action:
         return propose_swap(
             user=request.user,
             application=request.auth.application,
-            from_asset_id=str(data["from_asset_id"]),
-            to_asset_id=str(data["to_asset_id"]),
-            amount=str(data["amount"]),
+            from_asset_id=data["from_asset_id"],
+            to_asset_id=data["to_asset_id"],
+            amount=data["amount"],
             slippage=data.get("slippage"),
             provider=data.get("provider"),
         )
@@ -152,13 +168,13 @@ class SwapView(ActionToolView):
     post=extend_schema(
         operation_id="card_freeze",
         request=OpenApiTypes.OBJECT,
-        responses={201: OpenApiTypes.OBJECT},
+        responses=TOOL_RESPONSES,
     )
 )
 class CardFreezeView(ActionToolView):
     """card_freeze: off-chain; the passkey signs SIWE for the card's Safe (EIP-1271)."""
 
-    optional_fields = frozenset({"card_id"})
+    input_schema = contract.CARD_STATE_INPUT_SCHEMA
     frozen = True
 
     def propose(self, request: Request, data: dict) -> Action:
@@ -174,7 +190,7 @@ class CardFreezeView(ActionToolView):
     post=extend_schema(
         operation_id="card_unfreeze",
         request=OpenApiTypes.OBJECT,
-        responses={201: OpenApiTypes.OBJECT},
+        responses=TOOL_RESPONSES,
     )
 )
 class CardUnfreezeView(CardFreezeView):
@@ -187,29 +203,28 @@ class CardUnfreezeView(CardFreezeView):
     post=extend_schema(
         operation_id="card_limit",
         request=OpenApiTypes.OBJECT,
-        responses={201: OpenApiTypes.OBJECT},
+        responses=TOOL_RESPONSES,
     )
 )
 class CardLimitView(ActionToolView):
     """card_limit: change the card's daily limit (delay module + scheduled transaction)."""
 
-    required_fields = frozenset({"daily_limit"})
-    optional_fields = frozenset({"card_id"})
+    input_schema = contract.CARD_LIMIT_INPUT_SCHEMA
 
     def propose(self, request: Request, data: dict) -> Action:
         return propose_card_limit(
             user=request.user,
             application=request.auth.application,
-            daily_limit=str(data["daily_limit"]),
+            daily_limit=data["daily_limit"],
             card_id=data.get("card_id"),
         )
 
 
-class SmartAccountsView(APIView):
+class SmartAccountsView(ApiView):
     """get_smart_accounts: the Picnic and Gnosis Pay accounts the user's passkey controls."""
 
-    permission_classes = [RequiredScopes]
     required_scopes = ["read:accounts"]
+    input_schema = contract.NO_INPUT_SCHEMA
 
     @extend_schema(operation_id="get_smart_accounts", responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request) -> Response:
@@ -217,48 +232,55 @@ class SmartAccountsView(APIView):
         return Response({"smartAccounts": [smart_account_payload(a) for a in accounts]})
 
 
-class BalancesView(APIView):
+CHAIN_DOWN = error_response("The chain could not be read: <reason>")
+
+
+class BalancesView(ApiView):
     """get_balances: token balances on those accounts, from the chain, with fiat values."""
 
-    permission_classes = [RequiredScopes]
     required_scopes = ["read:balances"]
+    input_schema = contract.NO_INPUT_SCHEMA
 
-    @extend_schema(operation_id="get_balances", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        operation_id="get_balances", responses={200: OpenApiTypes.OBJECT, 503: CHAIN_DOWN}
+    )
     def get(self, request: Request) -> Response:
         try:
             return Response(balances_for_user(user=request.user))
-        except Exception as exc:  # noqa: BLE001 - the chain RPC failed: say so, invent nothing
-            raise ServiceUnavailable(f"The chain could not be read: {exc}") from None
+        except CHAIN_READ_ERRORS as exc:  # the chain RPC failed: say so, invent nothing
+            raise chain_unavailable(exc) from None
 
 
-class CardView(APIView):
+class CardView(ApiView):
     """get_card: state, balances, daily allowance and period of the user's Picnic card."""
 
-    permission_classes = [RequiredScopes]
     required_scopes = ["read:card"]
+    input_schema = contract.CARD_INPUT_SCHEMA
 
     @extend_schema(
         operation_id="get_card",
         parameters=[OpenApiParameter("card_id", str, required=False)],
-        responses={200: OpenApiTypes.OBJECT},
+        responses={
+            200: OpenApiTypes.OBJECT,
+            404: OpenApiResponse(description="No Picnic card for this user"),
+            503: CHAIN_DOWN,
+        },
     )
     def get(self, request: Request) -> Response:
         try:
-            return Response(
-                card_for_user(user=request.user, card_id=request.query_params.get("card_id"))
-            )
+            return Response(card_for_user(user=request.user, card_id=self.input.get("card_id")))
         except ActionNotFound as exc:
             raise NotFound(str(exc)) from None
-        except Exception as exc:  # noqa: BLE001 - the chain RPC failed: say so, invent nothing
-            raise ServiceUnavailable(f"The chain could not be read: {exc}") from None
+        except CHAIN_READ_ERRORS as exc:  # the chain RPC failed: say so, invent nothing
+            raise chain_unavailable(exc) from None
 
 
-class TransactionsView(APIView):
+class TransactionsView(ApiView):
     """get_transactions: the user's history, newest first, cursor-paginated. The first page
     (no cursor) brings the index up to date first; later pages only read it."""
 
-    permission_classes = [RequiredScopes]
     required_scopes = ["read:transactions"]
+    input_schema = contract.TRANSACTIONS_INPUT_SCHEMA
 
     @extend_schema(
         operation_id="get_transactions",
@@ -266,26 +288,25 @@ class TransactionsView(APIView):
             OpenApiParameter("cursor", str, required=False),
             OpenApiParameter("limit", int, required=False, description="1-100, default 20"),
         ],
-        responses={200: OpenApiTypes.OBJECT, 400: ErrorSerializer},
+        responses={200: OpenApiTypes.OBJECT},
     )
     def get(self, request: Request) -> Response:
-        cursor = request.query_params.get("cursor") or None
-        raw_limit = request.query_params.get("limit", "20")
-        if not (raw_limit.isascii() and raw_limit.isdigit()) or not 1 <= int(raw_limit) <= 100:
-            raise ValidationError({"limit": "must be an integer from 1 to 100"})
+        cursor = self.input.get("cursor") or None
         sync = None if cursor else history_sync(user=request.user)
         try:
-            page = transactions_page(user=request.user, cursor=cursor, limit=int(raw_limit))
+            page = transactions_page(
+                user=request.user, cursor=cursor, limit=self.input.get("limit", 20)
+            )
         except InvalidCursor as exc:
-            raise ValidationError({"cursor": str(exc)}) from None
+            raise InvalidInput({"cursor": [str(exc)]}) from None
         return Response({**page, "sync": sync})
 
 
-class ProfileView(APIView):
+class ProfileView(ApiView):
     """get_profile: userId, email, fiat ramps keyed by currency with normalised KYC, cards."""
 
-    permission_classes = [RequiredScopes]
     required_scopes = ["read:profile"]
+    input_schema = contract.NO_INPUT_SCHEMA
 
     @extend_schema(operation_id="get_profile", responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request) -> Response:
@@ -293,10 +314,10 @@ class ProfileView(APIView):
         return Response(profile_for_user(user=request.user))
 
 
-class ActionStatusView(APIView):
-    """get_action_status: the current state of an action, reconciled on read."""
+class ActionStatusView(ApiView):
+    """get_action_status: the current state of an action, reconciled on read. Its input is
+    the path's action_id: a malformed one is not found, as the seed says."""
 
-    permission_classes = [RequiredScopes]
     required_scopes = ["read:actions"]
 
     @extend_schema(
@@ -312,13 +333,11 @@ class ActionStatusView(APIView):
         ],
         responses={
             200: ActionStatusSerializer,
-            401: OpenApiResponse(ErrorSerializer, description="Missing or invalid bearer token"),
-            403: OpenApiResponse(
-                ErrorSerializer,
-                description="Missing scope read:actions, or the action belongs to another "
-                "user or OAuth client",
+            401: error_response("Missing or invalid bearer token"),
+            403: error_response(
+                "Missing scope read:actions, or the action belongs to another user or OAuth client"
             ),
-            404: OpenApiResponse(ErrorSerializer, description="Action not found: <id>"),
+            404: error_response("Action not found: <id>"),
         },
     )
     def get(self, request: Request, action_id: str) -> Response:
@@ -329,7 +348,7 @@ class ActionStatusView(APIView):
         except ActionNotFound as exc:
             raise NotFound(str(exc)) from None
         except ActionAccessDenied as exc:
-            raise PermissionDenied(str(exc)) from None
+            raise Forbidden(str(exc)) from None
         action_status_refresh(action=action)
         return Response(ActionStatusSerializer(action_with_history(action_id=action.pk)).data)
 

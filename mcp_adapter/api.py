@@ -9,6 +9,8 @@ import anyio
 import requests
 from django.conf import settings
 
+from picnic.api import error_text
+
 
 @dataclass(frozen=True)
 class ApiAnswer:
@@ -21,15 +23,12 @@ class ApiAnswer:
 
     @property
     def message(self) -> str:
-        """The API's own error text (the seeds' messages), for an isError result."""
-        if isinstance(self.body, dict):
-            detail = self.body.get("detail")
-            errors = self.body.get("errors")
-            if detail and errors:
-                return f"{detail}: {'; '.join(map(str, errors))}"
-            if detail:
-                return str(detail)
-        return f"the API answered {self.status}"
+        """The API's error body (picnic.api) in one line for an isError result: its detail
+        (the seeds' texts) and, when the input was refused, each field's messages."""
+        body = self.body if isinstance(self.body, dict) else {}
+        detail = str(body.get("detail") or f"the API answered {self.status}")
+        errors = body.get("errors")
+        return error_text(detail, errors if isinstance(errors, dict) else {})
 
 
 class PicnicApi:

@@ -18,7 +18,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-import jsonschema
 import mcp_types as types
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -33,6 +32,7 @@ from mcp.shared.subscriptions import ResourceUpdated
 from mcp_adapter.api import PicnicApi
 from mcp_adapter.tools import TOOLS, ToolSpec
 from picnic import events
+from picnic.api import INVALID_INPUT, error_text, schema_errors
 
 logger = logging.getLogger(__name__)
 ACTION_URI = re.compile(r"^picnic://action/([0-9a-fA-F-]{36})$")
@@ -151,15 +151,11 @@ class PicnicMCP(MCPServer):
         spec = self.specs.get(name)
         if spec is None:  # a protocol error, not a tool result
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}")
-        errors = sorted(
-            jsonschema.Draft7Validator(
-                spec.input_schema, format_checker=jsonschema.FormatChecker()
-            ).iter_errors(arguments),
-            key=lambda e: list(e.path),
-        )
+        # The API validates against the same schema; checking here too spares a round trip
+        # and covers the arguments that go into the path.
+        errors = schema_errors(spec.input_schema, arguments, root="(arguments)")
         if errors:
-            where = lambda e: ".".join(map(str, e.path)) or "(arguments)"  # noqa: E731
-            return _error("Invalid input: " + "; ".join(f"{where(e)}: {e.message}" for e in errors))
+            return _error(error_text(INVALID_INPUT, errors))
         token = self._token()
         if not token:
             return _error(f"Not authenticated: set {TOKEN_ENV} to an OAuth2 access token")

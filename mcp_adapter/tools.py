@@ -1,397 +1,16 @@
 """The MCP tool catalogue: each tool is one call to our DRF API, so permissions, scopes and
-serialisation live in one place. Schemas are written from the seeds (the DM tool's verbatim)."""
+serialisation live in one place. Only the catalogue lives here (name, description, method and
+path, scope, annotations, profiles); each tool's input and output schemas come from its app's
+contract module, the same dicts the API validates against."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from actions import contract as actions
 from messaging import contract as dm_contract
-from operations.schema import OPERATION_STATUS_SCHEMA
-
-NULL_STR = {"type": ["string", "null"]}
-NULL_INT = {"type": ["integer", "null"]}
-DATE = {"type": "string", "format": "date-time"}
-NULL_DATE = {"type": ["string", "null"], "format": "date-time"}
-ACTION_TYPES = ["transfer", "swap", "cardFreeze", "cardUnfreeze", "cardLimitSet"]
-ACTION_STATUSES = [
-    "proposed",
-    "signed",
-    "submitted",
-    "broadcast",
-    "executed",
-    "failed",
-    "expired",
-    "rejected",
-]
-
-
-def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
-
-
-ACTION_STATUS_SCHEMA = _object(
-    {
-        "action_id": {"type": "string"},
-        "type": {"type": "string", "enum": ACTION_TYPES},
-        "status": {"type": "string", "enum": ACTION_STATUSES},
-        "summary": {"type": "string"},
-        "chain_id": {"type": "integer"},
-        "smart_account": {"type": "string"},
-        "tx_hash": NULL_STR,
-        "user_op_hash": NULL_STR,
-        "block_number": NULL_INT,
-        "error": NULL_STR,
-        "created_at": DATE,
-        "expires_at": DATE,
-        "signed_at": NULL_DATE,
-        "broadcast_at": NULL_DATE,
-        "executed_at": NULL_DATE,
-        "status_history": {
-            "type": "array",
-            "items": _object(
-                {
-                    "status": {"type": "string", "enum": ACTION_STATUSES},
-                    "timestamp": DATE,
-                    "detail": NULL_STR,
-                },
-                ["status", "timestamp", "detail"],
-            ),
-        },
-    },
-    [
-        "action_id",
-        "type",
-        "status",
-        "summary",
-        "chain_id",
-        "smart_account",
-        "tx_hash",
-        "user_op_hash",
-        "block_number",
-        "error",
-        "created_at",
-        "expires_at",
-        "signed_at",
-        "broadcast_at",
-        "executed_at",
-        "status_history",
-    ],
-)
-
-# What every action tool answers: where the user signs, and what to subscribe to.
-ACTION_CREATED_SCHEMA = _object(
-    {
-        "action_id": {"type": "string"},
-        "type": {"type": "string", "enum": ACTION_TYPES},
-        "status": {"type": "string", "const": "proposed"},
-        "summary": {"type": "string"},
-        "sign_url": {"type": "string"},
-        "resource_uri": {"type": "string", "pattern": "^picnic://action/"},
-        "user_op_hash": NULL_STR,
-        "expires_at": DATE,
-    },
-    [
-        "action_id",
-        "type",
-        "status",
-        "summary",
-        "sign_url",
-        "resource_uri",
-        "user_op_hash",
-        "expires_at",
-    ],
-)
-
-CARD_ID = {"type": "string", "description": "Gnosis Pay card id; default: the physical card"}
-DECIMAL = {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?$"}
-ASSET = {"type": "string", "description": "CAIP-19 asset id, eip155:<chain>/erc20:<address>"}
-
-SMART_ACCOUNT = {
-    "type": "object",
-    "properties": {
-        "address": {"type": "string"},
-        "chainId": {"type": "integer"},
-        "accountType": {"type": "string", "enum": ["picnic", "gnosisPay"]},
-        "entryPointVersion": {"type": "string"},
-        "owner": {"type": "string"},
-    },
-    "required": ["address", "chainId", "accountType"],
-    "additionalProperties": False,
-}
-SMART_ACCOUNTS_SCHEMA = _object(
-    {"smartAccounts": {"type": "array", "items": SMART_ACCOUNT}}, ["smartAccounts"]
-)
-FIAT_VALUES = {
-    "type": ["object", "null"],
-    "properties": {c: DECIMAL for c in ("USD", "EUR", "BRL")},
-    "required": ["USD", "EUR", "BRL"],
-    "additionalProperties": False,
-}
-_CARD_BALANCE = _object(
-    {
-        "currency": {"type": "string"},
-        "assetId": {"type": "string"},
-        "amount": DECIMAL,
-        "units": {"type": "string"},
-    },
-    ["currency", "assetId", "amount", "units"],
-)
-# A card as both get_card and get_profile describe it.
-CARD_SUMMARY = {
-    "cardId": {"type": "string"},
-    "last4": {"type": "string"},
-    "virtual": {"type": "boolean"},
-    "physicalCardId": NULL_STR,
-    "safeAddress": {"type": "string"},
-    "chainId": {"type": "integer"},
-    "state": {"type": "string", "enum": ["active", "frozen", "unknown"]},
-    "stateConfirmedAt": NULL_DATE,
-}
-KYC_STATUSES = ["none", "pending", "approved", "rejected"]
-_RAMP = _object(
-    {
-        "provider": {"type": "string", "enum": ["avenia", "monerium"]},
-        "providerName": {"type": "string"},
-        "accountId": NULL_STR,
-        "kyc": _object(
-            {
-                "status": {"type": "string", "enum": KYC_STATUSES},
-                "providerStatus": NULL_STR,
-                "checkedAt": NULL_DATE,
-                "error": NULL_STR,
-            },
-            ["status", "providerStatus", "checkedAt", "error"],
-        ),
-    },
-    ["provider", "providerName", "accountId", "kyc"],
-)
-PROFILE_SCHEMA = _object(
-    {
-        "userId": {"type": "string"},
-        "email": NULL_STR,
-        "ramps": _object({"BRL": _RAMP, "EUR": _RAMP}, ["BRL", "EUR"]),
-        "cards": {"type": "array", "items": _object(CARD_SUMMARY, list(CARD_SUMMARY))},
-    },
-    ["userId", "email", "ramps", "cards"],
-)
-_FLOW = _object(
-    {
-        "direction": {"type": "string", "enum": ["in", "out", "self"]},
-        "account": NULL_STR,
-        "counterparty": NULL_STR,
-        "assetId": NULL_STR,
-        "symbol": NULL_STR,
-        "formattedAmount": DECIMAL,
-        "units": {"type": ["string", "null"], "pattern": "^[0-9]+$"},
-    },
-    ["direction", "account", "counterparty", "assetId", "symbol", "formattedAmount", "units"],
-)
-_CURRENCY = _object(
-    {"code": NULL_STR, "symbol": NULL_STR, "name": NULL_STR}, ["code", "symbol", "name"]
-)
-HISTORY_TYPES = [
-    "transfer",
-    "swap",
-    "ramp",
-    "investment",
-    "cardPurchase",
-    "cardFreeze",
-    "cardUnfreeze",
-    "cardLimitSet",
-]
-_TRANSACTION = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "string"},
-        "type": {"type": "string", "enum": HISTORY_TYPES},
-        "timestamp": DATE,
-        "status": {"type": "string", "enum": ["pending", "confirmed"]},
-        "actionId": NULL_STR,
-        "flows": {"type": "array", "items": _FLOW},
-        "receipts": {
-            "type": "array",
-            "items": _object(
-                {"chainId": {"type": "integer"}, "txHash": {"type": "string"}},
-                ["chainId", "txHash"],
-            ),
-        },
-        "swap": _object(
-            {
-                "fromAssetId": NULL_STR,
-                "toAssetId": NULL_STR,
-                "fromAmount": NULL_STR,
-                "toAmountQuoted": NULL_STR,
-                "toAmountMin": NULL_STR,
-                "toAmountReceived": NULL_STR,
-                "provider": NULL_STR,
-                "slippagePercent": NULL_STR,
-                "crossChain": {"type": "boolean"},
-            },
-            ["fromAssetId", "toAssetId", "fromAmount", "toAmountReceived", "provider"],
-        ),
-        "ramp": _object(
-            {
-                "provider": {"type": "string"},
-                "direction": {"type": "string", "enum": ["onramp", "offramp"]},
-                "fiatCurrency": NULL_STR,
-                "amount": DECIMAL,
-                "assetId": {"type": "string"},
-            },
-            ["provider", "direction", "fiatCurrency", "amount", "assetId"],
-        ),
-        "investment": _object(
-            {
-                "direction": {"type": "string", "enum": ["deposit", "withdraw"]},
-                "vault": {"type": "string"},
-                "vaultAssetId": {"type": "string"},
-                "shares": DECIMAL,
-                "assetId": {"type": "string"},
-                "assets": {"anyOf": [DECIMAL, {"type": "null"}]},
-            },
-            ["direction", "vault", "vaultAssetId", "shares", "assetId", "assets"],
-        ),
-        "cardPurchase": _object(
-            {
-                "cardId": {"type": "string"},
-                "last4": {"type": "string"},
-                "kind": {"type": "string"},
-                "status": {"type": "string"},
-                "isPending": {"type": "boolean"},
-                "clearedAt": NULL_DATE,
-                "merchant": _object(
-                    {"name": NULL_STR, "city": NULL_STR, "country": NULL_STR},
-                    ["name", "city", "country"],
-                ),
-                "mcc": {"type": "string"},
-                "billingAmount": DECIMAL,
-                "billingCurrency": _CURRENCY,
-                "transactionAmount": DECIMAL,
-                "transactionCurrency": _CURRENCY,
-                "transactionType": NULL_STR,
-            },
-            ["cardId", "merchant", "mcc", "billingAmount", "billingCurrency", "kind", "status"],
-        ),
-        "card": {
-            "type": "object",
-            "properties": {
-                "cardId": NULL_STR,
-                "last4": NULL_STR,
-                "dailyLimit": NULL_STR,
-                "assetId": NULL_STR,
-            },
-            "required": ["cardId", "last4"],
-            "additionalProperties": False,
-        },
-    },
-    "required": ["id", "type", "timestamp", "status", "actionId", "flows", "receipts"],
-    "additionalProperties": False,
-}
-_SOURCE_ERROR = {"error": NULL_STR}
-TRANSACTIONS_SCHEMA = _object(
-    {
-        "transactions": {"type": "array", "items": _TRANSACTION},
-        "nextCursor": NULL_STR,
-        "sync": {
-            "type": ["object", "null"],
-            "properties": {
-                "chain": _object(
-                    {"chainId": {"type": "integer"}, "syncedToBlock": NULL_INT, **_SOURCE_ERROR},
-                    ["chainId", "syncedToBlock", "error"],
-                ),
-                "gnosisPay": _object(
-                    {"syncedAt": NULL_DATE, **_SOURCE_ERROR}, ["syncedAt", "error"]
-                ),
-            },
-            "required": ["chain", "gnosisPay"],
-            "additionalProperties": False,
-        },
-    },
-    ["transactions", "nextCursor", "sync"],
-)
-CARD_SCHEMA = _object(
-    {
-        **CARD_SUMMARY,
-        "balances": {"type": "array", "items": _CARD_BALANCE},
-        "allowance": {
-            "type": ["object", "null"],
-            "properties": {
-                "currency": NULL_STR,
-                "assetId": NULL_STR,
-                "dailyLimit": DECIMAL,
-                "remaining": DECIMAL,
-                "period": _object(
-                    {"seconds": {"type": "integer"}, "resetsAt": NULL_DATE}, ["seconds", "resetsAt"]
-                ),
-                "queuedChanges": {"type": "integer", "minimum": 0},
-                "cooldownSeconds": {"type": "integer"},
-            },
-            "required": [
-                "currency",
-                "assetId",
-                "dailyLimit",
-                "remaining",
-                "period",
-                "queuedChanges",
-                "cooldownSeconds",
-            ],
-            "additionalProperties": False,
-        },
-    },
-    [
-        "cardId",
-        "last4",
-        "virtual",
-        "physicalCardId",
-        "safeAddress",
-        "chainId",
-        "state",
-        "stateConfirmedAt",
-        "balances",
-        "allowance",
-    ],
-)
-BALANCES_SCHEMA = _object(
-    {
-        "balances": {
-            "type": "array",
-            "items": _object(
-                {
-                    "account": {"type": "string"},
-                    "accountType": {"type": "string", "enum": ["picnic", "gnosisPay"]},
-                    "chainId": {"type": "integer"},
-                    "assetId": {"type": "string"},
-                    "contractAddress": {"type": "string"},
-                    "symbol": {"type": "string"},
-                    "decimals": {"type": "integer"},
-                    "amount": DECIMAL,
-                    "units": {"type": "string", "pattern": "^[0-9]+$"},
-                    "fiat": FIAT_VALUES,
-                },
-                [
-                    "account",
-                    "accountType",
-                    "chainId",
-                    "assetId",
-                    "contractAddress",
-                    "symbol",
-                    "decimals",
-                    "amount",
-                    "units",
-                    "fiat",
-                ],
-            ),
-        },
-        "fiatAvailable": {"type": "boolean"},
-        "fiatError": NULL_STR,
-    },
-    ["balances", "fiatAvailable", "fiatError"],
-)
+from operations import contract as operations
 
 
 @dataclass(frozen=True)
@@ -428,15 +47,15 @@ _ACTION_TOOL_SUFFIX = (
 )
 
 
-def _action_tool(name: str, description: str, properties: dict, required: list[str]) -> ToolSpec:
+def _action_tool(name: str, description: str, input_schema: dict[str, Any]) -> ToolSpec:
     return ToolSpec(
         name=name,
         description=description + _ACTION_TOOL_SUFFIX,
         scope="write:actions",
         method="POST",
         path=f"/api/v1/actions/{name}",
-        input_schema=_object(properties, required),
-        output_schema=ACTION_CREATED_SCHEMA,
+        input_schema=input_schema,
+        output_schema=actions.ACTION_CREATED_SCHEMA,
         annotations=PROPOSES,
     )
 
@@ -454,14 +73,8 @@ TOOLS: list[ToolSpec] = [
         scope="read:transactions",
         method="GET",
         path="/api/v1/transactions",
-        input_schema=_object(
-            {
-                "cursor": {"type": "string", "description": "nextCursor of the previous page"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
-            },
-            [],
-        ),
-        output_schema=TRANSACTIONS_SCHEMA,
+        input_schema=actions.TRANSACTIONS_INPUT_SCHEMA,
+        output_schema=actions.TRANSACTIONS_SCHEMA,
         annotations={**READ_ONLY, "openWorldHint": True},
     ),
     ToolSpec(
@@ -473,8 +86,8 @@ TOOLS: list[ToolSpec] = [
         scope="read:accounts",
         method="GET",
         path="/api/v1/smart-accounts",
-        input_schema=_object({}, []),
-        output_schema=SMART_ACCOUNTS_SCHEMA,
+        input_schema=actions.NO_INPUT_SCHEMA,
+        output_schema=actions.SMART_ACCOUNTS_SCHEMA,
         annotations=READ_ONLY,
     ),
     ToolSpec(
@@ -487,8 +100,8 @@ TOOLS: list[ToolSpec] = [
         scope="read:balances",
         method="GET",
         path="/api/v1/balances",
-        input_schema=_object({}, []),
-        output_schema=BALANCES_SCHEMA,
+        input_schema=actions.NO_INPUT_SCHEMA,
+        output_schema=actions.BALANCES_SCHEMA,
         annotations={**READ_ONLY, "openWorldHint": True},
     ),
     ToolSpec(
@@ -501,8 +114,8 @@ TOOLS: list[ToolSpec] = [
         scope="read:card",
         method="GET",
         path="/api/v1/card",
-        input_schema=_object({"card_id": CARD_ID}, []),
-        output_schema=CARD_SCHEMA,
+        input_schema=actions.CARD_INPUT_SCHEMA,
+        output_schema=actions.CARD_SCHEMA,
         annotations={**READ_ONLY, "openWorldHint": True},
     ),
     ToolSpec(
@@ -517,8 +130,8 @@ TOOLS: list[ToolSpec] = [
         scope="read:profile",
         method="GET",
         path="/api/v1/profile",
-        input_schema=_object({}, []),
-        output_schema=PROFILE_SCHEMA,
+        input_schema=actions.NO_INPUT_SCHEMA,
+        output_schema=actions.PROFILE_SCHEMA,
         annotations={**READ_ONLY, "openWorldHint": True},
     ),
     ToolSpec(
@@ -532,8 +145,8 @@ TOOLS: list[ToolSpec] = [
         scope="read:actions",
         method="GET",
         path="/api/v1/actions/{action_id}",
-        input_schema=_object({"action_id": {"type": "string"}}, ["action_id"]),
-        output_schema=ACTION_STATUS_SCHEMA,
+        input_schema=actions.ACTION_STATUS_INPUT_SCHEMA,
+        output_schema=actions.ACTION_STATUS_SCHEMA,
         annotations={
             "readOnlyHint": False,
             "destructiveHint": False,
@@ -545,37 +158,29 @@ TOOLS: list[ToolSpec] = [
     _action_tool(
         "transfer",
         "Send a token from the user's smart account to a 0x address or an ENS name.",
-        {"asset_id": ASSET, "amount": DECIMAL, "to": {"type": "string"}},
-        ["asset_id", "amount", "to"],
+        actions.TRANSFER_INPUT_SCHEMA,
     ),
     _action_tool(
         "swap",
         "Swap between two CAIP-19 assets (same chain or cross-chain); the signing page warns "
         "when slippage is 1% or more.",
-        {
-            "from_asset_id": ASSET,
-            "to_asset_id": ASSET,
-            "amount": DECIMAL,
-            "slippage": {"type": "number", "minimum": 0, "maximum": 50},
-            "provider": {"type": "string"},
-        },
-        ["from_asset_id", "to_asset_id", "amount"],
+        actions.SWAP_INPUT_SCHEMA,
     ),
     _action_tool(
         "card_freeze",
         "Freeze the user's Picnic (Gnosis Pay) card; off-chain, signed as SIWE (EIP-1271).",
-        {"card_id": CARD_ID},
-        [],
+        actions.CARD_STATE_INPUT_SCHEMA,
     ),
     _action_tool(
-        "card_unfreeze", "Unfreeze the user's Picnic (Gnosis Pay) card.", {"card_id": CARD_ID}, []
+        "card_unfreeze",
+        "Unfreeze the user's Picnic (Gnosis Pay) card.",
+        actions.CARD_STATE_INPUT_SCHEMA,
     ),
     _action_tool(
         "card_limit",
         "Change the card's daily limit (delay module + scheduled transaction, not 4337; it "
         "takes effect after the cooldown). Daily only.",
-        {"daily_limit": DECIMAL, "card_id": CARD_ID},
-        ["daily_limit"],
+        actions.CARD_LIMIT_INPUT_SCHEMA,
     ),
     ToolSpec(
         name="sosoapi_dm_actions_status",
@@ -619,10 +224,8 @@ TOOLS: list[ToolSpec] = [
         scope="operations:read",
         method="GET",
         path="/api/v1/operations/{operation_id}",
-        input_schema=_object(
-            {"operation_id": {"type": "string", "format": "uuid"}}, ["operation_id"]
-        ),
-        output_schema=OPERATION_STATUS_SCHEMA,
+        input_schema=operations.STATUS_INPUT_SCHEMA,
+        output_schema=operations.OPERATION_STATUS_SCHEMA,
         annotations=READ_ONLY,
         profiles=frozenset({"full"}),
         path_args=("operation_id",),

@@ -1,10 +1,9 @@
-"""The private-messaging/v1 contract, copied from the seed (sosoapi_dm_actions_status)."""
+"""The private-messaging/v1 contract, copied from the seed (sosoapi_dm_actions_status): the
+input and output JSON Schemas the MCP tools publish and the DRF views validate against."""
 
 from __future__ import annotations
 
 from typing import Any
-
-from jsonschema import Draft7Validator, FormatChecker
 
 from picnic.formats import rfc3339
 
@@ -96,17 +95,6 @@ CANCEL_INPUT_SCHEMA: dict[str, Any] = {
     "required": ["workspace_id", "social_account_id", "action_id"],
     "additionalProperties": False,
 }
-
-_FORMATS = FormatChecker()
-
-
-def validation_errors(schema: dict[str, Any], data: Any) -> list[str]:
-    validator = Draft7Validator(schema, format_checker=_FORMATS)
-    errors = []
-    for error in sorted(validator.iter_errors(data), key=lambda e: list(e.path)):
-        where = ".".join(str(p) for p in error.path) or "(body)"
-        errors.append(f"{where}: {error.message}")
-    return errors
 
 
 def action_payload(delivery) -> dict[str, Any]:

@@ -8,34 +8,21 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.exceptions import APIException, NotFound, PermissionDenied, ValidationError
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from messaging import contract
 from messaging.models import MANAGE_ROLES, SEND_ROLES, Delivery, Role
-from messaging.selectors import Forbidden, delivery_lookup, social_account_for
+from messaging.selectors import Forbidden as LookupForbidden
 from messaging.selectors import NotFound as LookupNotFound
+from messaging.selectors import delivery_lookup, social_account_for
 from messaging.services import IdempotencyConflict, delivery_cancel, delivery_send
-from picnic.api import RequiredScopes
+from picnic.api import ApiView, Conflict, Forbidden, InvalidInput, NotFound
 from picnic.lifecycle import IllegalTransition
 from picnic.timeline import render_timeline
 
 READ_ROLES = frozenset(Role.values)
-
-
-class Conflict(APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_code = "conflict"
-
-
-def _validated(schema, data) -> dict:
-    errors = contract.validation_errors(schema, data)
-    if errors:
-        raise ValidationError({"detail": "Invalid input", "errors": errors})
-    return data
 
 
 def _account(request: Request, data: dict, roles):
@@ -48,37 +35,31 @@ def _account(request: Request, data: dict, roles):
         )[0]
     except LookupNotFound as exc:
         raise NotFound(str(exc)) from None
-    except Forbidden as exc:
-        raise PermissionDenied(str(exc)) from None
+    except LookupForbidden as exc:
+        raise Forbidden(str(exc)) from None
 
 
-class DeliveryStatusView(APIView):
+class DeliveryStatusView(ApiView):
     """sosoapi_dm_actions_status: delivery facts by action_id or idempotency_key."""
 
-    permission_classes = [RequiredScopes]
     required_scopes = ["agent:dm_read"]
     parser_classes = [JSONParser]
+    input_schema = contract.STATUS_INPUT_SCHEMA
 
     @extend_schema(
         operation_id="sosoapi_dm_actions_status",
         request=OpenApiTypes.OBJECT,
         responses={
             200: OpenApiTypes.OBJECT,
-            400: OpenApiResponse(description="Invalid input"),
             404: OpenApiResponse(description="Delivery not found"),
         },
         description="After losing a response, look up delivery facts by action_id or the "
         "original idempotency_key. An unknown delivery is not a failure and must not be re-sent.",
     )
     def post(self, request: Request) -> Response:
-        data = _validated(contract.STATUS_INPUT_SCHEMA, request.data)
+        data = self.input
         if "action_id" not in data and "idempotency_key" not in data:
-            raise ValidationError(
-                {
-                    "detail": "Invalid input",
-                    "errors": ["(body): one of action_id or idempotency_key is required"],
-                }
-            )
+            raise InvalidInput({"(body)": ["one of action_id or idempotency_key is required"]})
         account = _account(request, data, READ_ROLES)
         try:
             delivery = delivery_lookup(
@@ -91,28 +72,28 @@ class DeliveryStatusView(APIView):
         return Response(contract.action_payload(delivery))
 
 
-class DeliverySendView(APIView):
-    permission_classes = [RequiredScopes]
+class DeliverySendView(ApiView):
     required_scopes = ["agent:dm_write"]
     parser_classes = [JSONParser]
+    input_schema = contract.SEND_INPUT_SCHEMA
 
     @extend_schema(
         operation_id="sosoapi_dm_actions_send",
         request=OpenApiTypes.OBJECT,
-        responses={202: OpenApiTypes.OBJECT, 200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT},
+        responses={
+            202: OpenApiTypes.OBJECT,
+            200: OpenApiTypes.OBJECT,
+            404: OpenApiResponse(description="Social account not found in this workspace"),
+            409: OpenApiResponse(description="idempotency_key used with a different payload"),
+        },
         description="Queue a DM. The same idempotency_key with the same payload returns the "
         "existing action (200); with a different payload it is refused (409).",
     )
     def post(self, request: Request) -> Response:
-        data = _validated(contract.SEND_INPUT_SCHEMA, request.data)
+        data = self.input
         if ("conversation_id" in data) == ("recipient_id" in data):
-            raise ValidationError(
-                {
-                    "detail": "Invalid input",
-                    "errors": [
-                        "(body): exactly one of conversation_id or recipient_id is required"
-                    ],
-                }
+            raise InvalidInput(
+                {"(body)": ["exactly one of conversation_id or recipient_id is required"]}
             )
         _account(request, data, SEND_ROLES)
         try:
@@ -136,26 +117,30 @@ class DeliverySendView(APIView):
         )
 
 
-class DeliveryCancelView(APIView):
-    permission_classes = [RequiredScopes]
+class DeliveryCancelView(ApiView):
     required_scopes = ["agent:dm_write"]
     parser_classes = [JSONParser]
+    input_schema = contract.CANCEL_INPUT_SCHEMA
 
     @extend_schema(
         operation_id="sosoapi_dm_actions_cancel",
         request=OpenApiTypes.OBJECT,
-        responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT},
+        responses={
+            200: OpenApiTypes.OBJECT,
+            404: OpenApiResponse(description="Delivery not found"),
+            409: OpenApiResponse(description="Only queued or claimed deliveries can be cancelled"),
+        },
     )
     def post(self, request: Request) -> Response:
-        data = _validated(contract.CANCEL_INPUT_SCHEMA, request.data)
+        data = self.input
         account = _account(request, data, SEND_ROLES | MANAGE_ROLES)
         try:
             delivery = delivery_lookup(account=account, action_id=data["action_id"])
             delivery = delivery_cancel(delivery=delivery, user=request.user)
         except LookupNotFound as exc:
             raise NotFound(str(exc)) from None
-        except Forbidden as exc:
-            raise PermissionDenied(str(exc)) from None
+        except LookupForbidden as exc:
+            raise Forbidden(str(exc)) from None
         except IllegalTransition as exc:
             raise Conflict(
                 f"Only queued or claimed deliveries can be cancelled; this one is {exc.current}"

@@ -8,14 +8,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.exceptions import APIException, NotFound, ValidationError
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
+from operations import contract
 from operations.models import Channel, Operation, State
 from operations.serializers import operation_status_payload, quote_payload
 from operations.services import (
@@ -25,37 +24,20 @@ from operations.services import (
     operation_submit,
     quote_create,
 )
-from picnic.api import RequiredScopes
+from picnic.api import ApiView, InvalidInput, NotFound, PaymentRequired, Unprocessable
 from picnic.lifecycle import IllegalTransition
 from picnic.timeline import render_timeline
 
 
-class PaymentRequired(APIException):
-    status_code = status.HTTP_402_PAYMENT_REQUIRED
-    default_code = "insufficient_credits"
-
-
-class Unprocessable(APIException):
-    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
-    default_code = "admission_failed"
-
-
-def _text(data: dict, name: str, *, required: bool = True, max_length: int = 200) -> str | None:
-    value = data.get(name)
-    if value is None and not required:
-        return None
-    if not isinstance(value, str) or not value.strip() or len(value) > max_length:
-        raise ValidationError({name: f"a non-empty string of at most {max_length} characters"})
-    return value
-
-
-class OperationStatusView(APIView):
-    permission_classes = [RequiredScopes]
+class OperationStatusView(ApiView):
     required_scopes = ["operations:read"]
 
     @extend_schema(
         operation_id="tong_operation_status",
-        responses={200: OpenApiTypes.OBJECT},
+        responses={
+            200: OpenApiTypes.OBJECT,
+            404: OpenApiResponse(description="Operation not found: <id>"),
+        },
         description="An accepted request is not a finished generation. Follow the "
         "work until the result is ready.",
     )
@@ -76,40 +58,35 @@ class OperationStatusView(APIView):
         return Response(operation_status_payload(operation))
 
 
-class OperationSubmitView(APIView):
-    permission_classes = [RequiredScopes]
+class OperationSubmitView(ApiView):
     required_scopes = ["operations:write"]
     parser_classes = [JSONParser]
+    input_schema = contract.SUBMIT_INPUT_SCHEMA
 
     @extend_schema(
         operation_id="tong_operation_submit",
         request=OpenApiTypes.OBJECT,
-        responses={202: OpenApiTypes.OBJECT, 402: OpenApiTypes.OBJECT, 422: OpenApiTypes.OBJECT},
+        responses={
+            202: OpenApiTypes.OBJECT,
+            402: OpenApiResponse(description="Not enough credits for the hold"),
+            422: OpenApiResponse(description="Not admitted (code says why), e.g. Quote not found"),
+        },
     )
     def post(self, request: Request) -> Response:
-        data = request.data if isinstance(request.data, dict) else {}
-        unknown = set(data) - {"tool", "category", "channel", "model", "input", "quote_id"}
-        if unknown:
-            raise ValidationError({"detail": f"unknown fields: {', '.join(sorted(unknown))}"})
-        channel = data.get("channel", Channel.API)
-        if channel not in Channel.values:
-            raise ValidationError({"channel": "api or mcp"})
+        data = self.input
         quote_id = data.get("quote_id")
-        if quote_id is not None:
-            try:
-                quote_id = uuid.UUID(str(quote_id))
-            except ValueError:
-                raise ValidationError({"quote_id": "a UUID"}) from None
+        if quote_id is None and data.get("input") is None:
+            raise InvalidInput({"input": ["required unless a quote_id brings the submit value"]})
         try:
             operation = operation_submit(
                 owner=request.user,
                 application=request.auth.application,
-                tool=_text(data, "tool"),
-                category=_text(data, "category"),
-                channel=channel,
-                model=_text(data, "model", required=False),
-                input_text=_text(data, "input", required=quote_id is None, max_length=100_000),
-                quote_id=quote_id,
+                tool=data["tool"],
+                category=data["category"],
+                channel=data.get("channel", Channel.API),
+                model=data.get("model"),
+                input_text=data.get("input"),
+                quote_id=None if quote_id is None else uuid.UUID(quote_id),
             )
         except InsufficientCredits as exc:
             raise PaymentRequired(str(exc)) from None
@@ -118,10 +95,10 @@ class OperationSubmitView(APIView):
         return Response(operation_status_payload(operation), status=status.HTTP_202_ACCEPTED)
 
 
-class QuoteCreateView(APIView):
-    permission_classes = [RequiredScopes]
+class QuoteCreateView(ApiView):
     required_scopes = ["operations:write"]
     parser_classes = [JSONParser]
+    input_schema = contract.QUOTE_INPUT_SCHEMA
 
     @extend_schema(
         operation_id="tong_quote_create",
@@ -129,18 +106,15 @@ class QuoteCreateView(APIView):
         responses={201: OpenApiTypes.OBJECT},
     )
     def post(self, request: Request) -> Response:
-        data = request.data if isinstance(request.data, dict) else {}
-        configuration = data.get("configuration") or {}
-        if not isinstance(configuration, dict):
-            raise ValidationError({"configuration": "an object"})
+        data = self.input
         quote = quote_create(
             owner=request.user,
-            tool=_text(data, "tool"),
-            submit_field=_text(data, "submit_field"),
-            submit_value=_text(data, "submit_value", max_length=100_000),
-            model=_text(data, "model", required=False),
-            operation_name=_text(data, "operation", required=False),
-            configuration=configuration,
+            tool=data["tool"],
+            submit_field=data["submit_field"],
+            submit_value=data["submit_value"],
+            model=data.get("model"),
+            operation_name=data.get("operation"),
+            configuration=data.get("configuration") or {},
         )
         return Response(quote_payload(quote), status=status.HTTP_201_CREATED)
 

@@ -1,22 +1,95 @@
-"""Shared API plumbing: OAuth2 scope checks with clear errors."""
+"""Shared API plumbing: one error type and body, OAuth2 scope checks, input validated against
+the app's contract (the JSON Schema its MCP tool publishes), and the OpenAPI that says so.
+
+Every 4xx/5xx of the three apps' APIs has one body, `{"detail", "code", "errors"}`:
+`detail` is the text a person or agent reads (the seeds' exact texts), `code` a stable word to
+branch on, `errors` maps a field (or `(body)` / `(query)`) to its messages, `{}` when the
+problem is not one of fields. Views raise `ApiError` (or a subclass); they never build error
+responses. DRF's own exceptions (401, 405, 415, parse errors) get the same body here.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404, JsonResponse
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiResponse
+from jsonschema import Draft7Validator, FormatChecker
 from oauth2_provider.contrib.rest_framework import TokenHasScope
-from rest_framework import status
-from rest_framework.exceptions import APIException
+from rest_framework import exceptions, serializers, status
+from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
+INVALID_INPUT = "Invalid input"
 
-class InsufficientScope(APIException):
+
+class ApiError(exceptions.APIException):
+    """The one domain error a view raises: a status, a code, the text, and field errors."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_code = "invalid"
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        code: str | None = None,
+        errors: dict[str, list[str]] | None = None,
+        **extra: Any,
+    ):
+        super().__init__(detail=detail, code=code or self.default_code)
+        self.errors = errors or {}
+        self.extra = extra
+
+
+class InvalidInput(ApiError):
+    default_code = "invalid_input"
+
+    def __init__(self, errors: dict[str, list[str]]):
+        super().__init__(INVALID_INPUT, errors=errors)
+
+
+class NotFound(ApiError):
+    status_code = status.HTTP_404_NOT_FOUND
+    default_code = "not_found"
+
+
+class Forbidden(ApiError):
+    status_code = status.HTTP_403_FORBIDDEN
+    default_code = "permission_denied"
+
+
+class Conflict(ApiError):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+
+
+class PaymentRequired(ApiError):
+    status_code = status.HTTP_402_PAYMENT_REQUIRED
+    default_code = "insufficient_credits"
+
+
+class Unprocessable(ApiError):
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_code = "unprocessable"
+
+
+class ServiceUnavailable(ApiError):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "unavailable"
+
+
+class InsufficientScope(ApiError):
     status_code = status.HTTP_403_FORBIDDEN
     default_code = "insufficient_scope"
 
     def __init__(self, required: list[str]):
         self.required = required
         super().__init__(
-            detail=f"Insufficient scope: this call requires the scope {' '.join(required)}",
-            code="insufficient_scope",
+            f"Insufficient scope: this call requires the scope {' '.join(required)}",
+            required_scopes=required,
         )
 
 
@@ -32,11 +105,154 @@ class RequiredScopes(TokenHasScope):
         return False
 
 
+# --- the one body ---------------------------------------------------------------------------
+
+
+def _messages(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [f"{k}: {m}" for k, v in value.items() for m in _messages(v)]
+    if isinstance(value, list):
+        return [m for item in value for m in _messages(item)]
+    return [str(value)]
+
+
+def error_body(exc: exceptions.APIException) -> dict[str, Any]:
+    if isinstance(exc, ApiError):
+        return {
+            "detail": str(exc.detail),
+            "code": exc.detail.code,
+            "errors": exc.errors,
+            **exc.extra,
+        }
+    if isinstance(exc, exceptions.ValidationError):  # a serializer's or DRF's own field errors
+        fields = exc.detail if isinstance(exc.detail, dict) else {"(body)": exc.detail}
+        errors = {str(name): _messages(value) for name, value in fields.items()}
+        return {"detail": INVALID_INPUT, "code": "invalid_input", "errors": errors}
+    detail = exc.detail
+    code = getattr(detail, "code", None) or exc.default_code
+    return {"detail": " ".join(_messages(detail)), "code": str(code), "errors": {}}
+
+
 def exception_handler(exc, context):
-    response = drf_exception_handler(exc, context)
-    if response is not None and isinstance(exc, InsufficientScope):
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    response = drf_exception_handler(exc, context)  # headers, rollback; None for a bug (a 500)
+    if response is None:
+        return None
+    response.data = error_body(exc)
+    if isinstance(exc, InsufficientScope):
         response["WWW-Authenticate"] = (
             f'Bearer error="insufficient_scope", scope="{" ".join(exc.required)}"'
         )
-        response.data["required_scopes"] = exc.required
     return response
+
+
+def error_json(detail: str, *, code: str, status: int, **extra: Any) -> JsonResponse:
+    """The same body from a plain Django view (the signing page's JSON endpoints)."""
+    return JsonResponse({"detail": detail, "code": code, "errors": {}, **extra}, status=status)
+
+
+# --- input validated against the contract ---------------------------------------------------
+
+_FORMATS = FormatChecker()
+
+
+def _field(error, root: str) -> str:
+    path = [str(p) for p in error.path]
+    if error.validator == "required":  # name the missing field rather than its parent
+        path += [n for n in error.validator_value if error.message.startswith(repr(n))][:1]
+    return ".".join(path) or root
+
+
+def schema_errors(schema: dict[str, Any], data: Any, *, root: str = "(body)") -> dict[str, list]:
+    """Draft-7 errors (formats checked) keyed by field; `{}` when `data` is valid."""
+    errors: dict[str, list[str]] = {}
+    validator = Draft7Validator(schema, format_checker=_FORMATS)
+    for error in sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.path]):
+        errors.setdefault(_field(error, root), []).append(error.message)
+    return errors
+
+
+def error_text(detail: str, errors: dict[str, list[str]]) -> str:
+    """One line for an agent: the detail, then each field's messages."""
+    if not errors:
+        return detail
+    return f"{detail}: " + "; ".join(f"{f}: {m}" for f, ms in errors.items() for m in ms)
+
+
+def query_input(schema: dict[str, Any], params) -> dict[str, Any]:
+    """Query parameters as the schema's types (they arrive as strings)."""
+    data: dict[str, Any] = {}
+    for name, value in params.items():
+        kind = schema.get("properties", {}).get(name, {}).get("type")
+        data[name] = (
+            int(value) if kind == "integer" and value.isascii() and value.isdigit() else value
+        )
+    return data
+
+
+class ApiView(APIView):
+    """An API view of the three apps: scopes checked, then the input validated once, strictly,
+    against `input_schema` (the body, or the query of a GET) into `self.input`."""
+
+    permission_classes = [RequiredScopes]
+    input_schema: dict[str, Any] | None = None
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        self.input: dict[str, Any] = {}
+        if self.input_schema is None or not hasattr(self, request.method.lower()):
+            return  # nothing to validate, or a 405 that dispatch answers next
+        if request.method == "GET":
+            data, root = query_input(self.input_schema, request.query_params), "(query)"
+        else:
+            data, root = request.data, "(body)"
+        errors = schema_errors(self.input_schema, data, root=root)
+        if errors:
+            raise InvalidInput(errors)
+        self.input = data
+
+
+# --- OpenAPI: one Error component on every error answer -------------------------------------
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="What went wrong, in words.")
+    code = serializers.CharField(help_text="A stable word to branch on, e.g. not_found.")
+    errors = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="Messages per field (`(body)`/`(query)` for the whole input); {} if none.",
+    )
+    required_scopes = serializers.ListField(
+        child=serializers.CharField(), required=False, help_text="On insufficient_scope only."
+    )
+
+
+def error_response(description: str) -> OpenApiResponse:
+    return OpenApiResponse(ErrorSerializer, description=description)
+
+
+class ApiAutoSchema(AutoSchema):
+    """Adds the error answers every API view can give and points each at the Error component."""
+
+    def _get_response_bodies(self, direction="response"):
+        responses = super()._get_response_bodies(direction)
+        scopes = " ".join(getattr(self.view, "required_scopes", []))
+        implied = {
+            "401": "Missing or invalid bearer token",
+            "403": f"Insufficient scope (needs {scopes})" if scopes else "Forbidden",
+        }
+        if getattr(self.view, "input_schema", None) is not None:
+            implied["400"] = "Invalid input: `errors` names each field"
+        if self.method in ("POST", "PUT", "PATCH"):
+            implied["415"] = "The body is not application/json"
+        for code, description in implied.items():
+            responses.setdefault(code, {"description": description})
+        for code, response in responses.items():
+            if code >= "400" and "content" not in response:
+                responses[code] = self._get_response_for_code(
+                    error_response(response.get("description", "")), code, direction=direction
+                )
+        return dict(sorted(responses.items()))

@@ -139,14 +139,17 @@ REST_FRAMEWORK = {
         "oauth2_provider.contrib.rest_framework.OAuth2Authentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "picnic.api.ApiAutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "UNAUTHENTICATED_USER": None,
     "EXCEPTION_HANDLER": "picnic.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Picnic back-office API",
-    "DESCRIPTION": "Status of asynchronous work started by agents: Picnic wallet actions.",
+    "DESCRIPTION": (
+        "Status of asynchronous work started by agents: Picnic wallet actions. Every error "
+        "answer has one body, the Error component: detail, code and field errors."
+    ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "OAUTH2_FLOWS": ["authorizationCode"],

@@ -34,3 +34,11 @@ def make_action(*, user, application, ttl_seconds: int | None = None, **override
     }
     kwargs.update(overrides)
     return action_create(user=user, application=application, ttl_seconds=ttl_seconds, **kwargs)
+
+
+def said(response) -> str:
+    """An API error answer as an agent reads it: the detail, then each field's messages."""
+    from picnic.api import error_text
+
+    body = response.json()
+    return error_text(body["detail"], body["errors"])

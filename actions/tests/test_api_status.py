@@ -105,13 +105,21 @@ def test_unknown_action_is_not_found_with_the_seed_text(api_client, token):
     missing = uuid.uuid4()
     response = api_client.get(url(missing), token)
     assert response.status_code == 404
-    assert response.json() == {"detail": f"Action not found: {missing}"}
+    assert response.json() == {
+        "detail": f"Action not found: {missing}",
+        "code": "not_found",
+        "errors": {},
+    }
 
 
 def test_a_malformed_id_is_not_found(api_client, token):
     response = api_client.get(url("not-a-uuid"), token)
     assert response.status_code == 404
-    assert response.json() == {"detail": "Action not found: not-a-uuid"}
+    assert response.json() == {
+        "detail": "Action not found: not-a-uuid",
+        "code": "not_found",
+        "errors": {},
+    }
 
 
 def test_actions_beyond_the_24_hour_window_are_not_found(api_client, action, token):
@@ -126,7 +134,11 @@ def test_actions_beyond_the_24_hour_window_are_not_found(api_client, action, tok
 def test_another_users_action_is_refused(api_client, action, other_user, application, make_token):
     response = api_client.get(url(action.pk), make_token(other_user, application))
     assert response.status_code == 403
-    assert response.json() == {"detail": "Action does not belong to the authenticated user"}
+    assert response.json() == {
+        "detail": "Action does not belong to the authenticated user",
+        "code": "permission_denied",
+        "errors": {},
+    }
 
 
 def test_another_oauth_clients_action_is_refused(
@@ -135,7 +147,11 @@ def test_another_oauth_clients_action_is_refused(
     other_client = make_application("another-agent")
     response = api_client.get(url(action.pk), make_token(user, other_client))
     assert response.status_code == 403
-    assert response.json() == {"detail": "Action belongs to a different OAuth client"}
+    assert response.json() == {
+        "detail": "Action belongs to a different OAuth client",
+        "code": "permission_denied",
+        "errors": {},
+    }
 
 
 def test_a_token_without_read_actions_gets_a_scope_error(

@@ -13,6 +13,7 @@ from actions.demo import provision_card
 from actions.models import Action, ActionStatus
 from actions.services.lifecycle import action_reconcile, action_submit
 from actions.services.signing import action_sign
+from actions.tests.factories import said
 from chain import zodiac
 from picnic.lifecycle import Actor
 from picnic.testing import history_statuses
@@ -177,12 +178,12 @@ def test_it_refuses_bad_limits_and_users_without_a_card(api_client, write_token,
     for body, message in [
         ({"daily_limit": "0"}, "greater than zero"),
         ({"daily_limit": "1.0000000000000000001"}, "more than 18 decimals"),
-        ({"daily_limit": "ten"}, "decimal string"),
+        ({"daily_limit": "ten"}, "daily_limit: 'ten' does not match"),
         ({"daily_limit": "5", "card_id": "nope"}, "No Picnic card for this user with id nope"),
-        ({}, "missing ['daily_limit']"),
+        ({}, "daily_limit: 'daily_limit' is a required property"),
     ]:
         response = propose(api_client, write_token, body)
-        assert response.status_code == 400 and message in response.json()["detail"], body
+        assert response.status_code == 400 and message in said(response), body
     assert not Action.objects.exists()
 
 

@@ -118,7 +118,7 @@ def test_profile_has_the_user_both_currencies_and_the_cards(ramps, user, api_cli
     assert body["cards"][1]["safeAddress"] == physical.safe_address  # inherits the account
     import jsonschema
 
-    from mcp_adapter.tools import PROFILE_SCHEMA
+    from actions.contract import PROFILE_SCHEMA
 
     jsonschema.validate(body, PROFILE_SCHEMA)
 

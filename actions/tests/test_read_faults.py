@@ -160,3 +160,50 @@ def test_an_ens_name_the_node_cannot_resolve_is_reported_and_a_bug_propagates(
     rpc.results = {"eth_getCode": "0x6080"}  # the registry is deployed
     with pytest.raises(KeyError, match="a bug in our code"):
         _recipient("alice.eth", w3())
+
+
+READERS = [
+    ("/api/v1/balances", "read:balances", "balances_for_user"),
+    ("/api/v1/card", "read:card", "card_for_user"),
+]
+
+
+@pytest.mark.parametrize(("path", "scope", "reader"), READERS)
+def test_a_named_rpc_failure_is_a_503_that_says_so(
+    monkeypatch, user, application, make_token, client, path, scope, reader
+):
+    import requests
+
+    from actions import views
+
+    def refused(**kwargs):
+        raise requests.ConnectionError("connection refused")
+
+    monkeypatch.setattr(views, reader, refused)
+    token = make_token(user, application, scope=scope)
+    response = client.get(path, HTTP_AUTHORIZATION=f"Bearer {token.token}")
+    assert response.status_code == 503
+    assert response.json() == {
+        "detail": "The chain could not be read: connection refused",
+        "code": "chain_unavailable",
+        "errors": {},
+    }
+
+
+@pytest.mark.parametrize(("path", "scope", "reader"), READERS)
+def test_a_bug_in_a_chain_read_is_a_logged_500_not_an_outage(
+    monkeypatch, caplog, user, application, make_token, client, path, scope, reader
+):
+    from actions import views
+
+    def buggy(**kwargs):
+        raise KeyError("allowance")  # our mistake, not the chain's
+
+    monkeypatch.setattr(views, reader, buggy)
+    client.raise_request_exception = False
+    token = make_token(user, application, scope=scope)
+    response = client.get(path, HTTP_AUTHORIZATION=f"Bearer {token.token}")
+    assert response.status_code == 500
+    assert b"could not be read" not in response.content
+    logged = [r for r in caplog.records if r.name == "django.request" and r.levelname == "ERROR"]
+    assert logged and logged[-1].exc_info[0] is KeyError

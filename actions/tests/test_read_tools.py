@@ -65,7 +65,7 @@ def test_balances_come_from_the_chain_with_exact_decimals_and_fiat(
     assert usdc["amount"] == "10" and usdc["units"] == "10000000"  # the fixture minted 10 USDC
     import jsonschema
 
-    from mcp_adapter.tools import BALANCES_SCHEMA
+    from actions.contract import BALANCES_SCHEMA
 
     jsonschema.validate(body, BALANCES_SCHEMA)
     assert usdc["assetId"] == f"eip155:31337/erc20:{contracts.demo_token_address('USDC')}"
@@ -164,7 +164,7 @@ def test_get_card_reads_balance_and_daily_limit_from_the_chain_and_virtual_cards
     )
     import jsonschema
 
-    from mcp_adapter.tools import CARD_SCHEMA
+    from actions.contract import CARD_SCHEMA
 
     jsonschema.validate(body, CARD_SCHEMA)  # what the MCP tool declares
     virtual = api_client.get("/api/v1/card?card_id=virt-1", token).json()

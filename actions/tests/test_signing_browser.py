@@ -143,7 +143,7 @@ def test_register_transfer_sign_execute_reject_and_expire(
                 "from_asset_id": f"eip155:31337/erc20:{contracts.demo_token_address('USDC')}",
                 "to_asset_id": f"eip155:31337/erc20:{contracts.demo_token_address('EURe')}",
                 "amount": "2",
-                "slippage": "1.5",
+                "slippage": 1.5,
             },
         )
     assert response.status_code == 201, response.content

@@ -13,6 +13,7 @@ from actions.providers.lifi import LifiClient, QuoteError
 from actions.services.history import history_sync
 from actions.services.lifecycle import action_submit, actions_reconcile_pending
 from actions.services.signing import action_sign
+from actions.tests.factories import said
 from chain import contracts
 from chain.dev import token_balance
 from picnic.testing import wait_until
@@ -35,7 +36,7 @@ def test_a_quoted_swap_is_signed_and_executed_on_chain(
     registered, quotes, api_client, write_token, user
 ):
     passkey, account, w3 = registered
-    response = swap(api_client, write_token, slippage="0.5")
+    response = swap(api_client, write_token, slippage=0.5)
     assert response.status_code == 201, response.content
     action = Action.objects.get(pk=response.json()["action_id"])
     assert action.type == "swap"
@@ -92,8 +93,8 @@ def test_the_signing_page_warns_at_one_percent_slippage_or_more(
     registered, quotes, client, api_client, write_token, user
 ):
     client.force_login(user)
-    low = swap(api_client, write_token, slippage="0.99").json()["action_id"]
-    high = swap(api_client, write_token, slippage="1").json()["action_id"]
+    low = swap(api_client, write_token, slippage=0.99).json()["action_id"]
+    high = swap(api_client, write_token, slippage=1).json()["action_id"]
     assert "slippage-warning" not in client.get(f"/sign/{low}/").text
     page = client.get(f"/sign/{high}/").text
     assert 'id="slippage-warning"' in page and "up to 1%" in page
@@ -110,7 +111,7 @@ def test_the_signing_page_warns_at_one_percent_slippage_or_more(
         ("error", {}, "no swap quote: Internal server error"),
         ("hang", {}, "the swap provider is unavailable: no answer within 1s"),
         ("drop", {}, "the swap provider is unavailable: connection lost"),
-        ("ok", {"slippage": "75"}, "slippage must be between 0 and 50"),
+        ("ok", {"slippage": 75}, "slippage: 75 is greater than the maximum of 50"),
         ("ok", {"to_asset_id": "USDC"}, "same token"),
     ],
 )
@@ -122,7 +123,7 @@ def test_quote_failures_are_clear_and_propose_nothing(
         body = {**body, "to_asset_id": usdc_id()}  # resolved after the stack compiled the tokens
     response = swap(api_client, write_token, **body)
     assert response.status_code == 400
-    assert message in response.json()["detail"]
+    assert message in said(response)
     assert not Action.objects.exists()
 
 

@@ -13,6 +13,7 @@ import pytest
 from django.utils import timezone
 from web3 import Web3
 
+from actions.contract import TRANSACTIONS_SCHEMA
 from actions.demo import provision_card
 from actions.models import Action, GnosisPaySession, HistoryEntry, TokenTransfer
 from actions.services.card_state import gnosis_pay_session_store
@@ -21,7 +22,6 @@ from actions.services.lifecycle import action_submit, actions_reconcile_pending
 from actions.services.signing import action_sign
 from chain import contracts
 from chain.dev import mint
-from mcp_adapter.tools import TRANSACTIONS_SCHEMA
 from picnic.testing import wait_until
 
 from .conftest import usdc_id
@@ -332,7 +332,7 @@ def test_another_users_history_is_invisible_even_with_their_cursor(
 )
 def test_bad_paging_input_is_a_clear_400(registered, api_client, token, query, field):
     response = api_client.get("/api/v1/transactions", token, query)
-    assert response.status_code == 400 and field in response.json()
+    assert response.status_code == 400 and field in response.json()["errors"]
 
 
 def test_transactions_need_their_scope(registered, user, api_client, application, make_token):

@@ -10,10 +10,13 @@ import jsonschema
 import pytest
 from mcp import Client
 
+from actions.contract import ACTION_STATUS_SCHEMA
+from mcp_adapter.api import ApiAnswer
 from mcp_adapter.tests.conftest import make_action as _action
 from mcp_adapter.tests.conftest import run
-from mcp_adapter.tools import ACTION_STATUS_SCHEMA, TOOLS_BY_NAME
+from mcp_adapter.tools import TOOLS_BY_NAME
 from messaging import contract
+from picnic.api import schema_errors
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -140,6 +143,34 @@ def test_unknown_tools_are_protocol_errors(make_server):
     assert isinstance(error, MCPError) and "Unknown tool: nope" in str(error)
 
 
+def test_a_refused_input_reaches_the_agent_with_its_field_errors(
+    make_server, user, application, make_token
+):
+    # The schema takes any cursor string; the API refuses this one field by name.
+    token = make_token(user, application, scope="read:transactions")
+    result = run(_call, make_server(token.token), "get_transactions", {"cursor": "garbage!"})
+    assert result.is_error
+    text = result.content[0].text
+    assert text.startswith("Invalid input: cursor: ") and "answered" not in text
+
+
+def test_the_agent_reads_the_detail_then_each_fields_messages():
+    refused = ApiAnswer(
+        400,
+        {
+            "detail": "Invalid input",
+            "code": "invalid_input",
+            "errors": {"(body)": ["one of action_id or idempotency_key is required"]},
+        },
+    )
+    assert (
+        refused.message == "Invalid input: (body): one of action_id or idempotency_key is required"
+    )
+    missing = ApiAnswer(404, {"detail": "Action not found: x", "code": "not_found", "errors": {}})
+    assert missing.message == "Action not found: x"
+    assert ApiAnswer(502, "<html>Bad Gateway</html>").message == "the API answered 502"
+
+
 def test_get_transactions_goes_through_the_api_and_pages(
     make_server, user, application, make_token
 ):
@@ -225,9 +256,7 @@ def test_dm_status_and_send_tools(
         },
     )
     assert status.is_error is False
-    assert (
-        contract.validation_errors(contract.STATUS_OUTPUT_SCHEMA, status.structured_content) == []
-    )
+    assert schema_errors(contract.STATUS_OUTPUT_SCHEMA, status.structured_content) == {}
     assert status.structured_content["action"]["id"] == sent.structured_content["action"]["id"]
 
 
@@ -235,7 +264,7 @@ def test_tong_operation_status(make_server, user, application, make_token):
     from decimal import Decimal
 
     from operations import billing
-    from operations.schema import OPERATION_STATUS_SCHEMA
+    from operations.contract import OPERATION_STATUS_SCHEMA
     from operations.services import operation_submit
 
     billing.wallet_grant(owner=user, amount=Decimal("10"), note="test grant")

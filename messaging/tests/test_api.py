@@ -34,6 +34,11 @@ def send_body(workspace, social_account):
     }
 
 
+def said(body: dict) -> list[str]:
+    """Each field error of an error body as `field: message`."""
+    return [f"{field}: {m}" for field, messages in body["errors"].items() for m in messages]
+
+
 def ids(body) -> dict:
     return {k: body[k] for k in ("workspace_id", "social_account_id")}
 
@@ -100,7 +105,7 @@ def test_keys_are_scoped_to_workspace_and_social_account(
 def test_bad_send_input_is_rejected_with_a_clear_error(post, dm_token, send_body, change, message):
     response = post("send", {**send_body, **change}, dm_token)
     assert response.status_code == 400
-    assert any(message in e for e in response.json()["errors"]), response.json()
+    assert any(message in e for e in said(response.json())), response.json()
     assert Delivery.objects.count() == 0
 
 
@@ -158,13 +163,13 @@ def test_bad_status_input_is_rejected(post, dm_token, send_body, change, message
     body = {**ids(send_body), "action_id": str(uuid.uuid4()), **change}
     response = post("status", body, dm_token)
     assert response.status_code == 400
-    assert any(message in e for e in response.json()["errors"]), response.json()
+    assert any(message in e for e in said(response.json())), response.json()
 
 
 def test_status_needs_an_action_id_or_an_idempotency_key(post, dm_token, send_body):
     response = post("status", ids(send_body), dm_token)
     assert response.status_code == 400
-    assert response.json()["errors"] == ["(body): one of action_id or idempotency_key is required"]
+    assert said(response.json()) == ["(body): one of action_id or idempotency_key is required"]
 
 
 def test_an_unknown_key_says_so_clearly(post, dm_token, send_body):
@@ -213,7 +218,15 @@ def test_another_workspace_learns_nothing(
         token,
     )
     assert ours.status_code == nowhere.status_code == 404
-    assert ours.json() == nowhere.json() == {"detail": "Social account not found in this workspace"}
+    assert (
+        ours.json()
+        == nowhere.json()
+        == {
+            "detail": "Social account not found in this workspace",
+            "code": "not_found",
+            "errors": {},
+        }
+    )
     # Nor can they send through our account.
     assert (
         post("send", send_body | {"idempotency_key": str(uuid.uuid4())}, token).status_code == 404

@@ -14,8 +14,8 @@ from jsonschema import Draft7Validator, FormatChecker
 from chain.stack import free_port
 from operations import billing
 from operations.backends.local_openai import LocalResponsesServer
+from operations.contract import OPERATION_STATUS_SCHEMA
 from operations.models import LedgerEntry, Operation, Quote, State, Wallet
-from operations.schema import OPERATION_STATUS_SCHEMA
 from operations.serializers import operation_status_payload
 from operations.services import (
     AdmissionError,

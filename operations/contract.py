@@ -1,4 +1,6 @@
-"""JSON Schema of tong_operation_status's response, written from the seed (003_…)."""
+"""The operations API contract: tong_operation_status's response written from the seed (003_…),
+and the input of each endpoint. The DRF views validate against these (picnic.api.ApiView); the
+MCP adapter publishes the status tool's (mcp_adapter.tools)."""
 
 from __future__ import annotations
 
@@ -189,4 +191,55 @@ OPERATION_STATUS_SCHEMA = {
             },
         },
     },
+}
+
+
+# --- inputs ---------------------------------------------------------------------------------
+
+# operation_id is in the path: a malformed one answers "Operation not found: …", like another
+# owner's operation.
+STATUS_INPUT_SCHEMA = {
+    "type": "object",
+    "properties": {"operation_id": {"type": "string", "format": "uuid"}},
+    "required": ["operation_id"],
+    "additionalProperties": False,
+}
+
+
+def _text(max_length: int) -> dict:
+    """A string with something in it besides spaces."""
+    return {"type": "string", "minLength": 1, "maxLength": max_length, "pattern": r"\S"}
+
+
+def _optional(schema: dict) -> dict:
+    return {**schema, "type": ["string", "null"]}
+
+
+# `input` may be left out only when a quote_id brings the submit value (checked in the view).
+SUBMIT_INPUT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "tool": _text(200),
+        "category": _text(200),
+        "channel": CHANNEL,
+        "model": _optional(_text(200)),
+        "input": _optional(_text(100_000)),
+        "quote_id": _optional(UUID),
+    },
+    "required": ["tool", "category"],
+    "additionalProperties": False,
+}
+
+QUOTE_INPUT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "tool": _text(200),
+        "submit_field": _text(200),
+        "submit_value": _text(100_000),
+        "model": _optional(_text(200)),
+        "operation": _optional(_text(200)),
+        "configuration": {"type": ["object", "null"]},
+    },
+    "required": ["tool", "submit_field", "submit_value"],
+    "additionalProperties": False,
 }

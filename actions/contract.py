@@ -1,0 +1,422 @@
+"""The actions API contract: the JSON Schemas of each tool's input and output, written from
+the seeds. The DRF views validate their input against these (picnic.api.ApiView) and the MCP
+adapter publishes the same dicts (mcp_adapter.tools), so the two cannot drift."""
+
+from __future__ import annotations
+
+from typing import Any
+
+NULL_STR = {"type": ["string", "null"]}
+NULL_INT = {"type": ["integer", "null"]}
+DATE = {"type": "string", "format": "date-time"}
+NULL_DATE = {"type": ["string", "null"], "format": "date-time"}
+ACTION_TYPES = ["transfer", "swap", "cardFreeze", "cardUnfreeze", "cardLimitSet"]
+ACTION_STATUSES = [
+    "proposed",
+    "signed",
+    "submitted",
+    "broadcast",
+    "executed",
+    "failed",
+    "expired",
+    "rejected",
+]
+
+
+def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+ACTION_STATUS_SCHEMA = _object(
+    {
+        "action_id": {"type": "string"},
+        "type": {"type": "string", "enum": ACTION_TYPES},
+        "status": {"type": "string", "enum": ACTION_STATUSES},
+        "summary": {"type": "string"},
+        "chain_id": {"type": "integer"},
+        "smart_account": {"type": "string"},
+        "tx_hash": NULL_STR,
+        "user_op_hash": NULL_STR,
+        "block_number": NULL_INT,
+        "error": NULL_STR,
+        "created_at": DATE,
+        "expires_at": DATE,
+        "signed_at": NULL_DATE,
+        "broadcast_at": NULL_DATE,
+        "executed_at": NULL_DATE,
+        "status_history": {
+            "type": "array",
+            "items": _object(
+                {
+                    "status": {"type": "string", "enum": ACTION_STATUSES},
+                    "timestamp": DATE,
+                    "detail": NULL_STR,
+                },
+                ["status", "timestamp", "detail"],
+            ),
+        },
+    },
+    [
+        "action_id",
+        "type",
+        "status",
+        "summary",
+        "chain_id",
+        "smart_account",
+        "tx_hash",
+        "user_op_hash",
+        "block_number",
+        "error",
+        "created_at",
+        "expires_at",
+        "signed_at",
+        "broadcast_at",
+        "executed_at",
+        "status_history",
+    ],
+)
+
+# What every action tool answers: where the user signs, and what to subscribe to.
+ACTION_CREATED_SCHEMA = _object(
+    {
+        "action_id": {"type": "string"},
+        "type": {"type": "string", "enum": ACTION_TYPES},
+        "status": {"type": "string", "const": "proposed"},
+        "summary": {"type": "string"},
+        "sign_url": {"type": "string"},
+        "resource_uri": {"type": "string", "pattern": "^picnic://action/"},
+        "user_op_hash": NULL_STR,
+        "expires_at": DATE,
+    },
+    [
+        "action_id",
+        "type",
+        "status",
+        "summary",
+        "sign_url",
+        "resource_uri",
+        "user_op_hash",
+        "expires_at",
+    ],
+)
+
+CARD_ID = {"type": "string", "description": "Gnosis Pay card id; default: the physical card"}
+DECIMAL = {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?$"}
+ASSET = {"type": "string", "description": "CAIP-19 asset id, eip155:<chain>/erc20:<address>"}
+
+SMART_ACCOUNT = {
+    "type": "object",
+    "properties": {
+        "address": {"type": "string"},
+        "chainId": {"type": "integer"},
+        "accountType": {"type": "string", "enum": ["picnic", "gnosisPay"]},
+        "entryPointVersion": {"type": "string"},
+        "owner": {"type": "string"},
+    },
+    "required": ["address", "chainId", "accountType"],
+    "additionalProperties": False,
+}
+SMART_ACCOUNTS_SCHEMA = _object(
+    {"smartAccounts": {"type": "array", "items": SMART_ACCOUNT}}, ["smartAccounts"]
+)
+FIAT_VALUES = {
+    "type": ["object", "null"],
+    "properties": {c: DECIMAL for c in ("USD", "EUR", "BRL")},
+    "required": ["USD", "EUR", "BRL"],
+    "additionalProperties": False,
+}
+_CARD_BALANCE = _object(
+    {
+        "currency": {"type": "string"},
+        "assetId": {"type": "string"},
+        "amount": DECIMAL,
+        "units": {"type": "string"},
+    },
+    ["currency", "assetId", "amount", "units"],
+)
+# A card as both get_card and get_profile describe it.
+CARD_SUMMARY = {
+    "cardId": {"type": "string"},
+    "last4": {"type": "string"},
+    "virtual": {"type": "boolean"},
+    "physicalCardId": NULL_STR,
+    "safeAddress": {"type": "string"},
+    "chainId": {"type": "integer"},
+    "state": {"type": "string", "enum": ["active", "frozen", "unknown"]},
+    "stateConfirmedAt": NULL_DATE,
+}
+KYC_STATUSES = ["none", "pending", "approved", "rejected"]
+_RAMP = _object(
+    {
+        "provider": {"type": "string", "enum": ["avenia", "monerium"]},
+        "providerName": {"type": "string"},
+        "accountId": NULL_STR,
+        "kyc": _object(
+            {
+                "status": {"type": "string", "enum": KYC_STATUSES},
+                "providerStatus": NULL_STR,
+                "checkedAt": NULL_DATE,
+                "error": NULL_STR,
+            },
+            ["status", "providerStatus", "checkedAt", "error"],
+        ),
+    },
+    ["provider", "providerName", "accountId", "kyc"],
+)
+PROFILE_SCHEMA = _object(
+    {
+        "userId": {"type": "string"},
+        "email": NULL_STR,
+        "ramps": _object({"BRL": _RAMP, "EUR": _RAMP}, ["BRL", "EUR"]),
+        "cards": {"type": "array", "items": _object(CARD_SUMMARY, list(CARD_SUMMARY))},
+    },
+    ["userId", "email", "ramps", "cards"],
+)
+_FLOW = _object(
+    {
+        "direction": {"type": "string", "enum": ["in", "out", "self"]},
+        "account": NULL_STR,
+        "counterparty": NULL_STR,
+        "assetId": NULL_STR,
+        "symbol": NULL_STR,
+        "formattedAmount": DECIMAL,
+        "units": {"type": ["string", "null"], "pattern": "^[0-9]+$"},
+    },
+    ["direction", "account", "counterparty", "assetId", "symbol", "formattedAmount", "units"],
+)
+_CURRENCY = _object(
+    {"code": NULL_STR, "symbol": NULL_STR, "name": NULL_STR}, ["code", "symbol", "name"]
+)
+HISTORY_TYPES = [
+    "transfer",
+    "swap",
+    "ramp",
+    "investment",
+    "cardPurchase",
+    "cardFreeze",
+    "cardUnfreeze",
+    "cardLimitSet",
+]
+_TRANSACTION = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "type": {"type": "string", "enum": HISTORY_TYPES},
+        "timestamp": DATE,
+        "status": {"type": "string", "enum": ["pending", "confirmed"]},
+        "actionId": NULL_STR,
+        "flows": {"type": "array", "items": _FLOW},
+        "receipts": {
+            "type": "array",
+            "items": _object(
+                {"chainId": {"type": "integer"}, "txHash": {"type": "string"}},
+                ["chainId", "txHash"],
+            ),
+        },
+        "swap": _object(
+            {
+                "fromAssetId": NULL_STR,
+                "toAssetId": NULL_STR,
+                "fromAmount": NULL_STR,
+                "toAmountQuoted": NULL_STR,
+                "toAmountMin": NULL_STR,
+                "toAmountReceived": NULL_STR,
+                "provider": NULL_STR,
+                "slippagePercent": NULL_STR,
+                "crossChain": {"type": "boolean"},
+            },
+            ["fromAssetId", "toAssetId", "fromAmount", "toAmountReceived", "provider"],
+        ),
+        "ramp": _object(
+            {
+                "provider": {"type": "string"},
+                "direction": {"type": "string", "enum": ["onramp", "offramp"]},
+                "fiatCurrency": NULL_STR,
+                "amount": DECIMAL,
+                "assetId": {"type": "string"},
+            },
+            ["provider", "direction", "fiatCurrency", "amount", "assetId"],
+        ),
+        "investment": _object(
+            {
+                "direction": {"type": "string", "enum": ["deposit", "withdraw"]},
+                "vault": {"type": "string"},
+                "vaultAssetId": {"type": "string"},
+                "shares": DECIMAL,
+                "assetId": {"type": "string"},
+                "assets": {"anyOf": [DECIMAL, {"type": "null"}]},
+            },
+            ["direction", "vault", "vaultAssetId", "shares", "assetId", "assets"],
+        ),
+        "cardPurchase": _object(
+            {
+                "cardId": {"type": "string"},
+                "last4": {"type": "string"},
+                "kind": {"type": "string"},
+                "status": {"type": "string"},
+                "isPending": {"type": "boolean"},
+                "clearedAt": NULL_DATE,
+                "merchant": _object(
+                    {"name": NULL_STR, "city": NULL_STR, "country": NULL_STR},
+                    ["name", "city", "country"],
+                ),
+                "mcc": {"type": "string"},
+                "billingAmount": DECIMAL,
+                "billingCurrency": _CURRENCY,
+                "transactionAmount": DECIMAL,
+                "transactionCurrency": _CURRENCY,
+                "transactionType": NULL_STR,
+            },
+            ["cardId", "merchant", "mcc", "billingAmount", "billingCurrency", "kind", "status"],
+        ),
+        "card": {
+            "type": "object",
+            "properties": {
+                "cardId": NULL_STR,
+                "last4": NULL_STR,
+                "dailyLimit": NULL_STR,
+                "assetId": NULL_STR,
+            },
+            "required": ["cardId", "last4"],
+            "additionalProperties": False,
+        },
+    },
+    "required": ["id", "type", "timestamp", "status", "actionId", "flows", "receipts"],
+    "additionalProperties": False,
+}
+_SOURCE_ERROR = {"error": NULL_STR}
+TRANSACTIONS_SCHEMA = _object(
+    {
+        "transactions": {"type": "array", "items": _TRANSACTION},
+        "nextCursor": NULL_STR,
+        "sync": {
+            "type": ["object", "null"],
+            "properties": {
+                "chain": _object(
+                    {"chainId": {"type": "integer"}, "syncedToBlock": NULL_INT, **_SOURCE_ERROR},
+                    ["chainId", "syncedToBlock", "error"],
+                ),
+                "gnosisPay": _object(
+                    {"syncedAt": NULL_DATE, **_SOURCE_ERROR}, ["syncedAt", "error"]
+                ),
+            },
+            "required": ["chain", "gnosisPay"],
+            "additionalProperties": False,
+        },
+    },
+    ["transactions", "nextCursor", "sync"],
+)
+CARD_SCHEMA = _object(
+    {
+        **CARD_SUMMARY,
+        "balances": {"type": "array", "items": _CARD_BALANCE},
+        "allowance": {
+            "type": ["object", "null"],
+            "properties": {
+                "currency": NULL_STR,
+                "assetId": NULL_STR,
+                "dailyLimit": DECIMAL,
+                "remaining": DECIMAL,
+                "period": _object(
+                    {"seconds": {"type": "integer"}, "resetsAt": NULL_DATE}, ["seconds", "resetsAt"]
+                ),
+                "queuedChanges": {"type": "integer", "minimum": 0},
+                "cooldownSeconds": {"type": "integer"},
+            },
+            "required": [
+                "currency",
+                "assetId",
+                "dailyLimit",
+                "remaining",
+                "period",
+                "queuedChanges",
+                "cooldownSeconds",
+            ],
+            "additionalProperties": False,
+        },
+    },
+    [
+        "cardId",
+        "last4",
+        "virtual",
+        "physicalCardId",
+        "safeAddress",
+        "chainId",
+        "state",
+        "stateConfirmedAt",
+        "balances",
+        "allowance",
+    ],
+)
+BALANCES_SCHEMA = _object(
+    {
+        "balances": {
+            "type": "array",
+            "items": _object(
+                {
+                    "account": {"type": "string"},
+                    "accountType": {"type": "string", "enum": ["picnic", "gnosisPay"]},
+                    "chainId": {"type": "integer"},
+                    "assetId": {"type": "string"},
+                    "contractAddress": {"type": "string"},
+                    "symbol": {"type": "string"},
+                    "decimals": {"type": "integer"},
+                    "amount": DECIMAL,
+                    "units": {"type": "string", "pattern": "^[0-9]+$"},
+                    "fiat": FIAT_VALUES,
+                },
+                [
+                    "account",
+                    "accountType",
+                    "chainId",
+                    "assetId",
+                    "contractAddress",
+                    "symbol",
+                    "decimals",
+                    "amount",
+                    "units",
+                    "fiat",
+                ],
+            ),
+        },
+        "fiatAvailable": {"type": "boolean"},
+        "fiatError": NULL_STR,
+    },
+    ["balances", "fiatAvailable", "fiatError"],
+)
+
+
+# --- inputs: what each tool takes (query of a GET, body of a POST) --------------------------
+
+NO_INPUT_SCHEMA = _object({}, [])
+TRANSACTIONS_INPUT_SCHEMA = _object(
+    {
+        "cursor": {"type": "string", "description": "nextCursor of the previous page"},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
+    },
+    [],
+)
+CARD_INPUT_SCHEMA = _object({"card_id": CARD_ID}, [])
+# action_id is in the path: a malformed one answers "Action not found: …" (the seed's text).
+ACTION_STATUS_INPUT_SCHEMA = _object({"action_id": {"type": "string"}}, ["action_id"])
+TRANSFER_INPUT_SCHEMA = _object(
+    {"asset_id": ASSET, "amount": DECIMAL, "to": {"type": "string"}},
+    ["asset_id", "amount", "to"],
+)
+SWAP_INPUT_SCHEMA = _object(
+    {
+        "from_asset_id": ASSET,
+        "to_asset_id": ASSET,
+        "amount": DECIMAL,
+        "slippage": {"type": "number", "minimum": 0, "maximum": 50},
+        "provider": {"type": "string"},
+    },
+    ["from_asset_id", "to_asset_id", "amount"],
+)
+CARD_STATE_INPUT_SCHEMA = _object({"card_id": CARD_ID}, [])
+CARD_LIMIT_INPUT_SCHEMA = _object({"daily_limit": DECIMAL, "card_id": CARD_ID}, ["daily_limit"])
