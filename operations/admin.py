@@ -8,6 +8,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from operations.decisions import operation_pause, operation_resume
 from operations.models import (
     BillingComponent,
     DispatchStatus,
@@ -17,7 +18,6 @@ from operations.models import (
     State,
     Wallet,
 )
-from operations.services import operation_pause, operation_resume
 from picnic.admin import LifecycleAdmin, ReadOnlyInline
 from picnic.lifecycle import IllegalTransition
 

@@ -15,12 +15,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from operations import contract
+from operations.decisions import (
+    operation_review_decide,
+)
 from operations.models import Channel, Operation, State
 from operations.serializers import operation_status_payload, quote_payload
 from operations.services import (
     AdmissionError,
     InsufficientCredits,
-    operation_review_decide,
     operation_submit,
     quote_create,
 )

@@ -102,7 +102,7 @@ def test_the_operation_timeline_polls_until_terminal(staff_client, make_op, staf
     page = staff_client.get(f"/staff/operations/{op.pk}/")
     assert 'data-status="needs_review"' in page.text and 'hx-trigger="every 2s"' in page.text
     assert "review required by rule category:sensitive" in page.text
-    from operations.services import operation_review_decide
+    from operations.decisions import operation_review_decide
 
     operation_review_decide(operation_id=op.pk, staff_user=staff_user, approve=False, note="no")
     partial = staff_client.get(f"/staff/operations/{op.pk}/", {"u": "old"}, HTTP_HX_REQUEST="true")

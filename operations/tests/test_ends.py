@@ -16,15 +16,17 @@ from chain.stack import free_port
 from operations import services
 from operations.backends.local_openai import LocalResponsesServer
 from operations.backends.openai import BackendResponse, NotSent, OutcomeUnknown, Refused
+from operations.decisions import (
+    operation_pause,
+    operation_resume,
+    operation_review_decide,
+)
 from operations.models import Operation, State
 from operations.serializers import operation_status_payload
 from operations.services import (
     operation_check,
     operation_dispatch,
-    operation_pause,
     operation_reconcile,
-    operation_resume,
-    operation_review_decide,
     operation_submit,
     operations_expire_details,
     operations_process_due,

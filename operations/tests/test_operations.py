@@ -15,6 +15,11 @@ from chain.stack import free_port
 from operations import billing
 from operations.backends.local_openai import LocalResponsesServer
 from operations.contract import OPERATION_STATUS_SCHEMA
+from operations.decisions import (
+    operation_pause,
+    operation_resume,
+    operation_review_decide,
+)
 from operations.models import LedgerEntry, Operation, Quote, State, Wallet
 from operations.serializers import operation_status_payload
 from operations.services import (
@@ -23,10 +28,7 @@ from operations.services import (
     QuoteInvalid,
     operation_check,
     operation_dispatch,
-    operation_pause,
     operation_reconcile,
-    operation_resume,
-    operation_review_decide,
     operation_submit,
     operations_expire_details,
     operations_process_due,
