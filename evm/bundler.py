@@ -14,6 +14,7 @@ from typing import Any
 
 import requests
 from eth_abi import decode
+from eth_abi.exceptions import DecodingError
 from web3 import Web3
 from web3.exceptions import Web3Exception
 
@@ -101,7 +102,7 @@ def decode_revert_reason(data: str | None) -> str:
             name, types = _CUSTOM_ERRORS[raw[:4]]
             args = ", ".join(str(a) for a in decode(types, raw[4:]))
             return f"{name}({args})"
-    except Exception:  # noqa: BLE001 - undecodable data is shown raw below
+    except (DecodingError, UnicodeDecodeError, OverflowError):  # shown raw below
         pass
     return f"execution reverted (revert data {data})"
 

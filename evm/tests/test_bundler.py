@@ -21,3 +21,9 @@ def test_it_decodes_revert_reasons():
     assert decode_revert_reason("0xdeadbeef") == "execution reverted (revert data 0xdeadbeef)"
     insufficient = "0xe450d38c" + "00" * 12 + "ab" * 20 + f"{5:064x}" + f"{9:064x}"
     assert decode_revert_reason(insufficient) == f"ERC20InsufficientBalance(0x{'ab' * 20}, 5, 9)"
+
+
+def test_revert_data_that_does_not_decode_is_shown_raw():
+    invalid_utf8 = "0x08c379a0" + f"{32:064x}" + f"{2:064x}" + "ffff" + "00" * 30
+    for data in ("0x08c379a0" + "00" * 10, "0x08c379a0" + "ff" * 32, invalid_utf8):
+        assert decode_revert_reason(data) == f"execution reverted (revert data {data})"
