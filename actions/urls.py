@@ -1,21 +1,48 @@
+from functools import wraps
+
 from django.urls import path
 
 from actions import signing_views, views
 
 app_name = "actions"
 
+_action_status = views.ActionStatusView.as_view()
+
+
+def _tool(name: str, view_class):
+    """A tool's route, `actions/<tool>`, is also a GET of the action id `<tool>`: GET answers
+    as the status view does for any id that is not an action (404 `Action not found: <tool>`),
+    every other method is the tool's. `wraps` keeps `cls`, `initkwargs` and `csrf_exempt` of
+    the DRF view, so the OpenAPI schema and CSRF handling see the tool view."""
+    tool = view_class.as_view()
+
+    @wraps(tool)
+    def view(request, **kwargs):
+        if request.method == "GET":
+            return _action_status(request, action_id=name)
+        return tool(request, **kwargs)
+
+    return view
+
+
 api_urlpatterns = [
-    path("actions/transfer", views.TransferView.as_view(), name="transfer"),
-    path("actions/swap", views.SwapView.as_view(), name="swap"),
-    path("actions/card_freeze", views.CardFreezeView.as_view(), name="card-freeze"),
-    path("actions/card_unfreeze", views.CardUnfreezeView.as_view(), name="card-unfreeze"),
-    path("actions/card_limit", views.CardLimitView.as_view(), name="card-limit"),
+    path("actions/transfer", _tool("transfer", views.TransferView), name="transfer"),
+    path("actions/swap", _tool("swap", views.SwapView), name="swap"),
+    path("actions/card_freeze", _tool("card_freeze", views.CardFreezeView), name="card-freeze"),
+    path(
+        "actions/card_unfreeze",
+        _tool("card_unfreeze", views.CardUnfreezeView),
+        name="card-unfreeze",
+    ),
+    path("actions/card_limit", _tool("card_limit", views.CardLimitView), name="card-limit"),
     path("smart-accounts", views.SmartAccountsView.as_view(), name="smart-accounts"),
     path("balances", views.BalancesView.as_view(), name="balances"),
     path("card", views.CardView.as_view(), name="card"),
     path("profile", views.ProfileView.as_view(), name="profile"),
     path("transactions", views.TransactionsView.as_view(), name="transactions"),
-    path("actions/<str:action_id>", views.ActionStatusView.as_view(), name="action-status"),
+    # `path`, not `str`: an id with a slash (`../profile`, quoted or not) is an action that
+    # does not exist (the seed's 404), not a miss of the URLconf.
+    path("actions/<path:action_id>", _action_status, name="action-status"),
 ]
 
 staff_urlpatterns = [

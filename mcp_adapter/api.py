@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 import requests
@@ -16,6 +17,7 @@ from picnic.api import error_text
 class ApiAnswer:
     status: int
     body: Any
+    is_json: bool = True  # False: the body is our note that the API answered without JSON
 
     @property
     def ok(self) -> bool:
@@ -29,6 +31,12 @@ class ApiAnswer:
         detail = str(body.get("detail") or f"the API answered {self.status}")
         errors = body.get("errors")
         return error_text(detail, errors if isinstance(errors, dict) else {})
+
+
+def path_segment(value: Any) -> str:
+    """`value` as exactly one path segment: `/`, `?`, `#` and `%` quoted, and dots too, so
+    that `..` cannot climb out of the route (HTTP clients remove dot segments)."""
+    return quote(str(value), safe="").replace(".", "%2E")
 
 
 class PicnicApi:
@@ -53,7 +61,8 @@ class PicnicApi:
         try:
             payload = response.json()
         except ValueError:
-            payload = {"detail": f"The Picnic API answered {response.status_code} without JSON"}
+            detail = f"The Picnic API answered {response.status_code} without JSON"
+            return ApiAnswer(response.status_code, {"detail": detail}, is_json=False)
         return ApiAnswer(response.status_code, payload)
 
     async def call(self, method: str, path: str, *, token: str, body: Any = None) -> ApiAnswer:

@@ -26,10 +26,11 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated
 
-from mcp_adapter.api import PicnicApi
+from mcp_adapter.api import ApiAnswer, PicnicApi, path_segment
 from mcp_adapter.tools import TOOLS, ToolSpec
 from picnic import events
 from picnic.api import INVALID_INPUT, error_text, schema_errors
@@ -37,6 +38,8 @@ from picnic.api import INVALID_INPUT, error_text, schema_errors
 logger = logging.getLogger(__name__)
 ACTION_URI = re.compile(r"^picnic://action/([0-9a-fA-F-]{36})$")
 TOKEN_ENV = "PICNIC_MCP_TOKEN"
+# Each URI of a listen request costs one API call to check: bound them.
+MAX_LISTEN_URIS = 100
 
 
 class DjangoTokenVerifier:
@@ -115,6 +118,12 @@ class PicnicMCP(MCPServer):
         low.add_request_handler(
             "resources/unsubscribe", types.UnsubscribeRequestParams, self._unsubscribe
         )
+        # The SDK's listen handler honours every URI asked for; ours passes it only those the
+        # caller may read, so the bus never delivers another user's updates on this stream.
+        self._listen = ListenHandler(self._subscriptions)
+        low.add_request_handler(
+            "subscriptions/listen", types.SubscriptionsListenRequestParams, self._listen_checked
+        )
 
     # --- who is calling ---------------------------------------------------------------------
 
@@ -154,6 +163,12 @@ class PicnicMCP(MCPServer):
         # The API validates against the same schema; checking here too spares a round trip
         # and covers the arguments that go into the path.
         errors = schema_errors(spec.input_schema, arguments, root="(arguments)")
+        for name in spec.path_args:  # "" would name the collection, not an item
+            value = arguments.get(name)
+            if isinstance(value, str) and not (value and value.isprintable()):
+                errors.setdefault(name, []).append(
+                    "must not be empty" if not value else "must not contain control characters"
+                )
         if errors:
             return _error(error_text(INVALID_INPUT, errors))
         token = self._token()
@@ -162,13 +177,28 @@ class PicnicMCP(MCPServer):
         answer = await self._call_api(spec, arguments, token)
         if not answer.ok:
             return _error(answer.message)
+        problem = self._answer_problem(spec, answer)
+        if problem:
+            return _error(problem)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json.dumps(answer.body))],
             structured_content=answer.body,
         )
 
+    def _answer_problem(self, spec: ToolSpec, answer: ApiAnswer) -> str | None:
+        """A 2xx is the tool's result only if it is the JSON object the tool describes."""
+        if not answer.is_json or not isinstance(answer.body, dict):
+            return f"The Picnic API answered {answer.status} without a JSON object"
+        if self.output_schemas and spec.output_schema:
+            errors = schema_errors(spec.output_schema, answer.body, root="(result)")
+            if errors:
+                return error_text(
+                    "The Picnic API's answer does not match the tool's schema", errors
+                )
+        return None
+
     async def _call_api(self, spec: ToolSpec, arguments: dict[str, Any], token: str):
-        path = spec.path.format(**{k: arguments[k] for k in spec.path_args})
+        path = spec.path.format(**{k: path_segment(arguments[k]) for k in spec.path_args})
         body = {k: v for k, v in arguments.items() if k not in spec.path_args}
         return await self.api.call(spec.method, path, token=token, body=body)
 
@@ -178,22 +208,48 @@ class PicnicMCP(MCPServer):
         token = self._token()
         if not token:
             raise ResourceError("Not authenticated")
-        answer = await self.api.call("GET", f"/api/v1/actions/{action_id}", token=token)
+        answer = await self.api.call("GET", _action_path(action_id), token=token)
         if not answer.ok:
             raise ResourceError(answer.message)
+        if not answer.is_json or not isinstance(answer.body, dict):
+            raise ResourceError(f"The Picnic API answered {answer.status} without a JSON object")
         return json.dumps(answer.body)
+
+    async def _refusal(self, uri: str) -> str | None:
+        """Why the caller may not follow `uri`, or None: the check of reading it (the API's
+        GET with the caller's token: the action's user and OAuth client)."""
+        match = ACTION_URI.match(uri)
+        if not match:
+            return f"Not a subscribable resource: {uri}"
+        token = self._token()
+        if not token:
+            return "Not authenticated"
+        answer = await self.api.call("GET", _action_path(match[1]), token=token)
+        # another user's action, or none: the API's words, nothing more
+        return None if answer.ok else answer.message
 
     async def _subscribe(self, ctx, params: types.SubscribeRequestParams) -> types.EmptyResult:
         uri = str(params.uri)
-        match = ACTION_URI.match(uri)
-        if not match:
-            raise MCPError(types.INVALID_PARAMS, f"Not a subscribable resource: {uri}")
-        token = self._token()
-        answer = await self.api.call("GET", f"/api/v1/actions/{match[1]}", token=token or "")
-        if not answer.ok:  # another user's action, or none: the API's words, nothing more
-            raise MCPError(types.INVALID_PARAMS, answer.message)
+        refusal = await self._refusal(uri)
+        if refusal:
+            raise MCPError(types.INVALID_PARAMS, refusal)
         self._legacy_subscribers[uri].add(ctx.session)
         return types.EmptyResult()
+
+    async def _listen_checked(self, ctx, params: types.SubscriptionsListenRequestParams):
+        """subscriptions/listen with each URI checked. One the caller may not read is left
+        out of the acknowledged filter (the spec's "subset the server agreed to honor"), so
+        the client learns it is not followed and the stream never carries it."""
+        requested = list(dict.fromkeys(params.notifications.resource_subscriptions or ()))
+        if len(requested) > MAX_LISTEN_URIS:
+            raise MCPError(
+                types.INVALID_PARAMS, f"At most {MAX_LISTEN_URIS} resource subscriptions per stream"
+            )
+        allowed = [uri for uri in requested if await self._refusal(uri) is None]
+        notifications = params.notifications.model_copy(
+            update={"resource_subscriptions": allowed or None}
+        )
+        return await self._listen(ctx, params.model_copy(update={"notifications": notifications}))
 
     async def _unsubscribe(self, ctx, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
         self._legacy_subscribers.get(str(params.uri), set()).discard(ctx.session)
@@ -228,6 +284,10 @@ class PicnicMCP(MCPServer):
                 await session.send_resource_updated(uri)
             except Exception:  # noqa: BLE001 - a closed session: forget it
                 self._legacy_subscribers[uri].discard(session)
+
+
+def _action_path(action_id: str) -> str:
+    return f"/api/v1/actions/{path_segment(action_id)}"
 
 
 def _error(message: str) -> types.CallToolResult:
