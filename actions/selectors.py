@@ -30,6 +30,7 @@ from actions.models import (
     Token,
     TokenTransfer,
 )
+from picnic import json_input
 
 
 class ActionNotFound(Exception):
@@ -177,9 +178,9 @@ def encode_cursor(entry: HistoryEntry) -> str:
 
 def _decode_cursor(cursor: str) -> tuple[datetime, int]:
     try:
-        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        data = json_input.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
         when, pk = parse_datetime(data["t"]), int(data["id"])
-    except (ValueError, KeyError, TypeError, binascii.Error):
+    except (ValueError, KeyError, TypeError, binascii.Error, json_input.BodyRefused):
         raise InvalidCursor(f"Invalid cursor: {cursor[:40]}") from None
     if when is None or when.tzinfo is None:
         raise InvalidCursor(f"Invalid cursor: {cursor[:40]}")

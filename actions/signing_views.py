@@ -17,6 +17,7 @@ from actions.services.lifecycle import action_expire_if_overdue, action_status_r
 from actions.services.passkeys import PasskeyError, passkey_register, registration_options
 from actions.services.signing import action_reject, action_sign, authentication_options
 from picnic.api import error_json
+from picnic.json_input import BodyRefused, json_body
 from picnic.timeline import render_timeline
 
 REGISTRATION_SESSION_KEY = "passkey_registration_challenge"
@@ -28,6 +29,11 @@ NOT_YOURS = "This signing link is not for your account"
 def _refusal(detail: str, *, code: str, status: int) -> JsonResponse:
     """The API's error body; `error` repeats the detail for the page's script (passkeys.js)."""
     return error_json(detail, code=code, status=status, error=detail)
+
+
+def _unreadable(exc: BodyRefused) -> JsonResponse:
+    """Too large, not UTF-8 or nested too deep: refused before any JSON decoder reads it."""
+    return _refusal(str(exc.detail), code=exc.detail.code, status=exc.status_code)
 
 
 def _account_address(qx: bytes, qy: bytes) -> tuple[str, str]:
@@ -69,9 +75,13 @@ def passkey_register_verify(request: HttpRequest) -> JsonResponse:
             status=400,
         )
     try:
+        credential_json = json_body(request)
+    except BodyRefused as exc:
+        return _unreadable(exc)
+    try:
         passkey = passkey_register(
             user=request.user,
-            credential_json=request.body.decode(),
+            credential_json=credential_json,
             expected_challenge=bytes.fromhex(challenge),
             account_address=_account_address,
         )
@@ -255,8 +265,12 @@ def sign_approve(request: HttpRequest, action_id) -> JsonResponse:
     if _own_action(request, action_id) is None:
         return _refusal(NOT_YOURS, code="permission_denied", status=403)
     try:
+        credential_json = json_body(request)
+    except BodyRefused as exc:
+        return _unreadable(exc)
+    try:
         action = action_sign(
-            action_id=action_id, user=request.user, credential_json=request.body.decode()
+            action_id=action_id, user=request.user, credential_json=credential_json
         )
     except PasskeyError as exc:
         return _refusal(str(exc), code="conflict", status=409)

@@ -19,7 +19,6 @@ from drf_spectacular.utils import (
     extend_schema_view,
 )
 from eth_abi.exceptions import DecodingError
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from web3.exceptions import Web3Exception
@@ -100,7 +99,6 @@ class ActionToolView(ApiView):
     sign_url (201). A ToolError is the user's input refused in words (400)."""
 
     required_scopes = ["write:actions"]
-    parser_classes = [JSONParser]
 
     def propose(self, request: Request, data: dict) -> Action:
         raise NotImplementedError

@@ -8,7 +8,6 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -43,7 +42,6 @@ class DeliveryStatusView(ApiView):
     """sosoapi_dm_actions_status: delivery facts by action_id or idempotency_key."""
 
     required_scopes = ["agent:dm_read"]
-    parser_classes = [JSONParser]
     input_schema = contract.STATUS_INPUT_SCHEMA
 
     @extend_schema(
@@ -74,7 +72,6 @@ class DeliveryStatusView(ApiView):
 
 class DeliverySendView(ApiView):
     required_scopes = ["agent:dm_write"]
-    parser_classes = [JSONParser]
     input_schema = contract.SEND_INPUT_SCHEMA
 
     @extend_schema(
@@ -119,7 +116,6 @@ class DeliverySendView(ApiView):
 
 class DeliveryCancelView(ApiView):
     required_scopes = ["agent:dm_write"]
-    parser_classes = [JSONParser]
     input_schema = contract.CANCEL_INPUT_SCHEMA
 
     @extend_schema(

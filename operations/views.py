@@ -10,7 +10,6 @@ from django.views.decorators.http import require_POST
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -62,7 +61,6 @@ class OperationStatusView(ApiView):
 
 class OperationSubmitView(ApiView):
     required_scopes = ["operations:write"]
-    parser_classes = [JSONParser]
     input_schema = contract.SUBMIT_INPUT_SCHEMA
 
     @extend_schema(
@@ -99,7 +97,6 @@ class OperationSubmitView(ApiView):
 
 class QuoteCreateView(ApiView):
     required_scopes = ["operations:write"]
-    parser_classes = [JSONParser]
     input_schema = contract.QUOTE_INPUT_SCHEMA
 
     @extend_schema(

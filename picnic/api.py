@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse
@@ -138,6 +139,10 @@ def exception_handler(exc, context):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()
+    elif isinstance(exc, RequestDataTooBig):  # DRF reads request.body: a JSON 400, not HTML
+        from picnic.json_input import too_large
+
+        exc = too_large()
     response = drf_exception_handler(exc, context)  # headers, rollback; None for a bug (a 500)
     if response is None:
         return None

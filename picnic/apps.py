@@ -1,4 +1,9 @@
+import sys
+
 from django.apps import AppConfig
+
+# Python's own default, which py_ecc overrides.
+RECURSION_LIMIT = 1000
 
 
 class PicnicConfig(AppConfig):
@@ -6,6 +11,14 @@ class PicnicConfig(AppConfig):
     verbose_name = "Picnic (shared lifecycle machinery)"
 
     def ready(self) -> None:
+        # py_ecc (web3 → eth_keyfile) raises the recursion limit to 100 000 at import, so a
+        # runaway recursion overflows the C stack (a segfault) before RecursionError. Nothing
+        # here uses its deep recursion (BLS pairings); import it now so it cannot raise the
+        # limit again later, then put the default back. picnic.json_input is the real guard
+        # for JSON bodies; this is the net under everything else.
+        import py_ecc  # noqa: F401
+
+        sys.setrecursionlimit(RECURSION_LIMIT)
         from picnic.events import on_entity_changed, on_status_changed
         from picnic.lifecycle import entity_changed, status_changed
 

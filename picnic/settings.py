@@ -141,6 +141,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "picnic.api.ApiAutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # JSON only, behind one size/UTF-8/nesting limit (a form body is a 415, as documented).
+    "DEFAULT_PARSER_CLASSES": ["picnic.json_input.JSONParser"],
     "UNAUTHENTICATED_USER": None,
     "EXCEPTION_HANDLER": "picnic.api.exception_handler",
 }
