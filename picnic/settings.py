@@ -195,9 +195,14 @@ OAUTH2_PROVIDER = {
     "ALLOWED_REDIRECT_URI_SCHEMES": _REDIRECT_URI_SCHEMES,
     # A replayed refresh token revokes its whole family.
     "REFRESH_TOKEN_REUSE_PROTECTION": True,
-    # What the metadata advertises (DOT's default lists implicit, password and device_code).
+    # What the metadata advertises: what the server accepts (no implicit, no password).
     "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
-    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token", "client_credentials"],
+    "OAUTH2_GRANT_TYPES_SUPPORTED": [
+        "authorization_code",
+        "refresh_token",
+        "client_credentials",
+        "urn:ietf:params:oauth:grant-type:device_code",
+    ],
 }
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
