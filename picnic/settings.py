@@ -18,20 +18,37 @@ from picnic.env import (
     env_choice,
     env_float,
     env_int,
+    env_is_set,
     env_list,
     env_str,
     env_url,
+    machine_secret,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("PICNIC_VAR_DIR", str(BASE_DIR / "var")))
 
-DEBUG = env_bool("DJANGO_DEBUG", True)
+# Off unless asked: `make run` sets DJANGO_DEBUG=true for the embedded setup. Tests run with
+# DEBUG off too (pytest-django forces it).
+DEBUG = env_bool("DJANGO_DEBUG", False)
 _DEV_SECRET = "dev-only-insecure-secret-key-do-not-use-in-production"
-SECRET_KEY = env_str("DJANGO_SECRET_KEY", _DEV_SECRET)
-if not DEBUG and SECRET_KEY == _DEV_SECRET:
-    raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is false")
-ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY:
+    if DEBUG:
+        SECRET_KEY = _DEV_SECRET
+    elif env_is_set("DJANGO_DEBUG"):
+        # DJANGO_DEBUG=false says "production": a key must be given, not made up.
+        raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is false")
+    else:
+        # Nothing said (tests, lint, one-off commands): never the public dev key with DEBUG
+        # off, but a random one kept under var/ so every process on this machine agrees.
+        SECRET_KEY = machine_secret(VAR_DIR / "secret_key")
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+if not DEBUG and "*" in ALLOWED_HOSTS:
+    raise ImproperlyConfigured("DJANGO_ALLOWED_HOSTS must name the hosts when DEBUG is off, not *")
+# Every error report (500 page under DEBUG, admin e-mails, logs) masks secrets, including the
+# password part of URL-valued settings such as DATABASE_URL and CELERY_BROKER_URL.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "picnic.debug.SecretMaskingExceptionReporterFilter"
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -102,12 +119,39 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
 LOGIN_URL = "login"
+# End users sign in to manage their passkeys; staff come through /admin/login/ (its own next).
+LOGIN_REDIRECT_URL = "passkeys"
+# Every password check (the login page, the admin's, any authenticate() call) counts failures
+# per username and client address; see picnic/login.py.
+AUTHENTICATION_BACKENDS = ["picnic.login.ThrottledModelBackend"]
+LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5, minimum=1)
+LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+
+# --- HTTPS -----------------------------------------------------------------------------------
+# On when the deployment says it is served over TLS: PUBLIC_BASE_URL is https (override with
+# DJANGO_SECURE_SSL). Then cookies are Secure, HSTS is sent and http:// redirects to https://.
+# Off for the embedded default and CI, which serve http://127.0.0.1.
+PUBLIC_BASE_URL = env_url(
+    "PUBLIC_BASE_URL",
+    env_url("WEBAUTHN_ORIGIN", "http://localhost:8000", schemes=("http", "https")),
+    schemes=("http", "https"),
+)
+SECURE_SSL = env_bool("DJANGO_SECURE_SSL", PUBLIC_BASE_URL.startswith("https://"))
+SECURE_SSL_REDIRECT = SECURE_SSL
+SESSION_COOKIE_SECURE = SECURE_SSL
+CSRF_COOKIE_SECURE = SECURE_SSL
+SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31_536_000 if SECURE_SSL else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", SECURE_SSL)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", False)
+# Behind a TLS-terminating proxy that sets X-Forwarded-Proto (and strips it from clients).
+if env_bool("DJANGO_BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # --- API: DRF, OAuth2 (django-oauth-toolkit), OpenAPI (drf-spectacular) ---------------------
 OAUTH2_SCOPES = {
@@ -123,6 +167,11 @@ OAUTH2_SCOPES = {
     "read:transactions": "Read your transaction history: transfers, swaps, ramps, card purchases",
     "read:profile": "Read your profile: email, fiat ramps and their KYC status, cards",
 }
+_REDIRECT_URI_SCHEMES = env_list("OAUTH2_REDIRECT_URI_SCHEMES", ["http", "https"])
+if not _REDIRECT_URI_SCHEMES or set(_REDIRECT_URI_SCHEMES) - {"http", "https"}:
+    raise ImproperlyConfigured(
+        f"OAUTH2_REDIRECT_URI_SCHEMES={','.join(_REDIRECT_URI_SCHEMES)!r} must be http and/or https"
+    )
 # Named explicitly so our models can point at the (swappable) application model.
 OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
 OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL = "oauth2_provider.AccessToken"
@@ -133,6 +182,27 @@ OAUTH2_PROVIDER = {
     # S256 only (RFC 9700): the metadata stops advertising "plain" and DOT refuses it.
     "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
     "ACCESS_TOKEN_EXPIRE_SECONDS": env_int("OAUTH2_ACCESS_TOKEN_SECONDS", 3600, minimum=60),
+    # RFC 9700: no implicit or password grant (refused, and not advertised in the metadata),
+    # no token in the query string (it lands in access logs), the `iss` authorization-response
+    # parameter, and access/refresh tokens stored only as their SHA-256 checksum.
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    # http stays allowed by default for native/CLI clients' loopback callbacks (RFC 8252, e.g.
+    # MCP clients on http://127.0.0.1:<port>/); a deployment without them sets "https".
+    "ALLOWED_REDIRECT_URI_SCHEMES": _REDIRECT_URI_SCHEMES,
+    # A replayed refresh token revokes its whole family.
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    # What the metadata advertises: what the server accepts (no implicit, no password).
+    "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
+    "OAUTH2_GRANT_TYPES_SUPPORTED": [
+        "authorization_code",
+        "refresh_token",
+        "client_credentials",
+        "urn:ietf:params:oauth:grant-type:device_code",
+    ],
 }
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -253,7 +323,7 @@ BUNDLER_TIMEOUT_SECONDS = env_float("BUNDLER_TIMEOUT_SECONDS", 2.0)
 WEBAUTHN_RP_ID = env_str("WEBAUTHN_RP_ID", "localhost")
 WEBAUTHN_RP_NAME = env_str("WEBAUTHN_RP_NAME", "Picnic")
 WEBAUTHN_ORIGIN = env_url("WEBAUTHN_ORIGIN", "http://localhost:8000", schemes=("http", "https"))
-PUBLIC_BASE_URL = env_url("PUBLIC_BASE_URL", WEBAUTHN_ORIGIN, schemes=("http", "https"))
+# PUBLIC_BASE_URL (default: WEBAUTHN_ORIGIN) is read with the HTTPS settings above.
 
 # --- Swap quotes (LI.FI's API shape) -------------------------------------------------------
 SWAP_QUOTE_URL = env_url("SWAP_QUOTE_URL", "http://127.0.0.1:8789", schemes=("http", "https"))

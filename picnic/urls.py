@@ -3,6 +3,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
+from oauth2_provider.urls import base_urlpatterns as oauth_base
+from oauth2_provider.urls import management_urlpatterns as oauth_management
 from oauth2_provider.urls import metadata_urlpatterns as oauth_metadata
 
 from actions.urls import api_urlpatterns as actions_api
@@ -12,17 +14,26 @@ from messaging.urls import api_urlpatterns as messaging_api
 from messaging.urls import staff_urlpatterns as messaging_staff
 from operations.urls import api_urlpatterns as operations_api
 from operations.urls import staff_urlpatterns as operations_staff
+from picnic.login import ThrottledAdminAuthenticationForm, ThrottledLoginView
+
+admin.site.login_form = ThrottledAdminAuthenticationForm
+
+# One OAuth namespace: the RFC 8414 metadata at the origin's root (so its issuer is the origin,
+# the same one the `iss` parameter and the MCP protected-resource metadata name), the endpoints
+# under /o/. DOT's own urlpatterns would add a second metadata document under /o/ (issuer
+# …/o) and the OIDC and dynamic-registration routes, which answer 500/403 with both disabled.
+oauth_urlpatterns = [
+    *oauth_metadata,
+    path("o/", include(oauth_base + oauth_management)),
+]
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     *signing_urlpatterns,
-    path("o/", include("oauth2_provider.urls", namespace="oauth2_provider")),
-    # RFC 8414 authorization-server metadata lives at the origin's root (the MCP adapter's
-    # protected-resource metadata names this server).
-    path("", include((oauth_metadata, "oauth2_provider"), namespace="oauth-metadata")),
+    path("", include((oauth_urlpatterns, "oauth2_provider"), namespace="oauth2_provider")),
     path("api/v1/", include((actions_api, "actions"), namespace="actions-api")),
     path("api/v1/", include((operations_api, "operations"), namespace="operations-api")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -42,6 +42,12 @@ class Command(BaseCommand):
     def handle(self, *args, addr: str, **options):
         if not addr.startswith(("127.0.0.1:", "localhost:")):
             raise CommandError("run_local binds the web server to 127.0.0.1 only")
+        if not settings.DEBUG:
+            # It seeds demo users with known passwords: a development setup only.
+            raise CommandError(
+                "run_local is the embedded development setup: run it with DJANGO_DEBUG=true "
+                "(make run does)"
+            )
         call_command("migrate", interactive=False, verbosity=1)
         chain = LocalChain(
             rpc_port=_port(settings.CHAIN_RPC_URL, "CHAIN_RPC_URL"),
