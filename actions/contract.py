@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from picnic.schema import AMOUNT, fullmatch_pattern
+
 NULL_STR = {"type": ["string", "null"]}
 NULL_INT = {"type": ["integer", "null"]}
 DATE = {"type": "string", "format": "date-time"}
@@ -105,9 +107,33 @@ ACTION_CREATED_SCHEMA = _object(
     ],
 )
 
-CARD_ID = {"type": "string", "description": "Gnosis Pay card id; default: the physical card"}
-DECIMAL = {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?$"}
-ASSET = {"type": "string", "description": "CAIP-19 asset id, eip155:<chain>/erc20:<address>"}
+# Inputs are checked whole (picnic.schema.END: no trailing newline), in ASCII, and no longer
+# than the column they are looked up in (Card.card_id: 100).
+CARD_ID = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 100,
+    "pattern": fullmatch_pattern(r"[A-Za-z0-9_.:-]+"),
+    "description": "Gnosis Pay card id; default: the physical card",
+}
+DECIMAL = {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?$"}  # outputs (ours, well-formed)
+# CAIP-19 on eip155: a decimal chain id without leading zeros, a 20-byte hex address.
+ASSET_ID_PATTERN = fullmatch_pattern(r"eip155:[1-9][0-9]{0,19}/erc20:0x[0-9a-fA-F]{40}")
+ASSET = {
+    "type": "string",
+    "pattern": ASSET_ID_PATTERN,
+    "maxLength": 88,
+    "description": "CAIP-19 asset id, eip155:<chain>/erc20:<address>",
+}
+# A 0x address (the zero address is refused by the tool: tokens sent there are burnt) or an
+# ENS name (at most 255 characters, DNS's limit).
+RECIPIENT = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 255,
+    "pattern": fullmatch_pattern(r"0x[0-9a-fA-F]{40}|[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+"),
+    "description": "a 0x address or an ENS name",
+}
 
 SMART_ACCOUNT = {
     "type": "object",
@@ -396,7 +422,11 @@ BALANCES_SCHEMA = _object(
 NO_INPUT_SCHEMA = _object({}, [])
 TRANSACTIONS_INPUT_SCHEMA = _object(
     {
-        "cursor": {"type": "string", "description": "nextCursor of the previous page"},
+        "cursor": {
+            "type": "string",
+            "maxLength": 200,
+            "description": "nextCursor of the previous page",
+        },
         "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
     },
     [],
@@ -405,18 +435,23 @@ CARD_INPUT_SCHEMA = _object({"card_id": CARD_ID}, [])
 # action_id is in the path: a malformed one answers "Action not found: …" (the seed's text).
 ACTION_STATUS_INPUT_SCHEMA = _object({"action_id": {"type": "string"}}, ["action_id"])
 TRANSFER_INPUT_SCHEMA = _object(
-    {"asset_id": ASSET, "amount": DECIMAL, "to": {"type": "string"}},
+    {"asset_id": ASSET, "amount": AMOUNT, "to": RECIPIENT},
     ["asset_id", "amount", "to"],
 )
 SWAP_INPUT_SCHEMA = _object(
     {
         "from_asset_id": ASSET,
         "to_asset_id": ASSET,
-        "amount": DECIMAL,
+        "amount": AMOUNT,
         "slippage": {"type": "number", "minimum": 0, "maximum": 50},
-        "provider": {"type": "string"},
+        "provider": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 64,
+            "pattern": fullmatch_pattern(r"[A-Za-z0-9_.-]+"),
+        },
     },
     ["from_asset_id", "to_asset_id", "amount"],
 )
 CARD_STATE_INPUT_SCHEMA = _object({"card_id": CARD_ID}, [])
-CARD_LIMIT_INPUT_SCHEMA = _object({"daily_limit": DECIMAL, "card_id": CARD_ID}, ["daily_limit"])
+CARD_LIMIT_INPUT_SCHEMA = _object({"daily_limit": AMOUNT, "card_id": CARD_ID}, ["daily_limit"])

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import requests
 from django.conf import settings
@@ -62,9 +63,13 @@ from picnic.api import (
     NotFound,
     ServiceUnavailable,
     error_response,
+    failure_reason,
+    redact,
 )
 from picnic.formats import rfc3339
 from picnic.timeline import render_timeline
+
+logger = logging.getLogger(__name__)
 
 # What a chain read may raise when the RPC fails: transport, JSON-RPC error, an answer that
 # does not decode. Anything else is a bug: it propagates and is logged as a 500.
@@ -78,7 +83,11 @@ CHAIN_READ_ERRORS = (
 
 
 def chain_unavailable(exc: Exception) -> ServiceUnavailable:
-    return ServiceUnavailable(f"The chain could not be read: {exc}", code="chain_unavailable")
+    # What failed, not where: the RPC URL and node address stay in the log.
+    logger.warning("chain RPC failed: %r", exc)
+    return ServiceUnavailable(
+        f"The chain could not be read: {failure_reason(exc)}", code="chain_unavailable"
+    )
 
 
 def action_created_payload(action: Action) -> dict:
@@ -107,18 +116,24 @@ class ActionToolView(ApiView):
         try:
             action = self.propose(request, self.input)
         except ToolError as exc:  # the values are well-formed but refused, in words
-            raise ApiError(str(exc), code="invalid") from None
+            raise ApiError(redact(str(exc)), code="invalid") from None
         except BundlerError as exc:
+            logger.warning("bundler refused to prepare a user operation: %r", exc)
             raise ServiceUnavailable(
-                f"The bundler could not prepare the user operation: {exc}",
+                f"The bundler could not prepare the user operation: {failure_reason(exc)}",
                 code="bundler_unavailable",
             ) from None
+        except CHAIN_READ_ERRORS as exc:  # the account client reads the chain (nonce, code)
+            raise chain_unavailable(exc) from None
         return Response(action_created_payload(action), status=201)
 
 
 TOOL_RESPONSES = {
     201: OpenApiTypes.OBJECT,
-    503: OpenApiResponse(description="The bundler could not prepare the user operation"),
+    503: OpenApiResponse(
+        description="The bundler could not prepare the user operation, or the chain could not "
+        "be read"
+    ),
 }
 
 

@@ -215,14 +215,22 @@ def _optional(schema: dict) -> dict:
     return {**schema, "type": ["string", "null"]}
 
 
+# Lengths are the columns' (Operation/Quote.tool, category, model, operation_name and
+# submit_field are CharField(max_length=100)); NUL and lone surrogates are refused for every
+# input by picnic.schema.
+NAME = _text(100)
+# A quote's output budget: a whole number of tokens, at least 1; the ceiling keeps the hold a
+# price (quoted_credits is DECIMAL(20, 6)) and is above any model's output limit.
+MAX_OUTPUT_TOKENS_LIMIT = 1_000_000
+
 # `input` may be left out only when a quote_id brings the submit value (checked in the view).
 SUBMIT_INPUT_SCHEMA = {
     "type": "object",
     "properties": {
-        "tool": _text(200),
-        "category": _text(200),
+        "tool": NAME,
+        "category": NAME,
         "channel": CHANNEL,
-        "model": _optional(_text(200)),
+        "model": _optional(NAME),
         "input": _optional(_text(100_000)),
         "quote_id": _optional(UUID),
     },
@@ -233,12 +241,22 @@ SUBMIT_INPUT_SCHEMA = {
 QUOTE_INPUT_SCHEMA = {
     "type": "object",
     "properties": {
-        "tool": _text(200),
-        "submit_field": _text(200),
+        "tool": NAME,
+        "submit_field": NAME,
         "submit_value": _text(100_000),
-        "model": _optional(_text(200)),
-        "operation": _optional(_text(200)),
-        "configuration": {"type": ["object", "null"]},
+        "model": _optional(NAME),
+        "operation": _optional(NAME),
+        "configuration": {
+            "type": ["object", "null"],
+            "properties": {
+                "max_output_tokens": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_OUTPUT_TOKENS_LIMIT,
+                    "description": "the answer's token budget the quote prices",
+                },
+            },
+        },
     },
     "required": ["tool", "submit_field", "submit_value"],
     "additionalProperties": False,

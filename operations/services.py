@@ -19,6 +19,7 @@ from operations.backends.openai import (
     OutcomeUnknown,
     Refused,
 )
+from operations.contract import MAX_OUTPUT_TOKENS_LIMIT
 from operations.models import (
     OPERATION_LIFECYCLE,
     STATE_TABLE,
@@ -112,9 +113,18 @@ def quote_create(
     configuration: dict | None = None,
 ) -> Quote:
     configuration = configuration or {}
-    max_tokens = int(
-        configuration.get("max_output_tokens") or settings.OPERATIONS_MAX_OUTPUT_TOKENS
-    )
+    max_tokens = configuration.get("max_output_tokens") or settings.OPERATIONS_MAX_OUTPUT_TOKENS
+    # The contract says so too; a price must never be negative (a negative hold is refused by
+    # the ledger's constraints, i.e. a 500 at submit time).
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int | float):
+        raise QuoteInvalid("max_output_tokens must be a whole number of tokens")
+    if max_tokens != int(max_tokens) or not 1 <= max_tokens <= MAX_OUTPUT_TOKENS_LIMIT:
+        raise QuoteInvalid(f"max_output_tokens must be between 1 and {MAX_OUTPUT_TOKENS_LIMIT}")
+    quoted = billing.estimate(input_text=submit_value, max_output_tokens=int(max_tokens))
+    if quoted < 0:
+        raise QuoteInvalid(
+            f"the quote came to {billing.fmt(quoted)} credits; it must not be negative"
+        )
     return Quote.objects.create(
         owner=owner,
         tool=tool,
@@ -123,7 +133,7 @@ def quote_create(
         configuration=configuration,
         submit_field=submit_field,
         submit_value=submit_value,
-        quoted_credits=billing.estimate(input_text=submit_value, max_output_tokens=max_tokens),
+        quoted_credits=quoted,
         expires_at=timezone.now() + timedelta(seconds=settings.OPERATIONS_QUOTE_TTL_SECONDS),
     )
 
@@ -155,6 +165,8 @@ def operation_submit(
             raise QuoteInvalid(f"Quote {quote_id} is for the tool {quote.tool!r}, not {tool!r}")
         input_text, model = quote.submit_value, quote.model or model
         held = billing.q(quote.quoted_credits or 0)
+        if held < 0:  # a quote stored before prices were checked: never a negative hold
+            raise QuoteInvalid(f"Quote {quote_id} has a negative price; ask for a new quote")
     else:
         if not input_text:
             raise AdmissionError("input is required without a quote")

@@ -102,19 +102,25 @@ class QuoteCreateView(ApiView):
     @extend_schema(
         operation_id="tong_quote_create",
         request=OpenApiTypes.OBJECT,
-        responses={201: OpenApiTypes.OBJECT},
+        responses={
+            201: OpenApiTypes.OBJECT,
+            422: OpenApiResponse(description="Not quoted (code says why)"),
+        },
     )
     def post(self, request: Request) -> Response:
         data = self.input
-        quote = quote_create(
-            owner=request.user,
-            tool=data["tool"],
-            submit_field=data["submit_field"],
-            submit_value=data["submit_value"],
-            model=data.get("model"),
-            operation_name=data.get("operation"),
-            configuration=data.get("configuration") or {},
-        )
+        try:
+            quote = quote_create(
+                owner=request.user,
+                tool=data["tool"],
+                submit_field=data["submit_field"],
+                submit_value=data["submit_value"],
+                model=data.get("model"),
+                operation_name=data.get("operation"),
+                configuration=data.get("configuration") or {},
+            )
+        except AdmissionError as exc:
+            raise Unprocessable(str(exc), code=exc.code) from None
         return Response(quote_payload(quote), status=status.HTTP_201_CREATED)
 
 

@@ -10,6 +10,7 @@ responses. DRF's own exceptions (401, 405, 415, parse errors) get the same body 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -22,6 +23,8 @@ from oauth2_provider.contrib.rest_framework import TokenHasScope
 from rest_framework import exceptions, serializers, status
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
+
+from picnic.schema import input_problems
 
 INVALID_INPUT = "Invalid input"
 
@@ -94,10 +97,25 @@ class InsufficientScope(ApiError):
         )
 
 
+class UserTokenRequired(Forbidden):
+    default_code = "user_token_required"
+
+    def __init__(self):
+        super().__init__(
+            "This API acts for a user: the bearer token was issued to an application alone "
+            "(client_credentials); authorize as a user to get one"
+        )
+
+
 class RequiredScopes(TokenHasScope):
-    """TokenHasScope, but a token that lacks the scope gets a 403 that names it (RFC 6750 §3.1)."""
+    """TokenHasScope, but a token that lacks the scope gets a 403 that names it (RFC 6750 §3.1),
+    and a token with no user (client_credentials) is refused before anything is looked up:
+    every endpoint acts for a user, so one answer for all of them (no 404-vs-500 oracle)."""
 
     def has_permission(self, request, view) -> bool:
+        token = request.auth
+        if token is not None and hasattr(token, "scope") and token.user_id is None:
+            raise UserTokenRequired()
         if super().has_permission(request, view):
             return True
         token = request.auth
@@ -172,12 +190,49 @@ def _field(error, root: str) -> str:
 
 
 def schema_errors(schema: dict[str, Any], data: Any, *, root: str = "(body)") -> dict[str, list]:
-    """Draft-7 errors (formats checked) keyed by field; `{}` when `data` is valid."""
+    """Draft-7 errors (formats checked) keyed by field; `{}` when `data` is valid. First, for
+    any input: no NUL or lone surrogate in a string or key, no number that is not finite
+    (picnic.schema); the schema's own messages would echo such values back."""
+    if problems := input_problems(data, root=root):
+        return problems
     errors: dict[str, list[str]] = {}
     validator = Draft7Validator(schema, format_checker=_FORMATS)
     for error in sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.path]):
         errors.setdefault(_field(error, root), []).append(error.message)
     return errors
+
+
+# What an error from a dependency may carry that a client must not see: URLs, host:port pairs,
+# IP addresses, urllib3's "host='…', port=…" and object reprs.
+_INTERNALS = re.compile(
+    r"[a-z][a-z0-9+.-]*://\S+"
+    r"|\bhost='[^']*'(, port=\d+)?"
+    r"|<[^<>]* object at 0x[0-9a-f]+>"
+    r"|\[[0-9a-f:.]+\](:\d+)?"
+    r"|\b\d{1,3}(\.\d{1,3}){3}(:\d+)?\b"
+    r"|\blocalhost(:\d+)?\b"
+    r"|\b[a-z][a-z0-9-]*(\.[a-z0-9-]+)*:\d{2,5}\b",
+    re.IGNORECASE,
+)
+
+
+def redact(text: str) -> str:
+    """`text` without internal addresses, for an error a client reads (the log keeps all)."""
+    return _INTERNALS.sub("<internal>", text)
+
+
+def failure_reason(exc: BaseException) -> str:
+    """What failed, in words a client may read: a transport failure by its kind, anything
+    else by its message with internal addresses removed."""
+    import requests
+
+    if isinstance(exc, requests.Timeout):
+        return "timed out"
+    if isinstance(exc, requests.ConnectionError):
+        return "connection refused" if "refused" in str(exc).lower() else "connection failed"
+    if isinstance(exc, requests.HTTPError) and exc.response is not None:
+        return f"HTTP {exc.response.status_code}"
+    return redact(str(exc)) or type(exc).__name__
 
 
 def error_text(detail: str, errors: dict[str, list[str]]) -> str:

@@ -20,7 +20,11 @@ from actions.models import Action, ActionType, Card, SmartAccount, SmartAccountK
 from actions.services.lifecycle import action_create
 from evm.bundler import BundlerError
 
-ASSET_ID = re.compile(r"^eip155:(\d+)/erc20:(0x[0-9a-fA-F]{40})$")
+# Matched whole (fullmatch): `$` would let a trailing newline through, `\d` Unicode digits.
+ASSET_ID = re.compile(r"eip155:([1-9][0-9]{0,19})/erc20:(0x[0-9a-fA-F]{40})")
+AMOUNT = re.compile(r"[0-9]+(\.[0-9]+)?")  # no sign, "_", spaces, exponent or non-ASCII digit
+UINT256_MAX = 2**256 - 1
+ZERO_ADDRESS = "0x" + "00" * 20
 # The call's gas budget when the bundler's simulation says it reverts (see _build).
 FALLBACK_CALL_GAS = 300_000
 
@@ -32,7 +36,7 @@ class ToolError(Exception):
 
 
 def _token(asset_id: str) -> Token:
-    match = ASSET_ID.match(asset_id or "")
+    match = ASSET_ID.fullmatch(asset_id or "")
     if not match:
         raise ToolError(
             f"asset_id must be a CAIP-19 ERC-20 id (eip155:<chain>/erc20:<address>), got {asset_id!r}"
@@ -44,15 +48,21 @@ def _token(asset_id: str) -> Token:
 
 
 def _units(amount: str, decimals: int) -> tuple[Decimal, int]:
+    # Decimal() alone takes "1_000", " 7 ", "+1", "1e3" and "١٠": only ASCII digits here.
+    if not isinstance(amount, str) or len(amount) > 157 or not AMOUNT.fullmatch(amount):
+        raise ToolError(f"amount must be a decimal string of digits like 12.5, got {amount!r}")
     try:
-        value = Decimal(str(amount))
+        value = Decimal(amount)
     except (InvalidOperation, ValueError):
         raise ToolError(f"amount must be a decimal string, got {amount!r}") from None
     if not value.is_finite() or value <= 0:
         raise ToolError("amount must be greater than zero")
     if -value.as_tuple().exponent > decimals:
         raise ToolError(f"amount has more than {decimals} decimals, the token's precision")
-    return value, int(value.scaleb(decimals))
+    units = int(value.scaleb(decimals))
+    if units > UINT256_MAX:  # would not encode as a uint256
+        raise ToolError("amount is too large for the token (more than 2**256 - 1 units)")
+    return value, units
 
 
 def _recipient(to: str, w3: Web3) -> str:
@@ -62,6 +72,8 @@ def _recipient(to: str, w3: Web3) -> str:
         # All-lowercase or all-uppercase carries no checksum; mixed case must be valid EIP-55.
         if body not in (body.lower(), body.upper()) and not Web3.is_checksum_address(to):
             raise ToolError(f"{to} has an invalid EIP-55 checksum")
+        if to.lower() == ZERO_ADDRESS:
+            raise ToolError("to must not be the zero address: tokens sent there are lost")
         return Web3.to_checksum_address(to)
     if re.fullmatch(r"[a-z0-9-]+(\.[a-z0-9-]+)+", to.lower()):
         try:
@@ -157,7 +169,7 @@ def propose_swap(
     from actions.providers.lifi import LifiClient, QuoteError
 
     token = _token(from_asset_id)
-    to_match = ASSET_ID.match(to_asset_id or "")
+    to_match = ASSET_ID.fullmatch(to_asset_id or "")
     if not to_match:
         raise ToolError(f"to_asset_id must be a CAIP-19 ERC-20 id, got {to_asset_id!r}")
     if to_asset_id.lower() == token.asset_id.lower():
