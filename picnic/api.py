@@ -198,8 +198,19 @@ def schema_errors(schema: dict[str, Any], data: Any, *, root: str = "(body)") ->
     errors: dict[str, list[str]] = {}
     validator = Draft7Validator(schema, format_checker=_FORMATS)
     for error in sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.path]):
-        errors.setdefault(_field(error, root), []).append(error.message)
+        errors.setdefault(_field(error, root), []).append(_message(error))
     return errors
+
+
+def _message(error) -> str:
+    # A regex says little to a person or an agent: where the field describes what it expects,
+    # say that instead (the value is shortened: it may be long).
+    described = isinstance(error.schema, dict) and error.schema.get("description")
+    if error.validator == "pattern" and described:
+        shown = repr(error.instance)
+        shown = shown if len(shown) <= 80 else shown[:77] + "…"
+        return f"{shown} does not match the expected form: {described}"
+    return error.message
 
 
 # What an error from a dependency may carry that a client must not see: URLs, host:port pairs,
