@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import uritemplate
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse
@@ -305,8 +306,88 @@ def error_response(description: str) -> OpenApiResponse:
     return OpenApiResponse(ErrorSerializer, description=description)
 
 
+# JSON Schema keywords OpenAPI 3.0's Schema Object does not have (validation is unaffected:
+# the view still checks the contract's own dict).
+_NOT_OAS30 = {"$schema", "$id", "$comment", "const", "examples", "dependentRequired"}
+
+
+def openapi_schema(schema: Any) -> Any:
+    """A contract's JSON Schema as an OpenAPI 3.0 Schema Object: a type list with "null" becomes
+    `nullable`, `const` a one-value `enum`; keywords 3.0 lacks, and an empty `required`, are
+    dropped."""
+    if isinstance(schema, list):
+        return [openapi_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "const":
+            out["enum"] = [value]
+        elif key == "type" and isinstance(value, list):
+            types = [t for t in value if t != "null"]
+            if "null" in value:
+                out["nullable"] = True
+            if len(types) == 1:
+                out["type"] = types[0]
+            else:
+                out["anyOf"] = [{"type": t} for t in types]
+        elif key in ("anyOf", "oneOf") and {"type": "null"} in value:
+            rest = [item for item in value if item != {"type": "null"}]
+            out["nullable"] = True
+            if len(rest) == 1:
+                out.update(openapi_schema(rest[0]))
+            else:
+                out[key] = openapi_schema(rest)
+        elif key == "required" and not value:
+            continue  # 3.0: `required` must list at least one name
+        elif key == "properties":
+            out[key] = {name: openapi_schema(sub) for name, sub in value.items()}
+        elif key not in _NOT_OAS30:
+            out[key] = openapi_schema(value)
+    return out
+
+
 class ApiAutoSchema(AutoSchema):
-    """Adds the error answers every API view can give and points each at the Error component."""
+    """Adds the error answers every API view can give and points each at the Error component.
+    An ApiView's request body (or a GET's query parameters) is documented from its
+    `input_schema`, the same dict that validates it, so the docs and a fuzzer see the real input.
+    """
+
+    def _input_schema(self) -> dict[str, Any] | None:
+        return getattr(self.view, "input_schema", None)
+
+    def _get_request_body(self, direction="request"):
+        schema = self._input_schema()
+        if schema is None or self.method not in ("POST", "PUT", "PATCH"):
+            return super()._get_request_body(direction)
+        return {
+            "content": {"application/json": {"schema": openapi_schema(schema)}},
+            "required": True,
+        }
+
+    def _get_parameters(self):
+        parameters = super()._get_parameters()
+        schema = self._input_schema()
+        if schema is None or self.method != "GET":
+            return parameters
+        path_variables = set(uritemplate.variables(self.path))
+        required = set(schema.get("required", []))
+        from_schema = {
+            name: {
+                "in": "query",
+                "name": name,
+                "schema": openapi_schema({k: v for k, v in sub.items() if k != "description"}),
+                "description": sub.get("description", ""),
+                "required": name in required,
+            }
+            for name, sub in schema.get("properties", {}).items()
+            if name not in path_variables
+        }
+        for parameter in from_schema.values():
+            if not parameter["description"]:
+                del parameter["description"]
+        kept = [p for p in parameters if not (p["in"] == "query" and p["name"] in from_schema)]
+        return sorted(kept + list(from_schema.values()), key=lambda p: (p["in"], p["name"]))
 
     def _get_response_bodies(self, direction="response"):
         responses = super()._get_response_bodies(direction)
