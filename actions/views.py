@@ -28,6 +28,7 @@ from actions import contract
 from actions.chain_reads import balances_for_user, card_for_user
 from actions.models import IN_FLIGHT, Action
 from actions.presenters import profile_for_user, smart_account_payload, transactions_page
+from actions.providers.gnosis_pay import Unavailable as GnosisPayUnavailable
 from actions.selectors import (
     ActionAccessDenied,
     ActionNotFound,
@@ -125,14 +126,20 @@ class ActionToolView(ApiView):
             ) from None
         except CHAIN_READ_ERRORS as exc:  # the account client reads the chain (nonce, code)
             raise chain_unavailable(exc) from None
+        except GnosisPayUnavailable as exc:  # card_freeze/unfreeze: the sign-in could not start
+            logger.warning("Gnosis Pay unavailable: %r", exc)
+            raise ServiceUnavailable(
+                f"Gnosis Pay could not start the sign-in: {failure_reason(exc)}",
+                code="gnosis_pay_unavailable",
+            ) from None
         return Response(action_created_payload(action), status=201)
 
 
 TOOL_RESPONSES = {
     201: OpenApiTypes.OBJECT,
     503: OpenApiResponse(
-        description="The bundler could not prepare the user operation, or the chain could not "
-        "be read"
+        description="The bundler could not prepare the user operation, the chain could not "
+        "be read, or Gnosis Pay could not be reached"
     ),
 }
 

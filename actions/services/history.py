@@ -29,6 +29,7 @@ from actions.models import (
 from actions.selectors import gnosis_pay_session_token
 from actions.services.card_state import gnosis_pay_client
 from actions.services.kinds import kind_of
+from picnic.api import failure_reason
 from picnic.formats import rfc3339
 
 logger = logging.getLogger(__name__)
@@ -311,7 +312,8 @@ def history_sync(*, user, w3=None) -> dict[str, Any]:
         chain["syncedToBlock"] = block if block >= 0 else None
     except CHAIN_RPC_ERRORS as exc:  # RPC down or garbage: history as indexed so far
         logger.warning("history sync of user %s: chain not read: %r", user.pk, exc)
-        chain["error"] = f"The chain could not be read: {exc}"[:500]
+        # What failed, not where: the RPC URL and node address stay in the log.
+        chain["error"] = f"The chain could not be read: {failure_reason(exc)}"[:500]
     _sync_actions(user=user)
     cards = _sync_card_purchases(user=user)
     return {"chain": chain, "gnosisPay": cards}

@@ -315,7 +315,12 @@ def propose_card_limit(
 def propose_card_state(*, user, application, frozen: bool, card_id: str | None = None) -> Action:
     """card_freeze / card_unfreeze: off-chain; the passkey signs a SIWE message for the card's
     Safe (EIP-1271), which Gnosis Pay exchanges for the token that freezes or unfreezes."""
-    from actions.providers.gnosis_pay import GnosisPayClient, GnosisPayError, siwe_message
+    from actions.providers.gnosis_pay import (
+        GnosisPayClient,
+        GnosisPayError,
+        Unavailable,
+        siwe_message,
+    )
     from chain.safe import eip191_hash, safe_message_hash
 
     card = _card(user, card_id)
@@ -323,6 +328,8 @@ def propose_card_state(*, user, application, frozen: bool, card_id: str | None =
     client = GnosisPayClient(settings.GNOSIS_PAY_URL, timeout=settings.GNOSIS_PAY_TIMEOUT_SECONDS)
     try:
         nonce = client.nonce()
+    except Unavailable:
+        raise  # not the input's fault: the view answers 503
     except GnosisPayError as exc:
         raise ToolError(f"Gnosis Pay could not start the sign-in: {exc}") from None
     verb = "Freeze" if frozen else "Unfreeze"

@@ -145,3 +145,32 @@ def test_api_fuzz_authenticated(case, offline, bearer):
 def test_api_fuzz_unauthenticated(case, offline):
     response = case.call()
     case.validate_response(response, checks=CHECKS)
+
+
+# --- What the fuzzer found, pinned -------------------------------------------------------
+
+
+def test_card_freeze_with_gnosis_pay_unreachable_answers_503(client, offline, bearer):
+    """It answered 400 `invalid`, as if the input were wrong, with the provider down."""
+    from actions.models import Action
+
+    before = Action.objects.count()
+    response = client.post(
+        "/api/v1/actions/card_freeze", {}, content_type="application/json", headers=bearer
+    )
+    assert response.status_code == 503
+    body = response.json()
+    assert body["code"] == "gnosis_pay_unavailable"
+    assert body["detail"].startswith("Gnosis Pay could not start the sign-in: ")
+    assert body["errors"] == {}
+    assert "127.0.0.1" not in response.content.decode()
+    assert Action.objects.count() == before
+
+
+def test_transactions_sync_error_names_no_internal_address(client, offline, bearer):
+    """`sync.chain.error` carried the RPC's host and port (HTTPConnectionPool(host=…))."""
+    response = client.get("/api/v1/transactions", headers=bearer)
+    assert response.status_code == 200
+    error = response.json()["sync"]["chain"]["error"]
+    assert error == "The chain could not be read: connection refused"
+    assert "127.0.0.1" not in response.content.decode()
