@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import uuid
 
+from django import forms
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse
@@ -153,15 +154,26 @@ def review_queue(request: HttpRequest) -> HttpResponse:
     return render(request, template, {"pending": pending})
 
 
+class ReviewDecisionForm(forms.Form):
+    # CharField refuses NUL characters (the note goes into a jsonb history payload) and the
+    # length bounds it; an empty note is the service's to refuse, in its own words.
+    decision = forms.ChoiceField(choices=[("approve", "approve"), ("reject", "reject")])
+    note = forms.CharField(required=False, max_length=2000)
+
+
 @staff_member_required
 @require_POST
 def review_decide(request: HttpRequest, operation_id) -> HttpResponse:
-    decision = request.POST.get("decision")
-    note = request.POST.get("note", "")
+    form = ReviewDecisionForm(request.POST)
     error = None
-    if decision not in ("approve", "reject"):
-        error = "choose approve or reject"
+    if not form.is_valid():
+        error = (
+            "choose approve or reject"
+            if "decision" in form.errors
+            else "the note " + " ".join(form.errors["note"]).lower()
+        )
     else:
+        decision, note = form.cleaned_data["decision"], form.cleaned_data["note"]
         try:
             operation_review_decide(
                 operation_id=operation_id,

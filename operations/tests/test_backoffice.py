@@ -107,3 +107,17 @@ def test_the_operation_timeline_polls_until_terminal(staff_client, make_op, staf
     operation_review_decide(operation_id=op.pk, staff_user=staff_user, approve=False, note="no")
     partial = staff_client.get(f"/staff/operations/{op.pk}/", {"u": "old"}, HTTP_HX_REQUEST="true")
     assert partial.status_code == 286 and 'data-status="cancelled"' in partial.text
+
+
+def test_a_review_note_with_a_nul_or_too_long_is_refused_and_changes_nothing(staff_client, make_op):
+    op = make_op(category="sensitive")
+    rows = op.history.count()
+    for note, said in (("ok\x00", "null characters are not allowed"), ("x" * 2001, "at most")):
+        answer = staff_client.post(
+            f"/staff/operations/review/{op.pk}/",
+            {"decision": "approve", "note": note},
+            HTTP_HX_REQUEST="true",
+        )
+        assert answer.status_code == 200 and said in answer.text
+        op.refresh_from_db()
+        assert op.state == State.NEEDS_REVIEW and op.history.count() == rows
