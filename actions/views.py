@@ -4,6 +4,7 @@ import json
 import logging
 
 import requests
+from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
@@ -400,6 +401,19 @@ def resend_outcome_message(action_id, outcome: ReconcileOutcome) -> tuple[str, b
     return f"{text}.", True
 
 
+class StaffNoteForm(forms.Form):
+    # CharField refuses NUL characters (PostgreSQL text cannot hold them); an empty note is the
+    # service's to refuse, in its own words.
+    note = forms.CharField(required=False, max_length=1000)
+
+
+def _staff_note(request: HttpRequest) -> str:
+    form = StaffNoteForm(request.POST)
+    if not form.is_valid():
+        raise ActionResolutionError("the note " + " ".join(form.errors["note"]).lower())
+    return form.cleaned_data["note"]
+
+
 @staff_member_required
 @permission_required("actions.resolve_action", raise_exception=True)
 @require_POST
@@ -407,9 +421,7 @@ def action_mark_failed_view(request: HttpRequest, action_id) -> HttpResponse:
     """Staff timeline: end an in-flight action as failed, with the required note."""
     action = get_object_or_404(Action, pk=action_id)
     try:
-        action_mark_failed(
-            action_id=action.pk, staff_user=request.user, note=request.POST.get("note", "")
-        )
+        action_mark_failed(action_id=action.pk, staff_user=request.user, note=_staff_note(request))
     except ActionResolutionError as exc:
         messages.error(request, f"Not marked failed: {exc}")
     else:
@@ -425,7 +437,7 @@ def action_resend_view(request: HttpRequest, action_id) -> HttpResponse:
     action = get_object_or_404(Action, pk=action_id)
     try:
         outcome = action_resend(
-            action_id=action.pk, staff_user=request.user, note=request.POST.get("note", "")
+            action_id=action.pk, staff_user=request.user, note=_staff_note(request)
         )
     except ActionResolutionError as exc:
         messages.error(request, f"Not re-sent: {exc}")

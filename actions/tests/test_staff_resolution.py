@@ -305,6 +305,11 @@ def test_mark_failed_from_the_staff_timeline_needs_a_note(
     assert "Not marked failed: A note is required" in refused.text
     assert Action.objects.get(pk=action.pk).status == S.BROADCAST
     assert _rows(action) == before
+    for hostile in ("a\x00b", "x" * 1001):  # PostgreSQL text holds no NUL; a bounded note
+        refused = resolver_client.post(url, {"note": hostile}, follow=True)
+        assert refused.status_code == 200 and "Not marked failed: the note" in refused.text
+        assert Action.objects.get(pk=action.pk).status == S.BROADCAST
+        assert _rows(action) == before
 
     assert resolver_client.get(url).status_code == 405  # POST only
     done = resolver_client.post(url, {"note": "op dropped by the bundler, user informed"})
