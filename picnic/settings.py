@@ -149,6 +149,8 @@ CSRF_COOKIE_SECURE = SECURE_SSL
 SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31_536_000 if SECURE_SSL else 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", SECURE_SSL)
 SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", False)
+# Load balancers probe the health endpoints over plain http inside the network: no redirect.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 # Behind a TLS-terminating proxy that sets X-Forwarded-Proto (and strips it from clients).
 if env_bool("DJANGO_BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
@@ -419,6 +421,11 @@ OPERATIONS_DETAIL_TTL_HOURS = env_int("OPERATIONS_DETAIL_TTL_HOURS", 24 * 7, min
 OPERATIONS_QUOTE_TTL_SECONDS = env_int("OPERATIONS_QUOTE_TTL_SECONDS", 600, minimum=10)
 OPERATIONS_POLL_SECONDS = env_float("OPERATIONS_POLL_SECONDS", 2.0)
 OPERATIONS_STUCK_RUNNING_MINUTES = env_int("OPERATIONS_STUCK_RUNNING_MINUTES", 30, minimum=1)
+
+# --- Health (/healthz, /readyz, manage.py health) -------------------------------------------
+# Each readiness check (database, broker, cache, events, chain RPC, bundler) waits this long at
+# most; they run at once, so /readyz answers within about this bound.
+HEALTH_CHECK_TIMEOUT_SECONDS = env_float("HEALTH_CHECK_TIMEOUT_SECONDS", 2.0)
 
 LOGGING = {
     "version": 1,

@@ -14,6 +14,7 @@ from messaging.urls import api_urlpatterns as messaging_api
 from messaging.urls import staff_urlpatterns as messaging_staff
 from operations.urls import api_urlpatterns as operations_api
 from operations.urls import staff_urlpatterns as operations_staff
+from picnic.health import healthz, readyz
 from picnic.login import ThrottledAdminAuthenticationForm, ThrottledLoginView
 
 admin.site.login_form = ThrottledAdminAuthenticationForm
@@ -23,11 +24,15 @@ admin.site.login_form = ThrottledAdminAuthenticationForm
 # under /o/. DOT's own urlpatterns would add a second metadata document under /o/ (issuer
 # …/o) and the OIDC and dynamic-registration routes, which answer 500/403 with both disabled.
 oauth_urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
     *oauth_metadata,
     path("o/", include(oauth_base + oauth_management)),
 ]
 
 urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
