@@ -2,7 +2,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from actions.models import Action, ActionType
+from eth_utils import to_checksum_address
+
+from actions.models import Action, ActionType, Card, Passkey, SmartAccount
 from actions.services.lifecycle import action_create
 
 SENDER = "0x1234567890123456789012345678901234567890"
@@ -42,3 +44,45 @@ def said(response) -> str:
 
     body = response.json()
     return error_text(body["detail"], body["errors"])
+
+
+def made_up_address(symbol: str) -> str:
+    return to_checksum_address("0x" + symbol.encode().hex().rjust(40, "0"))
+
+
+def make_offline_wallet(user, monkeypatch) -> SmartAccount:
+    """A passkey, its Picnic account and a card for `user`, with the demo tokens at made-up
+    addresses: the real (CREATE2) ones need the compiled contracts, and the callers never reach
+    a contract, so they run without node (test-fast)."""
+    from actions.demo import ensure_demo_tokens
+    from chain import contracts
+
+    monkeypatch.setattr(contracts, "demo_token_address", made_up_address)
+    monkeypatch.setattr(contracts, "demo_vault_address", made_up_address)
+    ensure_demo_tokens()
+    passkey = Passkey.objects.create(
+        user=user,
+        credential_id="cred-1",
+        public_key=b"\x00",
+        public_key_x="0x" + "11" * 32,
+        public_key_y="0x" + "22" * 32,
+    )
+    account = SmartAccount.objects.create(
+        user=user,
+        kind="picnic",
+        chain_id=31337,
+        address="0x" + "ab" * 20,
+        owner="passkey:cred-1",
+        passkey=passkey,
+        entry_point_version="0.7",
+    )
+    Card.objects.create(
+        user=user,
+        card_id="card-1",
+        last4="4242",
+        safe_address="0x" + "cd" * 20,
+        chain_id=31337,
+        delay_address="0x" + "01" * 20,
+        roles_address="0x" + "02" * 20,
+    )
+    return account

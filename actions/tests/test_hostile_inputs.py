@@ -7,13 +7,18 @@ from __future__ import annotations
 import pytest
 
 from actions.models import Action
-from actions.tests.test_read_faults import accounts, made_up_address  # noqa: F401 (fixture)
+from actions.tests.factories import made_up_address, make_offline_wallet
 from picnic.testing import ScriptedServer
 
 pytestmark = pytest.mark.django_db
 
 USDC = f"eip155:31337/erc20:{made_up_address('USDC')}"
 WALLET_SCOPES = "write:actions read:card read:balances"
+
+
+@pytest.fixture
+def accounts(user, monkeypatch):
+    return make_offline_wallet(user, monkeypatch)
 
 
 @pytest.fixture
@@ -50,7 +55,7 @@ def _refused(response, field: str) -> list[str]:
     ],
 )
 def test_transfer_input_is_checked_whole_and_nothing_is_proposed(
-    accounts,  # noqa: F811
+    accounts,
     api_client,
     token,
     field,
@@ -63,7 +68,7 @@ def test_transfer_input_is_checked_whole_and_nothing_is_proposed(
 
 
 @pytest.mark.parametrize("value", ["1_000", "１０", "١٠", " 7 ", "+1", "10\n", "1e3", "-5"])
-def test_card_limit_takes_ascii_digits_only(accounts, api_client, token, value):  # noqa: F811
+def test_card_limit_takes_ascii_digits_only(accounts, api_client, token, value):
     response = api_client.post("/api/v1/actions/card_limit", token, {"daily_limit": value})
     messages = _refused(response, "daily_limit")
     assert "does not match" in messages[0]
@@ -81,7 +86,7 @@ def test_the_services_refuse_the_same_amounts_without_the_schema():
     assert _units("12.5", 6) == (pytest.approx(12.5), 12_500_000)
 
 
-def test_the_zero_address_is_refused_as_a_recipient(accounts, api_client, token):  # noqa: F811
+def test_the_zero_address_is_refused_as_a_recipient(accounts, api_client, token):
     body = {"asset_id": USDC, "amount": "1", "to": "0x" + "00" * 20}
     response = api_client.post("/api/v1/actions/transfer", token, body)
     assert response.status_code == 400, response.content
@@ -94,20 +99,20 @@ def test_the_zero_address_is_refused_as_a_recipient(accounts, api_client, token)
 
 
 @pytest.mark.parametrize("card_id", ["\x00", "card-1\n", "c" * 101])
-def test_get_card_refuses_a_card_id_the_column_cannot_hold(accounts, api_client, token, card_id):  # noqa: F811
+def test_get_card_refuses_a_card_id_the_column_cannot_hold(accounts, api_client, token, card_id):
     response = api_client.get("/api/v1/card", token, {"card_id": card_id})
     messages = _refused(response, "card_id")
     assert "chain" not in " ".join(messages)
 
 
-def test_a_nul_card_id_is_named_as_such(accounts, api_client, token):  # noqa: F811
+def test_a_nul_card_id_is_named_as_such(accounts, api_client, token):
     response = api_client.get("/api/v1/card", token, {"card_id": "\x00"})
     assert response.json()["errors"] == {"card_id": ["must not contain NUL characters (U+0000)"]}
 
 
 @pytest.mark.parametrize("path", ["/api/v1/actions/transfer", "/api/v1/actions/swap"])
 def test_an_unreachable_chain_on_a_write_tool_is_a_503_without_the_address(
-    accounts,  # noqa: F811
+    accounts,
     api_client,
     token,
     settings,

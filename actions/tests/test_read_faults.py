@@ -5,9 +5,9 @@ nothing; get_transactions still serves what it indexed before and says why it is
 from __future__ import annotations
 
 import pytest
-from eth_utils import to_checksum_address
 
-from actions.models import Card, Passkey, SmartAccount
+from actions.models import SmartAccount
+from actions.tests.factories import make_offline_wallet
 from picnic.testing import ScriptedServer
 
 pytestmark = pytest.mark.django_db
@@ -22,46 +22,9 @@ def rpc(settings):
         yield server
 
 
-def made_up_address(symbol: str) -> str:
-    return to_checksum_address("0x" + symbol.encode().hex().rjust(40, "0"))
-
-
 @pytest.fixture
 def accounts(user, monkeypatch):
-    from actions.demo import ensure_demo_tokens
-    from chain import contracts
-
-    # The demo token rows at made-up addresses: the real (CREATE2) ones need the compiled
-    # contracts, and no call here reaches a contract, so these run without node (test-fast).
-    monkeypatch.setattr(contracts, "demo_token_address", made_up_address)
-    monkeypatch.setattr(contracts, "demo_vault_address", made_up_address)
-    ensure_demo_tokens()
-    passkey = Passkey.objects.create(
-        user=user,
-        credential_id="cred-1",
-        public_key=b"\x00",
-        public_key_x="0x" + "11" * 32,
-        public_key_y="0x" + "22" * 32,
-    )
-    account = SmartAccount.objects.create(
-        user=user,
-        kind="picnic",
-        chain_id=31337,
-        address="0x" + "ab" * 20,
-        owner="passkey:cred-1",
-        passkey=passkey,
-        entry_point_version="0.7",
-    )
-    Card.objects.create(
-        user=user,
-        card_id="card-1",
-        last4="4242",
-        safe_address="0x" + "cd" * 20,
-        chain_id=31337,
-        delay_address="0x" + "01" * 20,
-        roles_address="0x" + "02" * 20,
-    )
-    return account
+    return make_offline_wallet(user, monkeypatch)
 
 
 def _break(rpc, settings, mode: str) -> None:

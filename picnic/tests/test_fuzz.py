@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from actions.models import Card, Passkey, SmartAccount
+from actions.tests.factories import make_offline_wallet
 from messaging.models import Membership, Provider, Role, SocialAccount, Workspace
 
 CLOSED = "http://127.0.0.1:9"  # nothing listens on the discard port: connections are refused
@@ -38,10 +38,6 @@ FUZZ = settings(
     database=None,
     suppress_health_check=list(HealthCheck),
 )
-
-
-def made_up_address(symbol: str) -> str:
-    return "0x" + symbol.encode().hex().ljust(40, "0")[:40]
 
 
 @pytest.fixture
@@ -84,37 +80,7 @@ def bearer(user, application, make_token, monkeypatch):
     in a workspace with a social account: the fuzzer gets past the "nothing to act on" 4xx."""
     from django.conf import settings as django_settings
 
-    from actions.demo import ensure_demo_tokens
-    from chain import contracts
-
-    monkeypatch.setattr(contracts, "demo_token_address", made_up_address)
-    monkeypatch.setattr(contracts, "demo_vault_address", made_up_address)
-    ensure_demo_tokens()
-    passkey = Passkey.objects.create(
-        user=user,
-        credential_id="cred-1",
-        public_key=b"\x00",
-        public_key_x="0x" + "11" * 32,
-        public_key_y="0x" + "22" * 32,
-    )
-    SmartAccount.objects.create(
-        user=user,
-        kind="picnic",
-        chain_id=31337,
-        address="0x" + "ab" * 20,
-        owner="passkey:cred-1",
-        passkey=passkey,
-        entry_point_version="0.7",
-    )
-    Card.objects.create(
-        user=user,
-        card_id="card-1",
-        last4="4242",
-        safe_address="0x" + "cd" * 20,
-        chain_id=31337,
-        delay_address="0x" + "01" * 20,
-        roles_address="0x" + "02" * 20,
-    )
+    make_offline_wallet(user, monkeypatch)
     workspace = Workspace.objects.create(name="Acme growth")
     Membership.objects.create(workspace=workspace, user=user, role=Role.AGENT)
     monkeypatch.setenv("PICNIC_TEST_X_TOKEN", "x-user-token-for-tests")
