@@ -51,6 +51,10 @@ def celery_test_queue():
 
     name = f"picnic-test-{uuid.uuid4().hex[:8]}"
     app.conf.task_default_queue = name
+    # Every task, whatever its production queue (settings.CELERY_TASK_ROUTES), goes there too.
+    app.conf.task_routes = {"*": {"queue": name}}
+    app.amqp.flush_routes()
+    app.amqp.__dict__.pop("router", None)  # a cached Router keeps the old table
     yield name
     try:
         with app.connection_for_write() as conn:

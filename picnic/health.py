@@ -1,7 +1,8 @@
 """Health: `/healthz` (liveness: the process answers, no I/O) and `/readyz` (readiness: every
 dependency this deployment needs answers within HEALTH_CHECK_TIMEOUT_SECONDS).
 
-One table of checks (`CHECKS`), each a function that returns on success and raises on failure;
+One table of checks (`CHECKS`), each a function that returns on success (None, or a detail to
+report, such as the broker's queue backlog) and raises on failure;
 `run_checks()` runs them all at once in a small thread pool, so a hanging dependency costs one
 timeout, not the sum. The views and `manage.py health` share it.
 """
@@ -38,6 +39,8 @@ class CheckResult:
     ok: bool
     latency_ms: int
     error: str | None
+    # What the check saw besides ok (the broker: messages waiting per queue kind), or None.
+    detail: dict | None = None
 
 
 # --- The checks: each raises the errors its dependency raises; `_run_one` names them ---------
@@ -57,7 +60,7 @@ def check_database(timeout: float) -> None:
         connection.close()
 
 
-def check_broker(timeout: float) -> None:
+def check_broker(timeout: float) -> dict | None:
     from picnic.celery import app
 
     if settings.CELERY_BROKER_URL.startswith("filesystem://"):
@@ -71,6 +74,30 @@ def check_broker(timeout: float) -> None:
         transport_options={"socket_timeout": timeout, "socket_connect_timeout": timeout},
     ) as conn:
         conn.ensure_connection(max_retries=0, timeout=timeout)
+    if settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+        return {"queues": queue_backlog(timeout)}
+    return None
+
+
+def queue_backlog(timeout: float) -> dict[str, int]:
+    """Messages waiting in each queue kind's Redis list (not yet taken by a worker): a queue
+    whose workers are down grows here. One round trip of LLENs, whatever the backlog."""
+    import redis
+
+    # kombu keeps a queue's messages of priority p > 0 in a list of its own: "<queue>\x06\x16<p>".
+    steps = ("", *(f"\x06\x16{p}" for p in (3, 6, 9)))
+    client = redis.Redis.from_url(
+        settings.CELERY_BROKER_URL, socket_timeout=timeout, socket_connect_timeout=timeout
+    )
+    try:
+        pipe = client.pipeline(transaction=False)
+        for queue in settings.CELERY_QUEUES_BY_KIND.values():
+            for step in steps:
+                pipe.llen(queue + step)
+        lengths = iter(pipe.execute())
+    finally:
+        client.close()
+    return {kind: sum(next(lengths) for _ in steps) for kind in settings.CELERY_QUEUES_BY_KIND}
 
 
 def check_cache(timeout: float) -> None:
@@ -157,7 +184,7 @@ def _expected_errors() -> dict[str, tuple[type[BaseException], ...]]:
     }
 
 
-CHECKS: dict[str, Callable[[float], None]] = {
+CHECKS: dict[str, Callable[[float], dict | None]] = {
     "database": check_database,
     "broker": check_broker,
     "cache": check_cache,
@@ -189,8 +216,9 @@ def _reason(exc: BaseException) -> str:
 
 def _run_one(name: str, check: Callable[[float], None], timeout: float) -> CheckResult:
     started = time.monotonic()
+    detail = None
     try:
-        check(timeout)
+        detail = check(timeout)
     except (CheckFailed, *_expected_errors()[name]) as exc:
         error = _reason(exc)
         logger.warning("readiness check %s failed: %s", name, exc)
@@ -199,7 +227,8 @@ def _run_one(name: str, check: Callable[[float], None], timeout: float) -> Check
         error = f"unexpected error: {type(exc).__name__}"
     else:
         error = None
-    return CheckResult(name, error is None, round((time.monotonic() - started) * 1000), error)
+    latency = round((time.monotonic() - started) * 1000)
+    return CheckResult(name, error is None, latency, error, detail)
 
 
 def run_checks(*, timeout: float | None = None) -> list[CheckResult]:

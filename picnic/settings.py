@@ -71,6 +71,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files from the web process itself (no separate file server), before sessions.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -83,6 +85,7 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "picnic.urls"
 WSGI_APPLICATION = "picnic.wsgi.application"
+ASGI_APPLICATION = "picnic.asgi.application"
 
 TEMPLATES = [
     {
@@ -131,7 +134,26 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
+# `manage.py collectstatic` (the release step) writes here; the web process serves it.
+STATIC_ROOT = Path(env_str("DJANGO_STATIC_ROOT", str(VAR_DIR / "static")))
+# Production (DJANGO_DEBUG=false said explicitly): hashed, compressed file names from the
+# collectstatic manifest, cached for a year. Elsewhere (make run, tests) files come straight
+# from the apps' static folders, so nothing needs collectstatic first.
+STATIC_MANIFEST = env_bool("DJANGO_STATIC_MANIFEST", not DEBUG and env_is_set("DJANGO_DEBUG"))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            if STATIC_MANIFEST
+            else "django.contrib.staticfiles.storage.StaticFilesStorage"
+        )
+    },
+}
+WHITENOISE_USE_FINDERS = not STATIC_MANIFEST
+if not STATIC_MANIFEST:
+    # WhiteNoise also indexes STATIC_ROOT at start and warns when it is missing.
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 
 # --- HTTPS -----------------------------------------------------------------------------------
 # On when the deployment says it is served over TLS: PUBLIC_BASE_URL is https (override with
@@ -290,6 +312,42 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Exactly one beat ticks: it holds a PostgreSQL advisory lock (a file lock on SQLite); other
+# beats stand by and retry this often (picnic/beat.py).
+CELERY_BEAT_SCHEDULER = "picnic.beat:SingleBeatScheduler"
+BEAT_LOCK_RETRY_SECONDS = env_float("BEAT_LOCK_RETRY_SECONDS", 5.0)
+# Queues split by kind of work, so a slow provider cannot starve the rest: each kind has its
+# own workers in production (Procfile); `make run` has one worker consuming them all.
+# CELERY_QUEUE_PREFIX keeps systems that share one broker apart (the soak test uses it).
+CELERY_QUEUE_PREFIX = env_str("CELERY_QUEUE_PREFIX", "")
+if not re.fullmatch(r"[A-Za-z0-9_.:-]*", CELERY_QUEUE_PREFIX):
+    raise ImproperlyConfigured("CELERY_QUEUE_PREFIX may hold only letters, digits and _ . : -")
+CELERY_QUEUE_KINDS = ("chain", "dm", "operations", "housekeeping")
+CELERY_QUEUES_BY_KIND = {kind: f"{CELERY_QUEUE_PREFIX}{kind}" for kind in CELERY_QUEUE_KINDS}
+_TASK_KINDS = {
+    # chain: submitting, reconciling and expiring actions against the node and the bundler.
+    "actions.tasks.action_submit": "chain",
+    "actions.tasks.action_reconcile": "chain",
+    "actions.tasks.actions_reconcile_pending": "chain",
+    "actions.tasks.actions_expire_overdue": "chain",
+    # dm: deliveries to the X API (at most once: a slow X must not hold anything else up).
+    "messaging.tasks.delivery_deliver": "dm",
+    "messaging.tasks.deliveries_process_due": "dm",
+    # operations: dispatch to and polling of the Responses backend.
+    "operations.tasks.operation_dispatch": "operations",
+    "operations.tasks.operations_process_due": "operations",
+    # housekeeping: purges, detail expiry, lease reaping (it must run even when the dm queue
+    # is stuck behind a hanging provider) and the Gnosis Pay purchase sync (not urgent).
+    "actions.tasks.actions_purge_retained": "housekeeping",
+    "operations.tasks.operations_expire_details": "housekeeping",
+    "messaging.tasks.deliveries_reap_leases": "housekeeping",
+    "actions.tasks.card_purchases_sync_signed_in": "housekeeping",
+}
+CELERY_TASK_ROUTES = {
+    name: {"queue": CELERY_QUEUES_BY_KIND[kind]} for name, kind in _TASK_KINDS.items()
+}
+# Anything unrouted (a new task nobody classified yet) still runs: on housekeeping.
+CELERY_TASK_DEFAULT_QUEUE = CELERY_QUEUES_BY_KIND["housekeeping"]
 CELERY_BEAT_SCHEDULE = {
     "actions-expire-overdue": {"task": "actions.tasks.actions_expire_overdue", "schedule": 15.0},
     "actions-reconcile-pending": {

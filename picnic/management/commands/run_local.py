@@ -114,6 +114,9 @@ class Command(BaseCommand):
                         "info",
                         "--concurrency",
                         "2",
+                        # One worker for every kind of work (production splits them: Procfile).
+                        "-Q",
+                        ",".join(settings.CELERY_QUEUES_BY_KIND.values()),
                     ],
                     start_new_session=True,
                 )

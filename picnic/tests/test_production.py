@@ -1,0 +1,240 @@
+"""The production process model (issue 15, item 1): the ASGI app under the real gunicorn with
+uvicorn workers, static files from WhiteNoise, task routing by queue kind, exactly one beat."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from chain.stack import free_port
+from picnic import processes
+from picnic.beat import FileBeatLock, beat_lock_key
+from picnic.testing import database_url, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# What each task is for decides its queue (README, "Deployment").
+EXPECTED_QUEUES = {
+    "actions.tasks.action_submit": "chain",
+    "actions.tasks.action_reconcile": "chain",
+    "actions.tasks.actions_reconcile_pending": "chain",
+    "actions.tasks.actions_expire_overdue": "chain",
+    "messaging.tasks.delivery_deliver": "dm",
+    "messaging.tasks.deliveries_process_due": "dm",
+    "operations.tasks.operation_dispatch": "operations",
+    "operations.tasks.operations_process_due": "operations",
+    "actions.tasks.actions_purge_retained": "housekeeping",
+    "actions.tasks.card_purchases_sync_signed_in": "housekeeping",
+    "messaging.tasks.deliveries_reap_leases": "housekeeping",
+    "operations.tasks.operations_expire_details": "housekeeping",
+}
+
+
+def _environ(**extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        **extra,
+    }
+
+
+def _celery_routes(**env: str) -> dict:
+    """Where Celery itself (a fresh process, settings from the environment) routes each
+    registered task and each beat entry."""
+    code = (
+        "import json, django; django.setup(); from picnic.celery import app; app.loader.import_default_modules(); "
+        "names = sorted(n for n in app.tasks if not n.startswith('celery.')); "
+        "beat = sorted({e['task'] for e in app.conf.beat_schedule.values()}); "
+        "route = lambda n: app.amqp.router.route({}, n)['queue'].name; "
+        "print(json.dumps({'tasks': {n: route(n) for n in names}, 'beat': {n: route(n) for n in beat}}))"
+    )
+    environ = {**os.environ, **env}
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=environ, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_every_task_and_every_beat_entry_is_routed_to_its_kind_of_queue():
+    routes = _celery_routes(CELERY_QUEUE_PREFIX="")
+    assert routes["tasks"] == EXPECTED_QUEUES
+    assert set(routes["beat"]) <= set(EXPECTED_QUEUES)
+    assert {name: routes["beat"][name] for name in routes["beat"]} == {
+        name: EXPECTED_QUEUES[name] for name in routes["beat"]
+    }
+
+
+def test_a_queue_prefix_keeps_two_systems_on_one_broker_apart():
+    routes = _celery_routes(CELERY_QUEUE_PREFIX="soak-1.")
+    assert routes["tasks"] == {name: f"soak-1.{q}" for name, q in EXPECTED_QUEUES.items()}
+
+
+def test_a_bad_queue_prefix_stops_start_up():
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "picnic.settings",
+            "CELERY_QUEUE_PREFIX": "a b",
+        },
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode != 0 and "CELERY_QUEUE_PREFIX" in result.stderr
+
+
+def test_tests_send_every_task_to_their_own_queue(celery_test_queue):
+    from picnic.celery import app
+
+    for name in EXPECTED_QUEUES:
+        assert app.amqp.router.route({}, name)["queue"].name == celery_test_queue
+
+
+# --- the web process: gunicorn + uvicorn workers serving picnic.asgi ------------------------
+
+
+@pytest.fixture
+def production_env(tmp_path) -> dict[str, str]:
+    """A production-like environment (DEBUG off, a key, collected static files) on this
+    machine's test database and broker."""
+    env = _environ(
+        DJANGO_DEBUG="false",
+        DJANGO_SECRET_KEY=secrets.token_urlsafe(50),
+        DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
+        DJANGO_STATIC_ROOT=str(tmp_path / "static"),
+        PICNIC_VAR_DIR=str(tmp_path / "var"),
+    )
+    collected = subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert collected.returncode == 0, collected.stderr
+    return env
+
+
+@pytest.mark.django_db(transaction=True)
+def test_gunicorn_with_uvicorn_workers_serves_the_app_and_its_static_files(
+    production_env, tmp_path
+):
+    port = free_port()
+    web = processes.gunicorn(production_env, tmp_path / "web.log", bind=f"127.0.0.1:{port}")
+    web.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: processes.answers(f"{base}/healthz"), timeout=60)
+        status, headers, body = processes.http("GET", f"{base}/healthz")
+        assert (status, json.loads(body)) == (200, {"status": "ok"})
+        # The ASGI worker answers (gunicorn's own sync worker would say "gunicorn").
+        assert headers.get("server") == "uvicorn"
+
+        status, _, page = processes.http("GET", f"{base}/accounts/login/")
+        assert status == 200 and b"<form" in page
+        # The page links the hashed name from the collectstatic manifest; WhiteNoise serves
+        # it from the web process itself, compressed and cached for good.
+        link = next(
+            part.split('"')[0]
+            for part in page.decode().split('href="')[1:]
+            if part.startswith("/static/picnic/app.")
+        )
+        assert link != "/static/picnic/app.css"
+        status, headers, css = processes.http(
+            "GET", base + link, headers={"Accept-Encoding": "gzip"}
+        )
+        assert status == 200 and headers.get("Content-Encoding") == "gzip"
+        assert "immutable" in headers.get("Cache-Control", "")
+        status, *_ = processes.http("GET", f"{base}/static/picnic/nothing-here.css")
+        assert status == 404
+    finally:
+        web.stop()
+    assert web.proc.returncode == 0, web.log()[-3000:]
+
+
+# --- exactly one beat -----------------------------------------------------------------------
+
+
+def test_the_file_lock_admits_one_beat_at_a_time(tmp_path, settings):
+    settings.VAR_DIR = tmp_path
+    first, second = FileBeatLock(), FileBeatLock()
+    assert first.try_acquire()
+    assert not second.try_acquire()
+    first.release()
+    assert second.try_acquire()
+    second.release()
+
+
+def _holders(key: int) -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        # A bigint advisory-lock key shows as classid (high 32 bits) and objid (low 32 bits).
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND classid = %s AND objid = %s AND objsubid = 1",
+            [(key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF],
+        )
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_beats_one_ticks_and_the_standby_takes_over_when_it_is_killed(tmp_path):
+    prefix = f"beat-test-{uuid.uuid4().hex[:8]}."
+    env = _environ(CELERY_QUEUE_PREFIX=prefix, BEAT_LOCK_RETRY_SECONDS="0.5")
+    beats = [
+        processes.celery_beat(env, tmp_path / f"beat-{n}.log", schedule_path=tmp_path / f"s{n}")
+        for n in range(2)
+    ]
+    sent = "Sending due task"
+    try:
+        beats[0].start()
+        wait_until(lambda: sent in beats[0].log(), timeout=60)
+        beats[1].start()
+        wait_until(lambda: "standing by" in beats[1].log(), timeout=60)
+        # The first beat goes on ticking (operations-process-due is due every 3 s) while the
+        # second waits: it has sent nothing.
+        ticks = beats[0].log().count(sent)
+        wait_until(lambda: beats[0].log().count(sent) >= ticks + 3, timeout=60)
+        assert sent not in beats[1].log()
+        assert _holders(beat_lock_key_for(prefix)) == 1
+
+        beats[0].kill()
+        wait_until(lambda: sent in beats[1].log(), timeout=60)
+        assert "acquired the beat lock" in beats[1].log()
+        assert _holders(beat_lock_key_for(prefix)) == 1
+    finally:
+        for beat in beats:
+            beat.stop()
+        _purge_prefixed_queues(prefix)
+
+
+def beat_lock_key_for(prefix: str) -> int:
+    from django.test.utils import override_settings
+
+    with override_settings(CELERY_QUEUE_PREFIX=prefix):
+        return beat_lock_key()
+
+
+def _purge_prefixed_queues(prefix: str) -> None:
+    from picnic.celery import app
+
+    with app.connection_for_write() as conn:
+        for kind in settings.CELERY_QUEUE_KINDS:
+            try:
+                conn.default_channel.queue_purge(prefix + kind)
+            except Exception:  # noqa: BLE001 - best effort: a queue never declared is fine
+                pass
