@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 PY_STAMP := $(VENV)/.deps-stamp
 NODE_STAMP := chain/node_modules/.deps-stamp
 
-.PHONY: deps chromium run test test-fast lint format chain clean
+.PHONY: deps chromium run prod test test-fast lint format chain clean
 
 BUILD_STAMP := chain/build/.build-stamp
 
@@ -36,6 +36,21 @@ $(BUILD_STAMP): $(NODE_STAMP) chain/compile.mjs $(wildcard chain/contracts/*.sol
 # The embedded default is a development setup: DEBUG on unless DJANGO_DEBUG says otherwise.
 run: deps
 	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(BIN)/python manage.py run_local
+
+# The production process types (Procfile) on this machine: DEBUG off, PostgreSQL and Redis,
+# the local providers and chain stack in place of the real ones. No demo data (it has known
+# passwords): `manage.py createsuperuser` with the same environment makes a staff login.
+PROD_SECRET = var/prod_secret_key
+prod: deps
+	@mkdir -p var && test -s $(PROD_SECRET) || (umask 077 && $(BIN)/python -c "import secrets; print(secrets.token_urlsafe(50))" > $(PROD_SECRET))
+	DJANGO_DEBUG=false \
+	DJANGO_SECRET_KEY=$${DJANGO_SECRET_KEY:-$$(cat $(PROD_SECRET))} \
+	DJANGO_ALLOWED_HOSTS=$${DJANGO_ALLOWED_HOSTS:-127.0.0.1,localhost} \
+	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/picnic} \
+	CELERY_BROKER_URL=$${CELERY_BROKER_URL:-redis://127.0.0.1:6379/0} \
+	CACHE_URL=$${CACHE_URL:-redis://127.0.0.1:6379/0} \
+	EVENTS_URL=$${EVENTS_URL:-redis://127.0.0.1:6379/0} \
+	$(BIN)/python manage.py run_prod
 
 test: deps
 	$(BIN)/pytest $(PYTEST_ARGS)

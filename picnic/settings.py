@@ -269,6 +269,8 @@ EVENTS_DIR = Path(env_str("EVENTS_DIR", str(VAR_DIR / "events")))
 MCP_API_URL = env_url("MCP_API_URL", "http://127.0.0.1:8000", schemes=("http", "https"))
 MCP_API_TIMEOUT_SECONDS = env_float("MCP_API_TIMEOUT_SECONDS", 30.0)
 MCP_HTTP_PORT = env_int("MCP_HTTP_PORT", 8001, minimum=1)
+# Loopback by default; a deployment whose proxy runs on another machine binds 0.0.0.0.
+MCP_HTTP_HOST = env_str("MCP_HTTP_HOST", "127.0.0.1")
 # The resource identifier (RFC 9728) of the HTTP transport, and the Origins it accepts.
 MCP_RESOURCE_URL = env_url(
     "MCP_RESOURCE_URL", f"http://127.0.0.1:{MCP_HTTP_PORT}/mcp", schemes=("http", "https")

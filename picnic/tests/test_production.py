@@ -238,3 +238,53 @@ def _purge_prefixed_queues(prefix: str) -> None:
                 conn.default_channel.queue_purge(prefix + kind)
             except Exception:  # noqa: BLE001 - best effort: a queue never declared is fine
                 pass
+
+
+# --- the Procfile and make prod --------------------------------------------------------------
+
+
+def test_the_procfile_lists_every_process_type_and_make_prod_runs_them_all():
+    from picnic.management.commands.run_prod import PROCESS_TYPES
+
+    types = {}
+    for line in (ROOT / "Procfile").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, command = line.split(":", 1)
+            types[name] = command.strip()
+    assert set(types) == {"release", *PROCESS_TYPES}
+    # One worker type per queue kind, each consuming only its own queue.
+    for kind in settings.CELERY_QUEUE_KINDS:
+        assert f'-Q "${{CELERY_QUEUE_PREFIX}}{kind}"' in types[f"worker_{kind}"]
+    assert "picnic.asgi:application" in types["web"] and "uvicorn" not in types["web"]
+
+
+def test_make_prod_refuses_debug_and_the_embedded_engines(settings):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    settings.DEBUG = True
+    with pytest.raises(CommandError, match="DJANGO_DEBUG=false"):
+        call_command("run_prod")
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_make_prod_creates_its_database_when_missing():
+    import psycopg
+
+    from picnic.management.commands.run_prod import ensure_database
+
+    name = f"picnic_prod_test_{uuid.uuid4().hex[:8]}"
+    db = {**settings.DATABASES["default"], "NAME": name}
+    try:
+        assert ensure_database(db) is True
+        assert ensure_database(db) is False
+    finally:
+        with psycopg.connect(
+            host=db["HOST"] or "127.0.0.1",
+            port=db["PORT"] or 5432,
+            user=db["USER"] or "postgres",
+            dbname="postgres",
+            autocommit=True,
+        ) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')

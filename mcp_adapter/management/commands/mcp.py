@@ -16,8 +16,9 @@ class Command(BaseCommand):
         parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
         parser.add_argument("--profile", choices=PROFILES, default="full")
         parser.add_argument("--port", type=int, default=settings.MCP_HTTP_PORT)
+        parser.add_argument("--host", default=settings.MCP_HTTP_HOST)
 
-    def handle(self, *args, transport: str, profile: str, port: int, **options):
+    def handle(self, *args, transport: str, profile: str, port: int, host: str, **options):
         from mcp_adapter.server import PicnicMCP, http_app
 
         server = PicnicMCP(profile=profile, http=transport == "http")
@@ -31,9 +32,7 @@ class Command(BaseCommand):
             import uvicorn
 
             async def main() -> None:
-                config = uvicorn.Config(
-                    http_app(server), host="127.0.0.1", port=port, log_level="warning"
-                )
+                config = uvicorn.Config(http_app(server), host=host, port=port, log_level="warning")
                 async with server.event_pump():
                     await uvicorn.Server(config).serve()
 
