@@ -15,6 +15,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from picnic.env import env_int, env_str  # noqa: E402
 
+# Pooled database connections in the web process (see DATABASE_POOL in picnic/settings.py).
+os.environ.setdefault("DATABASE_POOL", "true")
+
 # PORT is what platforms that run a Procfile (Heroku, Dokku, Scalingo…) hand the web process.
 bind = [env_str("WEB_BIND", f"127.0.0.1:{env_int('PORT', 8000, minimum=1)}")]
 # uvicorn workers: one event loop each, ASGI (streaming responses), on gunicorn's supervision.

@@ -115,6 +115,18 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     # A file, not :memory:, so a real Celery worker subprocess can share the test database.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
+# The ASGI web process runs each request in a thread of its own, so a persistent connection
+# would be left behind with every request until PostgreSQL refuses more clients (Django: "when
+# using ASGI, persistent connections should be disabled"). It uses a psycopg pool instead:
+# picnic/gunicorn_conf.py turns DATABASE_POOL on. Workers and commands keep persistent ones.
+DATABASE_POOL = env_bool("DATABASE_POOL", False)
+if DATABASE_POOL and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1,
+        "max_size": env_int("DATABASE_POOL_MAX_SIZE", 10, minimum=1),
+        "timeout": env_float("DATABASE_POOL_TIMEOUT_SECONDS", 10.0),
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Auth, i18n, static --------------------------------------------------------------------
