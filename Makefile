@@ -1,7 +1,8 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run    the whole system on embedded defaults at http://127.0.0.1:8000
 #   make test   install what is missing, then run the whole suite
-# and `make test-fast` runs the tests that need neither the chain stack nor a browser.
+# and `make test-fast` runs the tests that need neither the chain stack nor a browser (nor the
+# two-minute soak test).
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
@@ -58,7 +59,7 @@ test: deps
 # Only the Python venv: no npm packages, no compiled contracts, no Chromium. A test that
 # uses the `chain` fixture without the `chain` marker fails collection (conftest.py).
 test-fast: $(PY_STAMP)
-	$(BIN)/pytest -m "not chain and not browser" $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not chain and not browser and not soak" $(PYTEST_ARGS)
 
 lint: deps
 	$(BIN)/ruff check .

@@ -190,3 +190,31 @@ def test_it_exits_0_from_the_command_for_liveness(capsys):
     call_command("health", "--liveness")
 
     assert capsys.readouterr().out.strip() == "live"
+
+
+@pytest.mark.django_db
+def test_the_broker_check_shows_each_queue_kinds_backlog(client, ready, settings):
+    """Messages waiting in a Redis queue (its workers down or busy) show under the broker."""
+    import uuid
+
+    from picnic.celery import app
+
+    if not settings.CELERY_BROKER_URL.startswith("redis"):
+        pytest.skip("the per-queue backlog is read from a Redis broker")
+    prefix = f"health-{uuid.uuid4().hex[:8]}."
+    settings.CELERY_QUEUES_BY_KIND = {k: prefix + k for k in settings.CELERY_QUEUE_KINDS}
+    try:
+        for _ in range(3):
+            app.send_task("messaging.tasks.delivery_deliver", args=["x"], queue=prefix + "dm")
+        app.send_task(
+            "operations.tasks.operation_dispatch", args=["y"], queue=prefix + "operations"
+        )
+        broker = _checks(client.get("/readyz"))["broker"]
+        assert broker["ok"] is True
+        assert broker["detail"] == {
+            "queues": {"chain": 0, "dm": 3, "operations": 1, "housekeeping": 0}
+        }
+    finally:
+        with app.connection_for_write() as conn:
+            for queue in settings.CELERY_QUEUES_BY_KIND.values():
+                conn.default_channel.queue_purge(queue)

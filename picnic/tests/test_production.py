@@ -288,3 +288,35 @@ def test_make_prod_creates_its_database_when_missing():
             autocommit=True,
         ) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+# --- check --deploy in the documented deployment environment -------------------------------
+
+
+def test_check_deploy_is_clean_in_the_documented_deployment_environment(tmp_path):
+    """README "Deployment": the production environment of "Settings" plus what the process
+    types read; the web process runs with DATABASE_POOL on (gunicorn_conf sets it)."""
+    from picnic.tests.test_settings_security import PRODUCTION
+
+    deployment = {
+        **PRODUCTION,
+        "DATABASE_URL": "postgres://picnic:db-pw@127.0.0.1:5432/picnic",
+        "CELERY_BROKER_URL": "redis://:broker-pw@127.0.0.1:6379/0",
+        "DJANGO_STATIC_ROOT": str(tmp_path / "static"),
+        "MCP_HTTP_HOST": "0.0.0.0",
+        "MCP_RESOURCE_URL": "https://mcp.picnic.example/mcp",
+        "MCP_API_URL": "https://picnic.example",
+        "MCP_ALLOWED_ORIGINS": "https://picnic.example",
+        "DATABASE_POOL": "true",
+        "WEB_CONCURRENCY": "4",
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env={**{k: v for k, v in os.environ.items() if k not in deployment}, **deployment},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "System check identified no issues" in result.stdout
