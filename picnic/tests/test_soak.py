@@ -208,7 +208,10 @@ def system(tmp_path):
             "DATABASE_URL": database_url(),
             "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
             "CACHE_URL": settings.CELERY_BROKER_URL,
-            "EVENTS_URL": settings.CELERY_BROKER_URL,
+            # Local event sockets in its own folder: Redis pub/sub channels span every
+            # database of the server, and other test runs listen there.
+            "EVENTS_URL": "local://",
+            "EVENTS_DIR": str(tmp_path / "events"),
             "CELERY_QUEUE_PREFIX": prefix,
             "DJANGO_DEBUG": "false",
             "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
