@@ -14,6 +14,7 @@ import argparse
 import json
 import re
 import threading
+import time
 import uuid
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -25,9 +26,13 @@ MARKERS = ("refuse", "hang", "drop", "error")
 
 
 class LocalXServer(LocalJsonServer):
-    def __init__(self, *, port: int = 0, token: str | None = None, mode: str = "ok"):
+    def __init__(
+        self, *, port: int = 0, token: str | None = None, mode: str = "ok", work_seconds: float = 0
+    ):
         super().__init__(port=port)
         self.mode = mode
+        # How long an accepted DM takes to answer (the soak test kills a worker mid-send).
+        self.work_seconds = work_seconds
         self.token = token
         self.requests: list[dict[str, Any]] = []
         self.received = threading.Event()
@@ -82,6 +87,8 @@ class LocalXServer(LocalJsonServer):
                 },
             )
         participant = match.group(1)
+        if self.work_seconds:
+            time.sleep(self.work_seconds)
         return self.send_json(
             handler,
             201,

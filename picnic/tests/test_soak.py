@@ -52,8 +52,8 @@ X_TOKEN_ENV = "PICNIC_SOAK_X_TOKEN"
 X_TOKEN = "soak-x-token"
 BACKEND_KEY = "soak-backend-key"
 CLIENTS_PER_KIND = 2
-LOAD_SECONDS = 15  # before the kill, and again after the restart
-DOWN_SECONDS = 20  # the dm worker stays dead at least this long
+LOAD_SECONDS = 12  # before the kill, and again after the restart
+DOWN_SECONDS = 15  # the dm worker stays dead at least this long
 DRAIN_SECONDS = 120  # bound for everything to settle after the clients stop
 # The documented end states: terminal, or `unknown` (a DM whose fate only staff can tell).
 DM_ENDS = {"sent", "failed", "cancelled", "unknown"}
@@ -199,7 +199,8 @@ def system(tmp_path):
     prefix = f"soak-{uuid.uuid4().hex[:8]}."
     nothing = f"http://127.0.0.1:{free_port()}"  # no chain here: those checks fail fast
     with (
-        LocalXServer(token=X_TOKEN) as x_api,
+        # A send takes a moment, so the kill is likely to catch one in flight.
+        LocalXServer(token=X_TOKEN, work_seconds=0.25) as x_api,
         LocalResponsesServer(api_key=BACKEND_KEY, work_seconds=1.0) as backend,
     ):
         port = free_port()
