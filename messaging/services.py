@@ -39,6 +39,7 @@ from messaging.selectors import (
     membership_role,
     social_account_for,
 )
+from picnic import tracing
 from picnic.lifecycle import (
     Actor,
     IllegalTransition,
@@ -249,6 +250,12 @@ def delivery_attempt(*, delivery_id, worker_id: str) -> str:
     """Deliver one claimed delivery. Not one transaction: `sending` must be committed before
     the request leaves, and no transaction may stay open across the provider call."""
     delivery = Delivery.objects.select_related("social_account", "conversation").get(pk=delivery_id)
+    # In the trace of the request that queued it, also when beat picks it up later.
+    with tracing.adopt(delivery.trace_id), tracing.bind(delivery_id=delivery.pk):
+        return _delivery_attempt(delivery, worker_id=worker_id)
+
+
+def _delivery_attempt(delivery: Delivery, *, worker_id: str) -> str:
     if delivery.status != D.CLAIMED or delivery.lease_owner != worker_id:
         return "not_ours"
     worker = Actor.worker()
