@@ -204,29 +204,33 @@ def deliveries_claim(*, worker_id: str, limit: int = 10, delivery_id=None) -> li
         due = Delivery.objects.select_for_update(skip_locked=True).filter(deliveries_due_q(now))
         if delivery_id is not None:
             due = due.filter(pk=delivery_id)
-        rows = list(
-            due.order_by("next_attempt_at", "created_at").values_list("pk", "status")[:limit]
-        )
-        for pk, status in rows:
-            if status == D.QUEUED:
-                try:
-                    delivery_transition(
-                        delivery_id=pk,
-                        to=D.CLAIMED,
-                        actor=Actor.worker(),
-                        updates=lease,
-                        only_from={D.QUEUED},
-                        detail=f"claimed by {worker_id}",
-                    )
-                except IllegalTransition:
+        columns = ("pk", "status", "trace_id")
+        rows = list(due.order_by("next_attempt_at", "created_at").values_list(*columns)[:limit])
+        for pk, status, trace_id in rows:
+            # The claim is part of the item's story: in the trace that queued it.
+            with tracing.adopt(trace_id), tracing.bind(delivery_id=pk):
+                if status == D.QUEUED:
+                    try:
+                        delivery_transition(
+                            delivery_id=pk,
+                            to=D.CLAIMED,
+                            actor=Actor.worker(),
+                            updates=lease,
+                            only_from={D.QUEUED},
+                            detail=f"claimed by {worker_id}",
+                        )
+                    except IllegalTransition:
+                        continue
+                # A claim retaken (its connection never opened, or its worker died before
+                # sending): no new history row, but the timeline shows the lease holder, so it
+                # is a touch.
+                elif not _touch_delivery(
+                    delivery_id=pk,
+                    changes=lease,
+                    only_if=deliveries_due_q(now) & Q(status=D.CLAIMED),
+                ):
                     continue
-            # A claim retaken (its connection never opened, or its worker died before sending):
-            # no new history row, but the timeline shows the lease holder, so it is a touch.
-            elif not _touch_delivery(
-                delivery_id=pk, changes=lease, only_if=deliveries_due_q(now) & Q(status=D.CLAIMED)
-            ):
-                continue
-            claimed.append(pk)
+                claimed.append(pk)
     return claimed
 
 
