@@ -409,18 +409,18 @@ def deliveries_reap_leases() -> int:
     """A `sending` delivery whose lease lapsed belongs to a dead worker: `unknown`, not re-sent."""
     now = timezone.now()
     reaped = 0
-    for pk in Delivery.objects.filter(status=D.SENDING, lease_expires_at__lt=now).values_list(
-        "pk", flat=True
-    ):
+    lapsed = Delivery.objects.filter(status=D.SENDING, lease_expires_at__lt=now)
+    for pk, trace_id in lapsed.values_list("pk", "trace_id"):
         try:
-            delivery_transition(
-                delivery_id=pk,
-                to=D.UNKNOWN,
-                actor=Actor.system(),
-                only_from={D.SENDING},
-                updates={"reason": "the worker stopped while sending; the outcome is unknown"},
-                detail="worker lease expired while sending; the message will not be re-sent",
-            )
+            with tracing.adopt(trace_id), tracing.bind(delivery_id=pk):
+                delivery_transition(
+                    delivery_id=pk,
+                    to=D.UNKNOWN,
+                    actor=Actor.system(),
+                    only_from={D.SENDING},
+                    updates={"reason": "the worker stopped while sending; the outcome is unknown"},
+                    detail="worker lease expired while sending; the message will not be re-sent",
+                )
             reaped += 1
         except IllegalTransition:
             pass

@@ -97,3 +97,15 @@ def test_beat_catching_up_continues_the_trace_that_queued_the_delivery(
         ("sent", TRACE_ID),
     ]
     assert tracing.parse(x_server.requests[0]["traceparent"]).trace_id == TRACE_ID
+
+
+def test_support_sees_the_request_id_on_the_timeline_and_in_the_admin(
+    staff_client, post, dm_token, send_body
+):
+    response = post("send", send_body, dm_token, HTTP_TRACEPARENT=PARENT)
+    delivery = Delivery.objects.get(pk=response.json()["action"]["id"])
+    timeline = staff_client.get(Delivery.lifecycle.timeline_url(delivery.pk))
+    assert timeline.status_code == 200
+    assert f"request <code>{TRACE_ID}</code>" in timeline.content.decode()
+    change = staff_client.get(Delivery.lifecycle.admin_url(delivery.pk))
+    assert change.status_code == 200 and TRACE_ID in change.content.decode()
