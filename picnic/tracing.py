@@ -142,15 +142,26 @@ def adopt(trace_id: str | None) -> Iterator[None]:
         _current.reset(token)
 
 
+def bind_ids(**ids: Any) -> contextvars.Token:
+    """Add work identifiers until the token is reset (`bind()` is the block form)."""
+    named = {k: str(v) for k, v in ids.items() if v is not None}
+    return _work.set(MappingProxyType({**_work.get(), **named}))
+
+
 @contextmanager
 def bind(**ids: Any) -> Iterator[None]:
     """Name the item in hand on every log line of the block (`bind(delivery_id=…)`)."""
-    named = {k: str(v) for k, v in ids.items() if v is not None}
-    token = _work.set(MappingProxyType({**_work.get(), **named}))
+    token = bind_ids(**ids)
     try:
         yield
     finally:
         _work.reset(token)
+
+
+def clear() -> None:
+    """No trace and no work in hand (a worker between tasks)."""
+    _current.set(None)
+    _work.set(MappingProxyType({}))
 
 
 def outgoing_headers() -> dict[str, str]:

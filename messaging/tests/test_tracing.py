@@ -77,6 +77,7 @@ def test_the_request_trace_reaches_the_worker_the_provider_and_the_history(
     about_it = [r for r in records if r.get("delivery_id") == str(delivery.pk)]
     assert about_it, records
     assert {r["trace_id"] for r in about_it} == {TRACE_ID}
+    assert {r.get("task") for r in about_it} == {"messaging.tasks.delivery_deliver"}
 
 
 def test_beat_catching_up_continues_the_trace_that_queued_the_delivery(

@@ -31,8 +31,14 @@ class Command(BaseCommand):
             import uvicorn
 
             async def main() -> None:
+                # log_config=None: uvicorn's records go through LOGGING (JSON lines, trace ids)
+                # instead of handlers of its own.
                 config = uvicorn.Config(
-                    http_app(server), host="127.0.0.1", port=port, log_level="warning"
+                    http_app(server),
+                    host="127.0.0.1",
+                    port=port,
+                    log_level="warning",
+                    log_config=None,
                 )
                 async with server.event_pump():
                     await uvicorn.Server(config).serve()
