@@ -6,6 +6,7 @@ from django.conf import settings
 
 from evm.bundler import BundlerClient
 from evm.relayer import Relayer
+from picnic import tracing
 
 
 def bundler_client(*, timeout: float | None = None) -> BundlerClient:
@@ -13,6 +14,7 @@ def bundler_client(*, timeout: float | None = None) -> BundlerClient:
     return BundlerClient(
         settings.BUNDLER_RPC_URL,
         timeout=timeout if timeout is not None else settings.BUNDLER_TIMEOUT_SECONDS,
+        headers=tracing.outgoing_headers,  # each call a span of the trace in force
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,15 +136,30 @@ def parse_receipt(result: Any) -> UserOpReceipt | None:
     return UserOpReceipt(success, tx_hash.lower(), block_number, reason, result)
 
 
+class _HTTPProvider(Web3.HTTPProvider):
+    """web3's HTTP provider with headers computed per request (`headers()`), e.g. the caller's
+    trace context, which changes from one call to the next on one client."""
+
+    def __init__(self, *args: Any, headers: Callable[[], dict[str, str]], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._headers = headers
+
+    def get_request_headers(self) -> dict[str, str]:
+        return {**super().get_request_headers(), **self._headers()}
+
+
 class BundlerClient:
-    def __init__(self, url: str, *, timeout: float):
+    def __init__(
+        self, url: str, *, timeout: float, headers: Callable[[], dict[str, str]] | None = None
+    ):
         self.url = url
         self.timeout = timeout
-        provider = Web3.HTTPProvider(
+        provider = _HTTPProvider(
             self.url,
             request_kwargs={"timeout": self.timeout},
             # No silent retries: the timeout above must bound the whole call.
             exception_retry_configuration=None,
+            headers=headers or dict,
         )
         self.w3 = Web3(provider)
 

@@ -10,6 +10,7 @@ import anyio
 import requests
 from django.conf import settings
 
+from picnic import tracing
 from picnic.api import error_text
 
 
@@ -47,6 +48,7 @@ class PicnicApi:
 
     def _call(self, method: str, path: str, token: str, body: Any) -> ApiAnswer:
         headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        headers.update(tracing.outgoing_headers())  # the API continues the caller's trace
         try:
             response = self._session.request(
                 method,

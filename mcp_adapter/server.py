@@ -32,7 +32,7 @@ from mcp.shared.subscriptions import ResourceUpdated
 
 from mcp_adapter.api import ApiAnswer, PicnicApi, path_segment
 from mcp_adapter.tools import TOOLS, ToolSpec
-from picnic import events
+from picnic import events, tracing
 from picnic.api import INVALID_INPUT, error_text, schema_errors
 
 logger = logging.getLogger(__name__)
@@ -174,7 +174,9 @@ class PicnicMCP(MCPServer):
         token = self._token()
         if not token:
             return _error(f"Not authenticated: set {TOKEN_ENV} to an OAuth2 access token")
-        answer = await self._call_api(spec, arguments, token)
+        # The caller's trace continues through the API call (PicnicApi sends our traceparent).
+        with tracing.span(incoming_traceparent(context)):
+            answer = await self._call_api(spec, arguments, token)
         if not answer.ok:
             return _error(answer.message)
         problem = self._answer_problem(spec, answer)
@@ -284,6 +286,19 @@ class PicnicMCP(MCPServer):
                 await session.send_resource_updated(uri)
             except Exception:  # noqa: BLE001 - a closed session: forget it
                 self._legacy_subscribers[uri].discard(session)
+
+
+def incoming_traceparent(context) -> Any:
+    """The caller's W3C `traceparent`: from the request's `_meta` (SEP-414, any transport),
+    else from the HTTP request's header (streamable HTTP); `tracing.span` ignores anything
+    that is not a valid header."""
+    request_context = getattr(context, "request_context", None)
+    meta = getattr(request_context, "meta", None)
+    if isinstance(meta, dict) and tracing.parse(meta.get(tracing.HEADER)):
+        return meta[tracing.HEADER]
+    request = getattr(request_context, "request", None)
+    headers = getattr(request, "headers", None)
+    return headers.get(tracing.HEADER) if headers is not None else None
 
 
 def _action_path(action_id: str) -> str:

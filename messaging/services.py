@@ -39,6 +39,7 @@ from messaging.selectors import (
     membership_role,
     social_account_for,
 )
+from picnic import tracing
 from picnic.lifecycle import (
     Actor,
     IllegalTransition,
@@ -203,29 +204,33 @@ def deliveries_claim(*, worker_id: str, limit: int = 10, delivery_id=None) -> li
         due = Delivery.objects.select_for_update(skip_locked=True).filter(deliveries_due_q(now))
         if delivery_id is not None:
             due = due.filter(pk=delivery_id)
-        rows = list(
-            due.order_by("next_attempt_at", "created_at").values_list("pk", "status")[:limit]
-        )
-        for pk, status in rows:
-            if status == D.QUEUED:
-                try:
-                    delivery_transition(
-                        delivery_id=pk,
-                        to=D.CLAIMED,
-                        actor=Actor.worker(),
-                        updates=lease,
-                        only_from={D.QUEUED},
-                        detail=f"claimed by {worker_id}",
-                    )
-                except IllegalTransition:
+        columns = ("pk", "status", "trace_id")
+        rows = list(due.order_by("next_attempt_at", "created_at").values_list(*columns)[:limit])
+        for pk, status, trace_id in rows:
+            # The claim is part of the item's story: in the trace that queued it.
+            with tracing.adopt(trace_id), tracing.bind(delivery_id=pk):
+                if status == D.QUEUED:
+                    try:
+                        delivery_transition(
+                            delivery_id=pk,
+                            to=D.CLAIMED,
+                            actor=Actor.worker(),
+                            updates=lease,
+                            only_from={D.QUEUED},
+                            detail=f"claimed by {worker_id}",
+                        )
+                    except IllegalTransition:
+                        continue
+                # A claim retaken (its connection never opened, or its worker died before
+                # sending): no new history row, but the timeline shows the lease holder, so it
+                # is a touch.
+                elif not _touch_delivery(
+                    delivery_id=pk,
+                    changes=lease,
+                    only_if=deliveries_due_q(now) & Q(status=D.CLAIMED),
+                ):
                     continue
-            # A claim retaken (its connection never opened, or its worker died before sending):
-            # no new history row, but the timeline shows the lease holder, so it is a touch.
-            elif not _touch_delivery(
-                delivery_id=pk, changes=lease, only_if=deliveries_due_q(now) & Q(status=D.CLAIMED)
-            ):
-                continue
-            claimed.append(pk)
+                claimed.append(pk)
     return claimed
 
 
@@ -249,6 +254,12 @@ def delivery_attempt(*, delivery_id, worker_id: str) -> str:
     """Deliver one claimed delivery. Not one transaction: `sending` must be committed before
     the request leaves, and no transaction may stay open across the provider call."""
     delivery = Delivery.objects.select_related("social_account", "conversation").get(pk=delivery_id)
+    # In the trace of the request that queued it, also when beat picks it up later.
+    with tracing.adopt(delivery.trace_id), tracing.bind(delivery_id=delivery.pk):
+        return _delivery_attempt(delivery, worker_id=worker_id)
+
+
+def _delivery_attempt(delivery: Delivery, *, worker_id: str) -> str:
     if delivery.status != D.CLAIMED or delivery.lease_owner != worker_id:
         return "not_ours"
     worker = Actor.worker()
@@ -398,18 +409,18 @@ def deliveries_reap_leases() -> int:
     """A `sending` delivery whose lease lapsed belongs to a dead worker: `unknown`, not re-sent."""
     now = timezone.now()
     reaped = 0
-    for pk in Delivery.objects.filter(status=D.SENDING, lease_expires_at__lt=now).values_list(
-        "pk", flat=True
-    ):
+    lapsed = Delivery.objects.filter(status=D.SENDING, lease_expires_at__lt=now)
+    for pk, trace_id in lapsed.values_list("pk", "trace_id"):
         try:
-            delivery_transition(
-                delivery_id=pk,
-                to=D.UNKNOWN,
-                actor=Actor.system(),
-                only_from={D.SENDING},
-                updates={"reason": "the worker stopped while sending; the outcome is unknown"},
-                detail="worker lease expired while sending; the message will not be re-sent",
-            )
+            with tracing.adopt(trace_id), tracing.bind(delivery_id=pk):
+                delivery_transition(
+                    delivery_id=pk,
+                    to=D.UNKNOWN,
+                    actor=Actor.system(),
+                    only_from={D.SENDING},
+                    updates={"reason": "the worker stopped while sending; the outcome is unknown"},
+                    detail="worker lease expired while sending; the message will not be re-sent",
+                )
             reaped += 1
         except IllegalTransition:
             pass

@@ -30,6 +30,7 @@ from operations.models import (
     Stage,
     State,
 )
+from picnic import tracing
 from picnic.lifecycle import (
     Actor,
     IllegalTransition,
@@ -484,20 +485,22 @@ def operations_process_due(*, client: OpenAIResponses | None = None, limit: int 
     now = timezone.now()
     outcomes: Counter = Counter()
     due = Operation.objects.filter(next_check_at__lte=now).order_by("next_check_at")
-    for pk, state in due.filter(
+    for pk, state, trace_id in due.filter(
         state__in=(S.QUEUED, S.RUNNING, S.WAITING, S.RECONCILING)
-    ).values_list("pk", "state")[:limit]:
-        try:
-            if state == S.QUEUED:
-                outcome = operation_dispatch(operation_id=pk, client=client)
-            elif state == S.RECONCILING:
-                outcome = operation_reconcile(operation_id=pk, client=client)
-            else:
-                outcome = operation_check(operation_id=pk, client=client)
-        except IllegalTransition as exc:
-            # The services stand down on the races they know; this is the backstop.
-            logger.info("operation %s: lost a race (%s); left to the winner", pk, exc)
-            outcome = "raced"
+    ).values_list("pk", "state", "trace_id")[:limit]:
+        # Each operation in the trace of the request that created it.
+        with tracing.adopt(trace_id), tracing.bind(operation_id=pk):
+            try:
+                if state == S.QUEUED:
+                    outcome = operation_dispatch(operation_id=pk, client=client)
+                elif state == S.RECONCILING:
+                    outcome = operation_reconcile(operation_id=pk, client=client)
+                else:
+                    outcome = operation_check(operation_id=pk, client=client)
+            except IllegalTransition as exc:
+                # The services stand down on the races they know; this is the backstop.
+                logger.info("operation %s: lost a race (%s); left to the winner", pk, exc)
+                outcome = "raced"
         outcomes[outcome] += 1
     return outcomes
 

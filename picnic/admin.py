@@ -25,7 +25,16 @@ class ReadOnlyInline(admin.TabularInline):
 class StatusHistoryInline(ReadOnlyInline):
     """The append-only status history (picnic.models.StatusHistory), raw payloads included."""
 
-    fields = ("timestamp", "from_status", "status", "detail", "actor_kind", "actor_user", "payload")
+    fields = (
+        "timestamp",
+        "from_status",
+        "status",
+        "detail",
+        "actor_kind",
+        "actor_user",
+        "trace_id",  # the request id (X-Request-ID) to search the logs by
+        "payload",
+    )
     readonly_fields = fields
     ordering = ("timestamp", "id")
 

@@ -26,3 +26,12 @@ class PicnicConfig(AppConfig):
         # channel (the MCP adapter listens).
         status_changed.connect(on_status_changed, dispatch_uid="picnic-events")
         entity_changed.connect(on_entity_changed, dispatch_uid="picnic-events-changed")
+        from django.core.signals import request_finished
+
+        from picnic import task_tracing
+        from picnic.middleware import end_trace
+
+        request_finished.connect(end_trace, dispatch_uid="picnic-end-trace")
+
+        # Tasks carry the trace of the request (or task) that enqueued them.
+        task_tracing.connect()

@@ -34,7 +34,9 @@ max_requests = env_int("WEB_MAX_REQUESTS", 10_000, minimum=0)
 max_requests_jitter = env_int("WEB_MAX_REQUESTS_JITTER", 1_000, minimum=0)
 # The X-Forwarded-* of these addresses are trusted (the TLS proxy in front).
 forwarded_allow_ips = env_str("FORWARDED_ALLOW_IPS", "127.0.0.1")
-accesslog = env_str("WEB_ACCESS_LOG", "-")
+# The app writes its own access line (picnic.middleware.TraceMiddleware: JSON, with the trace
+# id); gunicorn's is off unless WEB_ACCESS_LOG names a file or "-".
+accesslog = env_str("WEB_ACCESS_LOG", "") or None
 errorlog = "-"
 loglevel = env_str("LOG_LEVEL", "info").lower()
 # Workers load the app after fork: each opens its own database and Redis connections.

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from picnic import tracing
+
 
 class NotSent(Exception):
     """The request never left (e.g. connection refused): safe to retry."""
@@ -105,6 +107,7 @@ class JsonHttpClient:
         # bytes go as they are (e.g. a form-encoded OAuth token request), anything else as JSON
         data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
         all_headers = {"Content-Type": "application/json", "User-Agent": "picnic-backoffice/1"}
+        all_headers.update(tracing.outgoing_headers())  # the provider may log our trace too
         all_headers.update(headers or {})
         try:
             conn.request(method, self.prefix + path, body=data, headers=all_headers)

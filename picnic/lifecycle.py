@@ -31,6 +31,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from picnic import tracing
 from picnic.models import ActorKind
 
 logger = logging.getLogger(__name__)
@@ -179,6 +180,7 @@ def record_history(
         payload=payload,
         actor_kind=actor.kind,
         actor_user=actor.user,
+        trace_id=tracing.current_trace_id(),
     )
 
 
@@ -196,7 +198,7 @@ def create(
     history row carries too. No event: nobody can have subscribed to an entity not yet made."""
     now = values.get("created_at") or timezone.now()
     instance = lifecycle.model._default_manager.create(
-        **{"created_at": now, "updated_at": now, **values}
+        **{"created_at": now, "updated_at": now, "trace_id": tracing.current_trace_id(), **values}
     )
     record_history(
         lifecycle=lifecycle,

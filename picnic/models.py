@@ -68,6 +68,9 @@ class LifecycleModel(models.Model):
 
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
+    # The W3C trace id of the request that created it: workers that pick the item up later
+    # (beat) continue that trace (`picnic.tracing.adopt`). Searched through the history rows.
+    trace_id = models.CharField(max_length=32, blank=True, default="", editable=False)
 
     class Meta:
         abstract = True
@@ -107,6 +110,9 @@ class StatusHistory(AppendOnly):
     )
     # Raw provider payload (bundler receipt, API response) kept for support staff.
     payload = models.JSONField(null=True, blank=True)
+    # The W3C trace id (the API's X-Request-ID) of the work that wrote the row; indexed so
+    # support can find every row one request led to.
+    trace_id = models.CharField(max_length=32, blank=True, default="", db_index=True)
 
     class Meta:
         abstract = True

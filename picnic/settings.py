@@ -24,6 +24,7 @@ from picnic.env import (
     env_url,
     machine_secret,
 )
+from picnic.logs import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("PICNIC_VAR_DIR", str(BASE_DIR / "var")))
@@ -70,6 +71,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: the trace covers everything below, and the access line sees every response.
+    "picnic.middleware.TraceMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files from the web process itself (no separate file server), before sessions.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -499,9 +502,10 @@ OPERATIONS_STUCK_RUNNING_MINUTES = env_int("OPERATIONS_STUCK_RUNNING_MINUTES", 3
 # most; they run at once, so /readyz answers within about this bound.
 HEALTH_CHECK_TIMEOUT_SECONDS = env_float("HEALTH_CHECK_TIMEOUT_SECONDS", 2.0)
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-}
+# --- Logs ----------------------------------------------------------------------------------
+# JSON lines (one object per record, with trace_id/span_id and the work in hand) unless DEBUG
+# is on (`make run`), where one readable line is friendlier; LOG_FORMAT says it explicitly.
+LOG_FORMAT = env_choice("LOG_FORMAT", "text" if DEBUG else "json", ("json", "text"))
+LOGGING = logging_config(log_format=LOG_FORMAT, level=env_str("LOG_LEVEL", "INFO"))
+# Workers log through LOGGING too (JSON, trace ids) instead of Celery's own root handler.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False

@@ -33,6 +33,7 @@ class ScriptedServer(LocalJsonServer):
         self.errors: dict[str, dict[str, Any]] = {}  # per-method JSON-RPC errors
         self.error: dict[str, Any] = {"code": -32000, "message": "scripted error"}
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []  # each request's HTTP headers, in order
         self.handler: Callable[[dict[str, Any]], Any] | None = None
 
     def on_post(self, handler) -> None:
@@ -42,6 +43,7 @@ class ScriptedServer(LocalJsonServer):
         except ValueError:
             request = {"raw": body.decode(errors="replace")}
         self.requests.append(request)
+        self.headers.append(dict(handler.headers))
         rpc_id = request.get("id") if isinstance(request, dict) else None
         if self.mode == "hang":
             return self.hang()

@@ -32,6 +32,7 @@ from actions.services.transitions import (
 )
 from evm.bundler import BundlerClient
 from evm.userops import entry_point_address, user_op_hash
+from picnic import tracing
 from picnic.lifecycle import Actor, IllegalTransition, create, record_history
 
 
@@ -111,7 +112,9 @@ def actions_expire_overdue(*, now: datetime | None = None, limit: int = 500) -> 
     overdue = Action.objects.filter(status=ActionStatus.PROPOSED, expires_at__lte=now)
     expired = 0
     for action in overdue.order_by("expires_at")[:limit]:
-        if action_expire_if_overdue(action=action, now=now).status == ActionStatus.EXPIRED:
+        with tracing.adopt(action.trace_id), tracing.bind(action_id=action.pk):
+            action = action_expire_if_overdue(action=action, now=now)
+        if action.status == ActionStatus.EXPIRED:
             expired += 1
     return expired
 
@@ -159,13 +162,15 @@ def actions_reconcile_pending(
     """One batch of in-flight actions, least recently reconciled first."""
     client = client or bundler_client()
     outcomes: Counter = Counter()
-    ids = list(
+    rows = list(
         actions_pending_on_chain(
             limit=batch_size or settings.ACTIONS_RECONCILE_BATCH_SIZE
-        ).values_list("pk", flat=True)
+        ).values_list("pk", "trace_id")
     )
-    for pk in ids:
-        outcomes[action_reconcile(action_id=pk, actor=Actor.worker(), client=client)] += 1
+    for pk, trace_id in rows:
+        # Each action in the trace of the request that proposed it.
+        with tracing.adopt(trace_id), tracing.bind(action_id=pk):
+            outcomes[action_reconcile(action_id=pk, actor=Actor.worker(), client=client)] += 1
     return outcomes
 
 

@@ -46,7 +46,12 @@ class LocalXServer(LocalJsonServer):
             body = {}
         text = body.get("text", "") if isinstance(body, dict) else ""
         self.requests.append(
-            {"path": handler.path, "auth": handler.headers.get("Authorization"), "text": text}
+            {
+                "path": handler.path,
+                "auth": handler.headers.get("Authorization"),
+                "traceparent": handler.headers.get("traceparent"),
+                "text": text,
+            }
         )
         self.received.set()
         mode = next((m for m in MARKERS if f"[{m}]" in text), self.mode)

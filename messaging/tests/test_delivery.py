@@ -38,6 +38,7 @@ def test_a_delivery_is_sent_once_with_the_provider_message_id(x_server, queue):
         {
             "path": "/2/dm_conversations/with/1234567890/messages",
             "auth": f"Bearer {X_TOKEN}",
+            "traceparent": None,  # called outside any trace
             "text": "Your order shipped",
         }
     ]

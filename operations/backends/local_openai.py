@@ -135,7 +135,14 @@ class LocalResponsesServer(LocalJsonServer):
         text = str(body.get("input", ""))
         mode = next((m for m in MARKERS if f"[{m}]" in text), self.mode)
         key = handler.headers.get("Idempotency-Key")
-        self.creates.append({"key": key, "input": text, "model": body.get("model")})
+        self.creates.append(
+            {
+                "key": key,
+                "input": text,
+                "model": body.get("model"),
+                "traceparent": handler.headers.get("traceparent"),
+            }
+        )
         if mode == "reject":
             return self.send_json(
                 handler,

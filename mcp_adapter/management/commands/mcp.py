@@ -32,7 +32,15 @@ class Command(BaseCommand):
             import uvicorn
 
             async def main() -> None:
-                config = uvicorn.Config(http_app(server), host=host, port=port, log_level="warning")
+                # log_config=None: uvicorn's records go through LOGGING (JSON lines, trace ids)
+                # instead of handlers of its own.
+                config = uvicorn.Config(
+                    http_app(server),
+                    host=host,
+                    port=port,
+                    log_level="warning",
+                    log_config=None,
+                )
                 async with server.event_pump():
                     await uvicorn.Server(config).serve()
 

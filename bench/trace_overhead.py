@@ -1,0 +1,76 @@
+"""What a request pays for its trace: `picnic.middleware.TraceMiddleware` (parse or start a
+`traceparent`, response headers, one JSON access line written to a file) against the same
+middleware stack without it, both measured in this run, interleaved, on `/healthz` (no I/O, so
+the difference is ours alone). No database.
+
+    .venv/bin/python bench/trace_overhead.py [--requests 1000] [--rounds 9]
+
+Prints the median time per request of each and the ratio, last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "picnic.settings")
+os.environ.setdefault("LOG_FORMAT", "json")
+
+PARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--requests", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=9)
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.test import Client, override_settings
+    from django.test.utils import setup_test_environment
+
+    setup_test_environment()
+    # The real console handler and formatter, writing to a real file instead of the terminal.
+    handler = next(h for h in logging.getLogger().handlers if h.get_name() == "console")
+    sink = open(os.devnull, "w")  # noqa: SIM115 - open for the whole run
+    handler.setStream(sink)
+
+    ours = Client()
+    baseline = Client()
+    stack = [m for m in settings.MIDDLEWARE if m != "picnic.middleware.TraceMiddleware"]
+    with override_settings(MIDDLEWARE=stack):
+        baseline.get("/healthz")  # loads the middleware chain now, without ours
+    ours.get("/healthz")
+
+    def per_request(client: Client) -> float:
+        started = time.perf_counter()
+        for _ in range(args.requests):
+            response = client.get("/healthz", HTTP_TRACEPARENT=PARENT)
+            assert response.status_code == 200
+        return (time.perf_counter() - started) / args.requests * 1000
+
+    assert "X-Request-ID" in ours.get("/healthz").headers
+    assert "X-Request-ID" not in baseline.get("/healthz").headers
+    times: dict[str, list[float]] = {"baseline": [], "ours": []}
+    for _ in range(args.rounds):
+        times["baseline"].append(per_request(baseline))
+        times["ours"].append(per_request(ours))
+    base = statistics.median(times["baseline"])
+    mine = statistics.median(times["ours"])
+    print(f"{args.rounds} interleaved rounds of {args.requests} GET /healthz, median per request")
+    print(f"baseline (no trace middleware): {base:.3f} ms")
+    print(f"ours (trace + JSON access line): {mine:.3f} ms  (+{(mine - base) * 1000:.0f} µs)")
+    print(f"ratio ours/baseline: {mine / base:.2f}")
+
+
+if __name__ == "__main__":
+    main()
