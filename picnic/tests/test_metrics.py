@@ -314,7 +314,11 @@ def test_the_queue_backlog_of_the_filesystem_broker(client, token, settings, tmp
 
     folder = tmp_path / "queue"
     folder.mkdir()
-    options = {"data_folder_in": str(folder), "data_folder_out": str(folder)}
+    options = {
+        "data_folder_in": str(folder),
+        "data_folder_out": str(folder),
+        "control_folder": str(tmp_path / "control"),
+    }
     settings.CELERY_BROKER_URL = "filesystem://"
     settings.CELERY_BROKER_TRANSPORT_OPTIONS = options
     settings.METRICS_CELERY_QUEUES = ["dm", "chain"]
