@@ -392,6 +392,11 @@ def mark_process_dead(pid: int) -> None:
         multiprocess.mark_process_dead(pid)
 
 
+def gunicorn_child_exit(server, worker) -> None:
+    """Gunicorn's `child_exit` hook (gunicorn.conf.py: `child_exit = gunicorn_child_exit`)."""
+    mark_process_dead(worker.pid)
+
+
 def clear_multiprocess_dir() -> None:
     """Empty PROMETHEUS_MULTIPROC_DIR (creating it): `make prod` calls this before starting
     the processes, so files of a previous run (and of reused pids) are not summed in."""

@@ -379,3 +379,73 @@ def test_one_scrape_sums_the_counters_of_every_process(client, token, tmp_path, 
     assert not list(directory.glob("*.db"))
     samples = scrape(client)
     assert value(samples, "picnic_action_reconcile_total", outcome="executed") == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_celery_worker_writes_what_the_web_scrape_shows(
+    client,
+    token,
+    settings,
+    tmp_path,
+    monkeypatch,
+    celery_test_queue,
+    member,
+    application,
+    workspace,
+    social_account,
+):
+    """The backlog of a queue no worker serves, then a real worker (its own process, the same
+    PROMETHEUS_MULTIPROC_DIR) taking it: the web scrape shows the worker's counters."""
+    if not settings.CELERY_BROKER_URL.startswith("redis"):
+        pytest.skip("needs CELERY_BROKER_URL=redis://…")
+    from messaging.providers.local_x import LocalXServer
+    from messaging.services import delivery_send
+    from messaging.tests.conftest import TOKEN_ENV, X_TOKEN
+    from picnic.testing import start_celery_worker, wait_until
+
+    directory = tmp_path / "prometheus"
+    directory.mkdir()
+    settings.METRICS_CELERY_QUEUES = [celery_test_queue]
+    delivery = delivery_send(
+        user=member,
+        application=application,
+        workspace_id=workspace.pk,
+        social_account_id=social_account.pk,
+        recipient_id="987654321",
+        text="hello",
+        idempotency_key=uuid.uuid4(),
+    ).delivery
+    backlog = "picnic_celery_queue_backlog_messages"
+    assert value(scrape(client), backlog, queue=celery_test_queue) == 1  # nobody serves it
+
+    with LocalXServer(token=X_TOKEN) as server:
+        proc = start_celery_worker(
+            queue=celery_test_queue,
+            log_path=tmp_path / "worker.log",
+            env={
+                "PROMETHEUS_MULTIPROC_DIR": str(directory),
+                "X_API_BASE_URL": server.url,
+                TOKEN_ENV: X_TOKEN,
+            },
+        )
+        try:
+            wait_until(lambda: Delivery.objects.get(pk=delivery.pk).status == D.SENT, timeout=60)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+            proc.log.close()
+    metrics.mark_process_dead(proc.pid)
+
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(directory))
+    samples = scrape(client)
+    assert value(samples, backlog, queue=celery_test_queue) == 0
+    assert value(samples, "picnic_dm_outcomes_total", outcome="sent") == 1
+    for status in ("claimed", "sending", "sent"):
+        labels = {"lifecycle": "delivery", "status": status}
+        assert value(samples, "picnic_lifecycle_transitions_total", **labels) == 1
+    # Created here, in the test process, which writes no files: not in this scrape.
+    assert (
+        value(samples, "picnic_lifecycle_transitions_total", lifecycle="delivery", status="queued")
+        == 0
+    )
+    assert value(samples, "picnic_provider_request_duration_seconds_count", provider="x") == 1
