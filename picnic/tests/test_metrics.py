@@ -449,3 +449,46 @@ def test_a_celery_worker_writes_what_the_web_scrape_shows(
         == 0
     )
     assert value(samples, "picnic_provider_request_duration_seconds_count", provider="x") == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_mcp_tool_calls_are_counted_by_tool_and_outcome(
+    client, token, user, application, make_token, live_server, settings, tmp_path
+):
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    from mcp_adapter.api import PicnicApi
+    from mcp_adapter.server import PicnicMCP
+    from mcp_adapter.tests.conftest import make_action, run
+
+    settings.EVENTS_URL = "local://"
+    settings.EVENTS_DIR = tmp_path / "events"
+    action = make_action(user, application)
+    server = PicnicMCP(
+        api=PicnicApi(live_server.url),
+        token=make_token(user, application, scope="read:actions").token,
+    )
+
+    async def calls():
+        async with Client(server) as mcp:
+            ok = await mcp.call_tool("get_action_status", {"action_id": str(action.pk)})
+            missing = await mcp.call_tool("get_action_status", {"action_id": str(uuid.uuid4())})
+            with pytest.raises(MCPError):
+                await mcp.call_tool("no such tool", {})
+            return ok, missing
+
+    before = scrape(client)
+    ok, missing = run(calls)
+    assert not ok.is_error and missing.is_error
+    after = scrape(client)
+
+    def delta(name, **labels):
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    calls_total = "picnic_mcp_tool_calls_total"
+    assert delta(calls_total, tool="get_action_status", outcome="ok") == 1
+    assert delta(calls_total, tool="get_action_status", outcome="error") == 1
+    assert delta(calls_total, tool="(unknown)", outcome="raised") == 1
+    latency = "picnic_mcp_tool_call_duration_seconds_count"
+    assert delta(latency, tool="get_action_status") == 2
