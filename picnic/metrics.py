@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from django.views.decorators.http import require_GET
 from prometheus_client import (
     CONTENT_TYPE_PLAIN_0_0_4,
     REGISTRY,
@@ -359,6 +360,7 @@ def render() -> bytes:
     return generate_latest(counted) + generate_latest(current)
 
 
+@require_GET
 def metrics_view(request):
     """`/metrics` for Prometheus, behind a bearer token (METRICS_TOKEN). Without a configured
     token the endpoint does not exist (404), so nothing is exposed by default."""

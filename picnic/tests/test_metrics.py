@@ -82,6 +82,12 @@ def test_it_refuses_a_missing_or_wrong_token(client, token, authorization):
 
 
 @pytest.mark.django_db
+def test_it_answers_get_only(client, token):
+    response = client.post("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+    assert response.status_code == 405
+
+
+@pytest.mark.django_db
 def test_it_answers_the_prometheus_text_format_with_the_token(client, token):
     samples = scrape(client)
     assert value(samples, "picnic_metrics_collector_up", collector="database") == 1.0
@@ -403,9 +409,13 @@ def test_a_celery_worker_writes_what_the_web_scrape_shows(
     from messaging.tests.conftest import TOKEN_ENV, X_TOKEN
     from picnic.testing import start_celery_worker, wait_until
 
+    from picnic.celery import app
+
     directory = tmp_path / "prometheus"
     directory.mkdir()
     settings.METRICS_CELERY_QUEUES = [celery_test_queue]
+    with app.connection_for_write() as conn:  # what earlier tests enqueued
+        conn.default_channel.queue_purge(celery_test_queue)
     delivery = delivery_send(
         user=member,
         application=application,
