@@ -407,9 +407,8 @@ def test_a_celery_worker_writes_what_the_web_scrape_shows(
     from messaging.providers.local_x import LocalXServer
     from messaging.services import delivery_send
     from messaging.tests.conftest import TOKEN_ENV, X_TOKEN
-    from picnic.testing import start_celery_worker, wait_until
-
     from picnic.celery import app
+    from picnic.testing import start_celery_worker, wait_until
 
     directory = tmp_path / "prometheus"
     directory.mkdir()

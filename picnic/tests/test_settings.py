@@ -40,6 +40,7 @@ def _start(**overrides: str) -> subprocess.CompletedProcess:
         ("BUNDLER_TIMEOUT_SECONDS", "soon"),
         ("ACTION_TTL_SECONDS", "-5"),
         ("DJANGO_DEBUG", "maybe"),
+        ("METRICS_TOKEN", "too-short"),
     ],
 )
 def test_a_bad_value_fails_start_up_naming_the_variable(variable, value):
