@@ -6,6 +6,7 @@ before and after the work."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import uuid
@@ -501,3 +502,102 @@ def test_mcp_tool_calls_are_counted_by_tool_and_outcome(
     assert delta(calls_total, tool="(unknown)", outcome="raised") == 1
     latency = "picnic_mcp_tool_call_duration_seconds_count"
     assert delta(latency, tool="get_action_status") == 2
+
+
+GUNICORN_CONF = """
+from picnic.metrics import gunicorn_child_exit as child_exit  # noqa: F401
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_gunicorn_worker_answers_the_sum_of_every_process(
+    tmp_path, user, application, make_token
+):
+    """Real gunicorn, 2 workers: an overdue action read through the API expires in whichever
+    worker answers (a transition counted there), two other processes count too, and every
+    scrape, whichever worker answers it, shows all of it."""
+    pytest.importorskip("gunicorn")
+    import os
+    import time
+    import urllib.request
+
+    from actions.models import Action
+    from mcp_adapter.tests.conftest import make_action
+    from picnic.testing import database_url, wait_until
+
+    directory = tmp_path / "prometheus"
+    directory.mkdir()
+    (tmp_path / "gunicorn_conf.py").write_text(GUNICORN_CONF)
+    port = free_port()
+    env = {
+        **os.environ,
+        "PROMETHEUS_MULTIPROC_DIR": str(directory),
+        "METRICS_TOKEN": TOKEN,
+        "DATABASE_URL": database_url(),
+        "DJANGO_DEBUG": "true",
+    }
+    action = make_action(user, application)
+    Action.objects.filter(pk=action.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    access = make_token(user, application, scope="read:actions").token
+    with ScriptedServer() as provider:
+        provider.result = {"ok": True}
+        children = [
+            subprocess.Popen([sys.executable, "-c", CHILD, provider.url], cwd=ROOT, env=env)
+            for _ in range(2)
+        ]
+        assert [child.wait(timeout=60) for child in children] == [0, 0]
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "picnic.wsgi:application",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            "2",
+            "--config",
+            str(tmp_path / "gunicorn_conf.py"),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp_path / "gunicorn.log", "w"),  # noqa: SIM115 - closed with the process
+    )
+    base = f"http://127.0.0.1:{port}"
+
+    def get(path, bearer):
+        request = urllib.request.Request(base + path, headers={"Authorization": f"Bearer {bearer}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.read().decode()
+
+    def up():
+        try:
+            return get("/healthz", "-")
+        except OSError:
+            time.sleep(0.2)
+            return None
+
+    try:
+        wait_until(up, timeout=120)
+        status = json.loads(get(f"/api/v1/actions/{action.pk}", access))["status"]
+        assert status == "expired"
+        for _ in range(6):  # whichever worker takes the connection
+            samples = parse(get("/metrics", TOKEN))
+            assert value(samples, "picnic_action_reconcile_total", outcome="executed") == 2
+            assert (
+                value(samples, "picnic_provider_request_duration_seconds_count", provider="prices")
+                == 2
+            )
+            assert (
+                value(
+                    samples,
+                    "picnic_lifecycle_transitions_total",
+                    lifecycle="action",
+                    status="expired",
+                )
+                == 1
+            )
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
