@@ -81,8 +81,8 @@ MCP_TOOL_CALLS = Counter(
 )
 MCP_TOOL_LATENCY = Histogram(
     "picnic_mcp_tool_call_duration_seconds",
-    "MCP tool call duration, from the call to its result.",
-    ["tool"],
+    "MCP tool call duration, from the call to its result, by tool and outcome.",
+    ["tool", "outcome"],
     buckets=LATENCY_BUCKETS,
 )
 
@@ -124,7 +124,7 @@ def provider_timer(provider: str) -> Iterator[None]:
 
 def record_mcp_tool_call(tool: str, outcome: str, seconds: float) -> None:
     MCP_TOOL_CALLS.labels(tool, outcome).inc()
-    MCP_TOOL_LATENCY.labels(tool).observe(seconds)
+    MCP_TOOL_LATENCY.labels(tool, outcome).observe(seconds)
 
 
 # --- Chain RPC and the bundler: web3 providers, instrumented from the Django side ------------

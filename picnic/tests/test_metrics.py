@@ -501,7 +501,8 @@ def test_mcp_tool_calls_are_counted_by_tool_and_outcome(
     assert delta(calls_total, tool="get_action_status", outcome="error") == 1
     assert delta(calls_total, tool="(unknown)", outcome="raised") == 1
     latency = "picnic_mcp_tool_call_duration_seconds_count"
-    assert delta(latency, tool="get_action_status") == 2
+    assert delta(latency, tool="get_action_status", outcome="ok") == 1
+    assert delta(latency, tool="get_action_status", outcome="error") == 1
 
 
 GUNICORN_CONF = """
