@@ -40,11 +40,14 @@ def chain_reader():
     """web3 for the read tools, bounded by CHAIN_READ_TIMEOUT_SECONDS (an agent is waiting)."""
     from web3 import Web3
 
-    return Web3(
+    from picnic.metrics import instrument_web3
+
+    w3 = Web3(
         Web3.HTTPProvider(
             settings.CHAIN_RPC_URL, request_kwargs={"timeout": settings.CHAIN_READ_TIMEOUT_SECONDS}
         )
     )
+    return instrument_web3(w3, provider="chain_rpc")
 
 
 def _balance_of(w3, token_address: str, owner: str):

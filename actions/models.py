@@ -56,6 +56,7 @@ ACTION_LIFECYCLE = register(
         history_fk="action",
         resource_uri_template="picnic://action/{id}",
         timeline_url_name="actions-staff:action-timeline",
+        stuck_selector="actions.selectors.actions_stuck",
     )
 )
 PENDING_ON_CHAIN = (S.SUBMITTED, S.BROADCAST)

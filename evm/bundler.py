@@ -220,12 +220,13 @@ _GET_NONCE_ABI = [
 
 
 def entry_point_nonce(
-    *, rpc_url: str, timeout: float, entry_point: str, sender: str, key: int
+    *, rpc_url: str, timeout: float, entry_point: str, sender: str, key: int, w3: Web3 | None = None
 ) -> int:
     """The EntryPoint's next nonce for (sender, key), from the chain itself.
 
+    `w3` lets the caller give its own client (instrumented, say); else one is made for rpc_url.
     Raises BundlerUnavailable when the chain cannot be read (the caller decides nothing then)."""
-    w3 = Web3(
+    w3 = w3 or Web3(
         Web3.HTTPProvider(
             rpc_url, request_kwargs={"timeout": timeout}, exception_retry_configuration=None
         )

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import re
+import time
 from collections import defaultdict
 from contextlib import asynccontextmanager
 from typing import Any
@@ -32,7 +33,7 @@ from mcp.shared.subscriptions import ResourceUpdated
 
 from mcp_adapter.api import ApiAnswer, PicnicApi, path_segment
 from mcp_adapter.tools import TOOLS, ToolSpec
-from picnic import events, tracing
+from picnic import events, metrics, tracing
 from picnic.api import INVALID_INPUT, error_text, schema_errors
 
 logger = logging.getLogger(__name__)
@@ -157,6 +158,19 @@ class PicnicMCP(MCPServer):
         return spec.input_schema if spec else None
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
+        """Counted and timed by tool and outcome (`picnic_mcp_tool_calls_total`); a name
+        that is no tool is counted as "(unknown)" so callers cannot grow the label set."""
+        tool = name if name in self.specs else "(unknown)"
+        start = time.perf_counter()
+        outcome = "raised"
+        try:
+            result = await self._call_tool(name, arguments, context)
+            outcome = "error" if result.is_error else "ok"
+            return result
+        finally:
+            metrics.record_mcp_tool_call(tool, outcome, time.perf_counter() - start)
+
+    async def _call_tool(self, name: str, arguments: dict[str, Any], context=None):
         spec = self.specs.get(name)
         if spec is None:  # a protocol error, not a tool result
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}")

@@ -130,6 +130,7 @@ DELIVERY_LIFECYCLE = register(
         # Not an MCP resource: agents follow a delivery with sosoapi_dm_actions_status.
         resource_uri_template=None,
         timeline_url_name="messaging-staff:delivery-timeline",
+        stuck_selector="messaging.selectors.deliveries_stuck",
     )
 )
 CANCELLABLE = frozenset({D.QUEUED, D.CLAIMED})

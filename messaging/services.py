@@ -39,7 +39,7 @@ from messaging.selectors import (
     membership_role,
     social_account_for,
 )
-from picnic import tracing
+from picnic import metrics, tracing
 from picnic.lifecycle import (
     Actor,
     IllegalTransition,
@@ -50,6 +50,9 @@ from picnic.lifecycle import (
 )
 
 logger = logging.getLogger(__name__)
+
+# The ends of a send that `picnic_dm_outcomes_total` counts (unknown may later become either).
+DM_OUTCOMES = frozenset({D.SENT, D.FAILED, D.UNKNOWN})
 
 
 class IdempotencyConflict(Exception):
@@ -70,7 +73,7 @@ def delivery_transition(
     updates: dict[str, Any] | None = None,
     only_from: set[str] | None = None,
 ) -> Delivery:
-    return transition(
+    delivery = transition(
         lifecycle=DELIVERY_LIFECYCLE,
         pk=delivery_id,
         to=to,
@@ -80,6 +83,9 @@ def delivery_transition(
         updates=updates,
         only_from=only_from,
     )
+    if to in DM_OUTCOMES:
+        metrics.count_dm_outcome(to)
+    return delivery
 
 
 def _touch_delivery(*, delivery_id, changes: dict[str, Any], only_if: Q) -> bool:

@@ -1,11 +1,8 @@
 from __future__ import annotations
 
-from datetime import timedelta
-
 from django.conf import settings
 from django.contrib import admin, messages
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import format_html
 
 from operations.decisions import operation_pause, operation_resume
@@ -15,9 +12,9 @@ from operations.models import (
     LedgerEntry,
     Operation,
     Quote,
-    State,
     Wallet,
 )
+from operations.selectors import operations_stuck
 from picnic.admin import LifecycleAdmin, ReadOnlyInline
 from picnic.lifecycle import IllegalTransition
 
@@ -58,8 +55,7 @@ class WorkFilter(admin.SimpleListFilter):
         if value == "dispatch_unknown":
             return queryset.filter(dispatch_status=DispatchStatus.UNKNOWN)
         if value == "stuck_running":
-            cutoff = timezone.now() - timedelta(minutes=settings.OPERATIONS_STUCK_RUNNING_MINUTES)
-            return queryset.filter(state__in=(State.RUNNING, State.WAITING), updated_at__lt=cutoff)
+            return queryset.filter(pk__in=operations_stuck().values("pk"))
         return queryset
 
 

@@ -134,6 +134,7 @@ OPERATION_LIFECYCLE = register(
         # Not an MCP resource: agents follow an operation with tong_operation_status.
         resource_uri_template=None,
         timeline_url_name="operations-staff:operation-timeline",
+        stuck_selector="operations.selectors.operations_stuck",
     )
 )
 
@@ -161,6 +162,12 @@ class Wallet(models.Model):
                 condition=Q(available_credits__gte=0), name="wallet_available_nonneg"
             ),
             models.CheckConstraint(condition=Q(held_credits__gte=0), name="wallet_held_nonneg"),
+        ]
+        # Only wallets with a hold (few): the credits-held gauge sums them at every scrape.
+        indexes = [
+            models.Index(
+                fields=["held_credits"], name="wallet_holding", condition=Q(held_credits__gt=0)
+            )
         ]
 
     def __str__(self) -> str:

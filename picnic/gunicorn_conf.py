@@ -45,8 +45,8 @@ preload_app = False
 
 def child_exit(server, worker):
     """A worker process ended (normally, killed or recycled): its Prometheus multiprocess
-    files must be marked dead so live gauges stop counting it."""
+    files are marked dead so live gauges stop counting it."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        from prometheus_client import multiprocess
+        from picnic.metrics import gunicorn_child_exit
 
-        multiprocess.mark_process_dead(worker.pid)
+        gunicorn_child_exit(server, worker)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from picnic import tracing
+from picnic import metrics, tracing
 
 
 class NotSent(Exception):
@@ -71,7 +71,7 @@ def problem_reason(answer: HttpAnswer) -> tuple[str, Any]:
 
 
 class JsonHttpClient:
-    def __init__(self, base_url: str, *, timeout: float):
+    def __init__(self, base_url: str, *, timeout: float, provider: str = "other"):
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"base URL must be http(s)://host[:port], got {base_url!r}")
@@ -80,6 +80,7 @@ class JsonHttpClient:
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.prefix = parts.path.rstrip("/")
         self.timeout = timeout
+        self.provider = provider  # the `provider` label of its metrics
 
     def connect(self) -> http.client.HTTPConnection:
         if self.scheme == "https":
@@ -92,6 +93,7 @@ class JsonHttpClient:
             conn.connect()
         except OSError as exc:
             conn.close()
+            metrics.count_provider_error(self.provider, "not_sent")
             raise NotSent(f"could not connect to {self.host}:{self.port}: {exc}") from exc
         return conn
 
@@ -110,17 +112,24 @@ class JsonHttpClient:
         all_headers.update(tracing.outgoing_headers())  # the provider may log our trace too
         all_headers.update(headers or {})
         try:
-            conn.request(method, self.prefix + path, body=data, headers=all_headers)
-            response = conn.getresponse()
-            raw = response.read()
+            with metrics.provider_timer(self.provider):
+                conn.request(method, self.prefix + path, body=data, headers=all_headers)
+                response = conn.getresponse()
+                raw = response.read()
         except TimeoutError as exc:
+            metrics.count_provider_error(self.provider, "timeout")
             raise OutcomeUnknown(f"no answer within {self.timeout:g}s after sending") from exc
         except (http.client.HTTPException, OSError) as exc:
+            metrics.count_provider_error(self.provider, "connection_lost")
             raise OutcomeUnknown(
                 f"connection lost after sending: {type(exc).__name__}: {exc}"
             ) from exc
         finally:
             conn.close()
+        if response.status >= 400:
+            metrics.count_provider_error(
+                self.provider, "http_5xx" if response.status >= 500 else "http_4xx"
+            )
         return HttpAnswer(response.status, raw)
 
     def call(self, method: str, path: str, **kwargs: Any) -> HttpAnswer:

@@ -31,7 +31,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from picnic import tracing
+from picnic import metrics, tracing
 from picnic.models import ActorKind
 
 logger = logging.getLogger(__name__)
@@ -96,6 +96,8 @@ class Lifecycle:
     resource_uri_template: str | None = None
     # The staff live timeline of one entity: a URL name taking the entity's pk.
     timeline_url_name: str | None = None
+    # Dotted path of a selector returning the "stuck" items (what staff must look at).
+    stuck_selector: str | None = None
 
     @property
     def terminal(self) -> frozenset[str]:
@@ -210,6 +212,7 @@ def create(
         payload=payload,
         timestamp=now,
     )
+    metrics.count_transition(lifecycle.name, getattr(instance, lifecycle.status_field))
     return instance
 
 
@@ -284,6 +287,7 @@ def transition(
             sender=model, pk=pk, from_status=current, to_status=to, lifecycle=lifecycle
         )
     )
+    metrics.count_transition(lifecycle.name, to)
     logger.info("%s %s: %s -> %s (%s)", model.__name__, pk, current, to, actor.kind)
     return instance
 

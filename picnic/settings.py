@@ -502,6 +502,20 @@ OPERATIONS_STUCK_RUNNING_MINUTES = env_int("OPERATIONS_STUCK_RUNNING_MINUTES", 3
 # most; they run at once, so /readyz answers within about this bound.
 HEALTH_CHECK_TIMEOUT_SECONDS = env_float("HEALTH_CHECK_TIMEOUT_SECONDS", 2.0)
 
+# --- Metrics (/metrics, Prometheus text format) ----------------------------------------------
+# The bearer token Prometheus sends (`authorization: {credentials: ...}`); unset, /metrics
+# answers 404. Compared in constant time; at least 16 characters so it cannot be guessed.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+if METRICS_TOKEN and (len(METRICS_TOKEN) < 16 or not METRICS_TOKEN.isprintable()):
+    raise ImproperlyConfigured("METRICS_TOKEN must be at least 16 printable characters")
+# The Celery queues whose backlog /metrics reports; empty: those of CELERY_TASK_ROUTES and
+# CELERY_TASK_QUEUES, plus the default queue.
+METRICS_CELERY_QUEUES = env_list("METRICS_CELERY_QUEUES", [])
+# PROMETHEUS_MULTIPROC_DIR (read by prometheus-client itself, not a setting): set it for every
+# process (web, Celery workers, MCP server) to one directory emptied before they start.
+if env_str("PROMETHEUS_MULTIPROC_DIR", ""):
+    Path(env_str("PROMETHEUS_MULTIPROC_DIR", "")).mkdir(parents=True, exist_ok=True)
+
 # --- Logs ----------------------------------------------------------------------------------
 # JSON lines (one object per record, with trace_id/span_id and the work in hand) unless DEBUG
 # is on (`make run`), where one readable line is friendlier; LOG_FORMAT says it explicitly.

@@ -16,6 +16,7 @@ from operations.urls import api_urlpatterns as operations_api
 from operations.urls import staff_urlpatterns as operations_staff
 from picnic.health import healthz, readyz
 from picnic.login import ThrottledAdminAuthenticationForm, ThrottledLoginView
+from picnic.metrics import metrics_view
 
 admin.site.login_form = ThrottledAdminAuthenticationForm
 
@@ -33,6 +34,7 @@ oauth_urlpatterns = [
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
+    path("metrics", metrics_view, name="metrics"),
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),

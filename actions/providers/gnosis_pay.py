@@ -96,7 +96,7 @@ def siwe_message(
 
 class GnosisPayClient:
     def __init__(self, base_url: str, *, timeout: float):
-        self.http = JsonHttpClient(base_url, timeout=timeout)
+        self.http = JsonHttpClient(base_url, timeout=timeout, provider="gnosis_pay")
         self.domain = urlsplit(base_url).netloc
 
     def _call(self, method: str, path: str, *, body: Any = None, token: str | None = None):

@@ -77,7 +77,7 @@ def parse_quote(raw: Any) -> SwapQuote:
 
 class LifiClient:
     def __init__(self, base_url: str, *, timeout: float):
-        self.http = JsonHttpClient(base_url, timeout=timeout)
+        self.http = JsonHttpClient(base_url, timeout=timeout, provider="lifi")
 
     def quote(
         self,

@@ -30,7 +30,9 @@ def prices(ids: list[str]) -> dict[str, dict[str, Decimal]]:
     cached = cache.get(key)
     if cached is not None:
         return cached
-    client = JsonHttpClient(settings.PRICE_API_URL, timeout=settings.PRICE_API_TIMEOUT_SECONDS)
+    client = JsonHttpClient(
+        settings.PRICE_API_URL, timeout=settings.PRICE_API_TIMEOUT_SECONDS, provider="prices"
+    )
     query = urlencode({"ids": ",".join(ids), "vs_currencies": ",".join(c.lower() for c in FIAT)})
     headers = {"Accept": "application/json"}
     if settings.PRICE_API_KEY:

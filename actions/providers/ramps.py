@@ -91,7 +91,7 @@ def _get(
 
 class MoneriumClient:
     def __init__(self, base_url: str, *, client_id: str, client_secret: str, timeout: float):
-        self.http = JsonHttpClient(base_url, timeout=timeout)
+        self.http = JsonHttpClient(base_url, timeout=timeout, provider="ramp_monerium")
         self.client_id = client_id
         self.client_secret = client_secret
 
@@ -157,7 +157,7 @@ class MoneriumClient:
 
 class AveniaClient:
     def __init__(self, base_url: str, *, token: str, timeout: float):
-        self.http = JsonHttpClient(base_url, timeout=timeout)
+        self.http = JsonHttpClient(base_url, timeout=timeout, provider="ramp_avenia")
         self.token = token
 
     def kyc_status(self, sub_account_id: str) -> str:

@@ -32,7 +32,7 @@ from actions.services.transitions import (
 )
 from evm.bundler import BundlerClient
 from evm.userops import entry_point_address, user_op_hash
-from picnic import tracing
+from picnic import metrics, tracing
 from picnic.lifecycle import Actor, IllegalTransition, create, record_history
 
 
@@ -130,8 +130,19 @@ def action_reconcile(
     """Advance an in-flight action from what the outside world says.
 
     Best-effort and never raises for a provider problem. Not one transaction on purpose: no
-    database transaction may stay open across the network call.
+    database transaction may stay open across the network call. Each outcome is counted
+    (`picnic_action_reconcile_total`).
     """
+    outcome = _action_reconcile(
+        action_id=action_id, actor=actor, client=client, note=note, force_resend=force_resend
+    )
+    metrics.count_reconcile(outcome)
+    return outcome
+
+
+def _action_reconcile(
+    *, action_id, actor: Actor, client: BundlerClient | None, note: str, force_resend: bool
+) -> ReconcileOutcome:
     action = Action.objects.get(pk=action_id)
     now = timezone.now()
     if action.status not in IN_FLIGHT:

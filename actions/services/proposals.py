@@ -19,6 +19,7 @@ from actions.evm_clients import bundler_client
 from actions.models import Action, ActionType, Card, SmartAccount, SmartAccountKind, Token
 from actions.services.lifecycle import action_create
 from evm.bundler import BundlerError
+from picnic.metrics import instrument_web3
 
 # Matched whole (fullmatch): `$` would let a trailing newline through, `\d` Unicode digits.
 ASSET_ID = re.compile(r"eip155:([1-9][0-9]{0,19})/erc20:(0x[0-9a-fA-F]{40})")
@@ -106,7 +107,8 @@ def _account(user) -> SmartAccount:
 
 
 def web3() -> Web3:
-    return Web3(Web3.HTTPProvider(settings.CHAIN_RPC_URL, request_kwargs={"timeout": 10}))
+    w3 = Web3(Web3.HTTPProvider(settings.CHAIN_RPC_URL, request_kwargs={"timeout": 10}))
+    return instrument_web3(w3, provider="chain_rpc")
 
 
 def passkey_client(w3: Web3, account: SmartAccount):

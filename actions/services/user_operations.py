@@ -10,7 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from actions.evm_clients import bundler_client
+from actions.evm_clients import bundler_client, chain_rpc
 from actions.models import IN_FLIGHT, PENDING_ON_CHAIN, Action, ActionStatus
 from actions.services.transitions import (
     ReconcileOutcome,
@@ -124,6 +124,7 @@ def _user_op_unknown(
         entry_point=action.entry_point,
         sender=action.user_op["sender"],
         key=nonce >> 64,
+        w3=chain_rpc(timeout=settings.BUNDLER_TIMEOUT_SECONDS),
     )
     if next_nonce > nonce:
         # Used, but not by our op — unless it was included between the two questions.

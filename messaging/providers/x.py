@@ -30,7 +30,7 @@ class Sent:
 
 class XDirectMessages:
     def __init__(self, base_url: str, *, timeout: float):
-        self.http = JsonHttpClient(base_url, timeout=timeout)
+        self.http = JsonHttpClient(base_url, timeout=timeout, provider="x")
 
     def connect(self) -> http.client.HTTPConnection:
         return self.http.connect()

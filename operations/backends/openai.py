@@ -74,7 +74,7 @@ def _parse(answer) -> BackendResponse:
 
 class OpenAIResponses:
     def __init__(self, base_url: str, *, api_key: str, timeout: float):
-        self.http = JsonHttpClient(base_url, timeout=timeout)
+        self.http = JsonHttpClient(base_url, timeout=timeout, provider="responses_api")
         self.api_key = api_key
 
     def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:

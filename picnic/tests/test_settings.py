@@ -41,6 +41,7 @@ def _start(**overrides: str) -> subprocess.CompletedProcess:
         ("ACTION_TTL_SECONDS", "-5"),
         ("DJANGO_DEBUG", "maybe"),
         ("LOG_FORMAT", "xml"),
+        ("METRICS_TOKEN", "too-short"),
     ],
 )
 def test_a_bad_value_fails_start_up_naming_the_variable(variable, value):

@@ -9,7 +9,8 @@ worker is killed with SIGKILL (its whole process group) and, after a while, star
 Then: nothing lost (every item the API accepted is in the database, ends terminal or in the
 documented waiting state `unknown`, and its history agrees), nothing sent twice (at most one
 X receipt per message, exactly one for each `sent`; one backend response per operation), and
-`/readyz` showed the dead worker's backlog while it was down (`DOWN_CHECKS`).
+`/readyz` and `/metrics` showed the dead worker's backlog while it was down (`DOWN_CHECKS`), and
+the metrics every process wrote (multiprocess mode) add up to what the database says.
 
 It runs in `make test` / CI (PostgreSQL + Redis) and takes about two minutes; it uses queues
 of its own (a unique CELERY_QUEUE_PREFIX) on the session's fresh test database.
@@ -31,6 +32,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from prometheus_client.parser import text_string_to_metric_families
 
 from chain.stack import free_port
 from messaging.providers.local_x import LocalXServer
@@ -51,6 +53,7 @@ pytestmark = [
 X_TOKEN_ENV = "PICNIC_SOAK_X_TOKEN"
 X_TOKEN = "soak-x-token"
 BACKEND_KEY = "soak-backend-key"
+METRICS_TOKEN = secrets.token_urlsafe(24)
 CLIENTS_PER_KIND = 2
 LOAD_SECONDS = 12  # before the kill, and again after the restart
 DOWN_SECONDS = 15  # the dm worker stays dead at least this long
@@ -82,6 +85,18 @@ class System:
         assert broker["ok"], broker
         return broker["detail"]["queues"]
 
+    def metrics(self) -> dict[tuple[str, tuple], float]:
+        """One scrape of /metrics: {(sample name, sorted labels): value}."""
+        status, _, body = processes.http(
+            "GET", f"{self.base_url}/metrics", token=METRICS_TOKEN, timeout=30
+        )
+        assert status == 200, status
+        return {
+            (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(body.decode())
+            for sample in family.samples
+        }
+
     def start_dm_worker(self) -> processes.Process:
         proc = processes.celery_worker(
             self.env, self.logs / "worker-dm.log", queues=[f"{self.prefix}dm"], concurrency=2
@@ -93,7 +108,6 @@ class System:
 
 
 # --- checks while the dm worker is down: each polls until it holds (or fails the test) -----
-# The metrics helper's assertion (the queue-backlog gauge on /metrics) belongs in this list.
 
 
 def readyz_shows_the_dm_backlog(system: System) -> None:
@@ -103,7 +117,15 @@ def readyz_shows_the_dm_backlog(system: System) -> None:
     )
 
 
-DOWN_CHECKS: list[Callable[[System], None]] = [readyz_shows_the_dm_backlog]
+def metrics_show_the_dm_backlog(system: System) -> None:
+    key = ("picnic_celery_queue_backlog_messages", (("queue", f"{system.prefix}dm"),))
+    wait_until(lambda: system.metrics().get(key, 0) >= 3, timeout=60)
+
+
+DOWN_CHECKS: list[Callable[[System], None]] = [
+    readyz_shows_the_dm_backlog,
+    metrics_show_the_dm_backlog,
+]
 
 
 # --- the clients ----------------------------------------------------------------------------
@@ -231,7 +253,11 @@ def system(tmp_path):
             "CHAIN_RPC_URL": nothing,
             "BUNDLER_RPC_URL": nothing,
             "HEALTH_CHECK_TIMEOUT_SECONDS": "2",
+            # Every process writes its metrics here; a scrape of either web worker sums them.
+            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prometheus"),
+            "METRICS_TOKEN": METRICS_TOKEN,
         }
+        (tmp_path / "prometheus").mkdir()
         logs = tmp_path
         system = System(f"http://127.0.0.1:{port}", env, prefix, logs, x_api, backend)
         try:
@@ -339,6 +365,20 @@ def test_soak_kill_a_worker_under_load_nothing_lost_nothing_sent_twice(system, a
     for operation in operations:
         assert billing.invariants(operation) == []
     assert billing.wallet_invariants(Wallet.objects.get(owner__username="soak-agent")) == []
+    # The metrics of every process (both web workers, the killed worker and its successor, the
+    # other worker) are summed in one scrape: the DM outcomes agree with the database, except
+    # for a send the kill interrupted between its commit and its count.
+    scraped = system.metrics()
+    counted = scraped.get(("picnic_dm_outcomes_total", (("outcome", "sent"),)), 0)
+    assert statuses["sent"] - 2 <= counted <= statuses["sent"], (counted, statuses)
+    succeeded = scraped.get(
+        (
+            "picnic_lifecycle_transitions_total",
+            (("lifecycle", "operation"), ("status", "succeeded")),
+        ),
+        0,
+    )
+    assert succeeded == len(clients.operations), (succeeded, len(clients.operations))
     print(  # the numbers of this run, for the record (pytest -rA or -s shows them)
         f"soak: {len(deliveries)} DMs {dict(statuses)}, {operations.count()} operations, "
         f"{len(system.x_api.requests)} X receipts, dm backlog seen while down {system.seen_backlog}"

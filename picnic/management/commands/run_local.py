@@ -6,6 +6,7 @@ migrate → local chain stack → seed_demo → Celery worker with beat → web 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -97,6 +98,8 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
+        # /metrics answers only with a token: a fresh one per run unless METRICS_TOKEN is set.
+        os.environ.setdefault("METRICS_TOKEN", secrets.token_urlsafe(24))
         try:
             call_command("seed_demo")
             python = sys.executable
@@ -132,6 +135,10 @@ class Command(BaseCommand):
                 )
             )
             self.stdout.write(f"MCP (streamable HTTP) on {settings.MCP_RESOURCE_URL}")
+            self.stdout.write(
+                f"metrics: curl -H 'Authorization: Bearer {os.environ['METRICS_TOKEN']}' "
+                f"http://{addr}/metrics"
+            )
             self.stdout.write(
                 self.style.SUCCESS(
                     f"Picnic back-office on http://{addr}/ — Ctrl-C stops everything"

@@ -11,6 +11,7 @@ kind, beat. Nothing here is in the Procfile: a deployment has real providers.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from chain.stack import ChainStackError, LocalChain, free_port
 from messaging.demo import DEMO_TOKEN_DEFAULT, DEMO_TOKEN_ENV
 from messaging.providers.local_x import LocalXServer
 from operations.backends.local_openai import LocalResponsesServer
+from picnic import metrics
 
 ROOT = Path(settings.BASE_DIR)
 # The Procfile's long-running types (`release` runs first, once).
@@ -118,6 +120,13 @@ class Command(BaseCommand):
         # The Procfile names gunicorn, celery and python: this venv's.
         env["PATH"] = f"{Path(python).parent}{os.pathsep}{env.get('PATH', '')}"
         env.setdefault("PYTHONUNBUFFERED", "1")
+        # Every process writes its metrics into one directory that a scrape of any web worker
+        # sums; emptied first so a previous run's files (and reused pids) are not counted.
+        env.setdefault(metrics.MULTIPROC_ENV, str(Path(settings.VAR_DIR) / "prometheus"))
+        os.environ[metrics.MULTIPROC_ENV] = env[metrics.MULTIPROC_ENV]
+        metrics.clear_multiprocess_dir()
+        # /metrics answers only with a token: a fresh one per run unless METRICS_TOKEN is set.
+        env.setdefault("METRICS_TOKEN", secrets.token_urlsafe(24))
         for step in (["migrate", "--noinput"], ["collectstatic", "--noinput", "-v", "0"]):
             subprocess.run([python, "manage.py", *step], cwd=ROOT, env=env, check=True)
         web = env.get("WEB_BIND") or f"127.0.0.1:{env.get('PORT', '8000')}"
@@ -134,6 +143,9 @@ class Command(BaseCommand):
                 f"Picnic (DEBUG off) on http://{web}/, MCP on {settings.MCP_RESOURCE_URL} "
                 "— Ctrl-C stops everything"
             )
+        )
+        self.stdout.write(
+            f"metrics: curl -H 'Authorization: Bearer {env['METRICS_TOKEN']}' http://{web}/metrics"
         )
 
         def stop(*_: object) -> None:
