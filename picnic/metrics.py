@@ -245,19 +245,13 @@ def _database_families() -> list[GaugeMetricFamily]:
 
 
 def monitored_queues() -> list[str]:
-    """The Celery queues whose backlog is reported: METRICS_CELERY_QUEUES when set, else every
-    queue named in CELERY_TASK_ROUTES / CELERY_TASK_QUEUES plus the default queue."""
+    """The Celery queues whose backlog is reported: METRICS_CELERY_QUEUES when set, else the
+    queue of each kind of work (CELERY_QUEUES_BY_KIND, prefix included)."""
     from django.conf import settings
 
     if settings.METRICS_CELERY_QUEUES:
         return list(settings.METRICS_CELERY_QUEUES)
-    names = {getattr(settings, "CELERY_TASK_DEFAULT_QUEUE", None) or "celery"}
-    routes = getattr(settings, "CELERY_TASK_ROUTES", None) or {}
-    if isinstance(routes, dict):
-        names |= {r["queue"] for r in routes.values() if isinstance(r, dict) and r.get("queue")}
-    for queue in getattr(settings, "CELERY_TASK_QUEUES", None) or ():
-        names.add(getattr(queue, "name", queue))
-    return sorted(str(n) for n in names)
+    return sorted(settings.CELERY_QUEUES_BY_KIND.values())
 
 
 # kombu's Redis transport keeps messages sent with a priority in one more list per step.

@@ -508,8 +508,8 @@ HEALTH_CHECK_TIMEOUT_SECONDS = env_float("HEALTH_CHECK_TIMEOUT_SECONDS", 2.0)
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 if METRICS_TOKEN and (len(METRICS_TOKEN) < 16 or not METRICS_TOKEN.isprintable()):
     raise ImproperlyConfigured("METRICS_TOKEN must be at least 16 printable characters")
-# The Celery queues whose backlog /metrics reports; empty: those of CELERY_TASK_ROUTES and
-# CELERY_TASK_QUEUES, plus the default queue.
+# The Celery queues whose backlog /metrics reports; empty: the queue of each kind of work
+# (CELERY_QUEUES_BY_KIND).
 METRICS_CELERY_QUEUES = env_list("METRICS_CELERY_QUEUES", [])
 # PROMETHEUS_MULTIPROC_DIR (read by prometheus-client itself, not a setting): set it for every
 # process (web, Celery workers, MCP server) to one directory emptied before they start.

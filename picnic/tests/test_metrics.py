@@ -339,13 +339,12 @@ def test_the_queue_backlog_of_the_filesystem_broker(client, token, settings, tmp
     assert value(samples, "picnic_celery_queue_backlog_messages", queue="chain") == 0
 
 
-def test_the_monitored_queues_follow_the_task_routes(settings):
+def test_the_monitored_queues_are_those_of_each_kind_of_work(settings):
     settings.METRICS_CELERY_QUEUES = []
-    settings.CELERY_TASK_ROUTES = {
-        "actions.tasks.*": {"queue": "chain"},
-        "messaging.tasks.*": {"queue": "dm"},
-    }
-    assert metrics.monitored_queues() == ["celery", "chain", "dm"]
+    settings.CELERY_QUEUES_BY_KIND = {"chain": "p.chain", "dm": "p.dm"}
+    assert metrics.monitored_queues() == ["p.chain", "p.dm"]
+    settings.METRICS_CELERY_QUEUES = ["only"]
+    assert metrics.monitored_queues() == ["only"]
 
 
 # --- Several processes, one scrape ----------------------------------------------------------------
