@@ -4,7 +4,6 @@ from collections import Counter
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.shortcuts import get_object_or_404, redirect
@@ -73,24 +72,20 @@ class StuckFilter(admin.SimpleListFilter):
         return queryset
 
 
-# The reasons offered are those of the latest failures (a bounded read on the
-# (status, created_at) index, cached): reasons are the provider's free text, so there is no
-# fixed list, and SELECT DISTINCT over every failed delivery grew with the table.
+# The reasons offered are those of the latest failures: a bounded read on the
+# (status, created_at) index. Reasons are the provider's free text, so there is no fixed list,
+# and SELECT DISTINCT over every failed delivery grew with the table.
 REASON_SAMPLE = 1000
 REASON_CHOICES = 20
-REASON_CACHE_SECONDS = 300
 
 
 def recent_failure_reasons() -> list[str]:
-    def compute() -> list[str]:
-        latest = (
-            Delivery.objects.filter(status=D.FAILED, reason__isnull=False)
-            .order_by("-created_at")
-            .values_list("reason", flat=True)[:REASON_SAMPLE]
-        )
-        return [reason for reason, _ in Counter(latest).most_common(REASON_CHOICES)]
-
-    return cache.get_or_set("messaging:admin:failure-reasons", compute, REASON_CACHE_SECONDS)
+    latest = (
+        Delivery.objects.filter(status=D.FAILED, reason__isnull=False)
+        .order_by("-created_at")
+        .values_list("reason", flat=True)[:REASON_SAMPLE]
+    )
+    return [reason for reason, _ in Counter(latest).most_common(REASON_CHOICES)]
 
 
 class FailedReasonFilter(admin.SimpleListFilter):

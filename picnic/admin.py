@@ -223,5 +223,8 @@ def address_forms(address: str) -> list[str]:
 def user_ids_matching(term: str, limit: int = 20) -> list[int]:
     """Users whose username is the term (unique index) or whose e-mail is it, ignoring case
     (auth_user is orders of magnitude smaller than the work tables, so no index of ours)."""
-    users = get_user_model()._default_manager.filter(Q(username=term) | Q(email__iexact=term))
+    match = Q(username=term)
+    if "@" in term:
+        match |= Q(email__iexact=term)
+    users = get_user_model()._default_manager.filter(match)
     return list(users.values_list("pk", flat=True)[:limit])
