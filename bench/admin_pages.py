@@ -218,6 +218,7 @@ def staff_user(conn, password: str) -> None:
     """A superuser with a fresh password each run (hashed by Django's own hasher)."""
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "picnic.settings")
+    os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "127.0.0.1,testserver")
     import django
 
     django.setup()
@@ -293,6 +294,50 @@ def targets(rows: int) -> list[tuple[str, str]]:
     ]
 
 
+def explain(pages: list[tuple[str, str]]) -> None:
+    """EXPLAIN ANALYZE of every statement each page runs (through Django's test client on the
+    code of this checkout), with the slowest one and any sequential scan of a big table."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    client = Client()
+    client.force_login(get_user_model().objects.get(username=STAFF))
+    print("| page | statements | sum of execution ms | slowest ms | seq scans of big tables |")
+    print("|---|---|---|---|---|")
+    for page_name, path in pages:
+        client.get(path)
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(path).status_code == 200, path
+        total, slowest, scans = 0.0, 0.0, set()
+        for query in captured:
+            sql = query["sql"]
+            if not sql.lstrip().upper().startswith("SELECT"):
+                continue
+            with connection.cursor() as cursor:
+                cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql)
+                plan = cursor.fetchone()[0]
+            if isinstance(plan, str):
+                import json
+
+                plan = json.loads(plan)
+            ms = plan[0]["Execution Time"]
+            total += ms
+            slowest = max(slowest, ms)
+            stack = [plan[0]["Plan"]]
+            while stack:
+                node = stack.pop()
+                if node["Node Type"] == "Seq Scan" and node.get("Plan Rows", 0) > 10_000:
+                    scans.add(node["Relation Name"])
+                stack.extend(node.get("Plans", []))
+        print(
+            f"| {page_name} | {len(captured)} | {total:.2f} | {slowest:.2f} | "
+            f"{', '.join(sorted(scans)) or '–'} |",
+            flush=True,
+        )
+
+
 def login(base: str, password: str) -> requests.Session:
     session = requests.Session()
     page = session.get(base + "/admin/login/", timeout=30)
@@ -320,6 +365,9 @@ def main() -> None:
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--code", type=Path, default=ROOT, help="checkout to serve")
     parser.add_argument("--only", default="", help="measure only pages whose name contains this")
+    parser.add_argument(
+        "--explain", action="store_true", help="EXPLAIN ANALYZE each page's statements instead"
+    )
     args = parser.parse_args()
 
     url = os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/bench_admin")
@@ -358,6 +406,9 @@ def main() -> None:
         print(f"rows: {counts(conn)}; history (estimated): {history}", flush=True)
         password = secrets.token_urlsafe(16)
         staff_user(conn, password)
+    if args.explain:
+        explain([p for p in targets(args.rows) if args.only in p[0]])
+        return
 
     port = free_port()
     base = f"http://127.0.0.1:{port}"

@@ -8,11 +8,13 @@ import uuid
 from functools import cache, cached_property
 
 from django.contrib import admin
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.db import connections
 from django.db.models import Q, QuerySet
 from django.utils.html import format_html
+from django.utils.translation import gettext as _
 
 from picnic.lifecycle import Lifecycle, lifecycle_named, lifecycles
 
@@ -74,6 +76,15 @@ class LifecycleAdmin(admin.ModelAdmin):
     def get_inlines(self, request, obj):
         return [*super().get_inlines(request, obj), history_inline(self.lifecycle)]
 
+    def action_checkbox(self, obj):
+        # Django's markup, without a template render per row (a third of a 100-row page).
+        return format_html(
+            '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',
+            ACTION_CHECKBOX_NAME,
+            obj.pk,
+            _("Select this object for an action - {}").format(obj),
+        )
+
     def get_formset_kwargs(self, request, obj, inline, prefix):
         kwargs = super().get_formset_kwargs(request, obj, inline, prefix)
         if isinstance(inline, StatusHistoryInline) and obj is not None and obj.pk is not None:
@@ -127,7 +138,8 @@ def tracked_work(user) -> list[dict]:
 
 # On PostgreSQL a changelist counts at most this many rows exactly; past it the page says
 # "about N" (the planner's estimate) instead of counting millions of rows on every load.
-COUNT_CAP = 10_000
+# Counting 10,001 rows of a filter that no index serves took 20–45 ms at 1M rows; 1,001, 2–5.
+COUNT_CAP = 1_000
 
 
 class EstimatedCountPaginator(Paginator):

@@ -68,3 +68,13 @@ def test_search_terms_are_recognised_by_shape():
 def test_an_address_is_searched_in_both_spellings_it_may_be_stored_in():
     address = "0x" + "7a" * 20
     assert address_forms(address) == sorted({address, to_checksum_address(address)})
+
+
+def test_the_row_checkbox_is_django_s_markup_without_a_template_render(user, application):
+    from django.contrib import admin
+
+    action = make_action(user=user, application=application)
+    model_admin = admin.site._registry[Action]
+    assert model_admin.action_checkbox(action) == admin.ModelAdmin.action_checkbox(
+        model_admin, action
+    )
