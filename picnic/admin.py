@@ -69,6 +69,9 @@ class LifecycleAdmin(admin.ModelAdmin):
 
     # No full-table counts: the paginator estimates or caps them (EstimatedCountPaginator).
     show_full_result_count = False
+    # Rendering a row costs ~1 ms on a busy 2-core host (the SQL of a page, ~1 ms in all):
+    # 50 rows keep a page under 150 ms; staff filter or search rather than page through 1M.
+    list_per_page = 50
 
     def get_paginator(self, request, queryset, per_page, orphans=0, allow_empty_first_page=True):
         return EstimatedCountPaginator(queryset, per_page, orphans, allow_empty_first_page)
