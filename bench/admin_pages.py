@@ -257,6 +257,7 @@ def targets(rows: int) -> list[tuple[str, str]]:
     return [
         ("admin index", "/admin/"),
         ("actions: changelist", a),
+        ("actions: last page offered (p=200)", a + "?p=200"),
         ("actions: status=executed", a + "?status__exact=executed"),
         ("actions: status=submitted", a + "?status__exact=submitted"),
         ("actions: type=swap", a + "?type__exact=swap"),

@@ -143,6 +143,8 @@ def tracked_work(user) -> list[dict]:
 # "about N" (the planner's estimate) instead of counting millions of rows on every load.
 # Counting 10,001 rows of a filter that no index serves took 20–45 ms at 1M rows; 1,001, 2–5.
 COUNT_CAP = 1_000
+# An estimated list offers this many pages (OFFSET up to MAX_PAGES × per page rows).
+MAX_PAGES = 200
 
 
 class EstimatedCountPaginator(Paginator):
@@ -156,7 +158,7 @@ class EstimatedCountPaginator(Paginator):
     @cached_property
     def count(self) -> int:
         queryset = self.object_list
-        if not isinstance(queryset, QuerySet):
+        if not isinstance(queryset, QuerySet) or queryset.query.is_sliced:
             return super().count
         connection = connections[queryset.db]
         if connection.vendor != "postgresql":
@@ -176,6 +178,14 @@ class EstimatedCountPaginator(Paginator):
             return estimate
         self.count_kind = "more than"
         return COUNT_CAP + 1
+
+    @cached_property
+    def num_pages(self) -> int:
+        pages = super().num_pages  # counts first, which sets count_kind
+        if self.count_kind == "exact":
+            return pages
+        # Past this, OFFSET walks every earlier row (a second at 1M): filter or search instead.
+        return min(pages, MAX_PAGES)
 
     @property
     def count_label(self) -> str:

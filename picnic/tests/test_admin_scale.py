@@ -46,6 +46,12 @@ def test_the_paginator_counts_exactly_up_to_the_cap_then_estimates(user, applica
     paginator = EstimatedCountPaginator(Action.objects.filter(status="proposed"), 2)
     assert paginator.count > 5
     assert paginator.count_label.startswith(("about ", "more than 5"))
+    # Pages stop where OFFSET would get expensive, only when the count is not exact.
+    monkeypatch.setattr(picnic_admin, "MAX_PAGES", 2)
+    paginator = EstimatedCountPaginator(Action.objects.filter(status="proposed"), 2)
+    assert paginator.num_pages == 2
+    four = Action.objects.filter(pk__in=list(Action.objects.values_list("pk", flat=True)[:4]))
+    assert EstimatedCountPaginator(four, 1).num_pages == 4
 
 
 def test_sqlite_and_small_results_are_counted_exactly(staff_client, user, application):
