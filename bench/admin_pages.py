@@ -66,7 +66,7 @@ DATA_SQL = [
        SELECT md5('a' || i)::uuid, (ARRAY['transfer', 'swap', 'cardFreeze', 'cardUnfreeze',
               'cardLimitSet'])[i %% 5 + 1], st,
               'Send 1.5 USDC to 0x' || substr(md5('to' || i), 1, 40), 31337,
-              '0x' || substr(md5('sa' || (i %% 50000)), 1, 40), '{"amount": "1.5"}'::jsonb,
+              '0x' || substr(md5('sa' || (i %% 50000)) || md5('sb' || (i %% 50000)), 1, 40), '{"amount": "1.5"}'::jsonb,
               NULL, '0x0000000071727de22e5e9d8baf0edac6f37da032', '0.7',
               CASE WHEN onchain AND st NOT IN ('proposed', 'expired', 'rejected')
                    THEN '0x' || md5('uo' || i) || md5('uo2' || i) END,
@@ -257,7 +257,7 @@ def targets(rows: int) -> list[tuple[str, str]]:
     return [
         ("admin index", "/admin/"),
         ("actions: changelist", a),
-        ("actions: last page offered (p=200)", a + "?p=200"),
+        ("actions: last page offered (p=100)", a + "?p=100"),
         ("actions: status=executed", a + "?status__exact=executed"),
         ("actions: status=submitted", a + "?status__exact=submitted"),
         ("actions: type=swap", a + "?type__exact=swap"),
@@ -265,8 +265,11 @@ def targets(rows: int) -> list[tuple[str, str]]:
         ("actions: search id", a + "?q=" + action),
         ("actions: search tx hash", a + "?q=0x" + h(f"tx{mid}") + h(f"tx2{mid}")),
         ("actions: search userOpHash", a + "?q=0x" + h(f"uo{mid}") + h(f"uo2{mid}")),
-        ("actions: search smart account", a + "?q=0x" + h(f"sa{mid % 50000}")[:40]),
-        ("actions: search username", a + f"?q=benchuser{mid % 5000}"),
+        (
+            "actions: search smart account",
+            a + "?q=0x" + (h(f"sa{mid % 50000}") + h(f"sb{mid % 50000}"))[:40],
+        ),
+        ("actions: search username", a + f"?q=benchuser{mid % 5000 + 1}"),
         ("actions: change page", a + action + "/change/"),
         ("deliveries: changelist", d),
         ("deliveries: status=failed", d + "?status__exact=failed"),
@@ -290,7 +293,7 @@ def targets(rows: int) -> list[tuple[str, str]]:
         ("operations: channel=mcp", o + "?channel__exact=mcp"),
         ("operations: search id", o + "?q=" + operation),
         ("operations: search response id", o + "?q=resp_" + h(f"r{mid}")),
-        ("operations: search username", o + f"?q=benchuser{mid % 5000}"),
+        ("operations: search username", o + f"?q=benchuser{mid % 5000 + 1}"),
         ("operations: change page", o + operation + "/change/"),
     ]
 
@@ -337,6 +340,23 @@ def explain(pages: list[tuple[str, str]]) -> None:
             f"{', '.join(sorted(scans)) or '–'} |",
             flush=True,
         )
+
+
+def expected(rows: int) -> dict[str, str]:
+    """What each search page must show (checked once before measuring): the row it looks for."""
+    found = {}
+    for page_name, path in targets(rows):
+        if "search" not in page_name:
+            continue
+        if "username" in page_name:
+            found[page_name] = path.rsplit("=", 1)[1]
+        else:
+            # The target row's id is in the change page path of the same app.
+            change = next(
+                p for n, p in targets(rows) if n == page_name.split(":")[0] + ": change page"
+            )
+            found[page_name] = change.rstrip("/").split("/")[-2]
+    return found
 
 
 def login(base: str, password: str) -> requests.Session:
@@ -436,11 +456,14 @@ def main() -> None:
         session = login(base, password)
         pages = [p for p in targets(args.rows) if args.only in p[0]]
         baseline = ("baseline: password-change form", "/admin/password_change/")
-        for _name, path in [baseline, *pages]:  # warm up both workers, check each page works
+        must_show = expected(args.rows)
+        for page_name, path in [baseline, *pages]:  # warm up both workers, check each page
             for _ in range(2):
                 response = session.get(base + path, timeout=120)
                 if response.status_code != 200:
                     raise SystemExit(f"{path}: HTTP {response.status_code}")
+                if must_show.get(page_name, "") not in response.text:
+                    raise SystemExit(f"{page_name}: {must_show[page_name]} not found")
         samples: dict[str, list[float]] = {n: [] for n, _ in [baseline, *pages]}
         for round_no in range(args.rounds):
             order = [baseline, *pages]
