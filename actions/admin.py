@@ -354,6 +354,7 @@ class RampAccountAdmin(admin.ModelAdmin):
     are read-only here and refreshed from the provider (on read, or with the action)."""
 
     list_display = ("user", "currency", "provider", "external_id", "kyc_status", "kyc_checked_at")
+    raw_id_fields = ("user",)  # not a <select> of every user
     list_filter = ("currency", "provider", "kyc_status")
     search_fields = ("user__username", "user__email", "external_id")
     readonly_fields = ("kyc_status", "provider_status", "kyc_checked_at", "kyc_error")

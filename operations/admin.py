@@ -175,4 +175,5 @@ class LedgerEntryAdmin(admin.ModelAdmin):
 @admin.register(Quote)
 class QuoteAdmin(admin.ModelAdmin):
     list_display = ("id", "tool", "owner", "quoted_credits", "expires_at")
+    raw_id_fields = ("owner",)  # not a <select> of every user
     search_fields = ("=id", "tool")

@@ -147,3 +147,20 @@ def test_the_attention_filters_select_the_right_rows(staff_client, submit, setti
         assert not any(str(op.pk) in page.text for op in everyone - expected), value
     page = staff_client.get(URL, {"billing_status__exact": "reconciling"})
     assert str(unknown.pk) in page.text and str(plain.pk) not in page.text
+
+
+@pytest.mark.parametrize(
+    ("url", "field"),
+    [("/admin/operations/quote/add/", "owner"), ("/admin/actions/rampaccount/add/", "user")],
+)
+def test_forms_with_a_user_take_its_id_not_a_select_of_every_user(
+    staff_client, make_user, url, field, django_assert_num_queries
+):
+    page = staff_client.get(url)
+    assert page.status_code == 200
+    assert f'name="{field}"' in page.text and f'<select name="{field}"' not in page.text
+    few = _queries(staff_client, url)
+    for n in range(5):
+        make_user(f"someone{n}")
+    with django_assert_num_queries(few):
+        staff_client.get(url)
