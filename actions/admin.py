@@ -52,7 +52,7 @@ class StuckFilter(admin.SimpleListFilter):
         if self.value() == "yes":
             # The selector's predicate on this queryset (the status index finds the few in
             # flight), not `pk IN (subquery)` walked backwards over created_at.
-            return queryset.filter(actions_stuck().query.where)
+            return queryset & actions_stuck()
         return queryset
 
 

@@ -68,7 +68,7 @@ class StuckFilter(admin.SimpleListFilter):
         if self.value() == "yes":
             # The selector's predicate on this queryset: each branch names its statuses, so
             # the status index finds the few candidates (no `pk IN (subquery)`).
-            return queryset.filter(deliveries_stuck().query.where)
+            return queryset & deliveries_stuck()
         return queryset
 
 
