@@ -257,7 +257,7 @@ def targets(rows: int) -> list[tuple[str, str]]:
     return [
         ("admin index", "/admin/"),
         ("actions: changelist", a),
-        ("actions: last page offered (p=100)", a + "?p=100"),
+        ("actions: last page offered (p=50)", a + "?p=50"),
         ("actions: status=executed", a + "?status__exact=executed"),
         ("actions: status=submitted", a + "?status__exact=submitted"),
         ("actions: type=swap", a + "?type__exact=swap"),

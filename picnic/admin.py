@@ -144,7 +144,7 @@ def tracked_work(user) -> list[dict]:
 # Counting 10,001 rows of a filter that no index serves took 20–45 ms at 1M rows; 1,001, 2–5.
 COUNT_CAP = 1_000
 # An estimated list offers this many pages (OFFSET up to MAX_PAGES × per page rows).
-MAX_PAGES = 100
+MAX_PAGES = 50
 
 
 class EstimatedCountPaginator(Paginator):
