@@ -7,6 +7,7 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import Q
 from django.http import Http404
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
@@ -35,7 +36,7 @@ from actions.services.lifecycle import (
 )
 from actions.services.ramps import ramp_kyc_refresh
 from actions.views import resend_outcome_message
-from picnic.admin import LifecycleAdmin
+from picnic.admin import LifecycleAdmin, address_forms, search_term_kind, user_ids_matching
 from picnic.lifecycle import Actor
 
 
@@ -49,7 +50,9 @@ class StuckFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         if self.value() == "yes":
-            return queryset.filter(pk__in=actions_stuck().values("pk"))
+            # The selector's predicate on this queryset (the status index finds the few in
+            # flight), not `pk IN (subquery)` walked backwards over created_at.
+            return queryset & actions_stuck()
         return queryset
 
 
@@ -93,7 +96,12 @@ class ActionAdmin(LifecycleAdmin):
     lifecycle = Action.lifecycle
     list_display = ("id", "type", "status", "user", "age", "smart_account", "error_short")
     list_filter = ("status", "type", StuckFilter)
+    # Searches are exact lookups on indexes, by the shape of the term (get_search_results).
     search_fields = ("user_op_hash", "tx_hash", "smart_account", "user__username")
+    search_help_text = (
+        "Exact: an action id, a userOpHash or tx hash, a smart account address, "
+        "a username or an e-mail."
+    )
     list_select_related = ("user",)
     actions = ["reconcile_now", "mark_failed", "resend"]
     readonly_fields = [f.name for f in Action._meta.concrete_fields] + ["timeline"]
@@ -143,19 +151,16 @@ class ActionAdmin(LifecycleAdmin):
     )
 
     def get_search_results(self, request, queryset, search_term):
-        term = search_term.strip()
-        try:
-            return queryset.filter(pk=uuid.UUID(term)), False
-        except ValueError:
-            pass
-        if term.startswith("0x"):
-            term = term.lower()
-            return (
-                queryset.filter(user_op_hash=term)
-                | queryset.filter(tx_hash=term)
-                | queryset.filter(smart_account__iexact=term)
-            ), False
-        return super().get_search_results(request, queryset, search_term)
+        if not search_term.strip():
+            return queryset, False
+        kind, term = search_term_kind(search_term)
+        if kind == "uuid":
+            return queryset.filter(pk=term), False
+        if kind == "hash":  # hashes are stored as the bundler/node return them: lowercase
+            return queryset.filter(Q(user_op_hash=term) | Q(tx_hash=term)), False
+        if kind == "address":
+            return queryset.filter(smart_account__in=address_forms(term)), False
+        return queryset.filter(user__in=user_ids_matching(term)), False
 
     @admin.display(description="age", ordering="created_at")
     def age(self, obj: Action) -> str:
@@ -349,6 +354,7 @@ class RampAccountAdmin(admin.ModelAdmin):
     are read-only here and refreshed from the provider (on read, or with the action)."""
 
     list_display = ("user", "currency", "provider", "external_id", "kyc_status", "kyc_checked_at")
+    raw_id_fields = ("user",)  # not a <select> of every user
     list_filter = ("currency", "provider", "kyc_status")
     search_fields = ("user__username", "user__email", "external_id")
     readonly_fields = ("kyc_status", "provider_status", "kyc_checked_at", "kyc_error")

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
-import uuid
+from collections import Counter
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import Q
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -20,7 +21,7 @@ from messaging.models import (
 )
 from messaging.selectors import deliveries_stuck
 from messaging.services import delivery_cancel, delivery_resolve_unknown
-from picnic.admin import LifecycleAdmin
+from picnic.admin import LifecycleAdmin, search_term_kind
 from picnic.lifecycle import IllegalTransition
 
 
@@ -65,23 +66,37 @@ class StuckFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         if self.value() == "yes":
-            return queryset.filter(pk__in=deliveries_stuck().values("pk"))
+            # The selector's predicate on this queryset: each branch names its statuses, so
+            # the status index finds the few candidates (no `pk IN (subquery)`).
+            return queryset & deliveries_stuck()
         return queryset
 
 
+# The reasons offered are those of the latest failures: a bounded read on the
+# (status, created_at) index. Reasons are the provider's free text, so there is no fixed list,
+# and SELECT DISTINCT over every failed delivery grew with the table.
+REASON_SAMPLE = 1000
+REASON_CHOICES = 20
+
+
+def recent_failure_reasons() -> list[str]:
+    # No `reason IS NOT NULL` in SQL: the planner multiplies it with the status and, thinking
+    # matches rare, picks a parallel scan (20 ms instead of 3 ms at 1M rows).
+    latest = (
+        Delivery.objects.filter(status=D.FAILED)
+        .order_by("-created_at")
+        .values_list("reason", flat=True)[:REASON_SAMPLE]
+    )
+    reasons = Counter(reason for reason in latest if reason)
+    return [reason for reason, _ in reasons.most_common(REASON_CHOICES)]
+
+
 class FailedReasonFilter(admin.SimpleListFilter):
-    title = "failure reason"
+    title = "failure reason (recent)"
     parameter_name = "reason"
 
     def lookups(self, request, model_admin):
-        reasons = (
-            Delivery.objects.filter(status=D.FAILED)
-            .exclude(reason__isnull=True)
-            .values_list("reason", flat=True)
-            .distinct()
-            .order_by("reason")[:20]
-        )
-        return [(reason, reason[:60]) for reason in reasons]
+        return [(reason, reason[:60]) for reason in sorted(recent_failure_reasons())]
 
     def queryset(self, request, queryset):
         if self.value():
@@ -108,18 +123,37 @@ class DeliveryAdmin(LifecycleAdmin):
     lifecycle = Delivery.lifecycle
     list_display = ("id", "status", "social_account", "workspace", "created_at", "reason_short")
     list_filter = ("status", StuckFilter, FailedReasonFilter, "social_account__provider")
+    # Searches are exact lookups on indexes, by the shape of the term (get_search_results).
     search_fields = ("provider_message_id", "social_account__handle", "conversation__recipient_id")
+    search_help_text = (
+        "Exact: a delivery id or idempotency key, a provider message id, a social account "
+        "handle or a recipient id."
+    )
     list_select_related = ("social_account", "workspace")
     actions = ["cancel_selected"]
     readonly_fields = [f.name for f in Delivery._meta.concrete_fields] + ["links"]
     exclude = ("payload_hash",)
 
     def get_search_results(self, request, queryset, search_term):
-        try:
-            key = uuid.UUID(search_term.strip())
-        except ValueError:
-            return super().get_search_results(request, queryset, search_term)
-        return queryset.filter(pk=key) | queryset.filter(idempotency_key=key), False
+        if not search_term.strip():
+            return queryset, False
+        kind, term = search_term_kind(search_term)
+        if kind == "uuid":
+            return queryset.filter(Q(pk=term) | Q(idempotency_key=term)), False
+        term = search_term.strip()
+        # Small tables first (accounts, conversations), then the deliveries by their indexes.
+        accounts = list(SocialAccount.objects.filter(handle=term).values_list("pk", flat=True))
+        conversations = list(
+            Conversation.objects.filter(recipient_id=term).values_list("pk", flat=True)[:100]
+        )
+        return (
+            queryset.filter(
+                Q(provider_message_id=term)
+                | Q(social_account__in=accounts)
+                | Q(conversation__in=conversations)
+            ),
+            False,
+        )
 
     @admin.display(description="reason")
     def reason_short(self, obj: Delivery) -> str:

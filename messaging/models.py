@@ -93,6 +93,8 @@ class Conversation(models.Model):
                 fields=["social_account", "recipient_id"], name="conversation_unique"
             )
         ]
+        # The admin's exact recipient search (the constraint leads with the account).
+        indexes = [models.Index(fields=["recipient_id"], name="conversation_recipient")]
 
     def __str__(self) -> str:
         return f"{self.social_account} → {self.recipient_id}"
@@ -179,7 +181,15 @@ class Delivery(LifecycleModel):
     class Meta:
         ordering = ("-created_at",)
         verbose_name_plural = "deliveries"
-        indexes = [models.Index(fields=["status", "next_attempt_at"], name="delivery_due")]
+        indexes = [
+            models.Index(fields=["status", "next_attempt_at"], name="delivery_due"),
+            # Back-office (admin): the list's order, each status filter in that order, and the
+            # exact id searches (the unique constraint leads with workspace, not the key).
+            models.Index(fields=["created_at"], name="delivery_created"),
+            models.Index(fields=["status", "created_at"], name="delivery_status_created"),
+            models.Index(fields=["idempotency_key"], name="delivery_idempotency_key"),
+            models.Index(fields=["provider_message_id"], name="delivery_provider_message_id"),
+        ]
         constraints = [
             # Keys are scoped to workspace + social account; concurrent duplicates lose here.
             models.UniqueConstraint(

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import admin, messages
+from django.db.models import Q
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -15,7 +16,7 @@ from operations.models import (
     Wallet,
 )
 from operations.selectors import operations_stuck
-from picnic.admin import LifecycleAdmin, ReadOnlyInline
+from picnic.admin import LifecycleAdmin, ReadOnlyInline, search_term_kind, user_ids_matching
 from picnic.lifecycle import IllegalTransition
 
 
@@ -55,7 +56,7 @@ class WorkFilter(admin.SimpleListFilter):
         if value == "dispatch_unknown":
             return queryset.filter(dispatch_status=DispatchStatus.UNKNOWN)
         if value == "stuck_running":
-            return queryset.filter(pk__in=operations_stuck().values("pk"))
+            return queryset & operations_stuck()
         return queryset
 
 
@@ -74,11 +75,25 @@ class OperationAdmin(LifecycleAdmin):
         "created_at",
     )
     list_filter = (WorkFilter, "state", "dispatch_status", "billing_status", "channel")
-    search_fields = ("=id", "tool", "category", "backend_response_id", "owner__username")
+    # Searches are exact lookups on indexes, by the shape of the term (get_search_results):
+    # `=id` cast the uuid to text and missed the primary key; tool and category substrings
+    # scanned the table.
+    search_fields = ("=id", "backend_response_id", "owner__username")
+    search_help_text = "Exact: an operation id, a backend response id, a username or an e-mail."
     list_select_related = ("owner",)
     inlines = [ComponentInline]
     actions = ["pause", "resume"]
     readonly_fields = [f.name for f in Operation._meta.concrete_fields] + ["links"]
+
+    def get_search_results(self, request, queryset, search_term):
+        if not search_term.strip():
+            return queryset, False
+        kind, term = search_term_kind(search_term)
+        if kind == "uuid":
+            return queryset.filter(pk=term), False
+        term = search_term.strip()
+        owners = user_ids_matching(term)
+        return queryset.filter(Q(backend_response_id=term) | Q(owner__in=owners)), False
 
     @admin.display(description="links")
     def links(self, obj: Operation) -> str:
@@ -156,4 +171,5 @@ class LedgerEntryAdmin(admin.ModelAdmin):
 @admin.register(Quote)
 class QuoteAdmin(admin.ModelAdmin):
     list_display = ("id", "tool", "owner", "quoted_credits", "expires_at")
+    raw_id_fields = ("owner",)  # not a <select> of every user
     search_fields = ("=id", "tool")

@@ -292,7 +292,15 @@ class Operation(LifecycleModel):
 
     class Meta:
         ordering = ("-created_at",)
-        indexes = [models.Index(fields=["state", "next_check_at"], name="operation_due")]
+        indexes = [
+            models.Index(fields=["state", "next_check_at"], name="operation_due"),
+            # Back-office (admin): the list's order, the rare-value filters in that order
+            # (dispatch unknown, billing reconciling), and the exact backend response search.
+            models.Index(fields=["created_at"], name="operation_created"),
+            models.Index(fields=["dispatch_status", "created_at"], name="operation_dispatch"),
+            models.Index(fields=["billing_status", "created_at"], name="operation_billing"),
+            models.Index(fields=["backend_response_id"], name="operation_backend_response"),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=_state_table_condition(), name="operation_state_status_stage"

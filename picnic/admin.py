@@ -3,10 +3,18 @@ its live timeline) comes from the lifecycle registry (`picnic.lifecycle`), not f
 
 from __future__ import annotations
 
-from functools import cache
+import re
+import uuid
+from functools import cache, cached_property
 
 from django.contrib import admin
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.auth import get_user_model
+from django.core.paginator import Paginator
+from django.db import connections
+from django.db.models import Q, QuerySet
 from django.utils.html import format_html
+from django.utils.translation import gettext as _
 
 from picnic.lifecycle import Lifecycle, lifecycle_named, lifecycles
 
@@ -22,8 +30,13 @@ class ReadOnlyInline(admin.TabularInline):
         return False
 
 
+# The change page shows this many of the latest history rows; the live timeline has them all.
+HISTORY_INLINE_LIMIT = 50
+
+
 class StatusHistoryInline(ReadOnlyInline):
-    """The append-only status history (picnic.models.StatusHistory), raw payloads included."""
+    """The append-only status history (picnic.models.StatusHistory), raw payloads included:
+    the latest HISTORY_INLINE_LIMIT rows (an entity re-sent for days can have thousands)."""
 
     fields = (
         "timestamp",
@@ -37,6 +50,12 @@ class StatusHistoryInline(ReadOnlyInline):
     )
     readonly_fields = fields
     ordering = ("timestamp", "id")
+    verbose_name_plural = (
+        f"status history (latest {HISTORY_INLINE_LIMIT}; all in the live timeline)"
+    )
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("actor_user")
 
 
 @cache
@@ -57,8 +76,38 @@ class LifecycleAdmin(admin.ModelAdmin):
 
     lifecycle: Lifecycle
 
+    # No full-table counts: the paginator estimates or caps them (EstimatedCountPaginator).
+    show_full_result_count = False
+    # Rendering a row costs ~1 ms on a busy 2-core host (the SQL of a page, ~1 ms in all):
+    # 50 rows keep a page under 150 ms; staff filter or search rather than page through 1M.
+    list_per_page = 50
+
+    def get_paginator(self, request, queryset, per_page, orphans=0, allow_empty_first_page=True):
+        return EstimatedCountPaginator(queryset, per_page, orphans, allow_empty_first_page)
+
     def get_inlines(self, request, obj):
         return [*super().get_inlines(request, obj), history_inline(self.lifecycle)]
+
+    def action_checkbox(self, obj):
+        # Django's markup, without a template render per row (a third of a 100-row page).
+        return format_html(
+            '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',
+            ACTION_CHECKBOX_NAME,
+            obj.pk,
+            _("Select this object for an action - {}").format(obj),
+        )
+
+    def get_formset_kwargs(self, request, obj, inline, prefix):
+        kwargs = super().get_formset_kwargs(request, obj, inline, prefix)
+        if isinstance(inline, StatusHistoryInline) and obj is not None and obj.pk is not None:
+            fk = self.lifecycle.history_fk
+            latest = (
+                inline.model._default_manager.filter(**{fk: obj.pk})
+                .order_by("-timestamp", "-id")
+                .values("pk")[:HISTORY_INLINE_LIMIT]
+            )
+            kwargs["queryset"] = kwargs["queryset"].filter(pk__in=latest)
+        return kwargs
 
     def has_add_permission(self, request):
         return False
@@ -78,15 +127,138 @@ def tracked_work(user) -> list[dict]:
         meta = lifecycle.model._meta
         if not user.has_perm(f"{meta.app_label}.view_{meta.model_name}"):
             continue
-        unfinished = lifecycle.model._default_manager.exclude(
-            **{f"{lifecycle.status_field}__in": lifecycle.terminal}
+        # The open statuses by name (an IN on the status index), not NOT IN the terminal ones
+        # (a scan of every finished row); counted up to COUNT_CAP.
+        field = meta.get_field(lifecycle.status_field)
+        open_statuses = [value for value, _ in field.choices if value not in lifecycle.terminal]
+        unfinished = lifecycle.model._default_manager.filter(
+            **{f"{lifecycle.status_field}__in": open_statuses}
         )
+        count = unfinished.values("pk")[: COUNT_CAP + 1].count()
         rows.append(
             {
                 "name": lifecycle.name,
                 "label": meta.verbose_name_plural,
                 "url": lifecycle.admin_url(),
-                "unfinished": unfinished.count(),
+                "unfinished": count if count <= COUNT_CAP else f"more than {COUNT_CAP:,}",
             }
         )
     return rows
+
+
+# --- Counting at scale ---------------------------------------------------------------------
+
+# On PostgreSQL a changelist counts at most this many rows exactly; past it the page says
+# "about N" (the planner's estimate) instead of counting millions of rows on every load.
+# Counting 10,001 rows of a filter that no index serves took 20–45 ms at 1M rows; 1,001, 2–5.
+COUNT_CAP = 1_000
+# An estimated list offers this many pages (OFFSET up to MAX_PAGES × per page rows).
+MAX_PAGES = 50
+
+
+class EstimatedCountPaginator(Paginator):
+    """A paginator whose count never scans a large table on PostgreSQL: an unfiltered list
+    takes the table's size from pg_class.reltuples, a filtered one is counted up to COUNT_CAP
+    rows and, past it, takes the planner's row estimate (EXPLAIN). `count_label` says which:
+    "1,234", "about 1,000,000", "more than 10,000". Elsewhere (SQLite) it counts exactly."""
+
+    count_kind = "exact"  # "exact", "about" or "more than"
+
+    @cached_property
+    def count(self) -> int:
+        queryset = self.object_list
+        if not isinstance(queryset, QuerySet) or queryset.query.is_sliced:
+            return super().count
+        connection = connections[queryset.db]
+        if connection.vendor != "postgresql":
+            return queryset.count()
+        queryset = queryset.order_by()
+        if not queryset.query.where:
+            estimate = _table_estimate(connection, queryset.model._meta.db_table)
+            if estimate > COUNT_CAP:
+                self.count_kind = "about"
+                return estimate
+        counted = queryset.values("pk")[: COUNT_CAP + 1].count()
+        if counted <= COUNT_CAP:
+            return counted
+        estimate = _plan_estimate(connection, queryset)
+        if estimate > COUNT_CAP:
+            self.count_kind = "about"
+            return estimate
+        self.count_kind = "more than"
+        return COUNT_CAP + 1
+
+    @cached_property
+    def num_pages(self) -> int:
+        pages = super().num_pages  # counts first, which sets count_kind
+        if self.count_kind == "exact":
+            return pages
+        # Past this, OFFSET walks every earlier row (a second at 1M): filter or search instead.
+        return min(pages, MAX_PAGES)
+
+    @property
+    def count_label(self) -> str:
+        if self.count_kind == "more than":
+            return f"more than {COUNT_CAP:,}"
+        prefix = "about " if self.count_kind == "about" else ""
+        return f"{prefix}{self.count:,}"
+
+
+def _table_estimate(connection, table: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [table])
+        row = cursor.fetchone()
+    return int(row[0]) if row and row[0] > 0 else -1  # -1: never analysed
+
+
+def _plan_estimate(connection, queryset: QuerySet) -> int:
+    sql, params = queryset.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+        plan = cursor.fetchone()[0]
+    if isinstance(plan, str):  # psycopg returns json as text under some adapters
+        import json
+
+        plan = json.loads(plan)
+    return int(plan[0]["Plan"]["Plan Rows"])
+
+
+# --- Searching by id ---------------------------------------------------------------------
+
+_HASH = re.compile(r"0x[0-9a-f]{64}")
+_ADDRESS = re.compile(r"0x[0-9a-f]{40}")
+
+
+def search_term_kind(term: str) -> tuple[str, object]:
+    """What a pasted search term is, so an admin can look it up by exact match on an index:
+    ("uuid", UUID), ("hash", lowercase 0x…64 hex), ("address", lowercase 0x…40 hex) or
+    ("text", the stripped term)."""
+    term = term.strip()
+    try:
+        return "uuid", uuid.UUID(term)
+    except ValueError:
+        pass
+    lowered = term.lower()
+    if _HASH.fullmatch(lowered):
+        return "hash", lowered
+    if _ADDRESS.fullmatch(lowered):
+        return "address", lowered
+    return "text", term
+
+
+def address_forms(address: str) -> list[str]:
+    """The spellings an address may be stored in (lowercase, EIP-55 checksummed): an IN over
+    them uses the column's index, where UPPER(column) = UPPER(term) scans the table."""
+    from eth_utils import to_checksum_address
+
+    return sorted({address.lower(), to_checksum_address(address)})
+
+
+def user_ids_matching(term: str, limit: int = 20) -> list[int]:
+    """Users whose username is the term (unique index) or whose e-mail is it, ignoring case
+    (auth_user is orders of magnitude smaller than the work tables, so no index of ours)."""
+    match = Q(username=term)
+    if "@" in term:
+        match |= Q(email__iexact=term)
+    users = get_user_model()._default_manager.filter(match)
+    return list(users.values_list("pk", flat=True)[:limit])

@@ -6,7 +6,8 @@ import pytest
 
 from messaging.models import Delivery, Membership, Provider, Role, SocialAccount, Workspace
 from messaging.providers.local_x import LocalXServer
-from messaging.services import delivery_send
+from messaging.services import delivery_send, delivery_transition
+from picnic.lifecycle import Actor
 
 TOKEN_ENV = "PICNIC_TEST_X_TOKEN"
 X_TOKEN = "x-user-token-for-tests"
@@ -86,3 +87,29 @@ def x_server(settings):
         settings.DM_PROVIDER_TIMEOUT_SECONDS = 1.0
         settings.DM_LEASE_SECONDS = 3.0
         yield server
+
+
+@pytest.fixture
+def make_delivery(member, application, workspace, social_account):
+    """A delivery moved through `steps` by the worker (the back-office tests)."""
+
+    def make(*steps, text="hello", **updates) -> Delivery:
+        delivery = delivery_send(
+            user=member,
+            application=application,
+            workspace_id=workspace.pk,
+            social_account_id=social_account.pk,
+            recipient_id="55",
+            text=text,
+            idempotency_key=uuid.uuid4(),
+        ).delivery
+        for step in steps:
+            delivery_transition(
+                delivery_id=delivery.pk,
+                to=step,
+                actor=Actor.worker(),
+                updates=updates.pop(step, None),
+            )
+        return Delivery.objects.get(pk=delivery.pk)
+
+    return make

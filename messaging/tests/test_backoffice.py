@@ -2,40 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
 
-import pytest
 from django.utils import timezone
 
 from messaging.models import D, Delivery
 from messaging.selectors import deliveries_stuck
-from messaging.services import delivery_send, delivery_transition
+from messaging.services import delivery_transition
 from picnic.lifecycle import Actor
-
-
-@pytest.fixture
-def make_delivery(member, application, workspace, social_account):
-    def make(*steps, text="hello", **updates) -> Delivery:
-        delivery = delivery_send(
-            user=member,
-            application=application,
-            workspace_id=workspace.pk,
-            social_account_id=social_account.pk,
-            recipient_id="55",
-            text=text,
-            idempotency_key=uuid.uuid4(),
-        ).delivery
-        for step in steps:
-            delivery_transition(
-                delivery_id=delivery.pk,
-                to=step,
-                actor=Actor.worker(),
-                updates=updates.pop(step, None),
-            )
-        return Delivery.objects.get(pk=delivery.pk)
-
-    return make
 
 
 def test_the_delivery_list_filters_unknown_stuck_and_failed_reasons(staff_client, make_delivery):
