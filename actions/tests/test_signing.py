@@ -82,7 +82,8 @@ def test_transfer_sign_submit_execute_on_chain(
             action_id=action.pk, user=user, credential_json=sign_json(passkey, action)
         )
     assert action.status == ActionStatus.SIGNED
-    assert len(callbacks) == 2  # status_changed, then the submit task
+    # The submit task is enqueued once, after commit (beside the event and the metrics count).
+    assert sum("enqueue_on_commit" in c.__qualname__ for c in callbacks) == 1
     action_submit(action_id=action.pk)  # what the enqueued task does
     wait_until(
         lambda: (
