@@ -190,14 +190,19 @@ def _delivery_send(
     return SendResult(delivery, created=True)
 
 
+def _lease(worker_id: str, now=None) -> dict[str, Any]:
+    now = now or timezone.now()
+    return {
+        "lease_owner": worker_id,
+        "lease_expires_at": now + timedelta(seconds=settings.DM_LEASE_SECONDS),
+    }
+
+
 def deliveries_claim(*, worker_id: str, limit: int = 10, delivery_id=None) -> list[uuid.UUID]:
     """Claim due deliveries without double-claiming (SKIP LOCKED on PostgreSQL, and the
     conditional UPDATE of the transition everywhere)."""
     now = timezone.now()
-    lease = {
-        "lease_owner": worker_id,
-        "lease_expires_at": now + timedelta(seconds=settings.DM_LEASE_SECONDS),
-    }
+    lease = _lease(worker_id, now)
     claimed = []
     with transaction.atomic():
         due = Delivery.objects.select_for_update(skip_locked=True).filter(deliveries_due_q(now))
@@ -245,12 +250,26 @@ def provider_for(account: SocialAccount) -> XDirectMessages:
     raise ValueError(f"no adapter for provider {account.provider!r}")
 
 
+def _delivery_with_account(delivery_id) -> Delivery | None:
+    return (
+        Delivery.objects.select_related("social_account", "conversation")
+        .filter(pk=delivery_id)
+        .first()
+    )
+
+
 def delivery_attempt(*, delivery_id, worker_id: str) -> str:
     """Deliver one claimed delivery. Not one transaction: `sending` must be committed before
     the request leaves, and no transaction may stay open across the provider call."""
-    delivery = Delivery.objects.select_related("social_account", "conversation").get(pk=delivery_id)
-    if delivery.status != D.CLAIMED or delivery.lease_owner != worker_id:
+    delivery = _delivery_with_account(delivery_id)
+    if delivery is None or delivery.status != D.CLAIMED or delivery.lease_owner != worker_id:
         return "not_ours"
+    return _attempt(delivery, worker_id)
+
+
+def _attempt(delivery: Delivery, worker_id: str) -> str:
+    """`delivery_attempt` on a delivery read (with its account and conversation) after this
+    worker claimed it."""
     worker = Actor.worker()
     try:
         token = resolve_credential(delivery.social_account)
@@ -305,9 +324,11 @@ def delivery_attempt(*, delivery_id, worker_id: str) -> str:
             payload=exc.payload,
             detail=f"{exc}; the outcome is unknown and the message will not be re-sent",
         )
-    Conversation.objects.filter(
-        pk=delivery.conversation_id, provider_conversation_id__isnull=True
-    ).update(provider_conversation_id=sent.conversation_id)
+    if delivery.conversation.provider_conversation_id is None:
+        # Only the first message of a conversation learns its id (guarded against a racer).
+        Conversation.objects.filter(
+            pk=delivery.conversation_id, provider_conversation_id__isnull=True
+        ).update(provider_conversation_id=sent.conversation_id)
     return _settle(
         delivery,
         D.SENT,
@@ -324,20 +345,25 @@ def _settle(
     updates: dict[str, Any] = {"reason": reason, "lease_expires_at": None}
     if provider_message_id:
         updates["provider_message_id"] = provider_message_id
-    # A late real answer may still settle a delivery the lease reaper already marked unknown.
-    sources = {D.SENDING, D.UNKNOWN} if to != D.UNKNOWN else {D.SENDING}
+    settle = {
+        "delivery_id": delivery.pk,
+        "to": to,
+        "actor": Actor.worker(),
+        "updates": updates,
+        "detail": detail,
+        "payload": payload,
+    }
+    # From `sending` (we committed it), in one conditional UPDATE; a late real answer may
+    # still settle a delivery the lease reaper marked `unknown` meanwhile.
     try:
-        delivery_transition(
-            delivery_id=delivery.pk,
-            to=to,
-            actor=Actor.worker(),
-            only_from=sources,
-            updates=updates,
-            detail=detail,
-            payload=payload,
-        )
-    except IllegalTransition:
-        return "raced"
+        delivery_transition(**settle, only_from={D.SENDING})
+    except IllegalTransition as exc:
+        if exc.current != D.UNKNOWN or to == D.UNKNOWN:
+            return "raced"
+        try:
+            delivery_transition(**settle, only_from={D.UNKNOWN})
+        except IllegalTransition:
+            return "raced"
     return to
 
 
@@ -373,7 +399,28 @@ def _retry_later(delivery: Delivery, worker_id: str, error: str) -> str:
 
 
 def delivery_process(*, delivery_id, worker_id: str) -> str:
-    """Claim one delivery and attempt it (the on-commit task)."""
+    """Claim one delivery and attempt it (the on-commit task).
+
+    A `queued` delivery is due from its creation (only retries postpone, and they stay
+    `claimed`), so it is claimed by the transition's conditional UPDATE alone, on the row read
+    once for the attempt; anything else goes through `deliveries_claim`."""
+    delivery = _delivery_with_account(delivery_id)
+    if delivery is None:
+        return "not_claimed"
+    if delivery.status == D.QUEUED and delivery.next_attempt_at <= timezone.now():
+        try:
+            claimed = delivery_transition(
+                delivery_id=delivery.pk,
+                to=D.CLAIMED,
+                actor=Actor.worker(),
+                updates=_lease(worker_id),
+                only_from={D.QUEUED},
+                detail=f"claimed by {worker_id}",
+            )
+        except IllegalTransition:
+            return "not_claimed"  # another worker (or a cancel) got there first
+        delivery.status, delivery.lease_owner = claimed.status, claimed.lease_owner
+        return _attempt(delivery, worker_id)
     if not deliveries_claim(worker_id=worker_id, delivery_id=delivery_id, limit=1):
         return "not_claimed"
     return delivery_attempt(delivery_id=delivery_id, worker_id=worker_id)

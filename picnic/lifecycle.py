@@ -25,7 +25,8 @@ from typing import Any
 
 from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
-from django.db import models, transaction
+from django.db import connections, models, transaction
+from django.db.models.sql import UpdateQuery
 from django.dispatch import Signal
 from django.urls import reverse
 from django.utils import timezone
@@ -222,6 +223,43 @@ def _has_updated_at(model: type[models.Model]) -> bool:
     return any(f.name == "updated_at" for f in model._meta.concrete_fields)
 
 
+def _sources(lifecycle: Lifecycle, to: str, only_from) -> list[str]:
+    """The states `to` may be reached from (narrowed by `only_from`), in declaration order."""
+    return [
+        state
+        for state, targets in lifecycle.moves.items()
+        if to in targets and (only_from is None or state in only_from)
+    ]
+
+
+def _update_returning(
+    model: type[models.Model], pk: Any, status_field: str, current: str, values: Mapping[str, Any]
+) -> models.Model | None:
+    """UPDATE … WHERE pk AND status = current, returning the updated row as an instance (None
+    when no row matched): the conditional UPDATE and the read of the row in one statement."""
+    manager = model._default_manager
+    rows = manager.filter(pk=pk, **{status_field: current})
+    connection = connections[rows.db]
+    if not connection.features.can_return_rows_from_bulk_insert:  # no UPDATE … RETURNING
+        return manager.get(pk=pk) if rows.update(**values) == 1 else None
+    query = rows.query.chain(UpdateQuery)
+    query.add_update_values(values)
+    sql, params = query.get_compiler(rows.db).as_sql()
+    fields = model._meta.concrete_fields
+    columns = [field.get_col(model._meta.db_table) for field in fields]
+    select = model._default_manager.none().query.get_compiler(rows.db)
+    quote = connection.ops.quote_name
+    sql = f"{sql} RETURNING {', '.join(quote(field.column) for field in fields)}"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    converters = select.get_converters(columns)
+    row = next(iter(select.apply_converters([row], converters))) if converters else row
+    return model.from_db(rows.db, [field.attname for field in fields], row)
+
+
 @transaction.atomic
 def transition(
     *,
@@ -240,15 +278,23 @@ def transition(
     `only_from` narrows the legal sources further (e.g. "expire only if still proposed").
     The state's timestamp field and, on a terminal state, the lifecycle's `on_terminal` hooks
     fill in what `updates` does not give explicitly.
+
+    Two statements when one state can lead to `to` (the conditional UPDATE, which also returns
+    the row, and the history INSERT); with several, the current status is read first, so the
+    history row says which it was.
     """
     model = _model_of(lifecycle, model)
     status_field = lifecycle.status_field
     manager = model._default_manager
+    sources = _sources(lifecycle, to, only_from)
     for _attempt in range(3):
-        current = manager.filter(pk=pk).values_list(status_field, flat=True).first()
-        if current is None:
-            raise model.DoesNotExist(f"{model.__name__} {pk} does not exist")
-        if not lifecycle.can(current, to) or (only_from is not None and current not in only_from):
+        if len(sources) == 1:
+            current = sources[0]
+        else:
+            current = manager.filter(pk=pk).values_list(status_field, flat=True).first()
+            if current is None:
+                raise model.DoesNotExist(f"{model.__name__} {pk} does not exist")
+        if current not in sources:
             raise IllegalTransition(model=model.__name__, pk=pk, current=current, target=to)
         now = timezone.now()
         values = {status_field: to, **(updates or {})}
@@ -260,13 +306,20 @@ def transition(
                     values.setdefault(name, value)
         if _has_updated_at(model):
             values["updated_at"] = now
-        if manager.filter(pk=pk, **{status_field: current}).update(**values) == 1:
+        instance = _update_returning(model, pk, status_field, current, values)
+        if instance is not None:
             break
+        if len(sources) == 1:
+            # Not (or no longer) in the one legal source: read why, for the error.
+            actual = manager.filter(pk=pk).values_list(status_field, flat=True).first()
+            if actual is None:
+                raise model.DoesNotExist(f"{model.__name__} {pk} does not exist")
+            if actual != current:
+                raise IllegalTransition(model=model.__name__, pk=pk, current=actual, target=to)
         # Another writer changed the status between our read and our UPDATE: re-check.
     else:
         raise IllegalTransition(model=model.__name__, pk=pk, current="(contended)", target=to)
 
-    instance = manager.get(pk=pk)
     record_history(
         lifecycle=lifecycle,
         instance=instance,
