@@ -68,6 +68,7 @@ def delivery_transition(
     payload: Any = None,
     updates: dict[str, Any] | None = None,
     only_from: set[str] | None = None,
+    expected: str | None = None,
 ) -> Delivery:
     return transition(
         lifecycle=DELIVERY_LIFECYCLE,
@@ -78,6 +79,7 @@ def delivery_transition(
         payload=payload,
         updates=updates,
         only_from=only_from,
+        expected=expected,
     )
 
 
@@ -345,25 +347,21 @@ def _settle(
     updates: dict[str, Any] = {"reason": reason, "lease_expires_at": None}
     if provider_message_id:
         updates["provider_message_id"] = provider_message_id
-    settle = {
-        "delivery_id": delivery.pk,
-        "to": to,
-        "actor": Actor.worker(),
-        "updates": updates,
-        "detail": detail,
-        "payload": payload,
-    }
-    # From `sending` (we committed it), in one conditional UPDATE; a late real answer may
-    # still settle a delivery the lease reaper marked `unknown` meanwhile.
+    # A late real answer may still settle a delivery the lease reaper already marked unknown.
+    sources = {D.SENDING, D.UNKNOWN} if to != D.UNKNOWN else {D.SENDING}
     try:
-        delivery_transition(**settle, only_from={D.SENDING})
-    except IllegalTransition as exc:
-        if exc.current != D.UNKNOWN or to == D.UNKNOWN:
-            return "raced"
-        try:
-            delivery_transition(**settle, only_from={D.UNKNOWN})
-        except IllegalTransition:
-            return "raced"
+        delivery_transition(
+            delivery_id=delivery.pk,
+            to=to,
+            actor=Actor.worker(),
+            only_from=sources,
+            expected=D.SENDING,  # we committed it: one conditional UPDATE, no read first
+            updates=updates,
+            detail=detail,
+            payload=payload,
+        )
+    except IllegalTransition:
+        return "raced"
     return to
 
 

@@ -272,6 +272,7 @@ def transition(
     updates: Mapping[str, Any] | None = None,
     only_from: frozenset[str] | set[str] | None = None,
     model: type[models.Model] | None = None,
+    expected: str | None = None,
 ) -> models.Model:
     """Move entity `pk` to `to`; raise IllegalTransition if the move is not (or no longer) legal.
 
@@ -279,17 +280,20 @@ def transition(
     The state's timestamp field and, on a terminal state, the lifecycle's `on_terminal` hooks
     fill in what `updates` does not give explicitly.
 
-    Two statements when one state can lead to `to` (the conditional UPDATE, which also returns
-    the row, and the history INSERT); with several, the current status is read first, so the
-    history row says which it was.
+    Two statements when the source is known: the conditional UPDATE (which also returns the
+    row) and the history INSERT. It is known when one legal state leads to `to`, or when the
+    caller says which status it last read (`expected`, one of the legal sources). Otherwise,
+    or when that guess no longer holds, the current status is read first, so the history row
+    says which it was.
     """
     model = _model_of(lifecycle, model)
     status_field = lifecycle.status_field
     manager = model._default_manager
     sources = _sources(lifecycle, to, only_from)
+    guess = expected if expected in sources else (sources[0] if len(sources) == 1 else None)
     for _attempt in range(3):
-        if len(sources) == 1:
-            current = sources[0]
+        if guess is not None:
+            current, guess = guess, None
         else:
             current = manager.filter(pk=pk).values_list(status_field, flat=True).first()
             if current is None:
@@ -309,14 +313,8 @@ def transition(
         instance = _update_returning(model, pk, status_field, current, values)
         if instance is not None:
             break
-        if len(sources) == 1:
-            # Not (or no longer) in the one legal source: read why, for the error.
-            actual = manager.filter(pk=pk).values_list(status_field, flat=True).first()
-            if actual is None:
-                raise model.DoesNotExist(f"{model.__name__} {pk} does not exist")
-            if actual != current:
-                raise IllegalTransition(model=model.__name__, pk=pk, current=actual, target=to)
-        # Another writer changed the status between our read and our UPDATE: re-check.
+        # Not (or no longer) `current`: another writer moved it, or the guess was wrong.
+        # The next attempt reads the status and re-checks.
     else:
         raise IllegalTransition(model=model.__name__, pk=pk, current="(contended)", target=to)
 
