@@ -272,40 +272,97 @@ def delivery_attempt(*, delivery_id, worker_id: str) -> str:
 def _attempt(delivery: Delivery, worker_id: str) -> str:
     """`delivery_attempt` on a delivery read (with its account and conversation) after this
     worker claimed it."""
-    worker = Actor.worker()
     try:
-        token = resolve_credential(delivery.social_account)
-        adapter = provider_for(delivery.social_account)
-        conn = adapter.connect()
+        token, adapter, conn = _connect(delivery)
     except (CredentialMissing, ValueError) as exc:
-        try:
-            delivery_transition(
-                delivery_id=delivery.pk,
-                to=D.FAILED,
-                actor=worker,
-                only_from={D.CLAIMED},
-                updates={"reason": f"{exc}; nothing was sent"},
-                detail=str(exc),
-            )
-        except IllegalTransition:  # cancelled meanwhile: nothing to do
-            return "raced"
-        return D.FAILED
+        return _fail_unsendable(delivery, exc)
     except NotSent as exc:
         return _retry_later(delivery, worker_id, str(exc))
     try:
-        delivery_transition(
-            delivery_id=delivery.pk,
-            to=D.SENDING,
-            actor=worker,
-            only_from={D.CLAIMED},
-            detail=f"sending to {delivery.social_account.provider} as {worker_id}",
-            updates={
-                "lease_expires_at": timezone.now() + timedelta(seconds=settings.DM_LEASE_SECONDS)
-            },
-        )
+        _mark_sending(delivery, worker_id)
     except IllegalTransition:  # cancelled while we were connecting
         conn.close()
         return "cancelled"
+    return _send(delivery, adapter, conn, token)
+
+
+def _claim_and_attempt(delivery: Delivery, worker_id: str) -> str:
+    """A queued delivery: connect first (connecting sends nothing), then `claimed` and
+    `sending` in one transaction, so one commit precedes the first byte instead of two. If
+    connecting fails, the delivery is claimed alone and handled as any claimed one is (retried
+    later, or failed when it cannot be sent at all)."""
+    try:
+        token, adapter, conn = _connect(delivery)
+    except (CredentialMissing, ValueError) as exc:
+        return _fail_unsendable(delivery, exc) if _claim(delivery, worker_id) else "not_claimed"
+    except NotSent as exc:
+        if not _claim(delivery, worker_id):
+            return "not_claimed"
+        return _retry_later(delivery, worker_id, str(exc))
+    try:
+        with transaction.atomic():
+            _claim_transition(delivery, worker_id)
+            _mark_sending(delivery, worker_id)
+    except IllegalTransition:  # another worker, or a cancel, got there first
+        conn.close()
+        return "not_claimed"
+    return _send(delivery, adapter, conn, token)
+
+
+def _connect(delivery: Delivery):
+    token = resolve_credential(delivery.social_account)
+    adapter = provider_for(delivery.social_account)
+    return token, adapter, adapter.connect()
+
+
+def _claim_transition(delivery: Delivery, worker_id: str) -> None:
+    claimed = delivery_transition(
+        delivery_id=delivery.pk,
+        to=D.CLAIMED,
+        actor=Actor.worker(),
+        updates=_lease(worker_id),
+        only_from={D.QUEUED},
+        detail=f"claimed by {worker_id}",
+    )
+    delivery.status, delivery.lease_owner = claimed.status, claimed.lease_owner
+
+
+def _claim(delivery: Delivery, worker_id: str) -> bool:
+    try:
+        _claim_transition(delivery, worker_id)
+    except IllegalTransition:
+        return False
+    return True
+
+
+def _fail_unsendable(delivery: Delivery, exc: Exception) -> str:
+    try:
+        delivery_transition(
+            delivery_id=delivery.pk,
+            to=D.FAILED,
+            actor=Actor.worker(),
+            only_from={D.CLAIMED},
+            updates={"reason": f"{exc}; nothing was sent"},
+            detail=str(exc),
+        )
+    except IllegalTransition:  # cancelled meanwhile: nothing to do
+        return "raced"
+    return D.FAILED
+
+
+def _mark_sending(delivery: Delivery, worker_id: str) -> None:
+    delivery_transition(
+        delivery_id=delivery.pk,
+        to=D.SENDING,
+        actor=Actor.worker(),
+        only_from={D.CLAIMED},
+        detail=f"sending to {delivery.social_account.provider} as {worker_id}",
+        updates={"lease_expires_at": timezone.now() + timedelta(seconds=settings.DM_LEASE_SECONDS)},
+    )
+
+
+def _send(delivery: Delivery, adapter: XDirectMessages, conn, token: str) -> str:
+    """After `sending` is committed: everything that goes wrong from here is unknown."""
     try:
         sent = adapter.send(
             conn, token=token, participant_id=delivery.conversation.recipient_id, text=delivery.text
@@ -401,24 +458,13 @@ def delivery_process(*, delivery_id, worker_id: str) -> str:
 
     A `queued` delivery is due from its creation (only retries postpone, and they stay
     `claimed`), so it is claimed by the transition's conditional UPDATE alone, on the row read
-    once for the attempt; anything else goes through `deliveries_claim`."""
+    once for the attempt (`_claim_and_attempt`); anything else goes through
+    `deliveries_claim`."""
     delivery = _delivery_with_account(delivery_id)
     if delivery is None:
         return "not_claimed"
     if delivery.status == D.QUEUED and delivery.next_attempt_at <= timezone.now():
-        try:
-            claimed = delivery_transition(
-                delivery_id=delivery.pk,
-                to=D.CLAIMED,
-                actor=Actor.worker(),
-                updates=_lease(worker_id),
-                only_from={D.QUEUED},
-                detail=f"claimed by {worker_id}",
-            )
-        except IllegalTransition:
-            return "not_claimed"  # another worker (or a cancel) got there first
-        delivery.status, delivery.lease_owner = claimed.status, claimed.lease_owner
-        return _attempt(delivery, worker_id)
+        return _claim_and_attempt(delivery, worker_id)
     if not deliveries_claim(worker_id=worker_id, delivery_id=delivery_id, limit=1):
         return "not_claimed"
     return delivery_attempt(delivery_id=delivery_id, worker_id=worker_id)
