@@ -146,8 +146,12 @@ class Action(LifecycleModel):
     @property
     def transitions(self) -> list[ActionStatusHistory]:
         """The status history without staff audit rows that moved nothing (a re-send): the
-        seed's `status_history` is the trail of transitions. Uses a prefetched `history`."""
-        return [row for row in self.history.all() if row.from_status != row.status]
+        seed's `status_history` is the trail of transitions. Uses the history read with the
+        action (`selectors.action_status_for_client`) or a prefetched `history`."""
+        rows = self.__dict__.get("preloaded_history")
+        if rows is None:
+            rows = self.history.all()
+        return [row for row in rows if row.from_status != row.status]
 
 
 class Passkey(models.Model):

@@ -27,14 +27,19 @@ from web3.exceptions import Web3Exception
 
 from actions import contract
 from actions.chain_reads import balances_for_user, card_for_user
-from actions.models import IN_FLIGHT, Action
-from actions.presenters import profile_for_user, smart_account_payload, transactions_page
+from actions.models import IN_FLIGHT, PENDING_ON_CHAIN, Action
+from actions.presenters import (
+    action_status_payload,
+    profile_for_user,
+    smart_account_payload,
+    transactions_page,
+)
 from actions.providers.gnosis_pay import Unavailable as GnosisPayUnavailable
 from actions.selectors import (
     ActionAccessDenied,
     ActionNotFound,
     InvalidCursor,
-    action_get_for_client,
+    action_status_for_client,
     action_with_history,
     smart_accounts_for_user,
 )
@@ -363,15 +368,17 @@ class ActionStatusView(ApiView):
     )
     def get(self, request: Request, action_id: str) -> Response:
         try:
-            action = action_get_for_client(
+            action = action_status_for_client(
                 action_id=action_id, user=request.user, application=request.auth.application
             )
         except ActionNotFound as exc:
             raise NotFound(str(exc)) from None
         except ActionAccessDenied as exc:
             raise Forbidden(str(exc)) from None
-        action_status_refresh(action=action)
-        return Response(ActionStatusSerializer(action_with_history(action_id=action.pk)).data)
+        if action_status_refresh(action=action) is not action or action.status in PENDING_ON_CHAIN:
+            # Expired or reconciled just now: read what that wrote.
+            action = action_with_history(action_id=action.pk)
+        return Response(action_status_payload(action))
 
 
 @staff_member_required

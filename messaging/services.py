@@ -72,6 +72,7 @@ def delivery_transition(
     payload: Any = None,
     updates: dict[str, Any] | None = None,
     only_from: set[str] | None = None,
+    expected: str | None = None,
 ) -> Delivery:
     delivery = transition(
         lifecycle=DELIVERY_LIFECYCLE,
@@ -82,6 +83,7 @@ def delivery_transition(
         payload=payload,
         updates=updates,
         only_from=only_from,
+        expected=expected,
     )
     if to in DM_OUTCOMES:
         metrics.count_dm_outcome(to)
@@ -197,14 +199,19 @@ def _delivery_send(
     return SendResult(delivery, created=True)
 
 
+def _lease(worker_id: str, now=None) -> dict[str, Any]:
+    now = now or timezone.now()
+    return {
+        "lease_owner": worker_id,
+        "lease_expires_at": now + timedelta(seconds=settings.DM_LEASE_SECONDS),
+    }
+
+
 def deliveries_claim(*, worker_id: str, limit: int = 10, delivery_id=None) -> list[uuid.UUID]:
     """Claim due deliveries without double-claiming (SKIP LOCKED on PostgreSQL, and the
     conditional UPDATE of the transition everywhere)."""
     now = timezone.now()
-    lease = {
-        "lease_owner": worker_id,
-        "lease_expires_at": now + timedelta(seconds=settings.DM_LEASE_SECONDS),
-    }
+    lease = _lease(worker_id, now)
     claimed = []
     with transaction.atomic():
         due = Delivery.objects.select_for_update(skip_locked=True).filter(deliveries_due_q(now))
@@ -256,52 +263,119 @@ def provider_for(account: SocialAccount) -> XDirectMessages:
     raise ValueError(f"no adapter for provider {account.provider!r}")
 
 
+def _delivery_with_account(delivery_id) -> Delivery | None:
+    return (
+        Delivery.objects.select_related("social_account", "conversation")
+        .filter(pk=delivery_id)
+        .first()
+    )
+
+
 def delivery_attempt(*, delivery_id, worker_id: str) -> str:
     """Deliver one claimed delivery. Not one transaction: `sending` must be committed before
     the request leaves, and no transaction may stay open across the provider call."""
-    delivery = Delivery.objects.select_related("social_account", "conversation").get(pk=delivery_id)
+    delivery = _delivery_with_account(delivery_id)
+    if delivery is None or delivery.status != D.CLAIMED or delivery.lease_owner != worker_id:
+        return "not_ours"
     # In the trace of the request that queued it, also when beat picks it up later.
     with tracing.adopt(delivery.trace_id), tracing.bind(delivery_id=delivery.pk):
-        return _delivery_attempt(delivery, worker_id=worker_id)
+        return _attempt(delivery, worker_id)
 
 
-def _delivery_attempt(delivery: Delivery, *, worker_id: str) -> str:
-    if delivery.status != D.CLAIMED or delivery.lease_owner != worker_id:
-        return "not_ours"
-    worker = Actor.worker()
+def _attempt(delivery: Delivery, worker_id: str) -> str:
+    """`delivery_attempt` on a delivery read (with its account and conversation) after this
+    worker claimed it."""
     try:
-        token = resolve_credential(delivery.social_account)
-        adapter = provider_for(delivery.social_account)
-        conn = adapter.connect()
+        token, adapter, conn = _connect(delivery)
     except (CredentialMissing, ValueError) as exc:
-        try:
-            delivery_transition(
-                delivery_id=delivery.pk,
-                to=D.FAILED,
-                actor=worker,
-                only_from={D.CLAIMED},
-                updates={"reason": f"{exc}; nothing was sent"},
-                detail=str(exc),
-            )
-        except IllegalTransition:  # cancelled meanwhile: nothing to do
-            return "raced"
-        return D.FAILED
+        return _fail_unsendable(delivery, exc)
     except NotSent as exc:
         return _retry_later(delivery, worker_id, str(exc))
     try:
-        delivery_transition(
-            delivery_id=delivery.pk,
-            to=D.SENDING,
-            actor=worker,
-            only_from={D.CLAIMED},
-            detail=f"sending to {delivery.social_account.provider} as {worker_id}",
-            updates={
-                "lease_expires_at": timezone.now() + timedelta(seconds=settings.DM_LEASE_SECONDS)
-            },
-        )
+        _mark_sending(delivery, worker_id)
     except IllegalTransition:  # cancelled while we were connecting
         conn.close()
         return "cancelled"
+    return _send(delivery, adapter, conn, token)
+
+
+def _claim_and_attempt(delivery: Delivery, worker_id: str) -> str:
+    """A queued delivery: connect first (connecting sends nothing), then `claimed` and
+    `sending` in one transaction, so one commit precedes the first byte instead of two. If
+    connecting fails, the delivery is claimed alone and handled as any claimed one is (retried
+    later, or failed when it cannot be sent at all)."""
+    try:
+        token, adapter, conn = _connect(delivery)
+    except (CredentialMissing, ValueError) as exc:
+        return _fail_unsendable(delivery, exc) if _claim(delivery, worker_id) else "not_claimed"
+    except NotSent as exc:
+        if not _claim(delivery, worker_id):
+            return "not_claimed"
+        return _retry_later(delivery, worker_id, str(exc))
+    try:
+        with transaction.atomic():
+            _claim_transition(delivery, worker_id)
+            _mark_sending(delivery, worker_id)
+    except IllegalTransition:  # another worker, or a cancel, got there first
+        conn.close()
+        return "not_claimed"
+    return _send(delivery, adapter, conn, token)
+
+
+def _connect(delivery: Delivery):
+    token = resolve_credential(delivery.social_account)
+    adapter = provider_for(delivery.social_account)
+    return token, adapter, adapter.connect()
+
+
+def _claim_transition(delivery: Delivery, worker_id: str) -> None:
+    claimed = delivery_transition(
+        delivery_id=delivery.pk,
+        to=D.CLAIMED,
+        actor=Actor.worker(),
+        updates=_lease(worker_id),
+        only_from={D.QUEUED},
+        detail=f"claimed by {worker_id}",
+    )
+    delivery.status, delivery.lease_owner = claimed.status, claimed.lease_owner
+
+
+def _claim(delivery: Delivery, worker_id: str) -> bool:
+    try:
+        _claim_transition(delivery, worker_id)
+    except IllegalTransition:
+        return False
+    return True
+
+
+def _fail_unsendable(delivery: Delivery, exc: Exception) -> str:
+    try:
+        delivery_transition(
+            delivery_id=delivery.pk,
+            to=D.FAILED,
+            actor=Actor.worker(),
+            only_from={D.CLAIMED},
+            updates={"reason": f"{exc}; nothing was sent"},
+            detail=str(exc),
+        )
+    except IllegalTransition:  # cancelled meanwhile: nothing to do
+        return "raced"
+    return D.FAILED
+
+
+def _mark_sending(delivery: Delivery, worker_id: str) -> None:
+    delivery_transition(
+        delivery_id=delivery.pk,
+        to=D.SENDING,
+        actor=Actor.worker(),
+        only_from={D.CLAIMED},
+        detail=f"sending to {delivery.social_account.provider} as {worker_id}",
+        updates={"lease_expires_at": timezone.now() + timedelta(seconds=settings.DM_LEASE_SECONDS)},
+    )
+
+
+def _send(delivery: Delivery, adapter: XDirectMessages, conn, token: str) -> str:
+    """After `sending` is committed: everything that goes wrong from here is unknown."""
     try:
         sent = adapter.send(
             conn, token=token, participant_id=delivery.conversation.recipient_id, text=delivery.text
@@ -322,9 +396,11 @@ def _delivery_attempt(delivery: Delivery, *, worker_id: str) -> str:
             payload=exc.payload,
             detail=f"{exc}; the outcome is unknown and the message will not be re-sent",
         )
-    Conversation.objects.filter(
-        pk=delivery.conversation_id, provider_conversation_id__isnull=True
-    ).update(provider_conversation_id=sent.conversation_id)
+    if delivery.conversation.provider_conversation_id is None:
+        # Only the first message of a conversation learns its id (guarded against a racer).
+        Conversation.objects.filter(
+            pk=delivery.conversation_id, provider_conversation_id__isnull=True
+        ).update(provider_conversation_id=sent.conversation_id)
     return _settle(
         delivery,
         D.SENT,
@@ -349,6 +425,7 @@ def _settle(
             to=to,
             actor=Actor.worker(),
             only_from=sources,
+            expected=D.SENDING,  # we committed it: one conditional UPDATE, no read first
             updates=updates,
             detail=detail,
             payload=payload,
@@ -390,7 +467,18 @@ def _retry_later(delivery: Delivery, worker_id: str, error: str) -> str:
 
 
 def delivery_process(*, delivery_id, worker_id: str) -> str:
-    """Claim one delivery and attempt it (the on-commit task)."""
+    """Claim one delivery and attempt it (the on-commit task).
+
+    A `queued` delivery is due from its creation (only retries postpone, and they stay
+    `claimed`), so it is claimed by the transition's conditional UPDATE alone, on the row read
+    once for the attempt (`_claim_and_attempt`); anything else goes through
+    `deliveries_claim`."""
+    delivery = _delivery_with_account(delivery_id)
+    if delivery is None:
+        return "not_claimed"
+    if delivery.status == D.QUEUED and delivery.next_attempt_at <= timezone.now():
+        with tracing.adopt(delivery.trace_id), tracing.bind(delivery_id=delivery.pk):
+            return _claim_and_attempt(delivery, worker_id)
     if not deliveries_claim(worker_id=worker_id, delivery_id=delivery_id, limit=1):
         return "not_claimed"
     return delivery_attempt(delivery_id=delivery_id, worker_id=worker_id)

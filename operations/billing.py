@@ -55,8 +55,13 @@ def estimate(*, input_text: str, max_output_tokens: int) -> Decimal:
 
 
 def wallet_locked(owner) -> Wallet:
-    Wallet.objects.get_or_create(owner=owner)
-    return Wallet.objects.select_for_update().get(owner=owner)
+    """The owner's wallet (a user or their id), locked; made on first use."""
+    owner_id = getattr(owner, "pk", owner)
+    wallet = Wallet.objects.select_for_update().filter(owner_id=owner_id).first()
+    if wallet is None:
+        Wallet.objects.get_or_create(owner_id=owner_id)
+        wallet = Wallet.objects.select_for_update().get(owner_id=owner_id)
+    return wallet
 
 
 def _move(
@@ -101,7 +106,7 @@ def wallet_grant(*, owner, amount, note: str = "") -> LedgerEntry:
 
 
 def hold(*, operation: Operation, amount: Decimal) -> None:
-    wallet = wallet_locked(operation.owner)
+    wallet = wallet_locked(operation.owner_id)
     if wallet.available_credits < amount:
         raise InsufficientCredits(
             f"this operation needs a hold of {fmt(amount)} credits; "
@@ -115,7 +120,7 @@ def release_hold(*, operation: Operation) -> dict[str, Decimal]:
     amount = q(operation.pending_credits)
     if amount > 0:
         _move(
-            wallet_locked(operation.owner),
+            wallet_locked(operation.owner_id),
             LedgerKind.RELEASE,
             amount,
             available=amount,
@@ -137,7 +142,7 @@ def settle(*, operation: Operation, usage: dict[str, int], source_id: str, evide
     is unfunded. The unused hold is released. Returns the operation's billing updates."""
     components = usage_components(usage)
     total = q(sum(components.values(), ZERO))
-    wallet = wallet_locked(operation.owner)
+    wallet = wallet_locked(operation.owner_id)
     pending = q(operation.pending_credits)
     from_hold = min(total, pending)
     from_available = min(total - from_hold, wallet.available_credits)
@@ -175,26 +180,36 @@ def settle(*, operation: Operation, usage: dict[str, int], source_id: str, evide
         )
     debited = q(from_hold + from_available)
     remaining = debited
+    # One read of what this source already recorded, then one INSERT for the rest (the
+    # caller holds the operation's row lock, so nobody settles it meanwhile).
+    stored = dict(
+        BillingComponent.objects.filter(operation=operation, source_id=source_id).values_list(
+            "kind", "pk"
+        )
+    )
+    new = []
     for kind, credits in components.items():
         if credits == 0:
             continue
         share = min(credits, remaining)
         remaining -= share
-        BillingComponent.objects.update_or_create(
-            operation=operation,
-            source_id=source_id,
-            kind=kind,
-            defaults={
-                "tool": operation.tool,
-                "model": operation.model,
-                "channel": operation.channel,
-                "credential_id": settings.OPERATIONS_BACKEND_CREDENTIAL_ID,
-                "usage_credits": credits,
-                "wallet_debited_credits": share,
-                "evidence_at": evidence_at,
-                "updated_at": evidence_at,
-            },
-        )
+        values = {
+            "tool": operation.tool,
+            "model": operation.model,
+            "channel": operation.channel,
+            "credential_id": settings.OPERATIONS_BACKEND_CREDENTIAL_ID,
+            "usage_credits": credits,
+            "wallet_debited_credits": share,
+            "evidence_at": evidence_at,
+            "updated_at": evidence_at,
+        }
+        if kind in stored:
+            BillingComponent.objects.filter(pk=stored[kind]).update(**values)
+        else:
+            new.append(
+                BillingComponent(operation=operation, source_id=source_id, kind=kind, **values)
+            )
+    BillingComponent.objects.bulk_create(new)
     return {
         "billing_status": "settled",
         "usage_credits": total,

@@ -28,6 +28,7 @@ def action_transition(
     payload: Any = None,
     updates: dict[str, Any] | None = None,
     only_from: set[str] | None = None,
+    expected: str | None = None,
 ) -> Action:
     return transition(
         lifecycle=ACTION_LIFECYCLE,
@@ -38,6 +39,7 @@ def action_transition(
         payload=payload,
         updates=updates,
         only_from=only_from,
+        expected=expected,
     )
 
 

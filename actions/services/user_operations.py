@@ -79,7 +79,8 @@ def user_op_reconcile(
         logger.warning("reconcile %s: %s", action.pk, exc)
         action_touch(action_id=action.pk, last_reconcile_error=str(exc)[:2000])
         return ReconcileOutcome.UNAVAILABLE
-    action_touch(action_id=action.pk, last_reconcile_error="")
+    if action.last_reconcile_error:  # as read: clearing what is already clear writes nothing
+        action_touch(action_id=action.pk, last_reconcile_error="")
     if receipt is None:
         return outcome_of(action)
     return _settle_receipt(action, receipt, actor=actor, note=note)
@@ -107,6 +108,7 @@ def _settle_receipt(
             payload=receipt.raw,
             updates=updates,
             only_from=set(PENDING_ON_CHAIN),
+            expected=action.status,  # as read for this reconciliation: no read before the UPDATE
         )
     except IllegalTransition:
         return ReconcileOutcome.RACED

@@ -225,3 +225,69 @@ def test_the_openapi_schema_describes_the_response_exactly(client):
     assert list(history["properties"]) == ["status", "timestamp", "detail"]
     assert history["properties"]["detail"]["nullable"] is True
     assert operation["security"] == [{"oauth2": ["read:actions"]}]
+
+
+def _executed_with_an_audit_row(action):
+    from actions.models import ACTION_LIFECYCLE
+    from picnic.lifecycle import record_history
+
+    for step in (ActionStatus.SIGNED, ActionStatus.SUBMITTED, ActionStatus.BROADCAST):
+        action_transition(action_id=action.pk, to=step, actor=Actor.worker(), detail=None)
+    executed = action_transition(
+        action_id=action.pk,
+        to=ActionStatus.EXECUTED,
+        actor=Actor.worker(),
+        updates={"tx_hash": "0x" + "cd" * 32, "block_number": 7},
+        detail="included in block 7",
+    )
+    # A staff audit row that moved nothing: not part of status_history.
+    record_history(
+        lifecycle=ACTION_LIFECYCLE,
+        instance=executed,
+        from_status=ActionStatus.EXECUTED,
+        status=ActionStatus.EXECUTED,
+        actor=Actor.system(),
+        detail="re-sent",
+    )
+    return executed
+
+
+def test_it_reads_the_token_then_the_action_with_its_history_in_one_query(
+    api_client, action, token, django_assert_num_queries
+):
+    _executed_with_an_audit_row(action)
+    with django_assert_num_queries(2):  # the bearer token, then the action and its history
+        response = api_client.get(url(action.pk), token)
+    assert response.status_code == 200
+    assert [row["status"] for row in response.json()["status_history"]] == [
+        "proposed",
+        "signed",
+        "submitted",
+        "broadcast",
+        "executed",
+    ]
+
+
+@pytest.mark.parametrize("state", ["proposed", "executed", "failed"])
+def test_the_one_query_answer_is_byte_for_byte_the_serialized_model(
+    api_client, action, token, state
+):
+    from rest_framework.renderers import JSONRenderer
+
+    from actions.selectors import action_with_history
+    from actions.serializers import ActionStatusSerializer
+
+    if state == "executed":
+        _executed_with_an_audit_row(action)
+    elif state == "failed":
+        action_transition(action_id=action.pk, to=ActionStatus.SIGNED, actor=Actor.system())
+        action_transition(
+            action_id=action.pk,
+            to=ActionStatus.FAILED,
+            actor=Actor.system(),
+            updates={"error": "AA23 reverted: «nope»"},
+            detail="",
+        )
+    response = api_client.get(url(action.pk), token)
+    expected = ActionStatusSerializer(action_with_history(action_id=action.pk)).data
+    assert response.content == JSONRenderer().render(expected)

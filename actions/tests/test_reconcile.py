@@ -250,3 +250,26 @@ def test_the_purge_task_deletes_old_terminal_actions_only(user, application):
 
     assert actions_purge_retained() == 3  # the action and its two history rows
     assert set(Action.objects.values_list("pk", flat=True)) == {old_stuck.pk, recent_done.pk}
+
+
+def test_one_reconcile_item_costs_a_fixed_number_of_statements(
+    bundler, broadcast_action, django_assert_num_queries
+):
+    from actions.services.lifecycle import actions_reconcile_pending
+
+    # Still pending (the bundler holds the op, no receipt yet): the batch's ids, the action,
+    # its reconciliation stamp. Nothing to clear, so nothing else is written.
+    bundler.results = {
+        "eth_getUserOperationReceipt": None,
+        "eth_getUserOperationByHash": {"userOpHash": broadcast_action.user_op_hash},
+    }
+    with django_assert_num_queries(3):
+        assert actions_reconcile_pending(batch_size=10) == {ReconcileOutcome.PENDING: 1}
+    # Settled: then the transition from the status just read (savepoint, conditional UPDATE,
+    # history INSERT, release), with no read of the status before it.
+    bundler.results = {"eth_getUserOperationReceipt": receipt()}
+    with django_assert_num_queries(7):
+        assert actions_reconcile_pending(batch_size=10) == {ReconcileOutcome.EXECUTED: 1}
+    broadcast_action.refresh_from_db()
+    assert broadcast_action.status == S.EXECUTED
+    assert broadcast_action.history.last().from_status == S.BROADCAST

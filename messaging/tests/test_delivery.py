@@ -206,3 +206,45 @@ def test_concurrent_workers_never_claim_the_same_delivery(queue):
             name
         }
     assert all(Delivery.objects.get(pk=pk).history.count() == 2 for pk in created)
+
+
+def test_one_send_through_the_task_costs_a_fixed_number_of_statements(
+    x_server, queue, django_assert_num_queries
+):
+    from messaging.tasks import delivery_deliver
+
+    first, second = queue("one"), queue("two")  # the same conversation
+    # The delivery with its account and conversation; claimed and sending in one transaction
+    # (a savepoint here, as the test runs in one; each transition's conditional UPDATE …
+    # RETURNING and history INSERT in its own savepoint), committed before the POST; then
+    # sent. The first message of a conversation also stores the conversation's id.
+    with django_assert_num_queries(16) as captured:
+        assert delivery_deliver(str(first.pk)) == D.SENT
+    assert [q["sql"].split()[0] for q in captured.captured_queries] == [
+        "SELECT",
+        *["SAVEPOINT", *["SAVEPOINT", "UPDATE", "INSERT", "RELEASE"] * 2, "RELEASE"],
+        "UPDATE",  # the conversation id
+        *["SAVEPOINT", "UPDATE", "INSERT", "RELEASE"],
+    ]
+    with django_assert_num_queries(15):
+        assert delivery_deliver(str(second.pk)) == D.SENT
+    assert history_statuses(second) == ["queued", "claimed", "sending", "sent"]
+    assert len(x_server.requests) == 2
+
+
+def test_a_late_real_answer_settles_a_delivery_the_reaper_marked_unknown(queue):
+    from messaging.services import _settle, delivery_transition
+
+    delivery = queue()
+    for step in (D.CLAIMED, D.SENDING, D.UNKNOWN):
+        delivery_transition(delivery_id=delivery.pk, to=step, actor=Actor.worker())
+    outcome = _settle(
+        delivery, D.SENT, reason=None, payload={}, detail="late", provider_message_id="9"
+    )
+    assert outcome == D.SENT
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.provider_message_id) == (D.SENT, "9")
+    assert history_statuses(delivery)[-2:] == ["unknown", "sent"]
+    assert delivery.history.last().from_status == D.UNKNOWN
+    # A second answer finds it settled: nothing moves.
+    assert _settle(delivery, D.FAILED, reason="x", payload={}, detail="late") == "raced"

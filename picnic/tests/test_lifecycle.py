@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import uuid
 
 import pytest
 from django.db import close_old_connections, connection, transaction
@@ -167,3 +168,44 @@ def test_two_concurrent_writers_give_exactly_one_transition(user, application):
     assert executed_rows.count() == 1
     # The row that won is the one whose receipt fields landed.
     assert executed_rows.get().detail == f"worker {action.block_number}"
+
+
+def test_a_move_from_its_one_legal_source_is_one_update_and_one_insert(
+    action, django_assert_num_queries
+):
+    # The conditional UPDATE returns the row (no read before or after it), then the history
+    # row; the savepoint pair is the test's transaction around transition()'s atomic block.
+    with django_assert_num_queries(4) as captured:
+        moved = action_transition(action_id=action.pk, to=S.SIGNED, actor=Actor.system())
+    sql = [q["sql"].split()[0] for q in captured.captured_queries]
+    assert sql == ["SAVEPOINT", "UPDATE", "INSERT", "RELEASE"]
+    assert moved.status == S.SIGNED and moved.signed_at is not None
+    assert moved.summary == action.summary and moved.user_op == action.user_op
+    assert list(action.history.values_list("from_status", "status"))[-1] == ("proposed", "signed")
+
+
+def test_a_move_with_several_legal_sources_reads_the_status_first(
+    action, django_assert_num_queries
+):
+    action_transition(action_id=action.pk, to=S.SIGNED, actor=Actor.system())
+    action_transition(action_id=action.pk, to=S.SUBMITTED, actor=Actor.system())
+    # failed is reachable from signed, submitted and broadcast: the history names which.
+    with django_assert_num_queries(5) as captured:
+        action_transition(action_id=action.pk, to=S.FAILED, actor=Actor.system())
+    sql = [q["sql"].split()[0] for q in captured.captured_queries]
+    assert sql == ["SAVEPOINT", "SELECT", "UPDATE", "INSERT", "RELEASE"]
+    assert list(action.history.values_list("from_status", "status"))[-1] == (
+        "submitted",
+        "failed",
+    )
+
+
+def test_a_lost_race_on_the_one_source_says_what_the_status_is_now(action):
+    action_transition(action_id=action.pk, to=S.REJECTED, actor=Actor.system())
+    with pytest.raises(IllegalTransition) as raised:
+        action_transition(
+            action_id=action.pk, to=S.SIGNED, actor=Actor.system(), only_from={S.PROPOSED}
+        )
+    assert raised.value.current == S.REJECTED
+    with pytest.raises(Action.DoesNotExist):
+        action_transition(action_id=uuid.uuid4(), to=S.SIGNED, actor=Actor.system())

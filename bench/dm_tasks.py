@@ -1,0 +1,65 @@
+"""The protocol baseline of `bench/dm_worker.py`: an at-most-once DM delivery reduced to its
+irreducible work, in raw SQL. One conditional UPDATE claims the delivery straight to `sending`
+with its history row, committed before the first byte leaves; the HTTP POST to the provider;
+`sent` with its history row, committed. Loaded into the worker with `--include`."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+from urllib.parse import quote, urlsplit
+
+from celery import shared_task
+from django.conf import settings
+from django.db import connection, transaction
+
+HISTORY = (
+    "INSERT INTO messaging_deliverystatushistory "
+    "(delivery_id, from_status, status, timestamp, detail, actor_kind, payload) "
+    "VALUES (%s, %s, %s, now(), %s, 'worker', %s)"
+)
+
+
+def protocol_deliver_now(delivery_id: str) -> str:
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE messaging_delivery d SET status = 'sending', lease_owner = %s, "
+            "lease_expires_at = now() + interval '60 seconds', updated_at = now() "
+            "FROM messaging_conversation c WHERE d.id = %s AND d.status = 'queued' "
+            "AND c.id = d.conversation_id RETURNING d.text, c.recipient_id",
+            [str(os.getpid()), delivery_id],
+        )
+        row = cursor.fetchone()
+        if row is None:
+            return "not_claimed"
+        text, recipient = row
+        cursor.execute(HISTORY, [delivery_id, "queued", "sending", "sending", None])
+    url = urlsplit(settings.X_API_BASE_URL)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=5)
+    conn.request(
+        "POST",
+        f"/2/dm_conversations/with/{quote(recipient, safe='')}/messages",
+        body=json.dumps({"text": text}),
+        headers={
+            "Authorization": f"Bearer {os.environ['BENCH_X_TOKEN']}",
+            "Content-Type": "application/json",
+        },
+    )
+    answer = conn.getresponse()
+    payload = json.loads(answer.read())
+    conn.close()
+    message_id = payload["data"]["dm_event_id"]
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE messaging_delivery SET status = 'sent', provider_message_id = %s, "
+            "lease_expires_at = NULL, updated_at = now() WHERE id = %s AND status = 'sending'",
+            [message_id, delivery_id],
+        )
+        cursor.execute(HISTORY, [delivery_id, "sending", "sent", message_id, json.dumps(payload)])
+    return "sent"
+
+
+@shared_task(name="bench.protocol_deliver", acks_late=False)
+def protocol_deliver(delivery_id: str) -> str:
+    return protocol_deliver_now(delivery_id)

@@ -1,0 +1,199 @@
+"""get_action_status over HTTP against gunicorn (2 sync workers, picnic.wsgi, DEBUG off) next to
+its baseline, a bare DRF view with the same OAuth2 authentication and scope check
+(`bench/status_urls.py`), both served by the same server in this run.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
+        .venv/bin/python bench/status_tool.py [--actions 200000] [--rounds 10] [--requests 200]
+
+Makes its own database (bench_hot_status): `--actions` copies of an executed action with its
+five history rows, made in SQL, and the one the requests read. Rounds alternate which endpoint
+goes first; each request opens its own connection (gunicorn's sync workers close it). Prints
+the SQL statements of one request of each, p50/p95/p99 latencies and the ratios last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import secrets
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import (  # noqa: E402
+    PYTHON,
+    ROOT,
+    copy_rows,
+    drop_database,
+    free_port,
+    machine,
+    percentile,
+    setup_django,
+    start,
+    stop,
+    wait_for_port,
+)
+
+
+def make_data(copies: int):
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.utils import timezone
+    from oauth2_provider.models import AccessToken, Application
+
+    from actions.models import ActionStatus
+    from actions.services.transitions import action_transition
+    from actions.tests.factories import make_action
+    from picnic.lifecycle import Actor
+
+    user = get_user_model().objects.create(username="bench")
+    application = Application.objects.create(
+        name="bench agent",
+        user=user,
+        client_type=Application.CLIENT_CONFIDENTIAL,
+        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+        redirect_uris="http://127.0.0.1/cb",
+    )
+    token = AccessToken.objects.create(
+        user=user,
+        application=application,
+        token=secrets.token_urlsafe(32),
+        scope="read:actions",
+        expires=timezone.now() + timedelta(days=1),
+    )
+    action = make_action(user=user, application=application, ttl_seconds=3600)
+    for step in (ActionStatus.SIGNED, ActionStatus.SUBMITTED, ActionStatus.BROADCAST):
+        action_transition(action_id=action.pk, to=step, actor=Actor.worker())
+    action_transition(
+        action_id=action.pk,
+        to=ActionStatus.EXECUTED,
+        actor=Actor.worker(),
+        updates={"tx_hash": "0x" + "ab" * 32, "block_number": 12},
+        detail="included in block 12",
+    )
+    if copies:
+        copy_rows(
+            "actions_action",
+            action.pk,
+            copies,
+            fresh={
+                "id": "gen_random_uuid()",
+                "user_op_hash": "'0x' || md5(n::text) || md5((n + 1)::text)",
+                "tx_hash": "'0x' || md5((n + 2)::text) || md5((n + 3)::text)",
+            },
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO actions_actionstatushistory (action_id, from_status, status, "
+                "timestamp, detail, actor_kind, actor_user_id, payload) "
+                "SELECT a.id, h.from_status, h.status, h.timestamp, h.detail, h.actor_kind, "
+                "h.actor_user_id, h.payload FROM actions_action a, actions_actionstatushistory h "
+                "WHERE h.action_id = %s AND a.id <> %s",
+                [action.pk, action.pk],
+            )
+            cursor.execute("ANALYZE")
+    return action, token
+
+
+def statements_per_request(paths: list[str], token: str) -> dict[str, int]:
+    from django.db import connection
+    from django.test import Client, override_settings
+    from django.test.utils import CaptureQueriesContext
+
+    counts = {}
+    with override_settings(ROOT_URLCONF="bench.status_urls"):
+        client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+        for path in paths:
+            client.get(path)  # warm
+            with CaptureQueriesContext(connection) as queries:
+                assert client.get(path).status_code == 200
+            counts[path] = len(queries.captured_queries)
+    return counts
+
+
+def get(port: int, path: str, token: str) -> float:
+    started = time.perf_counter()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", path, headers={"Authorization": f"Bearer {token}"})
+    response = conn.getresponse()
+    body = response.read()
+    conn.close()
+    elapsed = time.perf_counter() - started
+    if response.status != 200:
+        raise RuntimeError(f"{path}: HTTP {response.status} {body[:200]!r}")
+    return elapsed * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--actions", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--requests", type=int, default=200)
+    args = parser.parse_args()
+
+    print(machine())
+    db_url = setup_django("bench_hot_status")
+    try:
+        started = time.monotonic()
+        action, token = make_data(args.actions)
+        print(
+            f"data: {args.actions + 1} actions, history x5, in {time.monotonic() - started:.0f} s"
+        )
+        paths = {"bare": f"/bench/bare/{action.pk}", "status": f"/api/v1/actions/{action.pk}"}
+        counts = statements_per_request(list(paths.values()), token.token)
+        for name, path in paths.items():
+            print(f"{name}: {counts[path]} SQL statements per request")
+        port = free_port()
+        server = start(
+            [
+                PYTHON,
+                "-m",
+                "gunicorn",
+                "picnic.wsgi",
+                "--workers",
+                "2",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--log-level",
+                "warning",
+            ],
+            env={
+                "DJANGO_SETTINGS_MODULE": "bench.status_settings",
+                "PYTHONPATH": str(ROOT),
+                "DATABASE_URL": db_url,
+                "DJANGO_DEBUG": "false",
+                "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+            },
+            log=Path("/tmp") / f"bench-status-gunicorn-{port}.log",
+        )
+        try:
+            wait_for_port(port)
+            samples: dict[str, list[float]] = {"bare": [], "status": []}
+            for path in paths.values():  # warm both workers
+                for _ in range(100):
+                    get(port, path, token.token)
+            for round_no in range(args.rounds):
+                order = list(paths) if round_no % 2 == 0 else list(reversed(paths))
+                for name in order:
+                    for _ in range(args.requests):
+                        samples[name].append(get(port, paths[name], token.token))
+        finally:
+            stop(server)
+    finally:
+        drop_database()
+
+    for name, values in samples.items():
+        print(
+            f"{name}: p50 {percentile(values, 50):.2f} ms, p95 {percentile(values, 95):.2f} ms, "
+            f"p99 {percentile(values, 99):.2f} ms over {len(values)} requests"
+        )
+    for p in (50, 99):
+        ratio = percentile(samples["status"], p) / percentile(samples["bare"], p)
+        print(f"ratio p{p} get_action_status/bare: {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()
