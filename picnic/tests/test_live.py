@@ -6,22 +6,19 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import subprocess
-import sys
 import threading
-import urllib.request
 from pathlib import Path
 
 import pytest
 import redis
 from django.conf import settings as django_settings
+from django.db import connections
 
 from actions.services.lifecycle import action_create
 from actions.services.transitions import action_transition
-from chain.stack import free_port
 from picnic import events
 from picnic.lifecycle import Actor
-from picnic.testing import database_url, wait_until
+from picnic.testing import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_URL = os.environ.get("CI_EVENTS_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -49,76 +46,6 @@ def backend(request, settings, tmp_path):
     events._redis_client = None
     yield request.param
     events._redis_client = None
-
-
-class Server:
-    def __init__(self, proc: subprocess.Popen, port: int, log: Path):
-        self.proc, self.port, self.log = proc, port, log
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-@pytest.fixture
-def asgi_server(settings, tmp_path):
-    """`start(**env)`: uvicorn serving picnic.asgi on a free port, on the test database and
-    this test's event channel."""
-    started: list[Server] = []
-
-    def start(**extra: str) -> Server:
-        port = free_port()
-        log = tmp_path / f"uvicorn-{port}.log"
-        env = {
-            **os.environ,
-            "DATABASE_URL": database_url(),
-            "DJANGO_SECRET_KEY": django_settings.SECRET_KEY,
-            "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
-            "EVENTS_URL": settings.EVENTS_URL,
-            "EVENTS_DIR": str(settings.EVENTS_DIR),
-            **extra,
-        }
-        with open(log, "w") as out:
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "uvicorn",
-                    "picnic.asgi:application",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--no-access-log",
-                ],
-                cwd=ROOT,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        server = Server(proc, port, log)
-        started.append(server)
-
-        def up() -> bool:
-            assert proc.poll() is None, log.read_text()
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):
-                    return True
-            except OSError:
-                return False
-
-        wait_until(up, timeout=60)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
 
 
 class Stream:
@@ -186,9 +113,7 @@ def _in_another_thread(fn) -> None:
         except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
             errors.append(exc)
         finally:
-            from django.db import connection
-
-            connection.close()
+            connections.close_all()
 
     thread = threading.Thread(target=run)
     thread.start()
