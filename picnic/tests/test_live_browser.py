@@ -97,3 +97,30 @@ def test_a_staff_timeline_updates_without_reload_when_a_transition_commits(
     page.wait_for_selector(".live:not([data-live-open])", state="attached")
     assert page.evaluate("window.__triggers") == ["sse:changed"] * 3
     assert errors == []
+
+
+def test_without_a_stream_the_timeline_falls_back_to_polling(
+    settings, live_server, chromium_page, client, staff_user, user, application
+):
+    # live_server is WSGI: the stream answers `end` at once, the extension closes it and the
+    # page polls every 2 s as before.
+    action = _action(user, application)
+    chromium_page.add_cookies(
+        [
+            {
+                "name": settings.SESSION_COOKIE_NAME,
+                "value": _session(client, staff_user),
+                "url": live_server.url,
+            }
+        ]
+    )
+    page = chromium_page.new_page()
+    page.goto(f"{live_server.url}/staff/actions/{action.pk}/")
+    page.wait_for_selector('#timeline [data-status="proposed"]')
+    _in_another_thread(
+        lambda: action_transition(action_id=action.pk, to="signed", actor=Actor.system())
+    )
+    page.wait_for_selector('#timeline [data-status="signed"]', timeout=10_000)
+    assert page.locator(".live[data-live-open]").count() == 0
+    triggers = page.evaluate("window.__triggers")
+    assert triggers and set(triggers) == {None}  # only polls, no stream event
