@@ -18,6 +18,7 @@ from actions.services.passkeys import PasskeyError, passkey_register, registrati
 from actions.services.signing import action_reject, action_sign, authentication_options
 from picnic.api import error_json
 from picnic.json_input import BodyRefused, json_body
+from picnic.live import entity_stream
 from picnic.timeline import render_timeline
 
 REGISTRATION_SESSION_KEY = "passkey_registration_challenge"
@@ -245,6 +246,17 @@ def sign_page(request: HttpRequest, action_id) -> HttpResponse:
             "slippage_warning": slippage is not None and float(slippage) >= 1,
         },
     )
+
+
+def sign_events(request: HttpRequest, action_id) -> HttpResponse:
+    """The signing page's live stream: the owner's own action only. A refusal is the API's
+    error body, never a redirect to the login page (an EventSource cannot log in)."""
+    if not request.user.is_authenticated:
+        return _refusal("Log in to follow this action", code="not_authenticated", status=403)
+    action = _own_action(request, action_id)
+    if action is None:
+        return _refusal(NOT_YOURS, code="permission_denied", status=403)
+    return entity_stream(request, lifecycle_name="action", pk=action.pk, status=action.status)
 
 
 @login_required

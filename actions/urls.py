@@ -63,6 +63,7 @@ signing_urlpatterns = [
     ),
     path("passkeys/register/verify", signing_views.passkey_register_verify, name="passkey-verify"),
     path("sign/<uuid:action_id>/", signing_views.sign_page, name="sign"),
+    path("sign/<uuid:action_id>/events", signing_views.sign_events, name="sign-events"),
     path("sign/<uuid:action_id>/options", signing_views.sign_options, name="sign-options"),
     path("sign/<uuid:action_id>/approve", signing_views.sign_approve, name="sign-approve"),
     path("sign/<uuid:action_id>/reject", signing_views.sign_reject, name="sign-reject"),

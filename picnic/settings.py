@@ -278,6 +278,11 @@ SPECTACULAR_SETTINGS = {
 # datagram sockets under EVENTS_DIR on the embedded default (see picnic/events.py).
 EVENTS_URL = env_url("EVENTS_URL", "local://", schemes=("local", "redis", "rediss"))
 EVENTS_DIR = Path(env_str("EVENTS_DIR", str(VAR_DIR / "events")))
+# Live pages (picnic/live.py): a comment this often keeps an idle stream open through proxies;
+# a stream ends after LIVE_STREAM_SECONDS and the browser reconnects after LIVE_RETRY_MS.
+LIVE_HEARTBEAT_SECONDS = env_float("LIVE_HEARTBEAT_SECONDS", 15.0)
+LIVE_STREAM_SECONDS = env_float("LIVE_STREAM_SECONDS", 300.0)
+LIVE_RETRY_MS = env_int("LIVE_RETRY_MS", 1000, minimum=100)
 
 # --- MCP adapter (python manage.py mcp) ----------------------------------------------------
 # The DRF API the adapter calls with the caller's bearer token.

@@ -4,6 +4,10 @@ One template per page with a named `timeline` partial. A full GET renders the pa
 poll renders only the partial, answers 204 when the entity has not changed since the
 `u=<updated_at>` the poll carries (nothing to swap), and 286 once the entity is terminal, which
 stops htmx polling.
+
+Pages are live (picnic/live.py): an event stream around the partial triggers the same re-fetch
+as soon as a transition commits, and the poll stays as the fallback. `?live=0` renders the page
+without the stream (polling only: the baseline of bench/live_updates.py).
 """
 
 from __future__ import annotations
@@ -23,7 +27,12 @@ def render_timeline(
     is_terminal: bool,
     context: dict[str, Any],
 ) -> HttpResponse:
-    context = {**context, "version": version, "is_terminal": is_terminal}
+    context = {
+        **context,
+        "version": version,
+        "is_terminal": is_terminal,
+        "live": request.GET.get("live") != "0",
+    }
     if not request.htmx:
         return render(request, template, context)
     if request.GET.get("u") == version and not is_terminal:

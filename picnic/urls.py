@@ -15,6 +15,7 @@ from messaging.urls import staff_urlpatterns as messaging_staff
 from operations.urls import api_urlpatterns as operations_api
 from operations.urls import staff_urlpatterns as operations_staff
 from picnic.health import healthz, readyz
+from picnic.live import staff_stream
 from picnic.login import ThrottledAdminAuthenticationForm, ThrottledLoginView
 from picnic.metrics import metrics_view
 
@@ -48,6 +49,7 @@ urlpatterns = [
         "private-messaging-api/",
         include((messaging_api, "messaging"), namespace="private-messaging-api"),
     ),
+    path("staff/events", staff_stream, name="staff-events"),
     path("staff/", include((actions_staff, "actions"), namespace="actions-staff")),
     path("staff/", include((messaging_staff, "messaging"), namespace="messaging-staff")),
     path("staff/", include((operations_staff, "operations"), namespace="operations-staff")),

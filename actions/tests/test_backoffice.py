@@ -118,7 +118,7 @@ def test_the_timeline_polls_while_live_and_skips_unchanged_content(staff_client,
     action = make_action(user=user, application=application)
     page = staff_client.get(f"/staff/actions/{action.pk}/")
     assert page.status_code == 200
-    assert 'hx-trigger="every 2s"' in page.text
+    assert 'hx-trigger="sse:changed, every 2s"' in page.text
     assert "proposed by the action tool" in page.text
     assert f'href="/staff/actions/{action.pk}/"' in page.text  # works without JavaScript
     version = Action.objects.get(pk=action.pk).updated_at.isoformat()
@@ -135,7 +135,7 @@ def test_the_timeline_polls_while_live_and_skips_unchanged_content(staff_client,
     assert changed.status_code == 200
     assert "<html" not in changed.text  # only the partial
     assert 'data-status="signed"' in changed.text
-    assert 'hx-trigger="every 2s"' in changed.text
+    assert 'hx-trigger="sse:changed, every 2s"' in changed.text
 
 
 def test_the_timeline_stops_polling_at_a_terminal_state(staff_client, user, application):

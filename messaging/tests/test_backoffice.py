@@ -138,7 +138,9 @@ def test_cancel_from_the_admin(staff_client, staff_user, make_delivery):
 def test_the_delivery_timeline_polls_until_terminal(staff_client, make_delivery):
     delivery = make_delivery(D.CLAIMED)
     page = staff_client.get(f"/staff/deliveries/{delivery.pk}/")
-    assert 'data-status="claimed"' in page.text and 'hx-trigger="every 2s"' in page.text
+    assert (
+        'data-status="claimed"' in page.text and 'hx-trigger="sse:changed, every 2s"' in page.text
+    )
     version = delivery.updated_at.isoformat()
     assert (
         staff_client.get(

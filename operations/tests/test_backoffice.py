@@ -100,7 +100,10 @@ def test_pause_and_resume_from_the_admin(staff_client, make_op):
 def test_the_operation_timeline_polls_until_terminal(staff_client, make_op, staff_user):
     op = make_op(category="sensitive")
     page = staff_client.get(f"/staff/operations/{op.pk}/")
-    assert 'data-status="needs_review"' in page.text and 'hx-trigger="every 2s"' in page.text
+    assert (
+        'data-status="needs_review"' in page.text
+        and 'hx-trigger="sse:changed, every 2s"' in page.text
+    )
     assert "review required by rule category:sensitive" in page.text
     from operations.decisions import operation_review_decide
 

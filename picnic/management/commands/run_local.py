@@ -1,6 +1,7 @@
 """`make run`: the whole system on embedded defaults, stopped together by Ctrl-C.
 
-migrate → local chain stack → seed_demo → Celery worker with beat → web server.
+migrate → local chain stack → seed_demo → Celery worker with beat → web server (uvicorn on
+picnic.asgi, so the live pages stream).
 """
 
 from __future__ import annotations
@@ -124,9 +125,23 @@ class Command(BaseCommand):
                     start_new_session=True,
                 )
             )
+            host, _, port = addr.rpartition(":")
+            # The ASGI entry point under uvicorn (not runserver, which is WSGI): the live pages'
+            # event streams need it. Static files come from WhiteNoise, as in production.
             children.append(
                 subprocess.Popen(
-                    [python, "manage.py", "runserver", addr, "--noreload"], start_new_session=True
+                    [
+                        python,
+                        "-m",
+                        "uvicorn",
+                        "picnic.asgi:application",
+                        "--host",
+                        host,
+                        "--port",
+                        port,
+                        "--no-access-log",  # the app writes its own (picnic.middleware)
+                    ],
+                    start_new_session=True,
                 )
             )
             children.append(
