@@ -52,7 +52,8 @@ if not DEBUG and "*" in ALLOWED_HOSTS:
 DEFAULT_EXCEPTION_REPORTER_FILTER = "picnic.debug.SecretMaskingExceptionReporterFilter"
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # django.contrib.admin whose site orders the index (picnic.admin.PicnicAdminSite).
+    "picnic.apps.PicnicAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
