@@ -36,7 +36,14 @@ from actions.services.lifecycle import (
 )
 from actions.services.ramps import ramp_kyc_refresh
 from actions.views import resend_outcome_message
-from picnic.admin import LifecycleAdmin, address_forms, search_term_kind, user_ids_matching
+from picnic.admin import (
+    LifecycleAdmin,
+    address_cell,
+    address_forms,
+    search_term_kind,
+    text_cell,
+    user_ids_matching,
+)
 from picnic.lifecycle import Actor
 
 
@@ -94,7 +101,7 @@ class ResolveActionsForm(forms.Form):
 @admin.register(Action)
 class ActionAdmin(LifecycleAdmin):
     lifecycle = Action.lifecycle
-    list_display = ("id", "type", "status", "user", "age", "smart_account", "error_short")
+    list_display = ("short_id", "type", "status", "user", "age", "account", "error_short")
     list_filter = ("status", "type", StuckFilter)
     # Searches are exact lookups on indexes, by the shape of the term (get_search_results).
     search_fields = ("user_op_hash", "tx_hash", "smart_account", "user__username")
@@ -166,9 +173,13 @@ class ActionAdmin(LifecycleAdmin):
     def age(self, obj: Action) -> str:
         return timesince(obj.created_at)
 
+    @admin.display(description="smart account")
+    def account(self, obj: Action) -> str:
+        return address_cell(obj.smart_account)
+
     @admin.display(description="error")
     def error_short(self, obj: Action) -> str:
-        return (obj.error or "")[:60]
+        return text_cell(obj.error)
 
     @admin.display(description="live timeline")
     def timeline(self, obj: Action) -> str:

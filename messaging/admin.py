@@ -21,7 +21,7 @@ from messaging.models import (
 )
 from messaging.selectors import deliveries_stuck
 from messaging.services import delivery_cancel, delivery_resolve_unknown
-from picnic.admin import LifecycleAdmin, search_term_kind
+from picnic.admin import LifecycleAdmin, search_term_kind, text_cell
 from picnic.lifecycle import IllegalTransition
 
 
@@ -121,7 +121,14 @@ class ResolveForm(forms.Form):
 @admin.register(Delivery)
 class DeliveryAdmin(LifecycleAdmin):
     lifecycle = Delivery.lifecycle
-    list_display = ("id", "status", "social_account", "workspace", "created_at", "reason_short")
+    list_display = (
+        "short_id",
+        "status",
+        "social_account",
+        "workspace",
+        "created_at",
+        "reason_short",
+    )
     list_filter = ("status", StuckFilter, FailedReasonFilter, "social_account__provider")
     # Searches are exact lookups on indexes, by the shape of the term (get_search_results).
     search_fields = ("provider_message_id", "social_account__handle", "conversation__recipient_id")
@@ -155,9 +162,9 @@ class DeliveryAdmin(LifecycleAdmin):
             False,
         )
 
-    @admin.display(description="reason")
+    @admin.display(description="reason or last error")
     def reason_short(self, obj: Delivery) -> str:
-        return (obj.reason or "")[:60]
+        return text_cell(obj.reason or obj.last_error)
 
     @admin.display(description="links")
     def links(self, obj: Delivery) -> str:

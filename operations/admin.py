@@ -16,7 +16,13 @@ from operations.models import (
     Wallet,
 )
 from operations.selectors import operations_stuck
-from picnic.admin import LifecycleAdmin, ReadOnlyInline, search_term_kind, user_ids_matching
+from picnic.admin import (
+    LifecycleAdmin,
+    ReadOnlyInline,
+    search_term_kind,
+    text_cell,
+    user_ids_matching,
+)
 from picnic.lifecycle import IllegalTransition
 
 
@@ -63,16 +69,18 @@ class WorkFilter(admin.SimpleListFilter):
 @admin.register(Operation)
 class OperationAdmin(LifecycleAdmin):
     lifecycle = Operation.lifecycle
+    # Eight short columns fit 1280 px (the category is on the change page); the last error,
+    # shortened, says why an operation needs attention.
     list_display = (
-        "id",
+        "short_id",
         "tool",
-        "category",
         "state",
         "stage",
         "dispatch_status",
         "billing_status",
         "owner",
         "created_at",
+        "error_short",
     )
     list_filter = (WorkFilter, "state", "dispatch_status", "billing_status", "channel")
     # Searches are exact lookups on indexes, by the shape of the term (get_search_results):
@@ -94,6 +102,10 @@ class OperationAdmin(LifecycleAdmin):
         term = search_term.strip()
         owners = user_ids_matching(term)
         return queryset.filter(Q(backend_response_id=term) | Q(owner__in=owners)), False
+
+    @admin.display(description="last error")
+    def error_short(self, obj: Operation) -> str:
+        return text_cell(obj.last_error, limit=60)
 
     @admin.display(description="links")
     def links(self, obj: Operation) -> str:

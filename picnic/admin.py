@@ -14,6 +14,7 @@ from django.core.paginator import Paginator
 from django.db import connections
 from django.db.models import Q, QuerySet
 from django.utils.html import format_html
+from django.utils.text import Truncator
 from django.utils.translation import gettext as _
 
 from picnic.lifecycle import Lifecycle, lifecycle_named, lifecycles
@@ -44,6 +45,41 @@ class PicnicAdminSite(admin.AdminSite):
     def get_app_list(self, request, app_label=None):
         # sorted() is stable: the rest keeps Django's alphabetical order.
         return sorted(super().get_app_list(request, app_label), key=_app_rank)
+
+
+# --- Cells readable at 1280 px ----------------------------------------------------------------
+
+# A list cell shows this much of an error; the whole text is on hover and on the change page.
+ERROR_CELL_CHARS = 80
+
+
+def text_cell(text: str | None, limit: int = ERROR_CELL_CHARS) -> str:
+    """A long text (an error, a failure reason) in a list: shortened, the full text on hover."""
+    if not text:
+        return ""
+    return format_html(
+        '<span class="picnic-clip" title="{}">{}</span>', text, Truncator(text).chars(limit)
+    )
+
+
+def id_cell(value) -> str:
+    """A UUID in a list: its first 8 hex digits in monospace (like a short git hash), the full
+    id on hover; the change page and the search take the full one."""
+    if value is None:
+        return ""
+    full = str(value)
+    return format_html('<code class="picnic-id" title="{}">{}…</code>', full, full[:8])
+
+
+def address_cell(value: str | None) -> str:
+    """A 0x address or hash in a list: 0x1234…abcd in monospace, the full value on hover."""
+    if not value:
+        return ""
+    if len(value) <= 14:
+        return format_html('<code class="picnic-id">{}</code>', value)
+    return format_html(
+        '<code class="picnic-id" title="{}">{}…{}</code>', value, value[:6], value[-4:]
+    )
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -141,6 +177,10 @@ class LifecycleAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+    @admin.display(description="id")
+    def short_id(self, obj) -> str:
+        return id_cell(obj.pk)
 
     def timeline_link(self, obj, text: str = "live timeline") -> str:
         return format_html('<a href="{}">{}</a>', self.lifecycle.timeline_url(obj.pk), text)

@@ -3,6 +3,10 @@ append-only records, per-action permissions, timestamps in the staff member's ti
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 
 def test_it_lists_the_three_apps_first_and_auth_last(staff_client):
     page = staff_client.get("/admin/")
@@ -18,3 +22,46 @@ def test_it_links_the_console_and_the_review_queue_above_everything(staff_client
     links = text.index('id="staff-links"')
     assert links < text.index('id="tracked-work"') < text.index("app-actions")
     assert 'href="/staff/"' in text and 'href="/staff/operations/review/"' in text
+
+
+LONG_ERROR = (
+    "UserOperation reverted with reason: ERC20: transfer amount exceeds balance "
+    "(sender 0x1234567890123456789012345678901234567890, nonce 7, paymaster none)"
+)
+
+
+@pytest.fixture
+def failed_action(user, application):
+    from actions.models import Action
+    from actions.tests.factories import make_action
+
+    action = make_action(user=user, application=application)
+    Action.objects.filter(pk=action.pk).update(error=LONG_ERROR)
+    return action
+
+
+def test_it_shows_the_full_error_on_hover_in_the_list(staff_client, failed_action):
+    text = staff_client.get("/admin/actions/action/").text
+    assert LONG_ERROR not in _visible_text(text)  # shortened in the cell…
+    assert f'title="{LONG_ERROR}"' in text  # …whole on hover
+    assert "UserOperation reverted with reason: ERC20" in text
+
+
+def test_it_shows_the_full_error_on_the_change_page(staff_client, failed_action):
+    text = staff_client.get(f"/admin/actions/action/{failed_action.pk}/change/").text
+    assert LONG_ERROR in _visible_text(text)
+
+
+def test_it_shows_ids_short_in_monospace_with_the_full_id_on_hover(staff_client, failed_action):
+    text = staff_client.get("/admin/actions/action/").text
+    full = str(failed_action.pk)
+    assert f'<code class="picnic-id" title="{full}">{full[:8]}…</code>' in text
+    assert '<code class="picnic-id" title="0x1234567890123456789012345678901234567890">' in text
+    assert "picnic/admin.css" in text
+
+
+def _visible_text(html: str) -> str:
+    """The page's text without its tags and attributes (what is shown, not what hovers)."""
+    import html as html_lib
+
+    return html_lib.unescape(re.sub(r"<[^>]+>", " ", html))
