@@ -155,6 +155,10 @@ class WalletAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 
+    def has_delete_permission(self, request, obj=None):
+        # The balance is the sum of its append-only ledger (which PROTECTs it).
+        return False
+
 
 @admin.register(LedgerEntry)
 class LedgerEntryAdmin(admin.ModelAdmin):

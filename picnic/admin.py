@@ -178,6 +178,12 @@ class LifecycleAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         return False
 
+    def has_delete_permission(self, request, obj=None):
+        # Work items end by a transition (cancel, mark failed, reject) that leaves a history
+        # row with the staff user; a delete would erase that history with them (cascade).
+        # Retention purges terminal actions by a task, not by hand.
+        return False
+
     @admin.display(description="id")
     def short_id(self, obj) -> str:
         return id_cell(obj.pk)

@@ -65,3 +65,44 @@ def _visible_text(html: str) -> str:
     import html as html_lib
 
     return html_lib.unescape(re.sub(r"<[^>]+>", " ", html))
+
+
+def test_no_append_only_record_nor_work_item_can_be_deleted_in_the_admin(rf, staff_user):
+    from django.contrib import admin
+
+    from picnic.lifecycle import lifecycles
+    from picnic.models import AppendOnly
+
+    request = rf.get("/admin/")
+    request.user = staff_user  # a superuser: only the admin itself can say no
+    guarded = {lifecycle.model for lifecycle in lifecycles()}
+    checked = []
+    for model, model_admin in admin.site._registry.items():
+        if issubclass(model, AppendOnly) or model in guarded:
+            assert not model_admin.has_delete_permission(request), model
+            assert "delete_selected" not in model_admin.get_actions(request), model
+            checked.append(model._meta.label)
+    assert {"actions.Action", "messaging.Delivery", "operations.Operation"} <= set(checked)
+    assert "operations.LedgerEntry" in checked
+
+
+def test_the_delete_page_of_an_action_is_forbidden(staff_client, failed_action):
+    change = staff_client.get(f"/admin/actions/action/{failed_action.pk}/change/").text
+    assert "deletelink" not in change
+    assert staff_client.get(f"/admin/actions/action/{failed_action.pk}/delete/").status_code == 403
+
+
+def test_the_delete_page_of_a_ledger_entry_is_forbidden(staff_client, user):
+    from decimal import Decimal
+
+    from operations import billing
+    from operations.models import LedgerEntry
+
+    billing.wallet_grant(owner=user, amount=Decimal("5"))
+    entry = LedgerEntry.objects.get(wallet__owner=user)
+    page = staff_client.get(f"/admin/operations/ledgerentry/{entry.pk}/change/")
+    assert page.status_code == 200 and "deletelink" not in page.text
+    url = f"/admin/operations/ledgerentry/{entry.pk}/delete/"
+    assert staff_client.get(url).status_code == 403
+    assert staff_client.post(url, {"post": "yes"}).status_code == 403
+    assert LedgerEntry.objects.filter(pk=entry.pk).exists()
