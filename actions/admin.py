@@ -185,7 +185,12 @@ class ActionAdmin(LifecycleAdmin):
     def timeline(self, obj: Action) -> str:
         return self.timeline_link(obj, "open the live timeline")
 
-    @admin.action(description="Reconcile now (ask the bundler for the receipt)")
+    def has_reconcile_permission(self, request) -> bool:
+        return request.user.has_perm("actions.reconcile_action")
+
+    @admin.action(
+        permissions=["reconcile"], description="Reconcile now (ask the bundler for the receipt)"
+    )
     def reconcile_now(self, request, queryset):
         outcomes: Counter = Counter()
         note = f"reconcile now by staff {request.user.get_username()}"
@@ -371,7 +376,10 @@ class RampAccountAdmin(admin.ModelAdmin):
     readonly_fields = ("kyc_status", "provider_status", "kyc_checked_at", "kyc_error")
     actions = ["refresh_kyc"]
 
-    @admin.action(description="Refresh KYC status from the provider")
+    def has_refresh_kyc_permission(self, request) -> bool:
+        return request.user.has_perm("actions.refresh_kyc_rampaccount")
+
+    @admin.action(permissions=["refresh_kyc"], description="Refresh KYC status from the provider")
     def refresh_kyc(self, request, queryset) -> None:
         ramps = [ramp_kyc_refresh(ramp_id=r.pk) for r in queryset]
         failed = [r for r in ramps if r.kyc_error]

@@ -174,7 +174,15 @@ class DeliveryAdmin(LifecycleAdmin):
             return format_html('{} · <a href="{}">resolve</a>', timeline, resolve)
         return timeline
 
-    @admin.action(description="Cancel selected deliveries (queued or claimed only)")
+    def has_cancel_permission(self, request) -> bool:
+        return request.user.has_perm("messaging.cancel_delivery")
+
+    def has_resolve_permission(self, request) -> bool:
+        return request.user.has_perm("messaging.resolve_delivery")
+
+    @admin.action(
+        permissions=["cancel"], description="Cancel selected deliveries (queued or claimed only)"
+    )
     def cancel_selected(self, request, queryset):
         done, refused = 0, []
         for delivery in queryset:
@@ -197,7 +205,7 @@ class DeliveryAdmin(LifecycleAdmin):
         ] + super().get_urls()
 
     def resolve_view(self, request, delivery_id):
-        if not request.user.has_perm("messaging.view_delivery"):
+        if not self.has_resolve_permission(request):
             raise PermissionDenied
         delivery = get_object_or_404(Delivery, pk=delivery_id)
         form = ResolveForm(request.POST or None)

@@ -129,11 +129,14 @@ class OperationAdmin(LifecycleAdmin):
                 request, f"Not {verb.lower()}: " + "; ".join(refused), messages.WARNING
             )
 
-    @admin.action(description="Pause selected operations")
+    def has_pause_permission(self, request) -> bool:
+        return request.user.has_perm("operations.pause_operation")
+
+    @admin.action(permissions=["pause"], description="Pause selected operations")
     def pause(self, request, queryset):
         self._each(request, queryset, operation_pause, "Paused")
 
-    @admin.action(description="Resume selected paused operations")
+    @admin.action(permissions=["pause"], description="Resume selected paused operations")
     def resume(self, request, queryset):
         self._each(request, queryset, operation_resume, "Resumed")
 

@@ -106,3 +106,77 @@ def test_the_delete_page_of_a_ledger_entry_is_forbidden(staff_client, user):
     assert staff_client.get(url).status_code == 403
     assert staff_client.post(url, {"post": "yes"}).status_code == 403
     assert LedgerEntry.objects.filter(pk=entry.pk).exists()
+
+
+# Each admin action, the changelist it is on, and the permission that shows it.
+ADMIN_ACTIONS = [
+    ("/admin/actions/action/", "reconcile_now", "actions.reconcile_action"),
+    ("/admin/actions/action/", "mark_failed", "actions.resolve_action"),
+    ("/admin/actions/action/", "resend", "actions.resolve_action"),
+    ("/admin/actions/rampaccount/", "refresh_kyc", "actions.refresh_kyc_rampaccount"),
+    ("/admin/messaging/delivery/", "cancel_selected", "messaging.cancel_delivery"),
+    ("/admin/operations/operation/", "pause", "operations.pause_operation"),
+    ("/admin/operations/operation/", "resume", "operations.pause_operation"),
+]
+
+
+def _staff_with(make_user, name: str, *perms: str):
+    from django.contrib.auth.models import Permission
+
+    member = make_user(name, is_staff=True)
+    for perm in perms:
+        app_label, codename = perm.split(".")
+        member.user_permissions.add(
+            Permission.objects.get(content_type__app_label=app_label, codename=codename)
+        )
+    return member
+
+
+def _offered_actions(client, url: str) -> list[str]:
+    page = client.get(url)
+    assert page.status_code == 200
+    form = page.context["action_form"]
+    return [] if form is None else [name for name, _ in form.fields["action"].choices if name]
+
+
+@pytest.mark.parametrize(("url", "action", "perm"), ADMIN_ACTIONS)
+def test_an_admin_action_is_hidden_from_staff_without_its_permission(
+    client, make_user, url, action, perm
+):
+    app_label = perm.split(".")[0]
+    model = url.rstrip("/").rsplit("/", 1)[1]
+    view = f"{app_label}.view_{model}"
+    client.force_login(_staff_with(make_user, "viewer", view))
+    assert action not in _offered_actions(client, url)
+    client.force_login(_staff_with(make_user, "doer", view, perm))
+    assert action in _offered_actions(client, url)
+
+
+def test_posting_a_hidden_action_changes_nothing(client, make_user, user):
+    from decimal import Decimal
+
+    from operations import billing
+    from operations.models import Operation, State
+    from operations.services import operation_submit
+
+    billing.wallet_grant(owner=user, amount=Decimal("100"))
+    op = operation_submit(
+        owner=user, application=None, tool="text-gen", category="writing", input_text="hi"
+    )
+    client.force_login(_staff_with(make_user, "viewer", "operations.view_operation"))
+    before = Operation.objects.get(pk=op.pk).state
+    client.post(
+        "/admin/operations/operation/",
+        {"action": "pause", "_selected_action": [str(op.pk)], "index": 0},
+    )
+    assert Operation.objects.get(pk=op.pk).state == before != State.PAUSED
+    assert not op.history.filter(status=State.PAUSED).exists()
+
+
+def test_resolving_an_unknown_delivery_needs_its_permission(client, make_user, queue):
+    delivery = queue()
+    client.force_login(_staff_with(make_user, "viewer", "messaging.view_delivery"))
+    url = f"/admin/messaging/delivery/{delivery.pk}/resolve/"
+    assert client.get(url).status_code == 403
+    client.force_login(_staff_with(make_user, "resolver", "messaging.resolve_delivery"))
+    assert client.get(url).status_code == 200
