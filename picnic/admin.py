@@ -13,7 +13,12 @@ from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.db import connections
 from django.db.models import Q, QuerySet
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import path
+from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.text import Truncator
 from django.utils.translation import gettext as _
 
@@ -45,6 +50,37 @@ class PicnicAdminSite(admin.AdminSite):
     def get_app_list(self, request, app_label=None):
         # sorted() is stable: the rest keeps Django's alphabetical order.
         return sorted(super().get_app_list(request, app_label), key=_app_rank)
+
+    def get_urls(self):
+        return [
+            path("timezone/", self.admin_view(self.timezone_view), name="timezone"),
+            *super().get_urls(),
+        ]
+
+    def timezone_view(self, request):
+        """Choose the time zone the admin and staff pages show times in (a cookie)."""
+        from picnic.timezones import set_zone_cookie, zone_named, zone_names
+
+        back = request.POST.get("next") or request.GET.get("next") or ""
+        if not url_has_allowed_host_and_scheme(back, {request.get_host()}):
+            back = ""
+        error = None
+        if request.method == "POST":
+            name = request.POST.get("timezone", "")
+            if zone_named(name) is not None:
+                response = redirect(back or "admin:index")
+                set_zone_cookie(response, name)
+                return response
+            error = "Choose a time zone from the list."
+        context = {
+            **self.each_context(request),
+            "title": "Time zone",
+            "zones": zone_names(),
+            "current": timezone.get_current_timezone_name(),
+            "next": back,
+            "error": error,
+        }
+        return TemplateResponse(request, "admin/picnic/timezone.html", context)
 
 
 # --- Cells readable at 1280 px ----------------------------------------------------------------

@@ -180,3 +180,68 @@ def test_resolving_an_unknown_delivery_needs_its_permission(client, make_user, q
     assert client.get(url).status_code == 403
     client.force_login(_staff_with(make_user, "resolver", "messaging.resolve_delivery"))
     assert client.get(url).status_code == 200
+
+
+@pytest.fixture
+def at_ten_utc(failed_action):
+    """The action created at 10:00:00.123456 UTC on a winter day."""
+    from datetime import UTC, datetime
+
+    from actions.models import Action
+
+    when = datetime(2026, 12, 3, 10, 0, 0, 123456, tzinfo=UTC)
+    Action.objects.filter(pk=failed_action.pk).update(created_at=when)
+    return failed_action
+
+
+def test_times_are_shown_to_the_second_in_utc_by_default(staff_client, at_ten_utc):
+    text = staff_client.get(f"/admin/actions/action/{at_ten_utc.pk}/change/").text
+    assert "2026-12-03 10:00:00 UTC" in text
+    assert ".123456" not in text
+    assert "Times in UTC" in text
+
+
+def test_staff_choose_their_time_zone_and_see_times_in_it(staff_client, at_ten_utc):
+    change = f"/admin/actions/action/{at_ten_utc.pk}/change/"
+    chosen = staff_client.post("/admin/timezone/", {"timezone": "Europe/Berlin", "next": change})
+    assert chosen.status_code == 302 and chosen["Location"] == change
+    assert chosen.cookies["picnic_timezone"].value == "Europe/Berlin"
+    text = staff_client.get(change).text
+    assert "2026-12-03 11:00:00 CET" in text and "10:00:00" not in text
+    assert "Times in Europe/Berlin" in text
+    # The API stays in UTC whatever the browser's cookie says.
+    from django.utils import timezone
+
+    assert timezone.get_current_timezone_name() == "UTC"
+
+
+def test_an_unknown_time_zone_is_refused_and_a_stale_cookie_ignored(staff_client, at_ten_utc):
+    refused = staff_client.post("/admin/timezone/", {"timezone": "Mars/Olympus"})
+    assert refused.status_code == 200 and "picnic_timezone" not in refused.cookies
+    staff_client.cookies["picnic_timezone"] = "Mars/Olympus"
+    text = staff_client.get(f"/admin/actions/action/{at_ten_utc.pk}/change/").text
+    assert "2026-12-03 10:00:00 UTC" in text
+
+
+def test_the_time_zone_page_does_not_redirect_off_site(staff_client):
+    chosen = staff_client.post(
+        "/admin/timezone/", {"timezone": "Asia/Tokyo", "next": "https://evil.example/"}
+    )
+    assert chosen["Location"] == "/admin/"
+
+
+def test_the_review_queue_shows_the_request_time_without_microseconds(staff_client, user):
+    from decimal import Decimal
+
+    from operations import billing
+    from operations.services import operation_submit
+
+    billing.wallet_grant(owner=user, amount=Decimal("100"))
+    op = operation_submit(
+        owner=user, application=None, tool="text-gen", category="sensitive", input_text="hi"
+    )
+    staff_client.cookies["picnic_timezone"] = "Asia/Tokyo"
+    text = staff_client.get("/staff/operations/review/").text
+    assert str(op.pk) in text
+    assert re.search(r"requested \d{4}-\d\d-\d\d \d\d:\d\d:\d\d JST", text)
+    assert op.review["requested_at"] not in text
