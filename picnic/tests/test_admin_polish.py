@@ -245,3 +245,23 @@ def test_the_review_queue_shows_the_request_time_without_microseconds(staff_clie
     assert str(op.pk) in text
     assert re.search(r"requested \d{4}-\d\d-\d\d \d\d:\d\d:\d\d JST", text)
     assert op.review["requested_at"] not in text
+
+
+def test_the_review_queue_tells_approve_from_reject_and_asks_before_rejecting(staff_client, user):
+    from decimal import Decimal
+
+    from operations import billing
+    from operations.services import operation_submit
+
+    billing.wallet_grant(owner=user, amount=Decimal("100"))
+    op = operation_submit(
+        owner=user, application=None, tool="text-gen", category="sensitive", input_text="hi"
+    )
+    text = staff_client.get("/staff/operations/review/").text
+    article = text[text.index(f'id="review-{op.pk}"') :]
+    assert re.search(r'<textarea id="note-[^"]+" name="note" rows="3"[^>]* required>', article)
+    approve = re.search(r'<button class="approve"[^>]*>', article).group(0)
+    reject = re.search(r'<button class="reject danger"[^>]*>', article).group(0)
+    assert "hx-confirm" not in approve
+    assert 'hx-confirm="Reject this text-gen operation of alice?' in reject
+    assert "{#" not in text and "{%" not in text
