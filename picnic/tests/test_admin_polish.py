@@ -203,6 +203,9 @@ def test_times_are_shown_to_the_second_in_utc_by_default(staff_client, at_ten_ut
 
 def test_staff_choose_their_time_zone_and_see_times_in_it(staff_client, at_ten_utc):
     change = f"/admin/actions/action/{at_ten_utc.pk}/change/"
+    form = staff_client.get("/admin/timezone/", {"next": change})
+    assert form.status_code == 200
+    assert '<option value="Europe/Berlin">' in form.text and f'value="{change}"' in form.text
     chosen = staff_client.post("/admin/timezone/", {"timezone": "Europe/Berlin", "next": change})
     assert chosen.status_code == 302 and chosen["Location"] == change
     assert chosen.cookies["picnic_timezone"].value == "Europe/Berlin"
