@@ -58,7 +58,7 @@ def _shoot(page, name: str) -> None:
 
 
 def test_the_lists_fit_1280_px_with_the_full_error_on_hover(
-    staff_page, live_server, user, application
+    staff_page, live_server, user, application, queue
 ):
     from actions.models import Action
     from actions.tests.factories import make_action
@@ -78,6 +78,14 @@ def test_the_lists_fit_1280_px_with_the_full_error_on_hover(
     assert cell.get_attribute("title") == ERROR
     assert cell.inner_text() != ERROR  # shortened in the list
     _shoot(staff_page, "admin-actions.png")
+    assert _fits_the_window(staff_page)
+
+    from messaging.models import Delivery
+
+    delivery = queue()
+    Delivery.objects.filter(pk=delivery.pk).update(last_error=ERROR)
+    staff_page.goto(f"{live_server.url}/admin/messaging/delivery/")
+    assert staff_page.locator("td.field-reason_short span").first.get_attribute("title") == ERROR
     assert _fits_the_window(staff_page)
 
     staff_page.goto(f"{live_server.url}/admin/operations/operation/")
