@@ -36,7 +36,14 @@ from actions.services.lifecycle import (
 )
 from actions.services.ramps import ramp_kyc_refresh
 from actions.views import resend_outcome_message
-from picnic.admin import LifecycleAdmin, address_forms, search_term_kind, user_ids_matching
+from picnic.admin import (
+    LifecycleAdmin,
+    address_cell,
+    address_forms,
+    search_term_kind,
+    text_cell,
+    user_ids_matching,
+)
 from picnic.lifecycle import Actor
 
 
@@ -94,7 +101,7 @@ class ResolveActionsForm(forms.Form):
 @admin.register(Action)
 class ActionAdmin(LifecycleAdmin):
     lifecycle = Action.lifecycle
-    list_display = ("id", "type", "status", "user", "age", "smart_account", "error_short")
+    list_display = ("short_id", "type", "status", "user", "age", "account", "error_short")
     list_filter = ("status", "type", StuckFilter)
     # Searches are exact lookups on indexes, by the shape of the term (get_search_results).
     search_fields = ("user_op_hash", "tx_hash", "smart_account", "user__username")
@@ -166,15 +173,24 @@ class ActionAdmin(LifecycleAdmin):
     def age(self, obj: Action) -> str:
         return timesince(obj.created_at)
 
+    @admin.display(description="smart account")
+    def account(self, obj: Action) -> str:
+        return address_cell(obj.smart_account)
+
     @admin.display(description="error")
     def error_short(self, obj: Action) -> str:
-        return (obj.error or "")[:60]
+        return text_cell(obj.error)
 
     @admin.display(description="live timeline")
     def timeline(self, obj: Action) -> str:
         return self.timeline_link(obj, "open the live timeline")
 
-    @admin.action(description="Reconcile now (ask the bundler for the receipt)")
+    def has_reconcile_permission(self, request) -> bool:
+        return request.user.has_perm("actions.reconcile_action")
+
+    @admin.action(
+        permissions=["reconcile"], description="Reconcile now (ask the bundler for the receipt)"
+    )
     def reconcile_now(self, request, queryset):
         outcomes: Counter = Counter()
         note = f"reconcile now by staff {request.user.get_username()}"
@@ -360,7 +376,10 @@ class RampAccountAdmin(admin.ModelAdmin):
     readonly_fields = ("kyc_status", "provider_status", "kyc_checked_at", "kyc_error")
     actions = ["refresh_kyc"]
 
-    @admin.action(description="Refresh KYC status from the provider")
+    def has_refresh_kyc_permission(self, request) -> bool:
+        return request.user.has_perm("actions.refresh_kyc_rampaccount")
+
+    @admin.action(permissions=["refresh_kyc"], description="Refresh KYC status from the provider")
     def refresh_kyc(self, request, queryset) -> None:
         ramps = [ramp_kyc_refresh(ramp_id=r.pk) for r in queryset]
         failed = [r for r in ramps if r.kyc_error]

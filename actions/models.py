@@ -116,6 +116,7 @@ class Action(LifecycleModel):
         ordering = ("-created_at",)
         permissions = [
             ("resolve_action", "Can mark in-flight actions failed or re-send them"),
+            ("reconcile_action", "Can reconcile actions now (ask the bundler for the receipt)"),
         ]
         indexes = [models.Index(fields=["status", "updated_at"], name="action_status_updated")]
         constraints = [
@@ -312,6 +313,9 @@ class RampAccount(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        permissions = [
+            ("refresh_kyc_rampaccount", "Can refresh the KYC status from the provider"),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["user", "currency"], name="ramp_one_per_currency"),
             models.CheckConstraint(

@@ -21,7 +21,7 @@ from messaging.models import (
 )
 from messaging.selectors import deliveries_stuck
 from messaging.services import delivery_cancel, delivery_resolve_unknown
-from picnic.admin import LifecycleAdmin, search_term_kind
+from picnic.admin import LifecycleAdmin, search_term_kind, text_cell
 from picnic.lifecycle import IllegalTransition
 
 
@@ -121,7 +121,14 @@ class ResolveForm(forms.Form):
 @admin.register(Delivery)
 class DeliveryAdmin(LifecycleAdmin):
     lifecycle = Delivery.lifecycle
-    list_display = ("id", "status", "social_account", "workspace", "created_at", "reason_short")
+    list_display = (
+        "short_id",
+        "status",
+        "social_account",
+        "workspace",
+        "created_at",
+        "reason_short",
+    )
     list_filter = ("status", StuckFilter, FailedReasonFilter, "social_account__provider")
     # Searches are exact lookups on indexes, by the shape of the term (get_search_results).
     search_fields = ("provider_message_id", "social_account__handle", "conversation__recipient_id")
@@ -155,9 +162,9 @@ class DeliveryAdmin(LifecycleAdmin):
             False,
         )
 
-    @admin.display(description="reason")
+    @admin.display(description="reason or last error")
     def reason_short(self, obj: Delivery) -> str:
-        return (obj.reason or "")[:60]
+        return text_cell(obj.reason or obj.last_error)
 
     @admin.display(description="links")
     def links(self, obj: Delivery) -> str:
@@ -167,7 +174,15 @@ class DeliveryAdmin(LifecycleAdmin):
             return format_html('{} · <a href="{}">resolve</a>', timeline, resolve)
         return timeline
 
-    @admin.action(description="Cancel selected deliveries (queued or claimed only)")
+    def has_cancel_permission(self, request) -> bool:
+        return request.user.has_perm("messaging.cancel_delivery")
+
+    def has_resolve_permission(self, request) -> bool:
+        return request.user.has_perm("messaging.resolve_delivery")
+
+    @admin.action(
+        permissions=["cancel"], description="Cancel selected deliveries (queued or claimed only)"
+    )
     def cancel_selected(self, request, queryset):
         done, refused = 0, []
         for delivery in queryset:
@@ -190,7 +205,7 @@ class DeliveryAdmin(LifecycleAdmin):
         ] + super().get_urls()
 
     def resolve_view(self, request, delivery_id):
-        if not request.user.has_perm("messaging.view_delivery"):
+        if not self.has_resolve_permission(request):
             raise PermissionDenied
         delivery = get_object_or_404(Delivery, pk=delivery_id)
         form = ResolveForm(request.POST or None)

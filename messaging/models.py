@@ -181,6 +181,10 @@ class Delivery(LifecycleModel):
     class Meta:
         ordering = ("-created_at",)
         verbose_name_plural = "deliveries"
+        permissions = [
+            ("cancel_delivery", "Can cancel queued or claimed deliveries"),
+            ("resolve_delivery", "Can resolve an unknown delivery as sent or failed"),
+        ]
         indexes = [
             models.Index(fields=["status", "next_attempt_at"], name="delivery_due"),
             # Back-office (admin): the list's order, each status filter in that order, and the

@@ -16,7 +16,13 @@ from operations.models import (
     Wallet,
 )
 from operations.selectors import operations_stuck
-from picnic.admin import LifecycleAdmin, ReadOnlyInline, search_term_kind, user_ids_matching
+from picnic.admin import (
+    LifecycleAdmin,
+    ReadOnlyInline,
+    search_term_kind,
+    text_cell,
+    user_ids_matching,
+)
 from picnic.lifecycle import IllegalTransition
 
 
@@ -63,16 +69,17 @@ class WorkFilter(admin.SimpleListFilter):
 @admin.register(Operation)
 class OperationAdmin(LifecycleAdmin):
     lifecycle = Operation.lifecycle
+    # What fits 1280 px: the category and stage are on the change page; the last error,
+    # shortened, says why an operation needs attention.
     list_display = (
-        "id",
+        "short_id",
         "tool",
-        "category",
         "state",
-        "stage",
-        "dispatch_status",
-        "billing_status",
+        "dispatch",
+        "billing",
         "owner",
         "created_at",
+        "error_short",
     )
     list_filter = (WorkFilter, "state", "dispatch_status", "billing_status", "channel")
     # Searches are exact lookups on indexes, by the shape of the term (get_search_results):
@@ -94,6 +101,18 @@ class OperationAdmin(LifecycleAdmin):
         term = search_term.strip()
         owners = user_ids_matching(term)
         return queryset.filter(Q(backend_response_id=term) | Q(owner__in=owners)), False
+
+    @admin.display(description="dispatch", ordering="dispatch_status")
+    def dispatch(self, obj: Operation) -> str:
+        return obj.get_dispatch_status_display()
+
+    @admin.display(description="billing", ordering="billing_status")
+    def billing(self, obj: Operation) -> str:
+        return obj.get_billing_status_display()
+
+    @admin.display(description="last error")
+    def error_short(self, obj: Operation) -> str:
+        return text_cell(obj.last_error, limit=60)
 
     @admin.display(description="links")
     def links(self, obj: Operation) -> str:
@@ -117,11 +136,14 @@ class OperationAdmin(LifecycleAdmin):
                 request, f"Not {verb.lower()}: " + "; ".join(refused), messages.WARNING
             )
 
-    @admin.action(description="Pause selected operations")
+    def has_pause_permission(self, request) -> bool:
+        return request.user.has_perm("operations.pause_operation")
+
+    @admin.action(permissions=["pause"], description="Pause selected operations")
     def pause(self, request, queryset):
         self._each(request, queryset, operation_pause, "Paused")
 
-    @admin.action(description="Resume selected paused operations")
+    @admin.action(permissions=["pause"], description="Resume selected paused operations")
     def resume(self, request, queryset):
         self._each(request, queryset, operation_resume, "Resumed")
 
@@ -141,6 +163,10 @@ class WalletAdmin(admin.ModelAdmin):
     inlines = [LedgerInline]
 
     def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        # The balance is the sum of its append-only ledger (which PROTECTs it).
         return False
 
 

@@ -292,6 +292,9 @@ class Operation(LifecycleModel):
 
     class Meta:
         ordering = ("-created_at",)
+        permissions = [
+            ("pause_operation", "Can pause and resume operations"),
+        ]
         indexes = [
             models.Index(fields=["state", "next_check_at"], name="operation_due"),
             # Back-office (admin): the list's order, the rare-value filters in that order

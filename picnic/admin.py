@@ -13,10 +13,112 @@ from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.db import connections
 from django.db.models import Q, QuerySet
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import path
+from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.text import Truncator
 from django.utils.translation import gettext as _
 
 from picnic.lifecycle import Lifecycle, lifecycle_named, lifecycles
+
+# --- The site ----------------------------------------------------------------------------
+
+# The index lists our three apps first, in this order; auth last, anything else (OAuth
+# internals) in between: support staff come for the work, rarely for the machinery.
+APPS_FIRST = ("actions", "messaging", "operations")
+APPS_LAST = ("auth",)
+
+
+def _app_rank(app: dict) -> tuple[int, int]:
+    label = app["app_label"]
+    if label in APPS_FIRST:
+        return 0, APPS_FIRST.index(label)
+    if label in APPS_LAST:
+        return 2, APPS_LAST.index(label)
+    return 1, 0
+
+
+class PicnicAdminSite(admin.AdminSite):
+    """The default admin site (PicnicAdminConfig), its apps in the order staff need them."""
+
+    site_header = "Picnic back-office"
+    site_title = "Picnic back-office"
+    # The app sidebar took 300 of 1280 px from every list (their last columns were cut off);
+    # the index and the breadcrumbs lead to the same lists.
+    enable_nav_sidebar = False
+
+    def get_app_list(self, request, app_label=None):
+        # sorted() is stable: the rest keeps Django's alphabetical order.
+        return sorted(super().get_app_list(request, app_label), key=_app_rank)
+
+    def get_urls(self):
+        return [
+            path("timezone/", self.admin_view(self.timezone_view), name="timezone"),
+            *super().get_urls(),
+        ]
+
+    def timezone_view(self, request):
+        """Choose the time zone the admin and staff pages show times in (a cookie)."""
+        from picnic.timezones import set_zone_cookie, zone_named, zone_names
+
+        back = request.POST.get("next") or request.GET.get("next") or ""
+        if not url_has_allowed_host_and_scheme(back, {request.get_host()}):
+            back = ""
+        error = None
+        if request.method == "POST":
+            name = request.POST.get("timezone", "")
+            if zone_named(name) is not None:
+                response = redirect(back or "admin:index")
+                set_zone_cookie(response, name)
+                return response
+            error = "Choose a time zone from the list."
+        context = {
+            **self.each_context(request),
+            "title": "Time zone",
+            "zones": zone_names(),
+            "current": timezone.get_current_timezone_name(),
+            "next": back,
+            "error": error,
+        }
+        return TemplateResponse(request, "admin/picnic/timezone.html", context)
+
+
+# --- Cells readable at 1280 px ----------------------------------------------------------------
+
+# A list cell shows this much of an error; the whole text is on hover and on the change page.
+ERROR_CELL_CHARS = 80
+
+
+def text_cell(text: str | None, limit: int = ERROR_CELL_CHARS) -> str:
+    """A long text (an error, a failure reason) in a list: shortened, the full text on hover."""
+    if not text:
+        return ""
+    return format_html(
+        '<span class="picnic-clip" title="{}">{}</span>', text, Truncator(text).chars(limit)
+    )
+
+
+def id_cell(value) -> str:
+    """A UUID in a list: its first 8 hex digits in monospace (like a short git hash), the full
+    id on hover; the change page and the search take the full one."""
+    if value is None:
+        return ""
+    full = str(value)
+    return format_html('<code class="picnic-id" title="{}">{}…</code>', full, full[:8])
+
+
+def address_cell(value: str | None) -> str:
+    """A 0x address or hash in a list: 0x1234…abcd in monospace, the full value on hover."""
+    if not value:
+        return ""
+    if len(value) <= 14:
+        return format_html('<code class="picnic-id">{}</code>', value)
+    return format_html(
+        '<code class="picnic-id" title="{}">{}…{}</code>', value, value[:6], value[-4:]
+    )
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -114,6 +216,16 @@ class LifecycleAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+    def has_delete_permission(self, request, obj=None):
+        # Work items end by a transition (cancel, mark failed, reject) that leaves a history
+        # row with the staff user; a delete would erase that history with them (cascade).
+        # Retention purges terminal actions by a task, not by hand.
+        return False
+
+    @admin.display(description="id")
+    def short_id(self, obj) -> str:
+        return id_cell(obj.pk)
 
     def timeline_link(self, obj, text: str = "live timeline") -> str:
         return format_html('<a href="{}">{}</a>', self.lifecycle.timeline_url(obj.pk), text)

@@ -52,7 +52,8 @@ if not DEBUG and "*" in ALLOWED_HOSTS:
 DEFAULT_EXCEPTION_REPORTER_FILTER = "picnic.debug.SecretMaskingExceptionReporterFilter"
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # django.contrib.admin whose site orders the index (picnic.admin.PicnicAdminSite).
+    "picnic.apps.PicnicAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -80,6 +81,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # The admin and staff pages in the staff member's time zone (a cookie; picnic.timezones).
+    "picnic.timezones.StaffTimezoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -148,6 +151,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# Dates to the second with their zone, no microseconds, no a.m./p.m. (picnic/locale_formats).
+FORMAT_MODULE_PATH = ["picnic.locale_formats"]
 STATIC_URL = "static/"
 # `manage.py collectstatic` (the release step) writes here; the web process serves it.
 STATIC_ROOT = Path(env_str("DJANGO_STATIC_ROOT", str(VAR_DIR / "static")))
