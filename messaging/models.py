@@ -181,6 +181,9 @@ class Delivery(LifecycleModel):
     class Meta:
         ordering = ("-created_at",)
         verbose_name_plural = "deliveries"
+        permissions = [
+            ("resolve_delivery", "Can resolve unknown deliveries (sent or failed) or cancel them"),
+        ]
         indexes = [
             models.Index(fields=["status", "next_attempt_at"], name="delivery_due"),
             # Back-office (admin): the list's order, each status filter in that order, and the

@@ -292,6 +292,10 @@ class Operation(LifecycleModel):
 
     class Meta:
         ordering = ("-created_at",)
+        permissions = [
+            ("review_operation", "Can approve or reject operations in review"),
+            ("pause_operation", "Can pause, resume or cancel operations"),
+        ]
         indexes = [
             models.Index(fields=["state", "next_check_at"], name="operation_due"),
             # Back-office (admin): the list's order, the rare-value filters in that order
