@@ -47,9 +47,8 @@ def hours_chart(hours: list[tuple[datetime, int, int]], label: str) -> str:
         h = CHART_H * total / peak
         hf = CHART_H * failed / peak
         title = f"{hour:%H}:00 UTC — {total} transitions, {failed} to a failure"
-        bars.append(
-            (x, CHART_H - h, width - BAR_GAP, h, x, CHART_H - hf, width - BAR_GAP, hf, title)
-        )
+        numbers = (x, CHART_H - h, width - BAR_GAP, h, x, CHART_H - hf, width - BAR_GAP, hf)
+        bars.append((title, *(f"{n:.1f}" for n in numbers)))
     body = format_html_join(
         "",
         '<g><title>{}</title><rect class="bar" x="{}" y="{}" width="{}" height="{}"/>'
