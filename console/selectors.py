@@ -203,13 +203,25 @@ def attention_sources(now: datetime) -> dict[str, tuple[QuerySet, Any]]:
 _OWNER = {"action": "user", "delivery": "created_by", "operation": "owner"}
 
 
-def needs_attention(filters: Filters, now: datetime | None = None) -> Listing:
-    """One query per kind (LIMIT + 1 rows), oldest change first."""
+def viewable_kinds(user) -> frozenset[str]:
+    """The kinds of work this staff member may view (the model's view permission)."""
+    kinds = set()
+    for lifecycle in lifecycles():
+        meta = lifecycle.model._meta
+        if user.has_perm(f"{meta.app_label}.view_{meta.model_name}"):
+            kinds.add(lifecycle.name)
+    return frozenset(kinds)
+
+
+def needs_attention(
+    filters: Filters, now: datetime | None = None, kinds: frozenset[str] = frozenset(KINDS)
+) -> Listing:
+    """One query per kind (LIMIT + 1 rows), oldest change first; only `kinds`."""
     now = now or timezone.now()
     rows: list[Row] = []
     cut: list[str] = []
     for kind, (queryset, to_row) in attention_sources(now).items():
-        if filters.kind and filters.kind != kind:
+        if (filters.kind and filters.kind != kind) or kind not in kinds:
             continue
         lifecycle = lifecycle_named(kind)
         queryset = _narrow(
@@ -329,8 +341,9 @@ def _rows(kind: str, queryset: QuerySet, why: str) -> tuple[list[Row], bool]:
 _TRACE_ID = 32  # W3C trace id: 32 lowercase hex digits
 
 
-def search(term: str) -> SearchResult:
-    """Exact, indexed lookups by the term's shape (picnic.admin.search_term_kind)."""
+def search(term: str, kinds: frozenset[str] = frozenset(KINDS)) -> SearchResult:
+    """Exact, indexed lookups by the term's shape (picnic.admin.search_term_kind), over the
+    kinds of work in `kinds` only."""
     kind, value = search_term_kind(term)
     term = term.strip()
     lookups: list[tuple[str, str, QuerySet]] = []
@@ -398,6 +411,8 @@ def search(term: str) -> SearchResult:
     cut = False
     seen: set[str] = set()
     for kind_name, what, queryset in lookups:
+        if kind_name not in kinds:
+            continue
         if what not in tried:
             tried.append(what)
         found, more = _rows(kind_name, queryset, f"by {what}")

@@ -40,7 +40,7 @@ def _context(request: HttpRequest, **extra) -> dict:
 @staff_member_required
 def home(request: HttpRequest) -> HttpResponse:
     filters = Filters.from_query(request.GET)
-    listing = selectors.needs_attention(filters)
+    listing = selectors.needs_attention(filters, kinds=selectors.viewable_kinds(request.user))
     query = urlencode(filters.as_query())
     context = _context(
         request,
@@ -68,7 +68,8 @@ def _statuses() -> list[tuple[str, list[str]]]:
 @staff_member_required
 def search(request: HttpRequest) -> HttpResponse:
     term = request.GET.get("q", "").strip()
-    result = selectors.search(term) if term else None
+    kinds = selectors.viewable_kinds(request.user)
+    result = selectors.search(term, kinds=kinds) if term else None
     if result and len(result.rows) + len(result.quotes) == 1 and not result.cut:
         if result.rows:
             row = result.rows[0]
@@ -125,7 +126,9 @@ def _csv_response(request: HttpRequest, rows: Iterable[Row], name: str) -> Strea
 @staff_member_required
 def attention_csv(request: HttpRequest) -> StreamingHttpResponse:
     """The needs-attention list with the page's filters (each source bounded by LIMIT)."""
-    listing = selectors.needs_attention(Filters.from_query(request.GET))
+    listing = selectors.needs_attention(
+        Filters.from_query(request.GET), kinds=selectors.viewable_kinds(request.user)
+    )
     stamp = timezone.now().strftime("%Y%m%d-%H%M")
     return _csv_response(request, listing.rows, f"needs-attention-{stamp}.csv")
 
@@ -133,7 +136,8 @@ def attention_csv(request: HttpRequest) -> StreamingHttpResponse:
 @staff_member_required
 def search_csv(request: HttpRequest) -> StreamingHttpResponse:
     term = request.GET.get("q", "").strip()
-    rows = selectors.search(term).rows if term else []
+    kinds = selectors.viewable_kinds(request.user)
+    rows = selectors.search(term, kinds=kinds).rows if term else []
     return _csv_response(request, rows, "search.csv")
 
 

@@ -449,3 +449,13 @@ def test_the_page_links_its_csv_with_its_filters(staff_client, stuck_all):
 def test_search_results_export_as_csv(staff_client, stuck_all):
     rows = read_csv(staff_client.get("/staff/search.csv", {"q": "alice"}))
     assert len(rows) == 4 and {r["kind"] for r in rows} == {"action", "delivery", "operation"}
+
+
+def test_a_staff_member_sees_only_the_kinds_of_work_they_may_view(client, make_user, stuck_all):
+    member = make_user("vera", is_staff=True)
+    member.user_permissions.add(Permission.objects.get(codename="view_delivery"))
+    client.force_login(member)
+    assert keys_listed(client.get("/staff/")) == {key(stuck_all["unknown_delivery"])}
+    only = stuck_all["unknown_delivery"]
+    assert found(client, "alice").url == f"/staff/deliveries/{only.pk}/"  # the one they see
+    assert found(client, TX_HASH).context["result"].rows == []
