@@ -125,7 +125,7 @@ def test_credit_holds_pending_too_long_and_running_too_long_are_listed(
 
 
 def test_the_home_runs_the_same_number_of_queries_with_more_rows(
-    staff_client, stuck_all, make_delivery, make_operation, django_assert_max_num_queries
+    staff_client, stuck_all, make_delivery, make_operation, django_assert_num_queries
 ):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -135,7 +135,7 @@ def test_the_home_runs_the_same_number_of_queries_with_more_rows(
     for _ in range(5):
         make_delivery(D.CLAIMED, D.SENDING, D.UNKNOWN)
         make_operation("sensitive")
-    with django_assert_max_num_queries(len(few.captured_queries)):
+    with django_assert_num_queries(len(few.captured_queries)):
         page = staff_client.get("/staff/")
     assert len(page.context["listing"].rows) == 14
 
