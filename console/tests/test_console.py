@@ -239,6 +239,7 @@ def test_search_never_scans_a_table(staff_client, stuck_all):
     from django.test.utils import CaptureQueriesContext
 
     terms = [TX_HASH, str(stuck_all["review_operation"].pk), "x-msg", "alice", "0x" + "12" * 20]
+    terms.append("4bf92f3577b34da6a3ce929d0e0e4736")  # a request (trace) id
     for term in terms:
         with CaptureQueriesContext(connection) as queries:
             found(staff_client, term)
@@ -459,3 +460,15 @@ def test_a_staff_member_sees_only_the_kinds_of_work_they_may_view(client, make_u
     only = stuck_all["unknown_delivery"]
     assert found(client, "alice").url == f"/staff/deliveries/{only.pk}/"  # the one they see
     assert found(client, TX_HASH).context["result"].rows == []
+
+
+def test_a_long_list_shows_the_oldest_rows_and_the_csv_has_them_all(
+    staff_client, stuck_all, monkeypatch
+):
+    from console import views
+
+    monkeypatch.setattr(views, "SHOWN", 2)
+    page = staff_client.get("/staff/")
+    assert page.text.count('<tr data-key="') == 2
+    assert "the 2 oldest shown" in page.text
+    assert len(read_csv(staff_client.get("/staff/attention.csv"))) == 4
