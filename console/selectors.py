@@ -13,6 +13,7 @@ from functools import cache
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache as django_cache
 from django.core.exceptions import ValidationError
 from django.db import connections
 from django.db.models import Count, Q, QuerySet
@@ -219,6 +220,17 @@ def attention_sources(now: datetime) -> dict[str, tuple[QuerySet, Any]]:
 
 
 _OWNER = {"action": "user", "delivery": "created_by", "operation": "owner"}
+# What a row shows: loading only these skips the JSON columns (params, user operation,
+# input, result), a third of a long list's cost.
+_SHOWN_FIELDS = {
+    "action": ("status", "error", "last_reconcile_error", "user__username"),
+    "delivery": ("status", "reason", "last_error", "created_by__username"),
+    "operation": ("state", "last_error", "error_code", "review", "owner__username"),
+}
+
+
+def _only(kind: str, queryset: QuerySet) -> QuerySet:
+    return queryset.only("pk", "created_at", "updated_at", *_SHOWN_FIELDS[kind])
 
 
 def viewable_kinds(user) -> frozenset[str]:
@@ -249,7 +261,7 @@ def needs_attention(
             filters=filters,
             now=now,
         )
-        found, more = _bounded(queryset, "updated_at")
+        found, more = _bounded(_only(kind, queryset), "updated_at")
         rows.extend(to_row(item) for item in found)
         if more:
             cut.append(kind)
@@ -262,7 +274,8 @@ def needs_attention(
 
 @dataclass
 class KindSummary:
-    lifecycle: Lifecycle
+    name: str
+    admin_url: str
     label: str
     open_counts: list[tuple[str, int]]  # each unfinished status, counted up to COUNT_CAP
     total: str  # the table's size ("about N" on PostgreSQL: its estimate)
@@ -285,6 +298,20 @@ def _table_total(model) -> str:
         if estimate > COUNT_CAP:
             return f"about {estimate:,}"
     return f"{model.objects.count():,}"
+
+
+def summaries_cached() -> tuple[list[KindSummary], datetime]:
+    """`summaries()` as of at most CONSOLE_SUMMARY_CACHE_SECONDS ago (the home's fixed cost:
+    a few GROUP BYs), with the instant it was computed."""
+    seconds = settings.CONSOLE_SUMMARY_CACHE_SECONDS
+    if seconds:
+        hit = django_cache.get("console:summaries")
+        if hit is not None:
+            return hit
+    value = (summaries(), timezone.now())
+    if seconds:
+        django_cache.set("console:summaries", value, seconds)
+    return value
 
 
 def summaries(now: datetime | None = None) -> list[KindSummary]:
@@ -326,7 +353,8 @@ def summaries(now: datetime | None = None) -> list[KindSummary]:
             hours.append((hour, total, failed))
         result.append(
             KindSummary(
-                lifecycle=lifecycle,
+                name=lifecycle.name,
+                admin_url=lifecycle.admin_url(),
                 label=str(model._meta.verbose_name_plural),
                 open_counts=[(s, counted.get(s, 0)) for s in open_statuses],
                 total=_table_total(model),
@@ -352,7 +380,7 @@ class SearchResult:
 def _rows(kind: str, queryset: QuerySet, why: str) -> tuple[list[Row], bool]:
     related = {"action": "user", "delivery": "created_by", "operation": "owner"}[kind]
     to_row = {"action": _action_row, "delivery": _delivery_row, "operation": _operation_row}[kind]
-    found, more = _bounded(queryset.select_related(related), "-created_at")
+    found, more = _bounded(_only(kind, queryset.select_related(related)), "-created_at")
     return [to_row(item, why) for item in found], more
 
 

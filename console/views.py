@@ -59,7 +59,7 @@ def home(request: HttpRequest) -> HttpResponse:
     )
     if request.htmx:
         return render(request, "console/home.html#attention", context)
-    context["summaries"] = selectors.summaries()
+    context["summaries"], context["summaries_at"] = selectors.summaries_cached()
     return render(request, "console/home.html", context)
 
 

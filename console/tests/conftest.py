@@ -20,6 +20,14 @@ from operations.services import operation_submit
 from picnic.lifecycle import Actor
 
 TX_HASH = "0x" + "ab" * 32
+
+
+@pytest.fixture(autouse=True)
+def fresh_summaries(settings):
+    """Counts and charts computed on every load: each test reads its own rows."""
+    settings.CONSOLE_SUMMARY_CACHE_SECONDS = 0
+
+
 REVERT = (
     "UserOperation reverted with reason: ERC20: transfer amount exceeds balance "
     "(a very long reason that the admin used to cut at sixty characters, kept in full here)"

@@ -472,3 +472,22 @@ def test_a_long_list_shows_the_oldest_rows_and_the_csv_has_them_all(
     assert page.text.count('<tr data-key="') == 2
     assert "the 2 oldest shown" in page.text
     assert len(read_csv(staff_client.get("/staff/attention.csv"))) == 4
+
+
+def test_counts_and_charts_are_cached_for_a_few_seconds(
+    staff_client, staff_user, stuck_all, settings
+):
+    from django.core.cache import cache
+
+    from operations.decisions import operation_pause
+
+    settings.CONSOLE_SUMMARY_CACHE_SECONDS = 15
+    cache.delete("console:summaries")
+    first = staff_client.get("/staff/")
+    assert 'data-count="operation:needs_review">1<' in first.text
+    operation_pause(operation_id=stuck_all["review_operation"].pk, staff_user=staff_user)
+    again = staff_client.get("/staff/")
+    assert 'data-count="operation:needs_review">1<' in again.text  # as of the first load
+    # the list itself is always fresh
+    assert {r.status for r in again.context["listing"].rows if r.kind == "operation"} == {"paused"}
+    cache.delete("console:summaries")
