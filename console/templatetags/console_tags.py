@@ -65,6 +65,6 @@ def hours_chart(hours: list[tuple[datetime, int, int]], label: str) -> str:
         CHART_H,
         label,
         body,
-        f"{hours[0][0]:%H}:00" if hours else "",
-        f"{end:%H}:00 UTC" if end else "",
+        f"{hours[0][0]:%H}:00 yesterday" if hours else "",
+        f"now ({end:%H}:00 UTC)" if end else "",
     )
