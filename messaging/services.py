@@ -521,8 +521,9 @@ def deliveries_reap_leases() -> int:
     return reaped
 
 
-def delivery_cancel(*, delivery: Delivery, user, staff: bool = False) -> Delivery:
-    """queued/claimed → cancelled; IllegalTransition once the delivery is sending or later."""
+def delivery_cancel(*, delivery: Delivery, user, staff: bool = False, note: str = "") -> Delivery:
+    """queued/claimed → cancelled; IllegalTransition once the delivery is sending or later.
+    Staff may say why (`note`): it goes into the history row."""
     if not staff and delivery.created_by_id != user.pk:
         if membership_role(user=user, workspace_id=delivery.workspace_id) not in MANAGE_ROLES:
             raise Forbidden("Only the sender or a workspace owner/admin can cancel this delivery")
@@ -531,7 +532,8 @@ def delivery_cancel(*, delivery: Delivery, user, staff: bool = False) -> Deliver
         to=D.CANCELLED,
         actor=Actor.staff(user) if staff else Actor.end_user(user),
         only_from=set(CANCELLABLE),
-        detail=f"cancelled by {'staff ' if staff else ''}{user.get_username()}",
+        detail=f"cancelled by {'staff ' if staff else ''}{user.get_username()}"
+        + (f": {note.strip()}" if note.strip() else ""),
     )
 
 

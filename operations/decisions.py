@@ -7,7 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from operations import billing
-from operations.models import Operation, Stage, State
+from operations.models import DispatchStatus, Operation, Stage, State
 from operations.services import DISPATCH_TASK, operation_transition
 from picnic.lifecycle import Actor, IllegalTransition, enqueue_on_commit
 
@@ -84,7 +84,7 @@ def operation_pause(*, operation_id, staff_user, note: str = "") -> Operation:
     )
 
 
-def operation_resume(*, operation_id, staff_user) -> Operation:
+def operation_resume(*, operation_id, staff_user, note: str = "") -> Operation:
     operation = Operation.objects.get(pk=operation_id)
     target = operation.paused_from or S.QUEUED
     target = S.RUNNING if target == S.WAITING else target  # the next check tells which
@@ -96,5 +96,38 @@ def operation_resume(*, operation_id, staff_user) -> Operation:
         actor=Actor.staff(staff_user),
         only_from={S.PAUSED},
         updates={"paused_from": "", "next_check_at": timezone.now()},
-        detail=f"resumed by staff {staff_user.get_username()}",
+        detail=f"resumed by staff {staff_user.get_username()}" + (f": {note}" if note else ""),
     )
+
+
+# Staff cancel only work the backend never received: a running generation is paused (or left
+# to finish), since its usage may already be billed.
+CANCELLABLE_BY_STAFF = frozenset({S.QUEUED, S.NEEDS_REVIEW, S.PAUSED})
+
+
+def operation_cancel(*, operation_id, staff_user, note: str) -> Operation:
+    """queued / needs_review / paused, never dispatched → cancelled, the hold released."""
+    note = (note or "").strip()
+    if not note:
+        raise ValueError("a note is required to cancel an operation")
+    with transaction.atomic():
+        operation = Operation.objects.select_for_update().get(pk=operation_id)
+        if (
+            operation.state not in CANCELLABLE_BY_STAFF
+            or operation.dispatch_status != DispatchStatus.PENDING
+        ):
+            raise IllegalTransition(
+                model="Operation", pk=operation_id, current=operation.state, target=S.CANCELLED
+            )
+        return operation_transition(
+            operation_id=operation.pk,
+            to=S.CANCELLED,
+            actor=Actor.staff(staff_user),
+            detail=f"cancelled by staff {staff_user.get_username()}: {note}",
+            updates={
+                "review": None,
+                "paused_from": "",
+                **billing.release_hold(operation=operation),
+            },
+            only_from={operation.state},
+        )

@@ -293,7 +293,8 @@ class Operation(LifecycleModel):
     class Meta:
         ordering = ("-created_at",)
         permissions = [
-            ("pause_operation", "Can pause and resume operations"),
+            ("review_operation", "Can approve or reject operations in review"),
+            ("pause_operation", "Can pause, resume or cancel operations"),
         ]
         indexes = [
             models.Index(fields=["state", "next_check_at"], name="operation_due"),

@@ -5,6 +5,7 @@ import uuid
 from django import forms
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.decorators import permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -162,6 +163,7 @@ class ReviewDecisionForm(forms.Form):
 
 
 @staff_member_required
+@permission_required("operations.review_operation", raise_exception=True)
 @require_POST
 def review_decide(request: HttpRequest, operation_id) -> HttpResponse:
     form = ReviewDecisionForm(request.POST)

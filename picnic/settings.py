@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "messaging",
     "operations",
     "mcp_adapter",
+    "console",
 ]
 
 MIDDLEWARE = [
@@ -506,6 +507,10 @@ OPERATIONS_DETAIL_TTL_HOURS = env_int("OPERATIONS_DETAIL_TTL_HOURS", 24 * 7, min
 OPERATIONS_QUOTE_TTL_SECONDS = env_int("OPERATIONS_QUOTE_TTL_SECONDS", 600, minimum=10)
 OPERATIONS_POLL_SECONDS = env_float("OPERATIONS_POLL_SECONDS", 2.0)
 OPERATIONS_STUCK_RUNNING_MINUTES = env_int("OPERATIONS_STUCK_RUNNING_MINUTES", 30, minimum=1)
+# The support console lists an unfinished operation still holding credits after this long.
+CONSOLE_HOLD_STUCK_MINUTES = env_int("CONSOLE_HOLD_STUCK_MINUTES", 60, minimum=1)
+# Its counts and 24 h charts are recomputed at most this often (0: on every load).
+CONSOLE_SUMMARY_CACHE_SECONDS = env_int("CONSOLE_SUMMARY_CACHE_SECONDS", 15, minimum=0)
 
 # --- Health (/healthz, /readyz, manage.py health) -------------------------------------------
 # Each readiness check (database, broker, cache, events, chain RPC, bundler) waits this long at

@@ -53,4 +53,6 @@ urlpatterns = [
     path("staff/", include((actions_staff, "actions"), namespace="actions-staff")),
     path("staff/", include((messaging_staff, "messaging"), namespace="messaging-staff")),
     path("staff/", include((operations_staff, "operations"), namespace="operations-staff")),
+    # The support console (/staff/ itself, search, bulk, CSV): after the apps' staff pages.
+    path("staff/", include(("console.urls", "console"), namespace="console")),
 ]

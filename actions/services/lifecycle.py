@@ -240,6 +240,28 @@ def action_resend(*, action_id, staff_user, note: str) -> ReconcileOutcome:
     )
 
 
+def action_reconcile_now(*, action_id, staff_user, note: str) -> ReconcileOutcome:
+    """Staff ask for a reconciliation now (the beat would come later): recorded in the history
+    with the staff user and their note, whatever the outside world then says."""
+    note = _required_note(note)
+    action = Action.objects.get(pk=action_id)
+    if action.status not in IN_FLIGHT:
+        raise ActionResolutionError(
+            f"Only in-flight actions can be reconciled; it is {action.status}"
+        )
+    record_history(
+        lifecycle=ACTION_LIFECYCLE,
+        instance=action,
+        from_status=action.status,
+        status=action.status,
+        actor=Actor.staff(staff_user),
+        detail=f"reconcile requested by staff: {note}",
+    )
+    return action_reconcile(
+        action_id=action.pk, actor=Actor.staff(staff_user), note="reconciled by staff"
+    )
+
+
 def _required_note(note: str) -> str:
     note = (note or "").strip()
     if not note:

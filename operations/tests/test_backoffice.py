@@ -85,6 +85,18 @@ def test_the_review_queue_works_without_javascript(staff_client, make_op):
     assert Operation.objects.get(pk=op.pk).state == State.CANCELLED
 
 
+def test_a_staff_member_without_the_review_permission_cannot_decide(client, make_user, make_op):
+    reviewer = make_user("viewer", is_staff=True)  # staff, not superuser: no review permission
+    client.force_login(reviewer)
+    op = make_op(category="sensitive")
+    response = client.post(
+        f"/staff/operations/review/{op.pk}/", {"decision": "approve", "note": "ok"}
+    )
+    assert response.status_code == 403
+    assert Operation.objects.get(pk=op.pk).state == State.NEEDS_REVIEW
+    assert not op.history.filter(actor_user=reviewer).exists()
+
+
 def test_pause_and_resume_from_the_admin(staff_client, make_op):
     op = make_op()
     staff_client.post(

@@ -1,0 +1,496 @@
+"""What the support console reads, across the three apps, through the lifecycle registry.
+
+Every query is bounded (LIMIT) and served by an index: the status indexes, (status, updated_at)
+on actions, (status, created_at) on deliveries, (billing_status, created_at) on operations,
+the history tables' timestamp and trace_id, and each exact id column."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import cache
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache as django_cache
+from django.core.exceptions import ValidationError
+from django.db import connections
+from django.db.models import Count, Q, QuerySet
+from django.db.models.functions import TruncHour
+from django.utils import timezone
+
+from actions.models import Action, ActionStatus
+from actions.selectors import actions_stuck
+from messaging.models import Delivery
+from messaging.selectors import deliveries_stuck
+from operations.models import BillingStatus, Operation, Quote, State
+from operations.selectors import operations_stuck
+from picnic.admin import address_forms, search_term_kind, user_ids_matching
+from picnic.lifecycle import Lifecycle, lifecycle_named, lifecycles
+
+# Each source of the needs-attention list and of a search reads at most this many rows; the
+# page says "more than N" when one was cut.
+LIMIT = 200
+KINDS = ("action", "delivery", "operation")
+
+
+_SAMPLE = "00000000-0000-4000-8000-000000000000"
+
+
+@cache
+def _url(kind: str, which: str) -> str:
+    """A kind's timeline or admin URL for a sample id, reversed once: a row substitutes its
+    id (reverse() per row was a tenth of a long list's render)."""
+    lifecycle = lifecycle_named(kind)
+    if which == "timeline":
+        return lifecycle.timeline_url(_SAMPLE) or ""
+    return lifecycle.admin_url(_SAMPLE)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One piece of work as the console lists it, whatever its kind."""
+
+    kind: str
+    id: str
+    status: str
+    since: datetime  # its last change: the age is measured from here
+    created_at: datetime
+    owner: str
+    error: str
+    why: str  # why it is listed (stuck, failed recently, needs review…) or how it was found
+
+    @property
+    def lifecycle(self) -> Lifecycle:
+        return lifecycle_named(self.kind)
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}:{self.id}"
+
+    @property
+    def timeline_url(self) -> str | None:
+        return _url(self.kind, "timeline").replace(_SAMPLE, self.id) if self.timeline_ok else None
+
+    @property
+    def timeline_ok(self) -> bool:
+        return self.lifecycle.timeline_url_name is not None
+
+    @property
+    def admin_url(self) -> str:
+        return _url(self.kind, "admin").replace(_SAMPLE, self.id)
+
+    def age(self, now: datetime) -> timedelta:
+        return now - self.since
+
+
+@dataclass(frozen=True)
+class Filters:
+    kind: str = ""
+    status: str = ""
+    older: int | None = None  # minutes since the last change
+    owner: str = ""
+
+    @classmethod
+    def from_query(cls, query) -> Filters:
+        kind = query.get("kind", "")
+        older = query.get("older", "").strip()
+        return cls(
+            kind=kind if kind in KINDS else "",
+            status=query.get("status", "").strip(),
+            older=int(older) if older.isdigit() else None,
+            owner=query.get("owner", "").strip(),
+        )
+
+    def as_query(self) -> dict[str, str]:
+        values = {"kind": self.kind, "status": self.status, "owner": self.owner}
+        values["older"] = "" if self.older is None else str(self.older)
+        return {k: v for k, v in values.items() if v}
+
+
+@dataclass
+class Listing:
+    rows: list[Row]
+    cut: list[str]  # the kinds whose source had more than `limit` rows
+    limit: int = 0
+
+
+def _action_row(action: Action, why: str) -> Row:
+    return Row(
+        kind="action",
+        id=str(action.pk),
+        status=action.status,
+        since=action.updated_at,
+        created_at=action.created_at,
+        owner=action.user.username,
+        error=action.error or action.last_reconcile_error or "",
+        why=why,
+    )
+
+
+def _delivery_row(delivery: Delivery, why: str) -> Row:
+    return Row(
+        kind="delivery",
+        id=str(delivery.pk),
+        status=delivery.status,
+        since=delivery.updated_at,
+        created_at=delivery.created_at,
+        owner=delivery.created_by.username,
+        error=delivery.reason or delivery.last_error or "",
+        why=why,
+    )
+
+
+def _operation_row(operation: Operation, why: str) -> Row:
+    error = operation.last_error or operation.error_code or ""
+    if not error and operation.review:
+        error = f"review: rule {operation.review.get('rule')}"
+    return Row(
+        kind="operation",
+        id=str(operation.pk),
+        status=operation.state,
+        since=operation.updated_at,
+        created_at=operation.created_at,
+        owner=operation.owner.username,
+        error=error,
+        why=why,
+    )
+
+
+def _narrow(queryset: QuerySet, *, status_field: str, owner_field: str, filters: Filters, now):
+    if filters.status:
+        queryset = queryset.filter(**{status_field: filters.status})
+    if filters.older is not None:
+        queryset = queryset.filter(updated_at__lt=now - timedelta(minutes=filters.older))
+    if filters.owner:
+        queryset = queryset.filter(**{f"{owner_field}__in": user_ids_matching(filters.owner)})
+    return queryset
+
+
+def _bounded(queryset: QuerySet, order: str) -> tuple[list, bool]:
+    found = list(queryset.order_by(order)[: LIMIT + 1])
+    return found[:LIMIT], len(found) > LIMIT
+
+
+def hold_cutoff(now: datetime) -> datetime:
+    return now - timedelta(minutes=settings.CONSOLE_HOLD_STUCK_MINUTES)
+
+
+def attention_sources(now: datetime) -> dict[str, tuple[QuerySet, Any]]:
+    """Each kind's "needs attention" queryset, and how to say why a row is in it."""
+    failed_recently = Q(status=ActionStatus.FAILED, updated_at__gte=now - timedelta(hours=1))
+    # Querysets OR-ed, not subqueries: one WHERE the planner serves with a BitmapOr of indexes.
+    actions = (actions_stuck(now=now) | Action.objects.filter(failed_recently)).select_related(
+        "user"
+    )
+    deliveries = deliveries_stuck(now).select_related("created_by")
+    operations = (
+        operations_stuck(now=now)
+        | Operation.objects.filter(
+            Q(state__in=(State.NEEDS_REVIEW, State.RECONCILING, State.PAUSED))
+            | Q(
+                billing_status=BillingStatus.PENDING,
+                created_at__lt=hold_cutoff(now),
+                state__in=[s for s in State.values if s not in Operation.lifecycle.terminal],
+            )
+        )
+    ).select_related("owner")
+
+    def action_why(a: Action) -> str:
+        return "failed in the last hour" if a.status == ActionStatus.FAILED else "stuck in flight"
+
+    def delivery_why(d: Delivery) -> str:
+        return "outcome unknown" if d.status == "unknown" else "past its lease or overdue"
+
+    def operation_why(o: Operation) -> str:
+        if o.state in (State.NEEDS_REVIEW, State.RECONCILING, State.PAUSED):
+            return o.state.replace("_", " ")
+        if o.state in (State.RUNNING, State.WAITING) and o.updated_at < now - timedelta(
+            minutes=settings.OPERATIONS_STUCK_RUNNING_MINUTES
+        ):
+            return "running too long"
+        return "credit hold pending too long"
+
+    return {
+        "action": (actions, lambda a: _action_row(a, action_why(a))),
+        "delivery": (deliveries, lambda d: _delivery_row(d, delivery_why(d))),
+        "operation": (operations, lambda o: _operation_row(o, operation_why(o))),
+    }
+
+
+_OWNER = {"action": "user", "delivery": "created_by", "operation": "owner"}
+# What a row shows: loading only these skips the JSON columns (params, user operation,
+# input, result), a third of a long list's cost.
+_SHOWN_FIELDS = {
+    "action": ("status", "error", "last_reconcile_error", "user__username"),
+    "delivery": ("status", "reason", "last_error", "created_by__username"),
+    "operation": ("state", "last_error", "error_code", "review", "owner__username"),
+}
+
+
+def _only(kind: str, queryset: QuerySet) -> QuerySet:
+    return queryset.only("pk", "created_at", "updated_at", *_SHOWN_FIELDS[kind])
+
+
+def viewable_kinds(user) -> frozenset[str]:
+    """The kinds of work this staff member may view (the model's view permission)."""
+    kinds = set()
+    for lifecycle in lifecycles():
+        meta = lifecycle.model._meta
+        if user.has_perm(f"{meta.app_label}.view_{meta.model_name}"):
+            kinds.add(lifecycle.name)
+    return frozenset(kinds)
+
+
+def needs_attention(
+    filters: Filters, now: datetime | None = None, kinds: frozenset[str] = frozenset(KINDS)
+) -> Listing:
+    """One query per kind (LIMIT + 1 rows), oldest change first; only `kinds`."""
+    now = now or timezone.now()
+    rows: list[Row] = []
+    cut: list[str] = []
+    for kind, (queryset, to_row) in attention_sources(now).items():
+        if (filters.kind and filters.kind != kind) or kind not in kinds:
+            continue
+        lifecycle = lifecycle_named(kind)
+        queryset = _narrow(
+            queryset,
+            status_field=lifecycle.status_field,
+            owner_field=_OWNER[kind],
+            filters=filters,
+            now=now,
+        )
+        found, more = _bounded(_only(kind, queryset), "updated_at")
+        rows.extend(to_row(item) for item in found)
+        if more:
+            cut.append(kind)
+    rows.sort(key=lambda row: row.since)
+    return Listing(rows=rows, cut=cut, limit=LIMIT)
+
+
+# --- Counts and charts -------------------------------------------------------------------------
+
+
+@dataclass
+class KindSummary:
+    name: str
+    admin_url: str
+    label: str
+    open_counts: list[tuple[str, int]]  # each unfinished status, counted up to COUNT_CAP
+    total: str  # the table's size ("about N" on PostgreSQL: its estimate)
+    hours: list[tuple[datetime, int, int]]  # (hour, transitions, of which to a failure)
+
+
+COUNT_CAP = 10_000
+FAILURES = {"failed", "unknown", "expired", "rejected", "cancelled"}
+
+
+def _table_total(model) -> str:
+    connection = connections[model.objects.db]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
+                [model._meta.db_table],
+            )
+            estimate = cursor.fetchone()[0]
+        if estimate > COUNT_CAP:
+            return f"about {estimate:,}"
+    return f"{model.objects.count():,}"
+
+
+def summaries_cached() -> tuple[list[KindSummary], datetime]:
+    """`summaries()` as of at most CONSOLE_SUMMARY_CACHE_SECONDS ago (the home's fixed cost:
+    a few GROUP BYs), with the instant it was computed."""
+    seconds = settings.CONSOLE_SUMMARY_CACHE_SECONDS
+    if seconds:
+        hit = django_cache.get("console:summaries")
+        if hit is not None:
+            return hit
+    value = (summaries(), timezone.now())
+    if seconds:
+        django_cache.set("console:summaries", value, seconds)
+    return value
+
+
+def summaries(now: datetime | None = None) -> list[KindSummary]:
+    """Per lifecycle: unfinished rows by status (one GROUP BY over the status index, the
+    unfinished statuses only), the table's size, and transitions per hour over the last 24 h
+    (one GROUP BY date_trunc('hour') over the history's timestamp index)."""
+    now = now or timezone.now()
+    start = (now - timedelta(hours=23)).replace(minute=0, second=0, microsecond=0)
+    result = []
+    for lifecycle in lifecycles():
+        model, field = lifecycle.model, lifecycle.status_field
+        open_statuses = [
+            value
+            for value, _ in model._meta.get_field(field).choices
+            if value not in lifecycle.terminal
+        ]
+        counted = dict(
+            model.objects.filter(**{f"{field}__in": open_statuses})
+            .order_by()
+            .values_list(field)
+            .annotate(n=Count("pk"))
+        )
+        by_hour: dict[datetime, list[int]] = {}
+        for hour, status, n in (
+            lifecycle.history_model.objects.filter(timestamp__gte=start)
+            .annotate(hour=TruncHour("timestamp"))
+            .order_by()
+            .values_list("hour", "status")
+            .annotate(n=Count("pk"))
+        ):
+            slot = by_hour.setdefault(hour, [0, 0])
+            slot[0] += n
+            if status in FAILURES:
+                slot[1] += n
+        hours = []
+        for i in range(24):
+            hour = start + timedelta(hours=i)
+            total, failed = by_hour.get(hour, (0, 0))
+            hours.append((hour, total, failed))
+        result.append(
+            KindSummary(
+                name=lifecycle.name,
+                admin_url=lifecycle.admin_url(),
+                label=str(model._meta.verbose_name_plural),
+                open_counts=[(s, counted.get(s, 0)) for s in open_statuses],
+                total=_table_total(model),
+                hours=hours,
+            )
+        )
+    return result
+
+
+# --- Search ------------------------------------------------------------------------------------
+
+
+@dataclass
+class SearchResult:
+    term: str
+    tried: list[str]
+    rows: list[Row]
+    quotes: list[Quote]
+    cut: bool
+    limit: int = 0
+
+
+def _rows(kind: str, queryset: QuerySet, why: str) -> tuple[list[Row], bool]:
+    related = {"action": "user", "delivery": "created_by", "operation": "owner"}[kind]
+    to_row = {"action": _action_row, "delivery": _delivery_row, "operation": _operation_row}[kind]
+    found, more = _bounded(_only(kind, queryset.select_related(related)), "-created_at")
+    return [to_row(item, why) for item in found], more
+
+
+_TRACE_ID = 32  # W3C trace id: 32 lowercase hex digits
+
+
+def search(term: str, kinds: frozenset[str] = frozenset(KINDS)) -> SearchResult:
+    """Exact, indexed lookups by the term's shape (picnic.admin.search_term_kind), over the
+    kinds of work in `kinds` only."""
+    kind, value = search_term_kind(term)
+    term = term.strip()
+    lookups: list[tuple[str, str, QuerySet]] = []
+    quotes: list[Quote] = []
+    tried: list[str] = []
+    if kind == "uuid":
+        lookups = [
+            ("action", "action id", Action.objects.filter(pk=value)),
+            ("delivery", "delivery id", Delivery.objects.filter(pk=value)),
+            ("delivery", "idempotency key", Delivery.objects.filter(idempotency_key=value)),
+            ("operation", "operation id", Operation.objects.filter(pk=value)),
+            ("operation", "quote id", Operation.objects.filter(quote_id=value)),
+        ]
+        quotes = list(Quote.objects.filter(pk=value, used_by__isnull=True)[:1])
+        tried.append("quote id")
+    elif kind == "hash":
+        forms = [value, term] if term != value else [value]
+        lookups = [
+            ("action", "userOpHash", Action.objects.filter(user_op_hash__in=forms)),
+            ("action", "tx hash", Action.objects.filter(tx_hash__in=forms)),
+        ]
+    elif kind == "address":
+        lookups = [
+            (
+                "action",
+                "smart account",
+                Action.objects.filter(smart_account__in=address_forms(value)),
+            ),
+        ]
+    elif term:
+        lookups = [
+            (
+                "delivery",
+                "provider message id",
+                Delivery.objects.filter(provider_message_id=term),
+            ),
+            (
+                "operation",
+                "backend response id",
+                Operation.objects.filter(backend_response_id=term),
+            ),
+        ]
+        users = user_ids_matching(term)
+        tried.append("username or e-mail")
+        if users:
+            lookups += [
+                ("action", "owner", Action.objects.filter(user__in=users)),
+                ("delivery", "owner", Delivery.objects.filter(created_by__in=users)),
+                ("operation", "owner", Operation.objects.filter(owner__in=users)),
+            ]
+    lowered = term.lower()
+    # A trace id is 32 hex digits, which also parses as a dash-less uuid: tried either way.
+    if len(lowered) == _TRACE_ID and all(c in "0123456789abcdef" for c in lowered):
+        for lifecycle in lifecycles():
+            history = lifecycle.history_model.objects.filter(trace_id=lowered)
+            # The ids first, on the trace_id index (no ORDER BY nor DISTINCT: either made the
+            # planner walk another index, 2 s at 1M rows), then the entities by primary key.
+            ids = set(history.order_by().values_list(lifecycle.history_fk, flat=True)[:LIMIT])
+            lookups.append(
+                (
+                    lifecycle.name,
+                    "request id (trace id)",
+                    lifecycle.model.objects.filter(pk__in=ids),
+                )
+            )
+    rows: list[Row] = []
+    cut = False
+    seen: set[str] = set()
+    for kind_name, what, queryset in lookups:
+        if kind_name not in kinds:
+            continue
+        if what not in tried:
+            tried.append(what)
+        found, more = _rows(kind_name, queryset, f"by {what}")
+        cut |= more
+        for row in found:
+            if row.key not in seen:
+                seen.add(row.key)
+                rows.append(row)
+    return SearchResult(term=term, tried=tried, rows=rows, quotes=quotes, cut=cut, limit=LIMIT)
+
+
+def rows_for_keys(keys: Iterable[str]) -> Iterator[tuple[str, Any]]:
+    """The entities named "kind:id" (the bulk form's checkboxes), one query per kind."""
+    wanted: dict[str, list[str]] = {}
+    for key in keys:
+        kind, _, pk = key.partition(":")
+        if kind in KINDS and pk:
+            wanted.setdefault(kind, []).append(pk)
+    for kind, pks in wanted.items():
+        model = lifecycle_named(kind).model
+        valid = []
+        for pk in pks:
+            try:
+                valid.append(model._meta.pk.to_python(pk))
+            except ValidationError:  # a malformed id names nothing
+                continue
+        related = {"action": "user", "delivery": "created_by", "operation": "owner"}[kind]
+        found = {
+            str(item.pk): item
+            for item in model.objects.filter(pk__in=valid[:LIMIT]).select_related(related)
+        }
+        for pk in pks:
+            yield f"{kind}:{pk}", found.get(pk)

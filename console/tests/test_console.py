@@ -1,0 +1,501 @@
+"""The support console: the home's counts and needs-attention list across the three apps,
+filters and saved views by URL, the one search box, bulk resolution, the CSV export."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.utils import timezone
+
+from actions.models import Action, ActionStatus
+from console.tests.conftest import REVERT, TX_HASH
+from messaging.models import D, Delivery
+from operations.models import Operation, State
+from picnic.models import ActorKind
+
+pytestmark = pytest.mark.django_db
+
+
+def keys_listed(page) -> set[str]:
+    return {row.key for row in page.context["listing"].rows}
+
+
+def key(entity) -> str:
+    return f"{entity.lifecycle.name}:{entity.pk}"
+
+
+def test_the_list_follows_the_event_stream_with_polling_as_the_fallback(staff_client):
+    text = staff_client.get("/staff/").text
+    # The stream wraps the swapped list (a swap must not reopen it); every transition re-fetches.
+    assert 'sse-connect="/staff/events"' in text
+    assert 'hx-trigger="sse:changed throttle:2s, every' in text
+    assert text.index('sse-connect="/staff/events"') < text.index('id="attention"')
+
+
+def test_it_lists_stuck_work_of_all_three_apps_with_links_and_full_errors(staff_client, stuck_all):
+    page = staff_client.get("/staff/")
+    assert page.status_code == 200
+    assert keys_listed(page) == {key(e) for e in stuck_all.values()}
+    text = page.text
+    assert REVERT in text  # the whole error, not cut at 60 characters
+    for entity in stuck_all.values():
+        assert entity.lifecycle.timeline_url(entity.pk) in text
+        assert entity.lifecycle.admin_url(entity.pk) in text
+    # counts per lifecycle and status, and a chart per lifecycle
+    assert 'data-count="delivery:unknown">1<' in text
+    assert 'data-count="operation:needs_review">1<' in text
+    assert text.count("<svg") == 3
+    # this hour's bar: the delivery's 4 transitions (queued, claimed, sending, unknown)
+    hour = timezone.now().strftime("%H")
+    assert f"{hour}:00 UTC — 4 transitions, 1 to a failure" in text
+    assert ".000" not in text  # no microseconds anywhere
+
+
+def test_it_leaves_out_work_that_needs_nothing(staff_client, user, application, make_delivery):
+    from actions.tests.factories import make_action
+
+    make_action(user=user, application=application)  # proposed, fresh
+    make_delivery()  # queued, due now
+    page = staff_client.get("/staff/")
+    assert keys_listed(page) == set()
+    assert "Nothing needs attention." in page.text
+
+
+def test_the_console_is_for_staff_only(client, user):
+    client.force_login(user)
+    assert client.get("/staff/").status_code == 302  # to the admin login
+    assert client.get("/staff/search/", {"q": "x"}).status_code == 302
+
+
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ({"kind": "delivery"}, {"unknown_delivery"}),
+        ({"kind": "action", "status": "failed"}, {"failed_action"}),
+        ({"status": "broadcast"}, {"stuck_action"}),
+        ({"kind": "operation", "status": "needs_review"}, {"review_operation"}),
+        ({"older": "10"}, {"stuck_action"}),
+        ({"owner": "nobody"}, set()),
+        (
+            {"owner": "alice@example.test"},
+            {"stuck_action", "failed_action", "unknown_delivery", "review_operation"},
+        ),
+    ],
+)
+def test_filters_in_the_query_string_select_the_right_rows(
+    staff_client, stuck_all, query, expected
+):
+    # "older": the stuck action last changed 20 minutes ago; the rest just now
+    Action.objects.filter(pk=stuck_all["stuck_action"].pk).update(
+        updated_at=timezone.now() - timedelta(minutes=20)
+    )
+    page = staff_client.get("/staff/", query)
+    assert keys_listed(page) == {key(stuck_all[name]) for name in expected}
+
+
+def test_saved_views_are_links_that_keep_their_filters(staff_client, stuck_all):
+    page = staff_client.get("/staff/")
+    assert 'href="?kind=delivery&amp;status=unknown"' in page.text
+    again = staff_client.get("/staff/?kind=delivery&status=unknown")
+    assert keys_listed(again) == {key(stuck_all["unknown_delivery"])}
+    assert 'class="current"' in again.text
+
+
+def test_the_list_partial_refreshes_alone_and_keeps_the_checked_rows(staff_client, stuck_all):
+    delivery = key(stuck_all["unknown_delivery"])
+    page = staff_client.get("/staff/", {"key": delivery}, HTTP_HX_REQUEST="true")
+    assert page.status_code == 200 and "<html" not in page.text
+    assert 'id="attention"' in page.text and 'hx-get="/staff/"' in page.text
+    assert f'value="{delivery}" aria-label' in page.text and "checked" in page.text
+
+
+def test_credit_holds_pending_too_long_and_running_too_long_are_listed(
+    staff_client, make_operation, settings
+):
+    from operations.services import operation_transition
+    from picnic.lifecycle import Actor
+
+    holding = make_operation("writing")  # queued, holding credits
+    running = make_operation("writing")
+    operation_transition(operation_id=running.pk, to=State.RUNNING, actor=Actor.worker())
+    old = timezone.now() - timedelta(minutes=settings.CONSOLE_HOLD_STUCK_MINUTES + 5)
+    Operation.objects.filter(pk=holding.pk).update(created_at=old)
+    Operation.objects.filter(pk=running.pk).update(updated_at=old)
+    rows = {row.key: row.why for row in staff_client.get("/staff/").context["listing"].rows}
+    assert rows == {
+        key(holding): "credit hold pending too long",
+        key(running): "running too long",
+    }
+
+
+def test_the_home_runs_the_same_number_of_queries_with_more_rows(
+    staff_client, stuck_all, make_delivery, make_operation, django_assert_num_queries
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as few:
+        staff_client.get("/staff/")
+    for _ in range(5):
+        make_delivery(D.CLAIMED, D.SENDING, D.UNKNOWN)
+        make_operation("sensitive")
+    with django_assert_num_queries(len(few.captured_queries)):
+        page = staff_client.get("/staff/")
+    assert len(page.context["listing"].rows) == 14
+
+
+def test_each_source_is_bounded_and_the_page_says_when_cut(
+    staff_client, make_operation, monkeypatch
+):
+    from console import selectors
+
+    monkeypatch.setattr(selectors, "LIMIT", 2)
+    for _ in range(3):
+        make_operation("sensitive")
+    page = staff_client.get("/staff/")
+    assert len(page.context["listing"].rows) == 2
+    assert "more than 2 operations" in page.text
+
+
+# --- Search ----------------------------------------------------------------------------------
+
+
+def found(staff_client, term):
+    return staff_client.get("/staff/search/", {"q": term})
+
+
+def test_search_by_each_id_kind_goes_to_the_timeline(staff_client, stuck_all, user):
+    stuck, failed = stuck_all["stuck_action"], stuck_all["failed_action"]
+    delivery, operation = stuck_all["unknown_delivery"], stuck_all["review_operation"]
+    Delivery.objects.filter(pk=delivery.pk).update(provider_message_id="x-msg-991")
+    Operation.objects.filter(pk=operation.pk).update(backend_response_id="resp_abc123")
+    cases = {
+        str(stuck.pk): stuck,
+        TX_HASH: failed,
+        TX_HASH.upper().replace("0X", "0x"): failed,
+        str(delivery.pk): delivery,
+        str(delivery.idempotency_key): delivery,
+        "x-msg-991": delivery,
+        str(operation.pk): operation,
+        "resp_abc123": operation,
+    }
+    for term, entity in cases.items():
+        answer = found(staff_client, term)
+        assert answer.status_code == 302, term
+        assert answer.url == entity.lifecycle.timeline_url(entity.pk), term
+
+
+def test_search_by_user_op_hash_and_smart_account(staff_client, stuck_action):
+    answer = found(staff_client, stuck_action.user_op_hash)
+    assert answer.status_code == 302
+    assert answer.url == f"/staff/actions/{stuck_action.pk}/"
+    listed = found(staff_client, stuck_action.smart_account.lower())
+    assert listed.status_code == 302  # one action on this account
+
+
+def test_search_by_username_or_email_lists_their_work(staff_client, stuck_all):
+    for term in ("alice", "ALICE@example.test"):
+        page = found(staff_client, term)
+        assert page.status_code == 200
+        assert {r.key for r in page.context["result"].rows} == {key(e) for e in stuck_all.values()}
+
+
+def test_search_by_request_id_finds_what_the_request_wrote(staff_client, stuck_all):
+    from picnic import tracing
+
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    delivery = stuck_all["unknown_delivery"]
+    with tracing.adopt(trace_id):
+        from messaging.services import delivery_resolve_unknown
+
+        delivery_resolve_unknown(
+            delivery_id=delivery.pk, staff_user=delivery.created_by, outcome="failed", note="x"
+        )
+    answer = found(staff_client, trace_id)
+    assert answer.status_code == 302 and answer.url == f"/staff/deliveries/{delivery.pk}/"
+
+
+def test_search_by_an_unused_quote_id(staff_client, user):
+    from operations.models import Quote
+
+    quote = Quote.objects.create(
+        owner=user, tool="text-gen", submit_field="input", submit_value="x"
+    )
+    answer = found(staff_client, str(quote.pk))
+    assert answer.url == f"/admin/operations/quote/{quote.pk}/change/"
+
+
+def test_a_search_that_matches_nothing_says_what_it_tried(staff_client, stuck_all):
+    for term in ("0x" + "cd" * 32, "no-such-thing", "8d9c9d8e-0000-4000-8000-000000000000"):
+        page = found(staff_client, term)
+        assert page.status_code == 200
+        assert page.context["result"].rows == []
+        assert "Nothing found" in page.text and "Tried (exact matches)" in page.text
+    assert "tx hash" in found(staff_client, "0x" + "cd" * 32).text
+    assert "idempotency key" in found(staff_client, "8d9c9d8e-0000-4000-8000-000000000000").text
+
+
+@pytest.mark.postgres
+def test_search_never_scans_a_table(staff_client, stuck_all):
+    """Every search statement on the work tables is an index lookup (EXPLAIN on PostgreSQL,
+    with sequential scans disabled so a missing index shows as a refused plan cost)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    terms = [TX_HASH, str(stuck_all["review_operation"].pk), "x-msg", "alice", "0x" + "12" * 20]
+    terms.append("4bf92f3577b34da6a3ce929d0e0e4736")  # a request (trace) id
+    for term in terms:
+        with CaptureQueriesContext(connection) as queries:
+            found(staff_client, term)
+        with connection.cursor() as cursor:
+            cursor.execute("SET enable_seqscan = off")
+            for query in queries.captured_queries:
+                sql = query["sql"]
+                if not sql.startswith("SELECT") or "django_session" in sql or "auth_" in sql[:200]:
+                    continue
+                cursor.execute("EXPLAIN " + sql)
+                plan = "\n".join(line for (line,) in cursor.fetchall())
+                assert "Seq Scan" not in plan, (term, sql, plan)
+            cursor.execute("SET enable_seqscan = on")
+
+
+# --- Bulk resolution ---------------------------------------------------------------------------
+
+
+def preview(client, move, *entities, **extra):
+    return client.post(
+        "/staff/bulk/preview/", {"move": move, "key": [key(e) for e in entities], **extra}
+    )
+
+
+def apply(client, move, *entities, note="checked with the provider", **extra):
+    return client.post(
+        "/staff/bulk/apply/",
+        {"move": move, "key": [key(e) for e in entities], "note": note, **extra},
+    )
+
+
+def test_bulk_preview_says_for_each_row_whether_the_move_is_legal(
+    staff_client, make_delivery, unknown_delivery
+):
+    queued = make_delivery()
+    page = preview(staff_client, "delivery:resolve_failed", unknown_delivery, queued)
+    assert page.status_code == 200
+    rows = {row["key"]: row["refusal"] for row in page.context["rows"]}
+    assert rows[key(unknown_delivery)] is None
+    assert "it is queued" in rows[key(queued)]
+    assert Delivery.objects.get(pk=unknown_delivery.pk).status == D.UNKNOWN  # nothing changed yet
+
+
+def test_bulk_apply_needs_a_note(staff_client, unknown_delivery):
+    page = apply(staff_client, "delivery:resolve_failed", unknown_delivery, note="  ")
+    assert page.status_code == 400 and "a note is required" in page.text
+    assert Delivery.objects.get(pk=unknown_delivery.pk).status == D.UNKNOWN
+
+
+def test_bulk_resolve_writes_one_history_row_each_and_reports_the_illegal_ones(
+    staff_client, staff_user, make_delivery
+):
+    first = make_delivery(D.CLAIMED, D.SENDING, D.UNKNOWN)
+    second = make_delivery(D.CLAIMED, D.SENDING, D.UNKNOWN)
+    sent = make_delivery(D.CLAIMED, D.SENDING, D.SENT, sent={"provider_message_id": "m1"})
+    before = {d.pk: d.history.count() for d in (first, second, sent)}
+    page = apply(
+        staff_client, "delivery:resolve_failed", first, sent, second, note="X support says no"
+    )
+    assert page.status_code == 200
+    outcomes = {o.key: o for o, _ in page.context["outcomes"]}
+    assert outcomes[key(sent)].ok is False and "it is sent" in outcomes[key(sent)].text
+    assert outcomes[key(first)].ok and outcomes[key(second)].ok
+    for delivery in (first, second):
+        delivery.refresh_from_db()
+        assert delivery.status == D.FAILED
+        assert delivery.history.count() == before[delivery.pk] + 1
+        row = delivery.history.last()
+        assert (row.actor_kind, row.actor_user) == (ActorKind.STAFF, staff_user)
+        assert "X support says no" in row.detail
+    assert sent.history.count() == before[sent.pk]
+    assert "2 of 3 done" in page.text
+
+
+def test_bulk_moves_across_apps_through_their_services(
+    staff_client, staff_user, stuck_action, review_operation, make_operation, make_delivery
+):
+    # actions: mark failed
+    page = apply(staff_client, "action:mark_failed", stuck_action, note="nonce used elsewhere")
+    stuck_action.refresh_from_db()
+    assert stuck_action.status == ActionStatus.FAILED
+    row = stuck_action.history.last()
+    assert row.actor_user == staff_user and "nonce used elsewhere" in row.detail
+    # operations: approve, pause, resume, cancel
+    apply(staff_client, "operation:approve", review_operation, note="fine")
+    review_operation.refresh_from_db()
+    assert review_operation.state == State.QUEUED
+    assert review_operation.history.last().detail == "approved by staff sam: fine"
+    queued = make_operation("writing")
+    apply(staff_client, "operation:pause", queued, note="backend incident")
+    assert Operation.objects.get(pk=queued.pk).state == State.PAUSED
+    apply(staff_client, "operation:resume", queued, note="incident over")
+    queued.refresh_from_db()
+    assert queued.state == State.QUEUED
+    assert queued.history.last().detail == "resumed by staff sam: incident over"
+    page = apply(staff_client, "operation:cancel", queued, note="customer asked")
+    queued.refresh_from_db()
+    assert queued.state == State.CANCELLED and queued.pending_credits == 0
+    assert queued.history.last().actor_user == staff_user
+    # deliveries: cancel with the note
+    waiting = make_delivery()
+    apply(staff_client, "delivery:cancel", waiting, note="duplicate")
+    waiting.refresh_from_db()
+    assert waiting.status == D.CANCELLED
+    assert waiting.history.last().detail == "cancelled by staff sam: duplicate"
+    assert page.status_code == 200
+
+
+def test_bulk_resolve_as_sent_takes_each_rows_message_id(
+    staff_client, unknown_delivery, make_delivery
+):
+    other = make_delivery(D.CLAIMED, D.SENDING, D.UNKNOWN)
+    page = apply(
+        staff_client,
+        "delivery:resolve_sent",
+        unknown_delivery,
+        other,
+        **{f"message_id:{key(unknown_delivery)}": "x-77"},
+    )
+    outcomes = {o.key: o for o, _ in page.context["outcomes"]}
+    assert outcomes[key(unknown_delivery)].ok
+    assert "provider message id" in outcomes[key(other)].text
+    assert Delivery.objects.get(pk=unknown_delivery.pk).provider_message_id == "x-77"
+    assert Delivery.objects.get(pk=other.pk).status == D.UNKNOWN
+
+
+def test_reconcile_now_records_the_staff_user_and_note(
+    staff_client, staff_user, stuck_action, settings
+):
+    settings.BUNDLER_RPC_URL = "http://127.0.0.1:9"  # nothing listens: the outcome is reported
+    settings.CHAIN_RPC_URL = "http://127.0.0.1:9"
+    settings.BUNDLER_TIMEOUT_SECONDS = 0.5
+    count = stuck_action.history.count()
+    page = apply(staff_client, "action:reconcile", stuck_action, note="customer called")
+    ((outcome, _),) = page.context["outcomes"]
+    assert outcome.ok and outcome.text.startswith("reconciled")
+    rows = list(stuck_action.history.order_by("id"))[count:]
+    assert rows[0].actor_user == staff_user and "customer called" in rows[0].detail
+
+
+@pytest.mark.parametrize(
+    "move, perm",
+    [
+        ("action:mark_failed", "resolve_action"),
+        ("delivery:resolve_failed", "resolve_delivery"),
+        ("operation:approve", "review_operation"),
+        ("operation:pause", "pause_operation"),
+    ],
+)
+def test_a_staff_member_without_the_moves_permission_gets_403(
+    client, make_user, stuck_all, move, perm
+):
+    member = make_user("rita", is_staff=True)
+    others = Permission.objects.exclude(codename=perm).filter(
+        codename__in=["resolve_action", "resolve_delivery", "review_operation", "pause_operation"]
+    )
+    member.user_permissions.add(*others)
+    client.force_login(member)
+    target = {
+        "action": stuck_all["stuck_action"],
+        "delivery": stuck_all["unknown_delivery"],
+        "operation": stuck_all["review_operation"],
+    }[move.partition(":")[0]]
+    status = target.current_status
+    assert preview(client, move, target).status_code == 403
+    assert apply(client, move, target).status_code == 403
+    target.refresh_from_db()
+    assert target.current_status == status
+    # with the permission, the same member may
+    member.user_permissions.add(Permission.objects.get(codename=perm))
+    client.force_login(type(member).objects.get(pk=member.pk))
+    assert preview(client, move, target).status_code == 200
+
+
+# --- CSV ---------------------------------------------------------------------------------------
+
+
+def read_csv(response) -> list[dict]:
+    body = b"".join(response.streaming_content).decode()
+    return list(csv.DictReader(io.StringIO(body)))
+
+
+def test_the_csv_export_streams_the_filtered_list(staff_client, stuck_all):
+    response = staff_client.get("/staff/attention.csv", {"kind": "action"})
+    assert response.status_code == 200 and response.streaming
+    assert response["Content-Type"] == "text/csv"
+    assert response["Content-Disposition"].startswith('attachment; filename="needs-attention-')
+    rows = read_csv(response)
+    assert {r["id"] for r in rows} == {
+        str(stuck_all["stuck_action"].pk),
+        str(stuck_all["failed_action"].pk),
+    }
+    failed = next(r for r in rows if r["status"] == "failed")
+    assert failed["error"] == REVERT and failed["owner"] == "alice"
+    assert failed["timeline"] == f"http://testserver/staff/actions/{stuck_all['failed_action'].pk}/"
+    assert "." not in failed["created_at"]  # seconds, no microseconds
+    assert list(rows[0]) == [
+        "kind", "id", "status", "why", "owner", "created_at", "last_change", "age_minutes",
+        "error", "timeline", "admin",
+    ]  # fmt: skip
+
+
+def test_the_page_links_its_csv_with_its_filters(staff_client, stuck_all):
+    page = staff_client.get("/staff/", {"kind": "delivery", "status": "unknown"})
+    assert 'href="/staff/attention.csv?kind=delivery&amp;status=unknown"' in page.text
+
+
+def test_search_results_export_as_csv(staff_client, stuck_all):
+    rows = read_csv(staff_client.get("/staff/search.csv", {"q": "alice"}))
+    assert len(rows) == 4 and {r["kind"] for r in rows} == {"action", "delivery", "operation"}
+
+
+def test_a_staff_member_sees_only_the_kinds_of_work_they_may_view(client, make_user, stuck_all):
+    member = make_user("vera", is_staff=True)
+    member.user_permissions.add(Permission.objects.get(codename="view_delivery"))
+    client.force_login(member)
+    assert keys_listed(client.get("/staff/")) == {key(stuck_all["unknown_delivery"])}
+    only = stuck_all["unknown_delivery"]
+    assert found(client, "alice").url == f"/staff/deliveries/{only.pk}/"  # the one they see
+    assert found(client, TX_HASH).context["result"].rows == []
+
+
+def test_a_long_list_shows_the_oldest_rows_and_the_csv_has_them_all(
+    staff_client, stuck_all, monkeypatch
+):
+    from console import views
+
+    monkeypatch.setattr(views, "SHOWN", 2)
+    page = staff_client.get("/staff/")
+    assert page.text.count('<tr data-key="') == 2
+    assert "the 2 oldest shown" in page.text
+    assert len(read_csv(staff_client.get("/staff/attention.csv"))) == 4
+
+
+def test_counts_and_charts_are_cached_for_a_few_seconds(
+    staff_client, staff_user, stuck_all, settings
+):
+    from django.core.cache import cache
+
+    from operations.decisions import operation_pause
+
+    settings.CONSOLE_SUMMARY_CACHE_SECONDS = 15
+    cache.delete("console:summaries")
+    first = staff_client.get("/staff/")
+    assert 'data-count="operation:needs_review">1<' in first.text
+    operation_pause(operation_id=stuck_all["review_operation"].pk, staff_user=staff_user)
+    again = staff_client.get("/staff/")
+    assert 'data-count="operation:needs_review">1<' in again.text  # as of the first load
+    # the list itself is always fresh
+    assert {r.status for r in again.context["listing"].rows if r.kind == "operation"} == {"paused"}
+    cache.delete("console:summaries")
