@@ -114,9 +114,9 @@ def statements_per_request(paths: list[str], token: str) -> dict[str, int]:
     return counts
 
 
-def get(port: int, path: str, token: str) -> float:
+def get(port: int, path: str, token: str, timeout: float = 10) -> float:
     started = time.perf_counter()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     conn.request("GET", path, headers={"Authorization": f"Bearer {token}"})
     response = conn.getresponse()
     body = response.read()
@@ -175,6 +175,9 @@ def main() -> None:
         try:
             wait_for_port(port)
             samples: dict[str, list[float]] = {"bare": [], "status": []}
+            # The master listens before its workers have imported Django (slow on a loaded
+            # machine): the first answer may take a while.
+            get(port, paths["bare"], token.token, timeout=120)
             for path in paths.values():  # warm both workers
                 for _ in range(100):
                     get(port, path, token.token)
