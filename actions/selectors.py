@@ -123,10 +123,10 @@ def _history_row(action: Action, row: dict) -> ActionStatusHistory:
 
 _SENTINEL_PK = uuid.UUID(int=0x5E17)
 _SENTINEL_CUTOFF = datetime(1970, 1, 2, tzinfo=UTC)
-_status_sql: dict[str, tuple[str, tuple, int, int]] = {}
+_status_sql: dict[str, tuple] = {}
 
 
-def _status_query(*, pk: uuid.UUID, cutoff: datetime) -> tuple[str, list]:
+def _status_query(*, pk: uuid.UUID, cutoff: datetime) -> tuple[str, list, list, dict]:
     """get_action_status's statement: the action (without its two largest columns, which the
     answer does not show) and its history as one JSON array. Compiled once per database and
     reused with this request's id and retention cutoff: compiling it cost more CPU than
@@ -142,16 +142,22 @@ def _status_query(*, pk: uuid.UUID, cutoff: datetime) -> tuple[str, list]:
             .defer("params", "user_op")
             .annotate(history_rows=_history_as_json())
         )
-        sql, params = query.query.sql_with_params()
+        compiler = query.query.get_compiler(connection.alias)
+        sql, params = compiler.as_sql()
         params = tuple(params)
         pk_at = params.index(prepare_pk(_SENTINEL_PK, connection))
         cutoff_at = params.index(prepare_cutoff(_SENTINEL_CUTOFF, connection))
-        _status_sql[connection.alias] = (sql, params, pk_at, cutoff_at)
-    sql, params, pk_at, cutoff_at = _status_sql[connection.alias]
+        # What each selected column is (a field's attribute name, or the annotation's alias)
+        # and its converters: the row becomes an instance without a RawQuerySet's per-query
+        # work of mapping columns to fields.
+        columns = [select[2] or select[0].target.attname for select in compiler.select]
+        converters = compiler.get_converters([select[0] for select in compiler.select])
+        _status_sql[connection.alias] = (sql, params, pk_at, cutoff_at, columns, converters)
+    sql, params, pk_at, cutoff_at, columns, converters = _status_sql[connection.alias]
     values = list(params)
     values[pk_at] = prepare_pk(pk, connection)
     values[cutoff_at] = prepare_cutoff(cutoff, connection)
-    return sql, values
+    return sql, values, columns, converters
 
 
 def action_status_for_client(
@@ -163,10 +169,19 @@ def action_status_for_client(
         pk = uuid.UUID(str(action_id))
     except ValueError:
         raise ActionNotFound(f"Action not found: {action_id}") from None
-    sql, params = _status_query(pk=pk, cutoff=retention_cutoff(now))
-    action = next(iter(Action.objects.raw(sql, params)), None)
-    if action is None:
+    sql, params, columns, converters = _status_query(pk=pk, cutoff=retention_cutoff(now))
+    connection = connections[Action.objects.db]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
         raise ActionNotFound(f"Action not found: {action_id}")
+    row = list(row)
+    for index, (functions, expression) in converters.items():
+        for convert in functions:
+            row[index] = convert(row[index], expression, connection)
+    action = Action.from_db(connection.alias, columns[:-1], row[:-1])
+    action.history_rows = row[-1]
     _check_client(action, action_id=action_id, user=user, application=application)
     history = action.history_rows
     if isinstance(history, str | bytes):  # a raw query leaves JSON undecoded

@@ -1,7 +1,8 @@
 """The protocol baseline of `bench/dm_worker.py`: an at-most-once DM delivery reduced to its
 irreducible work, in raw SQL. One conditional UPDATE claims the delivery straight to `sending`
 with its history row, committed before the first byte leaves; the HTTP POST to the provider;
-`sent` with its history row, committed. Loaded into the worker with `--include`."""
+`sent` with its history row, committed. History rows carry the delivery's trace id, as the
+project's do. Loaded into the worker with `--include`."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from django.db import connection, transaction
 
 HISTORY = (
     "INSERT INTO messaging_deliverystatushistory "
-    "(delivery_id, from_status, status, timestamp, detail, actor_kind, payload) "
-    "VALUES (%s, %s, %s, now(), %s, 'worker', %s)"
+    "(delivery_id, from_status, status, timestamp, detail, actor_kind, payload, trace_id) "
+    "VALUES (%s, %s, %s, now(), %s, 'worker', %s, %s)"
 )
 
 
@@ -27,14 +28,14 @@ def protocol_deliver_now(delivery_id: str) -> str:
             "UPDATE messaging_delivery d SET status = 'sending', lease_owner = %s, "
             "lease_expires_at = now() + interval '60 seconds', updated_at = now() "
             "FROM messaging_conversation c WHERE d.id = %s AND d.status = 'queued' "
-            "AND c.id = d.conversation_id RETURNING d.text, c.recipient_id",
+            "AND c.id = d.conversation_id RETURNING d.text, c.recipient_id, d.trace_id",
             [str(os.getpid()), delivery_id],
         )
         row = cursor.fetchone()
         if row is None:
             return "not_claimed"
-        text, recipient = row
-        cursor.execute(HISTORY, [delivery_id, "queued", "sending", "sending", None])
+        text, recipient, trace_id = row
+        cursor.execute(HISTORY, [delivery_id, "queued", "sending", "sending", None, trace_id])
     url = urlsplit(settings.X_API_BASE_URL)
     conn = http.client.HTTPConnection(url.hostname, url.port, timeout=5)
     conn.request(
@@ -56,7 +57,9 @@ def protocol_deliver_now(delivery_id: str) -> str:
             "lease_expires_at = NULL, updated_at = now() WHERE id = %s AND status = 'sending'",
             [message_id, delivery_id],
         )
-        cursor.execute(HISTORY, [delivery_id, "sending", "sent", message_id, json.dumps(payload)])
+        cursor.execute(
+            HISTORY, [delivery_id, "sending", "sent", message_id, json.dumps(payload), trace_id]
+        )
     return "sent"
 
 

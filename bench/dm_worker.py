@@ -7,7 +7,7 @@ local X provider (its own process) and the same database, in this run.
     CELERY_BROKER_URL=redis://127.0.0.1:6379/6 \\
         .venv/bin/python bench/dm_worker.py [--per-round 1000] [--rounds 10]
 
-Makes its own database (bench_hot_dm). Each round queues `--per-round` deliveries (copies made
+Makes its own database (bench_hot_dm, or `--database`). Each round queues `--per-round` deliveries (copies made
 in SQL) for each side, baseline first on even rounds, and publishes one task per delivery; the
 rate is deliveries over the span from the first claim to the last `sent` (history timestamps),
 so publishing does not count. Also printed: SQL statements of one delivery of each (in
@@ -123,8 +123,8 @@ def queue_copies(template, count: int, tag: str) -> list[str]:
         ids = [str(row[0]) for row in cursor.fetchall()]
         cursor.execute(
             "INSERT INTO messaging_deliverystatushistory (delivery_id, from_status, status, "
-            "timestamp, detail, actor_kind) SELECT id, NULL, 'queued', now(), "
-            "'accepted for delivery', 'agent' FROM messaging_delivery WHERE text LIKE %s",
+            "timestamp, detail, actor_kind, trace_id) SELECT id, NULL, 'queued', now(), "
+            "'accepted for delivery', 'agent', trace_id FROM messaging_delivery WHERE text LIKE %s",
             [f"{tag} %"],
         )
     return ids
@@ -235,13 +235,14 @@ def main() -> None:
     parser.add_argument("--per-round", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--events", type=int, default=500)
+    parser.add_argument("--database", default="bench_hot_dm", help="the throwaway database's name")
     args = parser.parse_args()
 
     broker = os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/6")
     os.environ.setdefault("EVENTS_URL", broker)
     os.environ["BENCH_X_TOKEN"] = TOKEN
     print(machine())
-    db_url = setup_django("bench_hot_dm")
+    db_url = setup_django(args.database)
     from django.conf import settings
 
     from bench.dm_tasks import protocol_deliver_now

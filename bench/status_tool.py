@@ -5,7 +5,7 @@ its baseline, a bare DRF view with the same OAuth2 authentication and scope chec
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
         .venv/bin/python bench/status_tool.py [--actions 200000] [--rounds 10] [--requests 200]
 
-Makes its own database (bench_hot_status): `--actions` copies of an executed action with its
+Makes its own database (bench_hot_status, or `--database`): `--actions` copies of an executed action with its
 five history rows, made in SQL, and the one the requests read. Rounds alternate which endpoint
 goes first; each request opens its own connection (gunicorn's sync workers close it). Prints
 the SQL statements of one request of each, p50/p95/p99 latencies and the ratios last.
@@ -88,9 +88,9 @@ def make_data(copies: int):
         with connection.cursor() as cursor:
             cursor.execute(
                 "INSERT INTO actions_actionstatushistory (action_id, from_status, status, "
-                "timestamp, detail, actor_kind, actor_user_id, payload) "
+                "timestamp, detail, actor_kind, actor_user_id, payload, trace_id) "
                 "SELECT a.id, h.from_status, h.status, h.timestamp, h.detail, h.actor_kind, "
-                "h.actor_user_id, h.payload FROM actions_action a, actions_actionstatushistory h "
+                "h.actor_user_id, h.payload, h.trace_id FROM actions_action a, actions_actionstatushistory h "
                 "WHERE h.action_id = %s AND a.id <> %s",
                 [action.pk, action.pk],
             )
@@ -114,9 +114,9 @@ def statements_per_request(paths: list[str], token: str) -> dict[str, int]:
     return counts
 
 
-def get(port: int, path: str, token: str) -> float:
+def get(port: int, path: str, token: str, timeout: float = 10) -> float:
     started = time.perf_counter()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     conn.request("GET", path, headers={"Authorization": f"Bearer {token}"})
     response = conn.getresponse()
     body = response.read()
@@ -132,10 +132,13 @@ def main() -> None:
     parser.add_argument("--actions", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument(
+        "--database", default="bench_hot_status", help="the throwaway database's name"
+    )
     args = parser.parse_args()
 
     print(machine())
-    db_url = setup_django("bench_hot_status")
+    db_url = setup_django(args.database)
     try:
         started = time.monotonic()
         action, token = make_data(args.actions)
@@ -172,6 +175,9 @@ def main() -> None:
         try:
             wait_for_port(port)
             samples: dict[str, list[float]] = {"bare": [], "status": []}
+            # The master listens before its workers have imported Django (slow on a loaded
+            # machine): the first answer may take a while.
+            get(port, paths["bare"], token.token, timeout=120)
             for path in paths.values():  # warm both workers
                 for _ in range(100):
                     get(port, path, token.token)

@@ -36,6 +36,7 @@ from messaging.selectors import (
     Forbidden,
     NotFound,
     deliveries_due_q,
+    delivery_for_attempt,
     membership_role,
     social_account_for,
 )
@@ -264,11 +265,7 @@ def provider_for(account: SocialAccount) -> XDirectMessages:
 
 
 def _delivery_with_account(delivery_id) -> Delivery | None:
-    return (
-        Delivery.objects.select_related("social_account", "conversation")
-        .filter(pk=delivery_id)
-        .first()
-    )
+    return delivery_for_attempt(delivery_id=delivery_id)
 
 
 def delivery_attempt(*, delivery_id, worker_id: str) -> str:

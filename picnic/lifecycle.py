@@ -243,14 +243,26 @@ def _update_returning(
     """UPDATE … WHERE pk AND status = current, returning the updated row as an instance (None
     when no row matched): the conditional UPDATE and the read of the row in one statement."""
     manager = model._default_manager
-    rows = manager.filter(pk=pk, **{status_field: current})
-    connection = connections[rows.db]
+    using = manager.db
+    connection = connections[using]
     if not connection.features.can_return_rows_from_bulk_insert:  # no UPDATE … RETURNING
+        rows = manager.filter(pk=pk, **{status_field: current})
         return manager.get(pk=pk) if rows.update(**values) == 1 else None
-    query = rows.query.chain(UpdateQuery)
-    query.add_update_values(values)
-    sql, params = query.get_compiler(rows.db).as_sql()
-    returning, names, converters = _returning_plan(model, rows.db)
+    if any(hasattr(value, "resolve_expression") for value in values.values()):
+        rows = manager.filter(pk=pk, **{status_field: current})
+        query = rows.query.chain(UpdateQuery)
+        query.add_update_values(values)
+        sql, params = query.get_compiler(using).as_sql()
+    else:
+        # The statement for this set of columns is built once; each call only adapts values.
+        sql, fields = _update_plan(model, using, status_field, tuple(values))
+        params = [_db_value(field, values[name], connection) for name, field in fields]
+        meta = model._meta
+        params += [
+            meta.pk.get_db_prep_value(pk, connection),
+            meta.get_field(status_field).get_db_prep_value(current, connection),
+        ]
+    returning, names, converters = _returning_plan(model, using)
     with connection.cursor() as cursor:
         cursor.execute(f"{sql} {returning}", params)
         row = cursor.fetchone()
@@ -260,7 +272,14 @@ def _update_returning(
     for index, (functions, expression) in converters.items():
         for convert in functions:
             row[index] = convert(row[index], expression, connection)
-    return model.from_db(rows.db, names, row)
+    return model.from_db(using, names, row)
+
+
+def _db_value(field: models.Field, value: Any, connection) -> Any:
+    """A value as the ORM's UPDATE and INSERT compilers adapt it (instances for foreign keys)."""
+    if field.remote_field and hasattr(value, "prepare_database_save"):
+        value = value.prepare_database_save(field)
+    return field.get_db_prep_save(value, connection)
 
 
 _RETURNING: dict[tuple[str, str], tuple] = {}
@@ -283,7 +302,53 @@ def _returning_plan(model: type[models.Model], using: str) -> tuple:
     return _RETURNING[key]
 
 
-@transaction.atomic
+_UPDATES: dict[tuple, tuple] = {}
+
+
+def _update_plan(model: type[models.Model], using: str, status_field: str, names: tuple) -> tuple:
+    """`UPDATE <table> SET <names> WHERE <pk> = %s AND <status> = %s` and the fields of `names`,
+    per model, database and set of columns (compiling the ORM's UPDATE cost more CPU than
+    running it)."""
+    key = (model._meta.label, using, status_field, names)
+    if key not in _UPDATES:
+        meta = model._meta
+        quote = connections[using].ops.quote_name
+        fields = [(name, meta.get_field(name)) for name in names]
+        assignments = ", ".join(f"{quote(field.column)} = %s" for _name, field in fields)
+        _UPDATES[key] = (
+            f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE "
+            f"{quote(meta.pk.column)} = %s AND {quote(meta.get_field(status_field).column)} = %s",
+            fields,
+        )
+    return _UPDATES[key]
+
+
+_INSERTS: dict[tuple, tuple] = {}
+
+
+def _append_history(lifecycle: Lifecycle, using: str, **values: Any) -> None:
+    """The history row of a transition: one INSERT built once per history model and database;
+    `values` by attribute name, every other column its field's default."""
+    key = (lifecycle.history_label, using)
+    if key not in _INSERTS:
+        meta = lifecycle.history_model._meta
+        quote = connections[using].ops.quote_name
+        fields = [f for f in meta.concrete_fields if not f.primary_key]
+        _INSERTS[key] = (
+            f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+            f"VALUES ({', '.join(['%s'] * len(fields))})",
+            fields,
+        )
+    sql, fields = _INSERTS[key]
+    connection = connections[using]
+    params = [
+        _db_value(f, values[f.attname] if f.attname in values else f.get_default(), connection)
+        for f in fields
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
 def transition(
     *,
     lifecycle: Lifecycle,
@@ -308,21 +373,65 @@ def transition(
     caller says which status it last read (`expected`, one of the legal sources). Otherwise,
     or when that guess no longer holds, the current status is read first, so the history row
     says which it was.
+
+    Inside a caller's transaction no savepoint is taken (two round trips each): a move that is
+    not legal has written nothing and is raised after the block, so the caller's transaction
+    goes on; a database error dooms the caller's transaction, as the UPDATE and its history row
+    must never be split.
     """
     model = _model_of(lifecycle, model)
+    with transaction.atomic(using=model._default_manager.db, savepoint=False):
+        instance, current, now, illegal = _apply(
+            lifecycle, model, pk, to, updates, only_from, expected
+        )
+        if instance is not None:
+            _append_history(
+                lifecycle,
+                model._default_manager.db,
+                **{_history_fk_attname(lifecycle): instance.pk},
+                from_status=current,
+                status=to,
+                timestamp=now,
+                detail=detail,
+                payload=payload,
+                actor_kind=actor.kind,
+                actor_user_id=actor.user.pk if actor.user is not None else None,
+                trace_id=tracing.current_trace_id(),
+            )
+            transaction.on_commit(
+                lambda: status_changed.send_robust(
+                    sender=model, pk=pk, from_status=current, to_status=to, lifecycle=lifecycle
+                )
+            )
+            metrics.count_transition(lifecycle.name, to)
+    if illegal is not None:
+        raise illegal
+    logger.info("%s %s: %s -> %s (%s)", model.__name__, pk, current, to, actor.kind)
+    return instance
+
+
+def _history_fk_attname(lifecycle: Lifecycle) -> str:
+    return lifecycle.history_model._meta.get_field(lifecycle.history_fk).attname
+
+
+def _apply(lifecycle, model, pk, to, updates, only_from, expected) -> tuple:
+    """The legality check and the conditional UPDATE of `transition()`: (instance, the status
+    it moved from, the instant, None) or (None, …, the exception to raise)."""
     status_field = lifecycle.status_field
     manager = model._default_manager
     sources = _sources(lifecycle, to, only_from)
     guess = expected if expected in sources else (sources[0] if len(sources) == 1 else None)
+    now = None
     for _attempt in range(3):
         if guess is not None:
             current, guess = guess, None
         else:
             current = manager.filter(pk=pk).values_list(status_field, flat=True).first()
             if current is None:
-                raise model.DoesNotExist(f"{model.__name__} {pk} does not exist")
+                return None, None, now, model.DoesNotExist(f"{model.__name__} {pk} does not exist")
         if current not in sources:
-            raise IllegalTransition(model=model.__name__, pk=pk, current=current, target=to)
+            illegal = IllegalTransition(model=model.__name__, pk=pk, current=current, target=to)
+            return None, current, now, illegal
         now = timezone.now()
         values = {status_field: to, **(updates or {})}
         if to in lifecycle.timestamps:
@@ -335,30 +444,11 @@ def transition(
             values["updated_at"] = now
         instance = _update_returning(model, pk, status_field, current, values)
         if instance is not None:
-            break
+            return instance, current, now, None
         # Not (or no longer) `current`: another writer moved it, or the guess was wrong.
         # The next attempt reads the status and re-checks.
-    else:
-        raise IllegalTransition(model=model.__name__, pk=pk, current="(contended)", target=to)
-
-    record_history(
-        lifecycle=lifecycle,
-        instance=instance,
-        from_status=current,
-        status=to,
-        actor=actor,
-        detail=detail,
-        payload=payload,
-        timestamp=now,
-    )
-    transaction.on_commit(
-        lambda: status_changed.send_robust(
-            sender=model, pk=pk, from_status=current, to_status=to, lifecycle=lifecycle
-        )
-    )
-    metrics.count_transition(lifecycle.name, to)
-    logger.info("%s %s: %s -> %s (%s)", model.__name__, pk, current, to, actor.kind)
-    return instance
+    illegal = IllegalTransition(model=model.__name__, pk=pk, current="(contended)", target=to)
+    return None, current, now, illegal
 
 
 def touch(

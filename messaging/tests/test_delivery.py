@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -216,17 +217,17 @@ def test_one_send_through_the_task_costs_a_fixed_number_of_statements(
     first, second = queue("one"), queue("two")  # the same conversation
     # The delivery with its account and conversation; claimed and sending in one transaction
     # (a savepoint here, as the test runs in one; each transition's conditional UPDATE …
-    # RETURNING and history INSERT in its own savepoint), committed before the POST; then
-    # sent. The first message of a conversation also stores the conversation's id.
-    with django_assert_num_queries(16) as captured:
+    # RETURNING and history INSERT, with no savepoint of their own), committed before the
+    # POST; then sent. The first message of a conversation also stores the conversation's id.
+    with django_assert_num_queries(10) as captured:
         assert delivery_deliver(str(first.pk)) == D.SENT
     assert [q["sql"].split()[0] for q in captured.captured_queries] == [
         "SELECT",
-        *["SAVEPOINT", *["SAVEPOINT", "UPDATE", "INSERT", "RELEASE"] * 2, "RELEASE"],
+        *["SAVEPOINT", *["UPDATE", "INSERT"] * 2, "RELEASE"],
         "UPDATE",  # the conversation id
-        *["SAVEPOINT", "UPDATE", "INSERT", "RELEASE"],
+        *["UPDATE", "INSERT"],
     ]
-    with django_assert_num_queries(15):
+    with django_assert_num_queries(9):
         assert delivery_deliver(str(second.pk)) == D.SENT
     assert history_statuses(second) == ["queued", "claimed", "sending", "sent"]
     assert len(x_server.requests) == 2
@@ -248,3 +249,23 @@ def test_a_late_real_answer_settles_a_delivery_the_reaper_marked_unknown(queue):
     assert delivery.history.last().from_status == D.UNKNOWN
     # A second answer finds it settled: nothing moves.
     assert _settle(delivery, D.FAILED, reason="x", payload={}, detail="late") == "raced"
+
+
+def test_the_attempts_read_is_one_statement_and_the_same_as_select_related(
+    queue, django_assert_num_queries
+):
+    from messaging.selectors import delivery_for_attempt
+
+    delivery = queue("read me")
+    orm = Delivery.objects.select_related("social_account", "conversation").get(pk=delivery.pk)
+    with django_assert_num_queries(1):
+        read = delivery_for_attempt(delivery_id=str(delivery.pk))
+        # The related rows came with it: no query for them.
+        assert read.social_account.credential_ref == orm.social_account.credential_ref
+        assert read.conversation.recipient_id == orm.conversation.recipient_id
+    for model_field in Delivery._meta.concrete_fields:
+        name = model_field.attname
+        assert getattr(read, name) == getattr(orm, name), name
+    assert read._state.adding is False and read._state.db == orm._state.db
+    assert delivery_for_attempt(delivery_id=str(uuid.uuid4())) is None
+    assert delivery_for_attempt(delivery_id="not a uuid") is None
