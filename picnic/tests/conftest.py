@@ -5,6 +5,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import redis
 from django.conf import settings as django_settings
 
 from chain.stack import free_port
@@ -15,7 +16,34 @@ from messaging.tests.conftest import (  # noqa: F401 - shared fixtures (test_met
     workspace,
     x_server,
 )
+from picnic import events
 from picnic.testing import database_url, wait_until
+
+EVENTS_REDIS_URL = os.environ.get("CI_EVENTS_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def _redis_up() -> bool:
+    try:
+        return redis.Redis.from_url(EVENTS_REDIS_URL, socket_timeout=1).ping()
+    except redis.RedisError:
+        return False
+
+
+@pytest.fixture(params=["local", "redis"])
+def backend(request, settings, tmp_path):
+    """Both event channels (local sockets, Redis pub/sub); CI must have Redis."""
+    if request.param == "redis":
+        if not _redis_up():
+            if os.environ.get("PICNIC_REQUIRE_POSTGRES"):  # CI: the real services must be used
+                pytest.fail(f"Redis is not reachable at {EVENTS_REDIS_URL}")
+            pytest.skip("needs Redis")
+        settings.EVENTS_URL = EVENTS_REDIS_URL
+    else:
+        settings.EVENTS_URL = "local://"
+        settings.EVENTS_DIR = tmp_path / "events"
+    events._redis_client = None
+    yield request.param
+    events._redis_client = None
 
 
 class Server:

@@ -3,41 +3,13 @@ place (a separate socket / Redis connection), on both backends."""
 
 from __future__ import annotations
 
-import os
-
 import anyio
 import pytest
-import redis
 
 from actions.services.lifecycle import action_create
 from actions.services.transitions import action_transition
 from picnic import events
 from picnic.lifecycle import Actor
-
-REDIS_URL = os.environ.get("CI_EVENTS_REDIS_URL", "redis://127.0.0.1:6379/0")
-
-
-def _redis_up() -> bool:
-    try:
-        return redis.Redis.from_url(REDIS_URL, socket_timeout=1).ping()
-    except redis.RedisError:
-        return False
-
-
-@pytest.fixture(params=["local", "redis"])
-def backend(request, settings, tmp_path):
-    if request.param == "redis":
-        if not _redis_up():
-            if os.environ.get("PICNIC_REQUIRE_POSTGRES"):  # CI: the real services must be used
-                pytest.fail(f"Redis is not reachable at {REDIS_URL}")
-            pytest.skip("needs Redis")
-        settings.EVENTS_URL = REDIS_URL
-        events._redis_client = None
-    else:
-        settings.EVENTS_URL = "local://"
-        settings.EVENTS_DIR = tmp_path / "events"
-    yield request.param
-    events._redis_client = None
 
 
 @pytest.mark.django_db(transaction=True)

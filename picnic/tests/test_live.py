@@ -5,47 +5,19 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import threading
 from pathlib import Path
 
 import pytest
-import redis
 from django.conf import settings as django_settings
 from django.db import connections
 
 from actions.services.lifecycle import action_create
 from actions.services.transitions import action_transition
-from picnic import events
 from picnic.lifecycle import Actor
 from picnic.testing import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
-REDIS_URL = os.environ.get("CI_EVENTS_REDIS_URL", "redis://127.0.0.1:6379/0")
-
-
-def _redis_up() -> bool:
-    try:
-        return redis.Redis.from_url(REDIS_URL, socket_timeout=1).ping()
-    except redis.RedisError:
-        return False
-
-
-@pytest.fixture(params=["local", "redis"])
-def backend(request, settings, tmp_path):
-    """Both event channels; the server below and this process publish on the same one."""
-    if request.param == "redis":
-        if not _redis_up():
-            if os.environ.get("PICNIC_REQUIRE_POSTGRES"):
-                pytest.fail(f"Redis is not reachable at {REDIS_URL}")
-            pytest.skip("needs Redis")
-        settings.EVENTS_URL = REDIS_URL
-    else:
-        settings.EVENTS_URL = "local://"
-        settings.EVENTS_DIR = tmp_path / "events"
-    events._redis_client = None
-    yield request.param
-    events._redis_client = None
 
 
 class Stream:
