@@ -220,17 +220,8 @@ def action_resend(*, action_id, staff_user, note: str) -> ReconcileOutcome:
     """Staff deliver an in-flight action again now: the same signed op to the bundler (after
     checking it is neither included nor held), the card request with the live session, or the
     submission a lost task never started. Recorded in the history with the staff user."""
-    note = _required_note(note)
-    action = Action.objects.get(pk=action_id)
-    if action.status not in IN_FLIGHT:
-        raise ActionResolutionError(f"Only in-flight actions can be re-sent; it is {action.status}")
-    record_history(
-        lifecycle=ACTION_LIFECYCLE,
-        instance=action,
-        from_status=action.status,
-        status=action.status,
-        actor=Actor.staff(staff_user),
-        detail=f"re-send requested by staff: {note}",
+    action = _staff_request(
+        action_id=action_id, staff_user=staff_user, note=note, done="re-sent", asked="re-send"
     )
     return action_reconcile(
         action_id=action.pk,
@@ -243,23 +234,30 @@ def action_resend(*, action_id, staff_user, note: str) -> ReconcileOutcome:
 def action_reconcile_now(*, action_id, staff_user, note: str) -> ReconcileOutcome:
     """Staff ask for a reconciliation now (the beat would come later): recorded in the history
     with the staff user and their note, whatever the outside world then says."""
+    action = _staff_request(
+        action_id=action_id, staff_user=staff_user, note=note, done="reconciled", asked="reconcile"
+    )
+    return action_reconcile(
+        action_id=action.pk, actor=Actor.staff(staff_user), note="reconciled by staff"
+    )
+
+
+def _staff_request(*, action_id, staff_user, note: str, done: str, asked: str) -> Action:
+    """A staff request on an in-flight action, kept in its history with the staff user and
+    their note before anything is asked of the outside world."""
     note = _required_note(note)
     action = Action.objects.get(pk=action_id)
     if action.status not in IN_FLIGHT:
-        raise ActionResolutionError(
-            f"Only in-flight actions can be reconciled; it is {action.status}"
-        )
+        raise ActionResolutionError(f"Only in-flight actions can be {done}; it is {action.status}")
     record_history(
         lifecycle=ACTION_LIFECYCLE,
         instance=action,
         from_status=action.status,
         status=action.status,
         actor=Actor.staff(staff_user),
-        detail=f"reconcile requested by staff: {note}",
+        detail=f"{asked} requested by staff: {note}",
     )
-    return action_reconcile(
-        action_id=action.pk, actor=Actor.staff(staff_user), note="reconciled by staff"
-    )
+    return action
 
 
 def _required_note(note: str) -> str:
