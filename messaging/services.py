@@ -121,6 +121,7 @@ def _same_or_conflict(existing: Delivery, digest: str) -> SendResult:
     return SendResult(existing, created=False)
 
 
+@transaction.atomic
 def delivery_send(
     *,
     user,
@@ -134,30 +135,6 @@ def delivery_send(
 ) -> SendResult:
     """Accept a DM for delivery, idempotently per (workspace, social account, key). One
     transaction: a new conversation exists only with the delivery that needed it."""
-    with transaction.atomic():
-        return _delivery_send(
-            user=user,
-            application=application,
-            workspace_id=workspace_id,
-            social_account_id=social_account_id,
-            text=text,
-            idempotency_key=idempotency_key,
-            conversation_id=conversation_id,
-            recipient_id=recipient_id,
-        )
-
-
-def _delivery_send(
-    *,
-    user,
-    application,
-    workspace_id,
-    social_account_id,
-    text: str,
-    idempotency_key: uuid.UUID,
-    conversation_id,
-    recipient_id: str | None,
-) -> SendResult:
     account, _role = social_account_for(
         user=user, workspace_id=workspace_id, social_account_id=social_account_id, roles=SEND_ROLES
     )
