@@ -161,6 +161,8 @@ class ActionAdmin(LifecycleAdmin):
         if not search_term.strip():
             return queryset, False
         kind, term = search_term_kind(search_term)
+        if kind == "none":
+            return queryset.none(), False
         if kind == "uuid":
             return queryset.filter(pk=term), False
         if kind == "hash":  # hashes are stored as the bundler/node return them: lowercase

@@ -6,6 +6,7 @@ the history tables' timestamp and trace_id, and each exact id column."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -85,6 +86,11 @@ class Row:
         return now - self.since
 
 
+def _printable(value: str) -> str:
+    value = value.strip()
+    return value if "\x00" not in value else ""
+
+
 @dataclass(frozen=True)
 class Filters:
     kind: str = ""
@@ -98,9 +104,11 @@ class Filters:
         older = query.get("older", "").strip()
         return cls(
             kind=kind if kind in KINDS else "",
-            status=query.get("status", "").strip(),
-            older=int(older) if older.isdigit() else None,
-            owner=query.get("owner", "").strip(),
+            # A NUL can be in no status or name (and PostgreSQL refuses it): no filter.
+            status=_printable(query.get("status", "")),
+            # ASCII digits, at most 7 (19 years): anything else is no filter, never a 500.
+            older=int(older) if re.fullmatch(r"[0-9]{1,7}", older) else None,
+            owner=_printable(query.get("owner", "")),
         )
 
     def as_query(self) -> dict[str, str]:
@@ -419,7 +427,7 @@ def search(term: str, kinds: frozenset[str] = frozenset(KINDS)) -> SearchResult:
                 Action.objects.filter(smart_account__in=address_forms(value)),
             ),
         ]
-    elif term:
+    elif term and kind == "text":
         lookups = [
             (
                 "delivery",

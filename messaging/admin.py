@@ -145,6 +145,8 @@ class DeliveryAdmin(LifecycleAdmin):
         if not search_term.strip():
             return queryset, False
         kind, term = search_term_kind(search_term)
+        if kind == "none":
+            return queryset.none(), False
         if kind == "uuid":
             return queryset.filter(Q(pk=term) | Q(idempotency_key=term)), False
         term = search_term.strip()

@@ -96,6 +96,8 @@ class OperationAdmin(LifecycleAdmin):
         if not search_term.strip():
             return queryset, False
         kind, term = search_term_kind(search_term)
+        if kind == "none":
+            return queryset.none(), False
         if kind == "uuid":
             return queryset.filter(pk=term), False
         term = search_term.strip()

@@ -344,8 +344,11 @@ _ADDRESS = re.compile(r"0x[0-9a-f]{40}")
 def search_term_kind(term: str) -> tuple[str, object]:
     """What a pasted search term is, so an admin can look it up by exact match on an index:
     ("uuid", UUID), ("hash", lowercase 0x…64 hex), ("address", lowercase 0x…40 hex) or
-    ("text", the stripped term)."""
+    ("text", the stripped term), or ("none", None) for a term no stored id can equal (a NUL:
+    PostgreSQL text cannot even hold one, and comparing with it would fail the query)."""
     term = term.strip()
+    if "\x00" in term:
+        return "none", None
     try:
         return "uuid", uuid.UUID(term)
     except ValueError:
@@ -369,6 +372,8 @@ def address_forms(address: str) -> list[str]:
 def user_ids_matching(term: str, limit: int = 20) -> list[int]:
     """Users whose username is the term (unique index) or whose e-mail is it, ignoring case
     (auth_user is orders of magnitude smaller than the work tables, so no index of ours)."""
+    if "\x00" in term:  # no username or e-mail holds one (see search_term_kind)
+        return []
     match = Q(username=term)
     if "@" in term:
         match |= Q(email__iexact=term)

@@ -28,6 +28,30 @@ def key(entity) -> str:
     return f"{entity.lifecycle.name}:{entity.pk}"
 
 
+@pytest.mark.parametrize("older", ["9" * 30, "²", "-5", "1e3", "\x00"])
+def test_a_hostile_age_filter_is_ignored_not_a_500(staff_client, stuck_all, older):
+    for url in ("/staff/", "/staff/attention.csv"):
+        assert staff_client.get(url, {"older": older}).status_code == 200
+    assert keys_listed(staff_client.get("/staff/", {"older": older})) == {
+        key(e) for e in stuck_all.values()
+    }
+
+
+@pytest.mark.parametrize("field", ["status", "owner"])
+def test_a_nul_in_a_filter_is_no_filter_not_a_500(staff_client, stuck_all, field):
+    page = staff_client.get("/staff/", {field: "alice\x00"})
+    assert page.status_code == 200
+    assert keys_listed(page) == {key(e) for e in stuck_all.values()}
+
+
+@pytest.mark.parametrize("url", ["/staff/search/", "/staff/search.csv"])
+def test_a_search_with_a_nul_finds_nothing_not_a_500(staff_client, stuck_all, url):
+    response = staff_client.get(url, {"q": "alice\x00"})
+    assert response.status_code == 200
+    if url.endswith("/"):
+        assert "Nothing found" in response.text
+
+
 def test_the_list_follows_the_event_stream_with_polling_as_the_fallback(staff_client):
     text = staff_client.get("/staff/").text
     # The stream wraps the swapped list (a swap must not reopen it); every transition re-fetches.

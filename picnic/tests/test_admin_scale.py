@@ -84,3 +84,13 @@ def test_the_row_checkbox_is_django_s_markup_without_a_template_render(user, app
     assert model_admin.action_checkbox(action) == admin.ModelAdmin.action_checkbox(
         model_admin, action
     )
+
+
+@pytest.mark.parametrize(
+    "url", ["/admin/actions/action/", "/admin/messaging/delivery/", "/admin/operations/operation/"]
+)
+def test_a_search_term_with_a_nul_finds_nothing_not_a_500(staff_client, url):
+    # PostgreSQL text cannot hold a NUL: comparing with one would fail the query.
+    page = staff_client.get(url, {"q": "alice\x00"})
+    assert page.status_code == 200
+    assert page.context["cl"].result_count == 0
