@@ -308,6 +308,12 @@ MCP_ALLOWED_ORIGINS = env_list(
 # Scopes every HTTP request needs (403 insufficient_scope otherwise); each tool's own scope is
 # checked by the API it calls.
 MCP_REQUIRED_SCOPES = env_list("MCP_REQUIRED_SCOPES", [])
+# Resumable SSE streams (2025-11-25): a client that lost a stream reconnects after
+# MCP_SSE_RETRY_MS with Last-Event-ID; each stream keeps its last MCP_EVENT_STORE_MAX_EVENTS
+# events (in Redis with EVENTS_URL=redis://…, for MCP_EVENT_STORE_TTL_SECONDS after the last).
+MCP_SSE_RETRY_MS = env_int("MCP_SSE_RETRY_MS", 1000, minimum=100)
+MCP_EVENT_STORE_MAX_EVENTS = env_int("MCP_EVENT_STORE_MAX_EVENTS", 1000, minimum=10)
+MCP_EVENT_STORE_TTL_SECONDS = env_int("MCP_EVENT_STORE_TTL_SECONDS", 3600, minimum=60)
 
 CACHE_URL = env_url("CACHE_URL", "locmem://", schemes=("locmem", "redis", "rediss"))
 CACHES = {
