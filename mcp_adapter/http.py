@@ -117,7 +117,7 @@ class Gate:
         if not isinstance(user, AuthenticatedUser):
             if "authorization" in headers:
                 response = self._challenge(
-                    401, "invalid_token", "The access token is invalid, expired or revoked"
+                    401, "invalid_token", "The access token is invalid or expired"
                 )
             else:  # RFC 6750 §3.1: no credentials, no error code
                 response = self._challenge(401, None, "Authentication required")

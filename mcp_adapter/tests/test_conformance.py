@@ -15,7 +15,7 @@ import pytest
 from chain.stack import free_port
 from mcp_adapter.api import PicnicApi
 from mcp_adapter.tests.conformance_server import ConformanceMCP
-from mcp_adapter.tests.test_transports import HttpServer
+from mcp_adapter.tests.conftest import HttpServer
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
