@@ -5,14 +5,17 @@ where the protocol is."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import uuid
 
+import anyio
 import pytest
 import requests
 
 from actions.models import Action
+from mcp_adapter.tests.conftest import run
 from mcp_adapter.tests.test_transports import HEADERS, INIT
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -229,3 +232,109 @@ def test_a_browser_preflight_is_answered_for_the_allowed_origins_only(http_serve
     assert unauthorized.status_code == 401
     assert unauthorized.headers["access-control-allow-origin"] == origin
     assert "www-authenticate" in unauthorized.headers["access-control-expose-headers"].lower()
+
+
+def test_the_python_sdks_oauth_client_steps_up_on_the_403(
+    http_server, live_server, user, make_token, client
+):
+    """The SDK's OAuthClientProvider holds a read:actions token; a call to an action tool gets
+    our 403 and the SDK re-authorizes (the real authorization-code flow on django-oauth-toolkit,
+    PKCE, the user already signed in) asking for what it had plus what the 403 named, then
+    retries with the new token."""
+    from urllib.parse import parse_qs, urlsplit
+
+    import httpx2
+    from mcp import Client
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.auth import (
+        AuthorizationCodeResult,
+        OAuthClientInformationFull,
+        OAuthClientMetadata,
+        OAuthToken,
+    )
+    from oauth2_provider.models import AccessToken, Application
+
+    redirect = "http://127.0.0.1:9999/callback"
+    secret = uuid.uuid4().hex
+    app = Application.objects.create(
+        name="step-up",
+        client_type=Application.CLIENT_CONFIDENTIAL,
+        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+        redirect_uris=redirect,
+        client_secret=secret,
+        skip_authorization=True,  # consent is the authorization server's business, not ours
+    )
+    reader = make_token(user, app, scope="read:actions")
+    client.force_login(user)
+    browser = requests.Session()
+    browser.cookies.set("sessionid", client.cookies["sessionid"].value)
+    asked: list[dict] = []
+    answers: list[AuthorizationCodeResult] = []
+
+    class Storage:
+        tokens = OAuthToken(access_token=reader.token, expires_in=3600, scope="read:actions")
+        info = OAuthClientInformationFull(
+            client_id=app.client_id,
+            client_secret=secret,
+            redirect_uris=[redirect],
+            token_endpoint_auth_method="client_secret_post",
+        )
+
+        async def get_tokens(self):
+            return self.tokens
+
+        async def set_tokens(self, tokens):
+            self.tokens = tokens
+
+        async def get_client_info(self):
+            return self.info
+
+        async def set_client_info(self, info):
+            self.info = info
+
+    async def redirect_handler(url: str) -> None:
+        asked.append(parse_qs(urlsplit(url).query))
+        response = await anyio.to_thread.run_sync(
+            lambda: browser.get(url, allow_redirects=False, timeout=10)
+        )
+        assert response.status_code == 302, response.text[:500]
+        back = parse_qs(urlsplit(response.headers["Location"]).query)
+        answers.append(
+            AuthorizationCodeResult(
+                code=back["code"][0], state=back["state"][0], iss=back.get("iss", [None])[0]
+            )
+        )
+
+    async def callback_handler() -> AuthorizationCodeResult:
+        return answers[-1]
+
+    async def body():
+        provider = OAuthClientProvider(
+            server_url=http.url,
+            client_metadata=OAuthClientMetadata(redirect_uris=[redirect], scope="read:actions"),
+            storage=storage,
+            redirect_handler=redirect_handler,
+            callback_handler=callback_handler,
+        )
+        async with httpx2.AsyncClient(auth=provider) as http_client:
+            async with Client(streamable_http_client(http.url, http_client=http_client)) as mcp:
+                return await mcp.call_tool("card_freeze", {})
+
+    storage = Storage()
+    with http_server() as http:
+        result = run(body)
+    assert len(asked) == 1 and asked[0]["scope"] == ["read:actions write:actions"]
+    assert asked[0]["resource"] == [http.url]
+    assert set(storage.tokens.scope.split()) == {"read:actions", "write:actions"}
+    new = AccessToken.objects.get(
+        token_checksum=hashlib.sha256(storage.tokens.access_token.encode()).hexdigest()
+    )
+    assert new.user == user and set(new.scope.split()) == {"read:actions", "write:actions"}
+    # The retry passed the gate (a result, not a 403) and reached the API.
+    assert result.is_error
+    if result.content[0].text == "Authentication credentials were not provided.":
+        # Issue 21 item 1 (with the OAuth issue): the token carries the RFC 8707 audience the
+        # SDK asked for, and the API refuses it. Once it accepts it, this line is not reached.
+        pytest.xfail("the API refuses a token whose audience is the MCP resource")
+    assert result.content[0].text == "No Picnic card for this user"  # its own answer: no card
