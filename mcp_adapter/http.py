@@ -87,7 +87,8 @@ class ScopePolicy:
         params = message["params"]
         method = message.get("method")
         if method == "tools/call":
-            spec = self.server.specs.get(params.get("name"))
+            name = params.get("name")  # any JSON: the transport refuses what is not a string
+            spec = self.server.specs.get(name) if isinstance(name, str) else None
             return spec.scope if spec else None
         if method in ("resources/read", "resources/subscribe"):
             from mcp_adapter.server import ACTION_URI

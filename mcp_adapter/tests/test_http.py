@@ -338,3 +338,24 @@ def test_the_python_sdks_oauth_client_steps_up_on_the_403(
         # SDK asked for, and the API refuses it. Once it accepts it, this line is not reached.
         pytest.xfail("the API refuses a token whose audience is the MCP resource")
     assert result.content[0].text == "No Picnic card for this user"  # its own answer: no card
+
+
+def test_hostile_bodies_get_protocol_errors_not_500s(http_server, user, application, make_token):
+    token = make_token(user, application, scope="read:actions")
+    with http_server() as http:
+        session = Session(http.url, token.token)
+        odd_names = [
+            session.post("tools/call", {"name": ["card_freeze"], "arguments": {}}),
+            session.post("tools/call", {"name": {"x": 1}}),
+            session.post("resources/read", {"uri": ["picnic://action/x"]}),
+        ]
+        not_json = requests.post(http.url, data=b"\xff{", headers={**session.headers}, timeout=5)
+        params_not_object = requests.post(
+            http.url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": [1]},
+            headers=session.headers,
+            timeout=5,
+        )
+    for response in [*odd_names, not_json, params_not_object]:
+        assert 200 <= response.status_code < 500, response.text
+        assert "error" in messages(response)[-1], response.text
