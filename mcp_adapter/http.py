@@ -38,6 +38,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_adapter.event_store import PicnicEventStore, event_store_from_settings
+from mcp_adapter.server import ACTION_URI
 from mcp_adapter.tools import RESOURCE_SCOPE
 
 SUPPORTED_VERSIONS = (*MODERN_PROTOCOL_VERSIONS, *reversed(HANDSHAKE_PROTOCOL_VERSIONS))
@@ -91,17 +92,15 @@ class ScopePolicy:
             spec = self.server.specs.get(name) if isinstance(name, str) else None
             return spec.scope if spec else None
         if method in ("resources/read", "resources/subscribe"):
-            from mcp_adapter.server import ACTION_URI
-
             uri = params.get("uri")
             return RESOURCE_SCOPE if isinstance(uri, str) and ACTION_URI.match(uri) else None
         return None
 
-    def step_up(self, granted: list[str], needed: str) -> str:
-        """The scopes a 403 asks for: those granted that this server uses, plus the one missing
+    def step_up(self, granted: list[str], *needed: str) -> str:
+        """The scopes a 403 asks for: those granted that this server uses, plus the missing
         (the spec's recommended approach: the client keeps what it had)."""
         kept = [s for s in granted if s in self.supported]
-        return " ".join(dict.fromkeys([*kept, needed]))
+        return " ".join(dict.fromkeys([*kept, *needed]))
 
 
 class Gate:
@@ -124,15 +123,15 @@ class Gate:
                 response = self._challenge(401, None, "Authentication required")
             return await response(scope, receive, send)
         granted = list(user.scopes)
-        for required in settings.MCP_REQUIRED_SCOPES:
-            if required not in granted:
-                response = self._challenge(
-                    403,
-                    "insufficient_scope",
-                    f"This server needs the scope {required}",
-                    scopes=self.policy.step_up(granted, required),
-                )
-                return await response(scope, receive, send)
+        missing = [s for s in settings.MCP_REQUIRED_SCOPES if s not in granted]
+        if missing:
+            response = self._challenge(
+                403,
+                "insufficient_scope",
+                f"This server needs the scopes {' '.join(missing)}",
+                scopes=self.policy.step_up(granted, *missing),
+            )
+            return await response(scope, receive, send)
 
         body, receive = await _buffered(receive) if scope["method"] == "POST" else (b"", receive)
         message = _json(body)

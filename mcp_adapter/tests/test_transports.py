@@ -113,7 +113,9 @@ def test_http_answers_insufficient_scope_with_403(http_server, user, application
             timeout=5,
         )
     assert response.status_code == 403
-    assert 'error="insufficient_scope"' in response.headers["WWW-Authenticate"]
+    challenge = response.headers["WWW-Authenticate"]
+    assert 'error="insufficient_scope"' in challenge
+    assert 'scope="agent:dm_read read:actions"' in challenge  # kept, plus the missing one
 
 
 def test_the_streamable_http_client_calls_tools_with_the_callers_token(
