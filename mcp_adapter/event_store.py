@@ -5,7 +5,9 @@ stream, gives each message an event id, and a client that lost the stream reconn
 `Last-Event-ID` and gets what it missed. The SDK shares one store between all sessions and
 names a stream by the JSON-RPC request id, which clients choose (every session has an id 1),
 so the store here is only reached through `for_session`: stream keys and event ids carry the
-session id, and a `Last-Event-ID` from another session finds nothing.
+session id, and a `Last-Event-ID` from another session finds nothing (the known cross-session
+replay of a shared store; FastMCP scopes its store per session the same way, PrefectHQ/fastmcp
+#4402).
 
 Two backends, bounded both: Redis streams (`EVENTS_URL=redis://…`, production; each stream
 keeps its last MCP_EVENT_STORE_MAX_EVENTS events and expires MCP_EVENT_STORE_TTL_SECONDS after
