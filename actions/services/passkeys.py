@@ -32,7 +32,12 @@ from actions.models import Passkey, SmartAccount, SmartAccountKind
 
 
 class PasskeyError(Exception):
-    """A registration or assertion that is refused; the message is safe to show."""
+    """A registration or assertion that is refused. The message is for logs and the API; the
+    `code` picks what the end-user pages say, in the user's language (signing_views.py)."""
+
+    def __init__(self, message: str, *, code: str = "refused"):
+        super().__init__(message)
+        self.code = code
 
 
 def registration_options(*, user) -> tuple[str, bytes]:
@@ -73,10 +78,15 @@ def passkey_register(
             supported_pub_key_algs=[COSEAlgorithmIdentifier.ECDSA_SHA_256],
         )
     except InvalidRegistrationResponse as exc:
-        raise PasskeyError(f"Passkey registration refused: {exc}") from None
+        raise PasskeyError(
+            f"Passkey registration refused: {exc}", code="registration_refused"
+        ) from None
     key = decode_credential_public_key(verified.credential_public_key)
     if not isinstance(key, DecodedEC2PublicKey):
-        raise PasskeyError("Passkey registration refused: only P-256 keys can own a smart account")
+        raise PasskeyError(
+            "Passkey registration refused: only P-256 keys can own a smart account",
+            code="unsupported_key",
+        )
     transports = []
     try:
         transports = json.loads(credential_json).get("response", {}).get("transports") or []
@@ -106,3 +116,31 @@ def passkey_register(
             passkey=passkey,
         )
     return passkey
+
+
+def passkey_rename(*, user, passkey_id: int, name: str) -> Passkey:
+    passkey = Passkey.objects.filter(pk=passkey_id, user=user).first()
+    if passkey is None:
+        raise PasskeyError("No such passkey", code="not_found")
+    passkey.name = name.strip()[:100]
+    passkey.save(update_fields=["name"])
+    return passkey
+
+
+@transaction.atomic
+def passkey_remove(*, user, passkey_id: int) -> None:
+    """Forget a passkey. Never the one whose key owns a smart account (the account could not
+    sign any more: its owner is that key, on chain), nor the last one while an action waits
+    for a signature."""
+    from actions.models import Action, ActionStatus
+
+    passkey = Passkey.objects.select_for_update().filter(pk=passkey_id, user=user).first()
+    if passkey is None:
+        raise PasskeyError("No such passkey", code="not_found")
+    if passkey.smart_accounts.exists():
+        raise PasskeyError("This passkey owns a smart account", code="owns_account")
+    others = Passkey.objects.filter(user=user).exclude(pk=passkey.pk)
+    pending = Action.objects.filter(user=user, status=ActionStatus.PROPOSED).exists()
+    if pending and not others.exists():
+        raise PasskeyError("The last passkey while actions are pending", code="last_passkey")
+    passkey.delete()
