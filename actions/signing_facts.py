@@ -128,16 +128,20 @@ def sign_facts(action: Action) -> dict:
     chain = chain_for(action.chain_id)
     currency = l10n.fiat_currency()
     tokens = {key: _token(params.get(key)) for key in ("asset_id", "from_asset_id", "to_asset_id")}
-    price_ids = {t.price_id for t in tokens.values() if t and t.price_id}
+    price_ids = sorted({t.price_id for t in tokens.values() if t and t.price_id})
     fee = _fee(action)
-    if fee and not fee[1] and chain.native_price_id:
-        price_ids.add(chain.native_price_id)
     price_table: dict = {}
     price_error = ""
     try:
-        price_table = prices(sorted(price_ids))
+        price_table = prices(price_ids)
     except PriceError as exc:
         price_error = str(exc)
+    if fee and not fee[1] and chain.native_price_id and not price_error:
+        # Asked apart: a source without the native coin still values the tokens.
+        try:
+            price_table |= prices([chain.native_price_id])
+        except PriceError:
+            pass
 
     def value(amount, symbol: str, price_id: str | None) -> Value | None:
         number = _decimal(amount)

@@ -40,6 +40,15 @@ class PasskeyError(Exception):
         self.code = code
 
 
+# ES256 is what a Picnic account verifies on chain (P-256). RS256 is offered too because WebAuthn
+# clients expect both defaults (Chromium warns without them); a key of another kind is then
+# refused with a clear reason (`unsupported_key`), not an opaque registration failure.
+OFFERED_ALGORITHMS = [
+    COSEAlgorithmIdentifier.ECDSA_SHA_256,
+    COSEAlgorithmIdentifier.RSASSA_PKCS1_v1_5_SHA_256,
+]
+
+
 def registration_options(*, user) -> tuple[str, bytes]:
     challenge = secrets.token_bytes(32)
     options = generate_registration_options(
@@ -48,7 +57,7 @@ def registration_options(*, user) -> tuple[str, bytes]:
         user_id=str(user.pk).encode(),
         user_name=user.get_username(),
         challenge=challenge,
-        supported_pub_key_algs=[COSEAlgorithmIdentifier.ECDSA_SHA_256],
+        supported_pub_key_algs=OFFERED_ALGORITHMS,
         authenticator_selection=AuthenticatorSelectionCriteria(
             resident_key=ResidentKeyRequirement.PREFERRED,
             user_verification=UserVerificationRequirement.REQUIRED,
@@ -75,7 +84,7 @@ def passkey_register(
             expected_rp_id=settings.WEBAUTHN_RP_ID,
             expected_origin=settings.WEBAUTHN_ORIGIN,
             require_user_verification=True,
-            supported_pub_key_algs=[COSEAlgorithmIdentifier.ECDSA_SHA_256],
+            supported_pub_key_algs=OFFERED_ALGORITHMS,
         )
     except InvalidRegistrationResponse as exc:
         raise PasskeyError(

@@ -4,7 +4,7 @@
 // never shown: it is English and names internals.
 (function () {
   "use strict";
-  const t = window.gettext || ((text) => text);
+  const gettext = window.gettext || ((text) => text);
 
   function b64urlToBytes(value) {
     const pad = "=".repeat((4 - (value.length % 4)) % 4);
@@ -36,11 +36,11 @@
         credentials: "same-origin",
       });
     } catch (error) {
-      throw new Refused(t("Picnic could not be reached. Check your connection and try again."));
+      throw new Refused(gettext("Picnic could not be reached. Check your connection and try again."));
     }
     const data = await response.json().catch(() => ({}));
     if (!response.ok) {
-      throw new Refused(data.error || t("Something went wrong on our side. Nothing was signed. Try again in a moment."));
+      throw new Refused(data.error || gettext("Something went wrong on our side. Nothing was signed. Try again in a moment."));
     }
     return data;
   }
@@ -48,12 +48,12 @@
   function explain(error, nothingHappened) {
     if (error instanceof Refused) return error.message;
     if (error && error.name === "NotAllowedError") {
-      return t("You cancelled, or your device did not answer in time.") + " " + nothingHappened;
+      return gettext("You cancelled, or your device did not answer in time.") + " " + nothingHappened;
     }
     if (error && error.name === "InvalidStateError") {
-      return t("This device already holds a passkey for your account.");
+      return gettext("This device already holds a passkey for your account.");
     }
-    return t("Your device could not use a passkey here.") + " " + nothingHappened;
+    return gettext("Your device could not use a passkey here.") + " " + nothingHappened;
   }
   function refreshTimeline() {
     if (window.htmx && document.getElementById("timeline")) htmx.trigger("#timeline", "refresh");
@@ -66,7 +66,7 @@
   }
 
   async function register(button) {
-    say("passkey-result", t("Waiting for your passkey…"), "waiting");
+    say("passkey-result", gettext("Waiting for your passkey…"), "waiting");
     button.disabled = true;
     try {
       const options = await post(button.dataset.optionsUrl);
@@ -84,17 +84,17 @@
           transports: credential.response.getTransports ? credential.response.getTransports() : [],
         },
       });
-      say("passkey-result", t("Passkey registered."), "registered");
+      say("passkey-result", gettext("Passkey registered."), "registered");
       // The list, its names and the account come from the server: show them.
       window.setTimeout(() => window.location.reload(), 800);
     } catch (error) {
-      say("passkey-result", explain(error, t("No passkey was registered.")), "failed");
+      say("passkey-result", explain(error, gettext("No passkey was registered.")), "failed");
       button.disabled = false;
     }
   }
 
   async function approve(button) {
-    say("sign-result", t("Waiting for your passkey…"), "waiting");
+    say("sign-result", gettext("Waiting for your passkey…"), "waiting");
     button.disabled = true;
     try {
       const options = await post(button.dataset.optionsUrl);
@@ -112,10 +112,10 @@
           userHandle: assertion.response.userHandle ? bytesToB64url(assertion.response.userHandle) : null,
         },
       });
-      say("sign-result", t("Signed."), "signed");
+      say("sign-result", gettext("Signed."), "signed");
       refreshTimeline();
     } catch (error) {
-      say("sign-result", explain(error, t("Nothing was signed.")), "failed");
+      say("sign-result", explain(error, gettext("Nothing was signed.")), "failed");
       button.disabled = false;
     }
   }
@@ -152,7 +152,7 @@
     if (value) value.textContent = timeLeftText(seconds);
     if (seconds === 0 && !el.dataset.timeUp) {
       el.dataset.timeUp = "1";
-      el.textContent = t("Time is up: this request is expiring.");
+      el.textContent = gettext("Time is up: this request is expiring.");
       const approveButton = document.getElementById("approve");
       if (approveButton) approveButton.disabled = true;
       refreshTimeline();
