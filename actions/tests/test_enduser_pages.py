@@ -158,6 +158,14 @@ def test_the_script_catalogue_is_in_the_page_language(client):
     assert "Nada foi assinado." in body
 
 
+def test_sign_out_is_a_post_from_the_header_and_lands_on_sign_in(owner):
+    page = owner.get("/passkeys/").content.decode()
+    assert re.search(r'<form method="post" action="/accounts/logout/"', page)
+    response = owner.post("/accounts/logout/")
+    assert response.status_code == 302 and response["Location"] == "/accounts/login/"
+    assert owner.get("/passkeys/").status_code == 302  # signed out
+
+
 def test_favicon_answers(client):
     response = client.get("/favicon.ico")
     assert response.status_code == 301 and response["Location"].endswith("picnic/favicon.svg")
