@@ -114,7 +114,7 @@ def sign_in(page, base_url: str, username: str, password: str) -> None:
     page.goto(f"{base_url}/accounts/login/?next=/passkeys/")
     page.fill("#id_username", username)
     page.fill("#id_password", password)
-    page.click("form.login button[type=submit]")
+    page.click("#sign-in")
     page.wait_for_url("**/passkeys/")
 
 

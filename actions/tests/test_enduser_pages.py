@@ -368,6 +368,24 @@ def test_a_sign_count_refusal_is_explained_not_quoted(client, user, application,
     assert Action.objects.get(pk=action.pk).status == ActionStatus.PROPOSED
 
 
+def test_an_unverified_user_is_explained_in_spanish(client, user, application, software_passkey):
+    passkey, _stored = software_passkey
+    client.force_login(user)
+    action = make_action(user=user, application=application, smart_account="0x" + "ab" * 20)
+    passkey.user_verified = False  # touched the key, but no fingerprint, face or PIN
+    assertion = passkey.get_json(bytes.fromhex(action.user_op_hash[2:]))
+    response = client.post(
+        f"/sign/{action.pk}/approve",
+        json.dumps(assertion),
+        content_type="application/json",
+        HTTP_ACCEPT_LANGUAGE="es",
+    )
+    body = response.json()
+    assert response.status_code == 409 and body["code"] == "user_verification"
+    assert body["error"].startswith("Tu dispositivo no confirmó que eres tú")
+    assert Action.objects.get(pk=action.pk).status == ActionStatus.PROPOSED
+
+
 def test_registration_offers_es256_and_rs256(client, user):
     client.force_login(user)
     options = client.post("/passkeys/register/options").json()

@@ -88,7 +88,7 @@ def test_register_transfer_sign_execute_reject_and_expire(
     page.goto(f"{live_server.url}/accounts/login/?next=/passkeys/")
     page.fill("input[name=username]", "alice")
     page.fill("input[name=password]", "alice-password")
-    page.click("button[type=submit]")
+    page.click("#sign-in")
     page.click("#register-passkey")
     page.wait_for_selector("li.passkey", timeout=30_000)  # the page reloads with the list
     account = SmartAccount.objects.get(user=user, passkey__isnull=False)
@@ -197,7 +197,7 @@ def test_the_page_counts_down_expires_by_itself_and_stops_polling_at_failed(
     page.goto(f"{live_server.url}/accounts/login/?next=/passkeys/")
     page.fill("input[name=username]", "carol")
     page.fill("input[name=password]", "carol-password")
-    page.click("button[type=submit]")
+    page.click("#sign-in")
     page.wait_for_url("**/passkeys/")
 
     # The countdown moves between polls (the server answers 204 while nothing changes).
