@@ -138,6 +138,12 @@ def test_the_back_office_stays_english(client):
     assert '<html lang="en-us"' in response.content.decode()
 
 
+def test_the_api_stays_in_the_seeds_english(client):
+    response = client.get("/api/v1/profile", HTTP_ACCEPT_LANGUAGE="pt-BR")
+    assert response.status_code == 401
+    assert response.json()["detail"] == "Authentication credentials were not provided."
+
+
 def test_the_committed_catalogues_are_compiled_from_their_po_files():
     """CI has no msgfmt: the .mo files are committed, and must say what the .po files say."""
     from pathlib import Path
