@@ -7,6 +7,7 @@ import re
 
 from django import forms
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
@@ -82,15 +83,15 @@ USER_MESSAGES = {
     "not_found": _("This passkey is not on your account."),
     "permission_denied": _("This signing link is not for your account."),
     "not_authenticated": _("Sign in to follow this request."),
-    "unreadable": _("Your passkey's answer could not be read. Nothing was signed. Try again."),
+    "unreadable": _("What your browser sent could not be read. Nothing changed. Try again."),
     "refused": _("Your passkey's answer could not be verified. Nothing was signed. Try again."),
 }
 
 
-def _refusal(detail: str, *, code: str, status: int) -> JsonResponse:
+def _refusal(detail: str, *, code: str, status: int, shown=None) -> JsonResponse:
     """The API's error body (`detail` in English, for logs and agents); `error` is what the
     page's script shows, in the user's language."""
-    shown = USER_MESSAGES.get(code, USER_MESSAGES["refused"])
+    shown = shown or USER_MESSAGES.get(code, USER_MESSAGES["refused"])
     return error_json(detail, code=code, status=status, error=str(shown))
 
 
@@ -100,7 +101,12 @@ def _passkey_refusal(exc: PasskeyError, *, status: int) -> JsonResponse:
 
 def _unreadable(exc: BodyRefused) -> JsonResponse:
     """Too large, not UTF-8 or nested too deep: refused before any JSON decoder reads it."""
-    return _refusal(str(exc.detail), code="unreadable", status=exc.status_code)
+    return _refusal(
+        str(exc.detail),
+        code=exc.detail.code,
+        status=exc.status_code,
+        shown=USER_MESSAGES["unreadable"],
+    )
 
 
 def _account_address(qx: bytes, qy: bytes) -> tuple[str, str]:
@@ -123,14 +129,15 @@ def passkeys_page(request: HttpRequest) -> HttpResponse:
         {
             "passkeys": passkeys_for_user(user=request.user),
             "accounts": end_user_accounts(user=request.user),
-            "message": request.session.pop("passkeys_message", ""),
         },
     )
 
 
-def _back_to_passkeys(request: HttpRequest, message) -> HttpResponse:
-    # Post/redirect/get: the message survives the redirect once (shown in a status region).
-    request.session["passkeys_message"] = str(message)
+def _back_to_passkeys(
+    request: HttpRequest, message, *, level: int = messages.ERROR
+) -> HttpResponse:
+    # Post/redirect/get; the end-user base template shows the message once, in a status region.
+    messages.add_message(request, level, message)
     return redirect("passkeys")
 
 
@@ -144,7 +151,7 @@ def passkey_rename_view(request: HttpRequest, passkey_id: int) -> HttpResponse:
         passkey_rename(user=request.user, passkey_id=passkey_id, name=form.cleaned_data["name"])
     except PasskeyError as exc:
         return _back_to_passkeys(request, USER_MESSAGES.get(exc.code, USER_MESSAGES["refused"]))
-    return _back_to_passkeys(request, _("Passkey renamed."))
+    return _back_to_passkeys(request, _("Passkey renamed."), level=messages.SUCCESS)
 
 
 @login_required
@@ -159,7 +166,7 @@ def passkey_remove_view(request: HttpRequest, passkey_id: int) -> HttpResponse:
         passkey_remove(user=request.user, passkey_id=passkey_id)
     except PasskeyError as exc:
         return _back_to_passkeys(request, USER_MESSAGES.get(exc.code, USER_MESSAGES["refused"]))
-    return _back_to_passkeys(request, _("Passkey removed."))
+    return _back_to_passkeys(request, _("Passkey removed."), level=messages.SUCCESS)
 
 
 @login_required
