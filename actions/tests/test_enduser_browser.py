@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from web3 import Web3
 
-from actions.models import Action, SmartAccount
+from actions.models import Action, Passkey, SmartAccount
 from actions.providers.local_coingecko import LocalCoinGeckoServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -255,7 +255,26 @@ def test_the_pages_in_spanish_and_english(
         assert (
             page.inner_text("h1") == {"es": "Tus llaves de acceso", "en": "Your passkeys"}[language]
         )
+        # Another device: registered (the account exists, so no chain is needed), named,
+        # then removed after a confirmation page.
+        page.click("#register-passkey")
+        page.wait_for_selector("li.passkey >> nth=1", timeout=30_000)
+        second = page.locator("li.passkey").nth(1)
+        name = {"es": "Portátil", "en": "Laptop"}[language]
+        second.locator("input[name=name]").fill(name)
+        second.locator("form.rename button").click()
+        page.wait_for_selector(".message.success")
+        assert page.locator("li.passkey").nth(1).locator("h2").inner_text() == name
         audit(page, language, "passkeys", tmp_path)
+        page.locator("li.passkey").nth(1).locator("a.danger").click()
+        assert name in page.inner_text("main")
+        audit(page, language, "passkey-remove", tmp_path)
+        page.click("#remove-yes")
+        page.wait_for_selector(".message.success")
+        assert page.locator("li.passkey").count() == 1
+        assert Passkey.objects.filter(user=user).count() == 1
+        # The passkey that owns the account offers no removal.
+        assert page.locator("li.passkey a.danger").count() == 0
 
         transfer = make_action(
             user=user,
