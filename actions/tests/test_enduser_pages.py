@@ -205,6 +205,18 @@ def test_a_transfer_shows_amount_fiat_recipient_and_chain_per_language(
     assert Action.objects.get(pk=action.pk).summary.startswith("Send 1234.5 USDC to 0x15d3")
 
 
+def test_an_ens_recipient_leads_with_its_name_and_shows_the_address(owner, user, application):
+    action = transfer(user, application, ens="alice.eth")
+    response = owner.get(f"/sign/{action.pk}/")
+    assert "Send 1,234.5 USDC to alice.eth" in words(response)
+    assert f'id="recipient-address">{RECIPIENT}</code>' in response.content.decode()
+
+
+def test_a_transfer_to_ones_own_account_says_so(owner, user, application, wallet):
+    action = transfer(user, application, to=wallet.address)
+    assert "one of your own accounts" in words(owner.get(f"/sign/{action.pk}/"))
+
+
 def test_the_network_fee_is_the_most_the_operation_can_cost(owner, user, application, price_server):
     action = transfer(user, application)  # gas 350 000 × 2 gwei = 0.0007 ETH
     shown = words(owner.get(f"/sign/{action.pk}/", HTTP_ACCEPT_LANGUAGE="en"))
