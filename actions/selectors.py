@@ -27,6 +27,7 @@ from actions.models import (
     Card,
     GnosisPaySession,
     HistoryEntry,
+    Passkey,
     RampAccount,
     SmartAccount,
     SmartAccountKind,
@@ -346,3 +347,23 @@ def history_page(*, user, cursor: str | None = None, limit: int = 20) -> History
             if t.from_address in ours or t.to_address in ours:
                 transfers.setdefault((t.chain_id, t.tx_hash), []).append(t)
     return HistoryPage(entries=page, more=more, transfers=transfers, ours=ours)
+
+
+def passkeys_for_user(*, user) -> QuerySet[Passkey]:
+    """The passkeys page's list, oldest first, each with whether its key owns an account."""
+    from django.db.models import Exists
+
+    owns = SmartAccount.objects.filter(passkey=OuterRef("pk"))
+    return (
+        Passkey.objects.filter(user=user)
+        .annotate(owns_account=Exists(owns))
+        .order_by("created_at", "pk")
+    )
+
+
+def end_user_accounts(*, user) -> QuerySet[SmartAccount]:
+    """The accounts an end user has: their passkey accounts and card Safes, never the demo
+    SimpleAccount (an EOA-owned account the local stack seeds, not something they hold)."""
+    return SmartAccount.objects.filter(user=user).filter(
+        Q(passkey__isnull=False) | Q(kind=SmartAccountKind.GNOSIS_PAY)
+    )

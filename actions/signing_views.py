@@ -5,17 +5,30 @@ from __future__ import annotations
 import hashlib
 import re
 
+from django import forms
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
 from actions.models import Action, ActionStatus, ActionType
+from actions.selectors import end_user_accounts, passkeys_for_user
 from actions.services.lifecycle import action_expire_if_overdue, action_status_refresh
-from actions.services.passkeys import PasskeyError, passkey_register, registration_options
+from actions.services.passkeys import (
+    PasskeyError,
+    passkey_register,
+    passkey_remove,
+    passkey_rename,
+    registration_options,
+)
 from actions.services.signing import action_reject, action_sign, authentication_options
+from actions.signing_facts import sign_facts
 from picnic.api import error_json
 from picnic.json_input import BodyRefused, json_body
 from picnic.live import entity_stream
@@ -26,15 +39,74 @@ REGISTRATION_SESSION_KEY = "passkey_registration_challenge"
 
 NOT_YOURS = "This signing link is not for your account"
 
+# What the end user reads when a passkey step is refused, by PasskeyError.code: plain words in
+# their language, never py_webauthn's English ("Response sign count of 2 was not greater…").
+USER_MESSAGES = {
+    "sign_count": _(
+        "Your passkey's safety counter did not move forward, as happens when an older copy of "
+        "the passkey is used. Nothing was signed. Try again on the device where you created "
+        "it."
+    ),
+    "user_verification": _(
+        "Your device did not confirm that it is you (fingerprint, face or screen lock). "
+        "Nothing was signed. Try again and confirm on your device."
+    ),
+    "not_proposed": _(
+        "This request can no longer be signed or rejected: it has moved on. The page shows "
+        "where it is now."
+    ),
+    "wrong_passkey": _(
+        "This passkey does not control the account of this request. Use the passkey that "
+        "created your Picnic account."
+    ),
+    "no_passkey": _(
+        "Your account has no passkey that can sign this. Register a passkey first, then come "
+        "back to this page."
+    ),
+    "nothing_to_sign": _("This request has nothing to sign."),
+    "registration_refused": _(
+        "Your passkey could not be registered. Nothing was saved. Try again, or try another "
+        "device or browser."
+    ),
+    "unsupported_key": _(
+        "This passkey uses a kind of key that Picnic accounts cannot use. Try another device."
+    ),
+    "no_challenge": _("The registration took too long or was interrupted. Start it again."),
+    "owns_account": _(
+        "This passkey owns your Picnic account: without it the account could not sign any "
+        "more, so it cannot be removed."
+    ),
+    "last_passkey": _(
+        "This is your only passkey and a request is waiting for your signature: it cannot be "
+        "removed now."
+    ),
+    "not_found": _("This passkey is not on your account."),
+    "permission_denied": _("This signing link is not for your account."),
+    "not_authenticated": _("Sign in to follow this request."),
+    "unreadable": _("What your browser sent could not be read. Nothing changed. Try again."),
+    "refused": _("Your passkey's answer could not be verified. Nothing was signed. Try again."),
+}
 
-def _refusal(detail: str, *, code: str, status: int) -> JsonResponse:
-    """The API's error body; `error` repeats the detail for the page's script (passkeys.js)."""
-    return error_json(detail, code=code, status=status, error=detail)
+
+def _refusal(detail: str, *, code: str, status: int, shown=None) -> JsonResponse:
+    """The API's error body (`detail` in English, for logs and agents); `error` is what the
+    page's script shows, in the user's language."""
+    shown = shown or USER_MESSAGES.get(code, USER_MESSAGES["refused"])
+    return error_json(detail, code=code, status=status, error=str(shown))
+
+
+def _passkey_refusal(exc: PasskeyError, *, status: int) -> JsonResponse:
+    return _refusal(str(exc), code=exc.code, status=status)
 
 
 def _unreadable(exc: BodyRefused) -> JsonResponse:
     """Too large, not UTF-8 or nested too deep: refused before any JSON decoder reads it."""
-    return _refusal(str(exc.detail), code=exc.detail.code, status=exc.status_code)
+    return _refusal(
+        str(exc.detail),
+        code=exc.detail.code,
+        status=exc.status_code,
+        shown=USER_MESSAGES["unreadable"],
+    )
 
 
 def _account_address(qx: bytes, qy: bytes) -> tuple[str, str]:
@@ -45,16 +117,56 @@ def _account_address(qx: bytes, qy: bytes) -> tuple[str, str]:
     return client.address, client.factory.address
 
 
+class PasskeyNameForm(forms.Form):
+    name = forms.CharField(label=_("Name"), max_length=100, strip=True)
+
+
 @login_required
 def passkeys_page(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "actions/passkeys.html",
         {
-            "passkeys": request.user.passkeys.all(),
-            "accounts": request.user.smart_accounts.all(),
+            "passkeys": passkeys_for_user(user=request.user),
+            "accounts": end_user_accounts(user=request.user),
         },
     )
+
+
+def _back_to_passkeys(
+    request: HttpRequest, message, *, level: int = messages.ERROR
+) -> HttpResponse:
+    # Post/redirect/get; the end-user base template shows the message once, in a status region.
+    messages.add_message(request, level, message)
+    return redirect("passkeys")
+
+
+@login_required
+@require_POST
+def passkey_rename_view(request: HttpRequest, passkey_id: int) -> HttpResponse:
+    form = PasskeyNameForm(request.POST)
+    if not form.is_valid():
+        return _back_to_passkeys(request, _("Give the passkey a name of 1 to 100 characters."))
+    try:
+        passkey_rename(user=request.user, passkey_id=passkey_id, name=form.cleaned_data["name"])
+    except PasskeyError as exc:
+        return _back_to_passkeys(request, USER_MESSAGES.get(exc.code, USER_MESSAGES["refused"]))
+    return _back_to_passkeys(request, _("Passkey renamed."), level=messages.SUCCESS)
+
+
+@login_required
+def passkey_remove_view(request: HttpRequest, passkey_id: int) -> HttpResponse:
+    """GET asks for confirmation (a page of its own: works without JavaScript); POST removes."""
+    passkey = passkeys_for_user(user=request.user).filter(pk=passkey_id).first()
+    if passkey is None:
+        return _back_to_passkeys(request, USER_MESSAGES["not_found"])
+    if request.method != "POST":
+        return render(request, "actions/passkey_remove.html", {"passkey": passkey})
+    try:
+        passkey_remove(user=request.user, passkey_id=passkey_id)
+    except PasskeyError as exc:
+        return _back_to_passkeys(request, USER_MESSAGES.get(exc.code, USER_MESSAGES["refused"]))
+    return _back_to_passkeys(request, _("Passkey removed."), level=messages.SUCCESS)
 
 
 @login_required
@@ -87,7 +199,7 @@ def passkey_register_verify(request: HttpRequest) -> JsonResponse:
             account_address=_account_address,
         )
     except PasskeyError as exc:
-        return _refusal(str(exc), code="passkey_refused", status=400)
+        return _passkey_refusal(exc, status=400)
     account = request.user.smart_accounts.filter(passkey=passkey).first()
     return JsonResponse(
         {"credential_id": passkey.credential_id, "smart_account": account and account.address}
@@ -104,56 +216,57 @@ def _refused(request: HttpRequest) -> HttpResponse:
 
 
 def _time_left_text(seconds: int) -> str:
-    """Time left in words ("14 min 5 s", "42 s", "1 h 3 min"), as passkeys.js counts down."""
+    """Time left as a clock ("1:03:05", "14:05", "0:42"), as passkeys.js counts down: the
+    same in every language."""
     hours, rest = divmod(max(seconds, 0), 3600)
     minutes, secs = divmod(rest, 60)
     if hours:
-        return f"{hours} h {minutes} min"
-    if minutes:
-        return f"{minutes} min {secs} s"
-    return f"{secs} s"
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}"
 
 
 # What the user is told, status by status (the raw status stays in `data-status`).
 STATUS_LABELS = {
-    ActionStatus.PROPOSED: "Waiting for your approval",
-    ActionStatus.SIGNED: "Signed",
-    ActionStatus.SUBMITTED: "Signed, sending",
-    ActionStatus.BROADCAST: "Sent, waiting for the network",
-    ActionStatus.EXECUTED: "Done",
-    ActionStatus.FAILED: "Not completed",
-    ActionStatus.EXPIRED: "Expired",
-    ActionStatus.REJECTED: "Rejected",
+    ActionStatus.PROPOSED: _("Waiting for your approval"),
+    ActionStatus.SIGNED: _("Signed"),
+    ActionStatus.SUBMITTED: _("Signed, sending"),
+    ActionStatus.BROADCAST: _("Sent, waiting for the network"),
+    ActionStatus.EXECUTED: _("Done"),
+    ActionStatus.FAILED: _("Not completed"),
+    ActionStatus.EXPIRED: _("Expired"),
+    ActionStatus.REJECTED: _("Rejected"),
 }
 
+# Leads a sentence ("%(what)s could not be completed"); translators place it as their
+# language needs ("Não foi possível concluir a transferência").
 _WHAT = {
-    ActionType.TRANSFER: "The transfer",
-    ActionType.SWAP: "The swap",
-    ActionType.CARD_FREEZE: "Freezing your card",
-    ActionType.CARD_UNFREEZE: "Unfreezing your card",
-    ActionType.CARD_LIMIT_SET: "The daily limit change",
+    ActionType.TRANSFER: _("The transfer"),
+    ActionType.SWAP: _("The swap"),
+    ActionType.CARD_FREEZE: _("Freezing your card"),
+    ActionType.CARD_UNFREEZE: _("Unfreezing your card"),
+    ActionType.CARD_LIMIT_SET: _("The daily limit change"),
 }
 
 # ERC-4337 EntryPoint refusal codes (AAxx) in plain words, by the most specific prefix.
 _AA_REASONS = (
-    ("AA21", "your account does not hold enough ETH to pay the network fee"),
-    ("AA22", "it was no longer valid when it reached the network"),
-    ("AA23", "your account did not accept the signature"),
-    ("AA24", "the signature did not match your account"),
-    ("AA25", "another operation from your account went first"),
-    ("AA26", "too little gas was set aside for checking your signature"),
-    ("AA1", "your account could not be set up on this chain"),
-    ("AA2", "your account did not accept it"),
-    ("AA3", "the fee sponsor refused to pay for it"),
-    ("AA4", "too little gas was set aside for checking your signature"),
-    ("AA5", "the network fee came out higher than planned"),
+    ("AA21", _("your account does not hold enough ETH to pay the network fee")),
+    ("AA22", _("it was no longer valid when it reached the network")),
+    ("AA23", _("your account did not accept the signature")),
+    ("AA24", _("the signature did not match your account")),
+    ("AA25", _("another operation from your account went first")),
+    ("AA26", _("too little gas was set aside for checking your signature")),
+    ("AA1", _("your account could not be set up on this chain")),
+    ("AA2", _("your account did not accept it")),
+    ("AA3", _("the fee sponsor refused to pay for it")),
+    ("AA4", _("too little gas was set aside for checking your signature")),
+    ("AA5", _("the network fee came out higher than planned")),
 )
 _AA_CODE = re.compile(r"\bAA\d\d\b")
 
 
 def _failure_reason(action: Action) -> str:
     """The plain sentence that leads a `failed` action's page; the raw error follows it."""
-    what = _WHAT.get(action.type, "This request")
+    what = _WHAT.get(action.type, _("This request"))
     error = (action.error or "").strip()
     lowered = error.lower()
     if lowered.startswith("bundler "):
@@ -161,41 +274,61 @@ def _failure_reason(action: Action) -> str:
         why = next(
             (text for prefix, text in _AA_REASONS if code and code[0].startswith(prefix)), ""
         )
-        because = f" ({why})" if why else ""
-        return (
-            f"{what} could not be completed: the network refused it before it reached the "
-            f"chain{because}. Nothing was sent and your funds did not move."
-        )
+        if why:
+            return gettext(
+                "%(what)s could not be completed: the network refused it before it reached "
+                "the chain (%(why)s). Nothing was sent and your funds did not move."
+            ) % {"what": what, "why": why}
+        return gettext(
+            "%(what)s could not be completed: the network refused it before it reached the "
+            "chain. Nothing was sent and your funds did not move."
+        ) % {"what": what}
     if lowered.startswith("dropped"):
-        return (
-            f"{what} could not be completed: another operation from your account used its "
+        return gettext(
+            "%(what)s could not be completed: another operation from your account used its "
             "place first, so this one can never run. Nothing was sent by it."
-        )
+        ) % {"what": what}
     if lowered.startswith("marked failed by staff"):
-        return f"{what} was stopped by our support team and will not run."
+        return gettext("%(what)s was stopped by our support team and will not run.") % {
+            "what": what
+        }
     if action.type == ActionType.CARD_LIMIT_SET:
         if "expired in the delay module" in lowered:
-            why = "it was not carried out in time in your card account's delay module, so it lapsed"
+            why = gettext(
+                "it was not carried out in time in your card account's delay module, so it lapsed"
+            )
         elif "delay module refused" in lowered:
-            why = "your card account's delay module refused it"
+            why = gettext("your card account's delay module refused it")
         else:
-            why = "the change would not go through on chain"
-        return f"{what} could not be completed: {why}. Your daily limit is unchanged."
+            why = gettext("the change would not go through on chain")
+        return gettext(
+            "%(what)s could not be completed: %(why)s. Your daily limit is unchanged."
+        ) % {"what": what, "why": why}
     if action.type in (ActionType.CARD_FREEZE, ActionType.CARD_UNFREEZE):
-        return f"{what} could not be completed: your card provider refused it. Nothing changed."
+        return gettext(
+            "%(what)s could not be completed: your card provider refused it. Nothing changed."
+        ) % {"what": what}
     if error.startswith("ERC20InsufficientBalance"):
         symbol = action.params.get("symbol")
-        why = f"your account did not hold enough {symbol or 'of the token'}"
-    elif error.startswith("ERC20InsufficientAllowance"):
-        why = "the token allowance was too low"
-    else:
-        why = "it was rejected on chain" if action.tx_hash else "it did not go through"
-    if action.tx_hash:
-        return (
-            f"{what} could not be completed: {why}. It was undone on chain, so your tokens "
-            "did not move; the network fee for the attempt may have been charged."
+        why = (
+            gettext("your account did not hold enough %(symbol)s") % {"symbol": symbol}
+            if symbol
+            else gettext("your account did not hold enough of the token")
         )
-    return f"{what} could not be completed: {why}."
+    elif error.startswith("ERC20InsufficientAllowance"):
+        why = gettext("the token allowance was too low")
+    else:
+        why = (
+            gettext("it was rejected on chain")
+            if action.tx_hash
+            else gettext("it did not go through")
+        )
+    if action.tx_hash:
+        return gettext(
+            "%(what)s could not be completed: %(why)s. It was undone on chain, so your tokens "
+            "did not move; the network fee for the attempt may have been charged."
+        ) % {"what": what, "why": why}
+    return gettext("%(what)s could not be completed: %(why)s.") % {"what": what, "why": why}
 
 
 def _short_hash(value: str | None) -> str:
@@ -218,6 +351,21 @@ def _page_version(action: Action) -> str:
     return hashlib.sha256(shown.encode()).hexdigest()[:16]
 
 
+_NEXT_STEP = {
+    ActionStatus.FAILED: _(
+        "What now: if you still want it, ask your assistant to propose it again. If your "
+        "balance looks wrong, contact Picnic support and give them the reference below."
+    ),
+    ActionStatus.EXPIRED: _(
+        "What now: if you still want it, ask your assistant to propose it again and sign it "
+        "before the time runs out."
+    ),
+    ActionStatus.REJECTED: _(
+        "What now: nothing. If you rejected it by mistake, ask your assistant to propose it again."
+    ),
+}
+
+
 @login_required
 def sign_page(request: HttpRequest, action_id) -> HttpResponse:
     action = _own_action(request, action_id)
@@ -227,8 +375,10 @@ def sign_page(request: HttpRequest, action_id) -> HttpResponse:
     if request.htmx or request.GET.get("u"):
         action = action_status_refresh(action=action)
         action.refresh_from_db()
-    slippage = action.params.get("slippage")
     ms_left = max(int((action.expires_at - timezone.now()).total_seconds() * 1000), 0)
+    # The facts (prices, tokens) are outside the live partial: only the full page reads them.
+    facts = {} if request.htmx else sign_facts(action)
+    slippage = facts.get("slippage")
     return render_timeline(
         request,
         template="actions/sign.html",
@@ -236,14 +386,17 @@ def sign_page(request: HttpRequest, action_id) -> HttpResponse:
         is_terminal=action.is_terminal,
         context={
             "action": action,
+            "facts": facts,
             "status_label": STATUS_LABELS.get(action.status, action.status),
             "ms_left": ms_left,
             "time_left": _time_left_text(ms_left // 1000),
             "failure_reason": _failure_reason(action)
             if action.status == ActionStatus.FAILED
             else "",
+            "next_step": _NEXT_STEP.get(action.status, ""),
             "short_tx_hash": _short_hash(action.tx_hash),
-            "slippage_warning": slippage is not None and float(slippage) >= 1,
+            "slippage_warning": slippage is not None and slippage >= 1,
+            "reject_confirm": request.GET.get("reject") == "confirm",
         },
     )
 
@@ -268,7 +421,7 @@ def sign_options(request: HttpRequest, action_id) -> HttpResponse:
     try:
         return HttpResponse(authentication_options(action=action), content_type="application/json")
     except PasskeyError as exc:
-        return _refusal(str(exc), code="passkey_refused", status=400)
+        return _passkey_refusal(exc, status=400)
 
 
 @login_required
@@ -285,17 +438,24 @@ def sign_approve(request: HttpRequest, action_id) -> JsonResponse:
             action_id=action_id, user=request.user, credential_json=credential_json
         )
     except PasskeyError as exc:
-        return _refusal(str(exc), code="conflict", status=409)
+        return _passkey_refusal(exc, status=409)
     return JsonResponse({"status": action.status})
 
 
 @login_required
-@require_POST
 def sign_reject(request: HttpRequest, action_id) -> HttpResponse:
+    """GET: the signing page with its reject confirmation open (no JavaScript needed). POST:
+    reject, then back to the page (a form) or a JSON answer (the page's script)."""
     if _own_action(request, action_id) is None:
         return _refused(request)
+    if request.method != "POST":
+        return redirect(f"{reverse('sign', args=[action_id])}?reject=confirm#reject-confirm")
+    wants_json = "application/json" in request.headers.get("Accept", "")
     try:
         action_reject(action_id=action_id, user=request.user)
     except PasskeyError as exc:
-        return _refusal(str(exc), code="conflict", status=409)
-    return JsonResponse({"status": "rejected"})
+        if wants_json:
+            return _passkey_refusal(exc, status=409)
+    if wants_json:
+        return JsonResponse({"status": "rejected"})
+    return redirect("sign", action_id=action_id)

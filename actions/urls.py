@@ -62,6 +62,16 @@ signing_urlpatterns = [
         "passkeys/register/options", signing_views.passkey_register_options, name="passkey-options"
     ),
     path("passkeys/register/verify", signing_views.passkey_register_verify, name="passkey-verify"),
+    path(
+        "passkeys/<int:passkey_id>/rename",
+        signing_views.passkey_rename_view,
+        name="passkey-rename",
+    ),
+    path(
+        "passkeys/<int:passkey_id>/remove",
+        signing_views.passkey_remove_view,
+        name="passkey-remove",
+    ),
     path("sign/<uuid:action_id>/", signing_views.sign_page, name="sign"),
     path("sign/<uuid:action_id>/events", signing_views.sign_events, name="sign-events"),
     path("sign/<uuid:action_id>/options", signing_views.sign_options, name="sign-options"),

@@ -17,6 +17,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView
 from django.core.cache import cache
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
+from django.utils.translation import gettext_lazy as _
 
 
 def _key(request, username: str) -> str:
@@ -70,7 +71,7 @@ class ThrottledModelBackend(ModelBackend):
         return get_user_model().USERNAME_FIELD
 
 
-LOCKED_OUT_MESSAGE = (
+LOCKED_OUT_MESSAGE = _(
     "Too many failed sign-ins for this username from your address. "
     "Try again in %(minutes)d minutes."
 )

@@ -82,6 +82,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # After sessions, before common: end-user pages in the user's language (picnic/i18n.py).
+    "picnic.i18n.EndUserLocaleMiddleware",
     # The admin and staff pages in the staff member's time zone (a cookie; picnic.timezones).
     "picnic.timezones.StaffTimezoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -102,6 +104,7 @@ TEMPLATES = [
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
@@ -143,12 +146,22 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 # End users sign in to manage their passkeys; staff come through /admin/login/ (its own next).
 LOGIN_REDIRECT_URL = "passkeys"
+# The end user's logout (a POST from the page header) lands back on the sign-in page.
+LOGOUT_REDIRECT_URL = "login"
 # Every password check (the login page, the admin's, any authenticate() call) counts failures
 # per username and client address; see picnic/login.py.
 AUTHENTICATION_BACKENDS = ["picnic.login.ThrottledModelBackend"]
 LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5, minimum=1)
 LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
 LANGUAGE_CODE = "en-us"
+# End-user pages (login, passkeys, signing) speak the users' languages: Brazil and Europe
+# (BRL and EUR ramps). The choice comes from the switcher (a cookie, Django's set_language
+# view), else Accept-Language; back-office pages stay English (picnic/i18n.py).
+LANGUAGES = [("pt-br", "Português (Brasil)"), ("es", "Español"), ("en", "English")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+LANGUAGE_COOKIE_NAME = "picnic_language"
+LANGUAGE_COOKIE_AGE = 365 * 24 * 3600
+LANGUAGE_COOKIE_SAMESITE = "Lax"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
@@ -189,6 +202,7 @@ SECURE_SSL = env_bool("DJANGO_SECURE_SSL", PUBLIC_BASE_URL.startswith("https://"
 SECURE_SSL_REDIRECT = SECURE_SSL
 SESSION_COOKIE_SECURE = SECURE_SSL
 CSRF_COOKIE_SECURE = SECURE_SSL
+LANGUAGE_COOKIE_SECURE = SECURE_SSL
 SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31_536_000 if SECURE_SSL else 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", SECURE_SSL)
 SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", False)

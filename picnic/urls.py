@@ -1,7 +1,10 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.http import HttpResponsePermanentRedirect
+from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
+from django.views.i18n import JavaScriptCatalog
 from drf_spectacular.views import SpectacularAPIView
 from oauth2_provider.urls import base_urlpatterns as oauth_base
 from oauth2_provider.urls import management_urlpatterns as oauth_management
@@ -20,6 +23,12 @@ from picnic.login import ThrottledAdminAuthenticationForm, ThrottledLoginView
 from picnic.metrics import metrics_view
 
 admin.site.login_form = ThrottledAdminAuthenticationForm
+
+
+def favicon(request):
+    # Resolved per request: with the manifest storage the hashed name exists after collectstatic.
+    return HttpResponsePermanentRedirect(static("picnic/favicon.svg"))
+
 
 # One OAuth namespace: the RFC 8414 metadata at the origin's root (so its issuer is the origin,
 # the same one the `iss` parameter and the MCP protected-resource metadata name), the endpoints
@@ -40,6 +49,11 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # The language switcher (`set_language`, POST) and the end-user scripts' catalogue.
+    path("i18n/", include("django.conf.urls.i18n")),
+    path("i18n/catalog.js", JavaScriptCatalog.as_view(), name="javascript-catalog"),
+    # Browsers ask for /favicon.ico whatever the page links; one icon for both.
+    path("favicon.ico", favicon, name="favicon"),
     *signing_urlpatterns,
     path("", include((oauth_urlpatterns, "oauth2_provider"), namespace="oauth2_provider")),
     path("api/v1/", include((actions_api, "actions"), namespace="actions-api")),

@@ -32,7 +32,21 @@ from actions.models import Passkey, SmartAccount, SmartAccountKind
 
 
 class PasskeyError(Exception):
-    """A registration or assertion that is refused; the message is safe to show."""
+    """A registration or assertion that is refused. The message is for logs and the API; the
+    `code` picks what the end-user pages say, in the user's language (signing_views.py)."""
+
+    def __init__(self, message: str, *, code: str = "refused"):
+        super().__init__(message)
+        self.code = code
+
+
+# ES256 is what a Picnic account verifies on chain (P-256). RS256 is offered too because WebAuthn
+# clients expect both defaults (Chromium warns without them); a key of another kind is then
+# refused with a clear reason (`unsupported_key`), not an opaque registration failure.
+OFFERED_ALGORITHMS = [
+    COSEAlgorithmIdentifier.ECDSA_SHA_256,
+    COSEAlgorithmIdentifier.RSASSA_PKCS1_v1_5_SHA_256,
+]
 
 
 def registration_options(*, user) -> tuple[str, bytes]:
@@ -43,7 +57,7 @@ def registration_options(*, user) -> tuple[str, bytes]:
         user_id=str(user.pk).encode(),
         user_name=user.get_username(),
         challenge=challenge,
-        supported_pub_key_algs=[COSEAlgorithmIdentifier.ECDSA_SHA_256],
+        supported_pub_key_algs=OFFERED_ALGORITHMS,
         authenticator_selection=AuthenticatorSelectionCriteria(
             resident_key=ResidentKeyRequirement.PREFERRED,
             user_verification=UserVerificationRequirement.REQUIRED,
@@ -70,13 +84,18 @@ def passkey_register(
             expected_rp_id=settings.WEBAUTHN_RP_ID,
             expected_origin=settings.WEBAUTHN_ORIGIN,
             require_user_verification=True,
-            supported_pub_key_algs=[COSEAlgorithmIdentifier.ECDSA_SHA_256],
+            supported_pub_key_algs=OFFERED_ALGORITHMS,
         )
     except InvalidRegistrationResponse as exc:
-        raise PasskeyError(f"Passkey registration refused: {exc}") from None
+        raise PasskeyError(
+            f"Passkey registration refused: {exc}", code="registration_refused"
+        ) from None
     key = decode_credential_public_key(verified.credential_public_key)
     if not isinstance(key, DecodedEC2PublicKey):
-        raise PasskeyError("Passkey registration refused: only P-256 keys can own a smart account")
+        raise PasskeyError(
+            "Passkey registration refused: only P-256 keys can own a smart account",
+            code="unsupported_key",
+        )
     transports = []
     try:
         transports = json.loads(credential_json).get("response", {}).get("transports") or []
@@ -106,3 +125,31 @@ def passkey_register(
             passkey=passkey,
         )
     return passkey
+
+
+def passkey_rename(*, user, passkey_id: int, name: str) -> Passkey:
+    passkey = Passkey.objects.filter(pk=passkey_id, user=user).first()
+    if passkey is None:
+        raise PasskeyError("No such passkey", code="not_found")
+    passkey.name = name.strip()[:100]
+    passkey.save(update_fields=["name"])
+    return passkey
+
+
+@transaction.atomic
+def passkey_remove(*, user, passkey_id: int) -> None:
+    """Forget a passkey. Never the one whose key owns a smart account (the account could not
+    sign any more: its owner is that key, on chain), nor the last one while an action waits
+    for a signature."""
+    from actions.models import Action, ActionStatus
+
+    passkey = Passkey.objects.select_for_update().filter(pk=passkey_id, user=user).first()
+    if passkey is None:
+        raise PasskeyError("No such passkey", code="not_found")
+    if passkey.smart_accounts.exists():
+        raise PasskeyError("This passkey owns a smart account", code="owns_account")
+    others = Passkey.objects.filter(user=user).exclude(pk=passkey.pk)
+    pending = Action.objects.filter(user=user, status=ActionStatus.PROPOSED).exists()
+    if pending and not others.exists():
+        raise PasskeyError("The last passkey while actions are pending", code="last_passkey")
+    passkey.delete()

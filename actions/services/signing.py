@@ -38,7 +38,7 @@ def action_challenge(action: Action) -> bytes:
     SIWE message."""
     value = action.user_op_hash or action.params.get("challenge")
     if not value:
-        raise PasskeyError("This action has nothing to sign")
+        raise PasskeyError("This action has nothing to sign", code="nothing_to_sign")
     return bytes.fromhex(value[2:])
 
 
@@ -51,7 +51,7 @@ def _signing_account(action: Action) -> SmartAccount:
         .first()
     )
     if account is None:
-        raise PasskeyError("This action's smart account has no passkey")
+        raise PasskeyError("This action's smart account has no passkey", code="no_passkey")
     return account
 
 
@@ -68,6 +68,16 @@ def authentication_options(*, action: Action) -> str:
     return options_to_json(options)
 
 
+def _refusal_code(reason: str) -> str:
+    """py_webauthn says why in English prose; the page needs to know which kind of refusal."""
+    lowered = reason.lower()
+    if "sign count" in lowered:
+        return "sign_count"  # an older copy of the passkey, or a cloned authenticator
+    if "user verification" in lowered or "user was not verified" in lowered:
+        return "user_verification"
+    return "refused"
+
+
 def action_sign(*, action_id, user, credential_json: str) -> Action:
     """Verify the assertion over the action's userOpHash and move it to `signed`.
 
@@ -78,15 +88,21 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
     action = Action.objects.get(pk=action_id, user=user)
     action = action_expire_if_overdue(action=action)
     if action.status != ActionStatus.PROPOSED:
-        raise PasskeyError(f"This action can no longer be signed: it is {action.status}")
+        raise PasskeyError(
+            f"This action can no longer be signed: it is {action.status}", code="not_proposed"
+        )
     account = _signing_account(action)
     passkey = account.passkey
     try:
         credential = parse_authentication_credential_json(credential_json)
     except (WebAuthnException, ValueError):  # not JSON, missing fields, bad base64url
-        raise PasskeyError("Signature refused: the assertion could not be read") from None
+        raise PasskeyError(
+            "Signature refused: the assertion could not be read", code="unreadable"
+        ) from None
     if bytes_to_base64url(credential.raw_id) != passkey.credential_id:
-        raise PasskeyError("Signature refused: this passkey does not own the smart account")
+        raise PasskeyError(
+            "Signature refused: this passkey does not own the smart account", code="wrong_passkey"
+        )
     try:
         verified = verify_authentication_response(
             credential=credential,
@@ -98,7 +114,7 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
             require_user_verification=True,
         )
     except InvalidAuthenticationResponse as exc:
-        raise PasskeyError(f"Signature refused: {exc}") from None
+        raise PasskeyError(f"Signature refused: {exc}", code=_refusal_code(str(exc))) from None
     signature = pack_assertion(
         authenticator_data=credential.response.authenticator_data,
         client_data_json=credential.response.client_data_json,
@@ -110,7 +126,9 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
             sign_count=verified.new_sign_count, last_used_at=timezone.now()
         )
         if not updated:
-            raise PasskeyError("Signature refused: the passkey was used concurrently")
+            raise PasskeyError(
+                "Signature refused: the passkey was used concurrently", code="sign_count"
+            )
         try:
             action = action_transition(
                 action_id=action.pk,
@@ -124,7 +142,7 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
             )
         except IllegalTransition as exc:
             raise PasskeyError(
-                f"This action can no longer be signed: it is {exc.current}"
+                f"This action can no longer be signed: it is {exc.current}", code="not_proposed"
             ) from None
         enqueue_on_commit("actions.tasks.action_submit", action.pk)
     return action
@@ -141,4 +159,6 @@ def action_reject(*, action_id, user) -> Action:
             detail="user declined on the signing page",
         )
     except IllegalTransition as exc:
-        raise PasskeyError(f"This action can no longer be rejected: it is {exc.current}") from None
+        raise PasskeyError(
+            f"This action can no longer be rejected: it is {exc.current}", code="not_proposed"
+        ) from None

@@ -177,7 +177,10 @@ def test_the_sign_page_shows_what_is_signed_with_a_strict_csp(
     client.force_login(user)
     page = client.get(f"/sign/{action_id}/")
     assert page.status_code == 200
-    assert f"Send 1.5 USDC to {RECIPIENT}" in page.text
+    # In plain words: the short form in the headline, the full checksummed address below.
+    assert f"Send 1.5 USDC to {RECIPIENT[:6]}…{RECIPIENT[-4:]}" in page.text
+    assert f'<code class="address" id="recipient-address">{RECIPIENT}</code>' in page.text
+    assert "Local test network" in page.text and ">31337<" in page.text
     assert "Time left to sign" in page.text and 'id="approve"' in page.text
     assert "script-src 'self'" in page["Content-Security-Policy"]
     assert "<script>" not in page.text  # no inline script

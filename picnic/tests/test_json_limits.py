@@ -166,7 +166,8 @@ def test_a_form_body_is_refused_as_not_json(client, token):
 
 def page_refused(response, code: str = "parse_error", *, shown: str = "") -> None:
     body = refused(response, code, shown=shown)
-    assert body["error"] == body["detail"]  # what passkeys.js shows
+    # What passkeys.js shows: plain words in the user's language, not the parser's reason.
+    assert body["error"] == "What your browser sent could not be read. Nothing changed. Try again."
 
 
 SIGNING_BODIES = [

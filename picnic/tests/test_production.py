@@ -149,9 +149,9 @@ def test_gunicorn_with_uvicorn_workers_serves_the_app_and_its_static_files(
         link = next(
             part.split('"')[0]
             for part in page.decode().split('href="')[1:]
-            if part.startswith("/static/picnic/app.")
+            if part.startswith("/static/picnic/enduser.")
         )
-        assert link != "/static/picnic/app.css"
+        assert link != "/static/picnic/enduser.css"
         status, headers, css = processes.http(
             "GET", base + link, headers={"Accept-Encoding": "gzip"}
         )

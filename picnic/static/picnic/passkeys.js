@@ -1,6 +1,10 @@
 // Passkey registration and signing (WebAuthn). No inline scripts: the CSP allows only 'self'.
+// Words come from Django's JavaScript catalogue (/i18n/catalog.js, the page's language); the
+// server's refusals arrive already translated in `error`. A browser's own exception text is
+// never shown: it is English and names internals.
 (function () {
   "use strict";
+  const gettext = window.gettext || ((text) => text);
 
   function b64urlToBytes(value) {
     const pad = "=".repeat((4 - (value.length % 4)) % 4);
@@ -17,34 +21,60 @@
     const match = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
     return match ? decodeURIComponent(match[1]) : "";
   }
+  class Refused extends Error {}
   async function post(url, body) {
-    const response = await fetch(url, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
-      body: body === undefined ? "{}" : JSON.stringify(body),
-      credentials: "same-origin",
-    });
+    let response;
+    try {
+      response = await fetch(url, {
+        method: "POST",
+        headers: {
+          "Content-Type": "application/json",
+          Accept: "application/json",
+          "X-CSRFToken": csrfToken(),
+        },
+        body: body === undefined ? "{}" : JSON.stringify(body),
+        credentials: "same-origin",
+      });
+    } catch (error) {
+      throw new Refused(gettext("Picnic could not be reached. Check your connection and try again."));
+    }
     const data = await response.json().catch(() => ({}));
-    if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
+    if (!response.ok) {
+      throw new Refused(data.error || gettext("Something went wrong on our side. Nothing was signed. Try again in a moment."));
+    }
     return data;
+  }
+  // What went wrong, in the page's language: our server's words, or the WebAuthn error's kind.
+  function explain(error, nothingHappened) {
+    if (error instanceof Refused) return error.message;
+    if (error && error.name === "NotAllowedError") {
+      return gettext("You cancelled, or your device did not answer in time.") + " " + nothingHappened;
+    }
+    if (error && error.name === "InvalidStateError") {
+      return gettext("This device already holds a passkey for your account.");
+    }
+    return gettext("Your device could not use a passkey here.") + " " + nothingHappened;
   }
   function refreshTimeline() {
     if (window.htmx && document.getElementById("timeline")) htmx.trigger("#timeline", "refresh");
   }
-  function say(id, text) {
+  function say(id, text, outcome) {
     const el = document.getElementById(id);
-    if (el) el.textContent = text;
+    if (!el) return;
+    el.textContent = text;
+    if (outcome) el.dataset.outcome = outcome;
   }
 
   async function register(button) {
-    say("passkey-result", "Waiting for your passkey…");
+    say("passkey-result", gettext("Waiting for your passkey…"), "waiting");
+    button.disabled = true;
     try {
       const options = await post(button.dataset.optionsUrl);
       options.challenge = b64urlToBytes(options.challenge);
       options.user.id = b64urlToBytes(options.user.id);
       (options.excludeCredentials || []).forEach((c) => { c.id = b64urlToBytes(c.id); });
       const credential = await navigator.credentials.create({ publicKey: options });
-      const result = await post(button.dataset.verifyUrl, {
+      await post(button.dataset.verifyUrl, {
         id: credential.id,
         rawId: bytesToB64url(credential.rawId),
         type: credential.type,
@@ -54,21 +84,24 @@
           transports: credential.response.getTransports ? credential.response.getTransports() : [],
         },
       });
-      say("passkey-result", `Passkey registered. Smart account ${result.smart_account}`);
+      say("passkey-result", gettext("Passkey registered."), "registered");
+      // The list, its names and the account come from the server: show them.
+      window.setTimeout(() => window.location.reload(), 800);
     } catch (error) {
-      say("passkey-result", `Registration failed: ${error.message}`);
+      say("passkey-result", explain(error, gettext("No passkey was registered.")), "failed");
+      button.disabled = false;
     }
   }
 
   async function approve(button) {
-    say("sign-result", "Waiting for your passkey…");
+    say("sign-result", gettext("Waiting for your passkey…"), "waiting");
     button.disabled = true;
     try {
       const options = await post(button.dataset.optionsUrl);
       options.challenge = b64urlToBytes(options.challenge);
       (options.allowCredentials || []).forEach((c) => { c.id = b64urlToBytes(c.id); });
       const assertion = await navigator.credentials.get({ publicKey: options });
-      const result = await post(button.dataset.approveUrl, {
+      await post(button.dataset.approveUrl, {
         id: assertion.id,
         rawId: bytesToB64url(assertion.rawId),
         type: assertion.type,
@@ -79,22 +112,24 @@
           userHandle: assertion.response.userHandle ? bytesToB64url(assertion.response.userHandle) : null,
         },
       });
-      say("sign-result", result.status === "signed" ? "Signed." : `Signed (${result.status}).`);
+      say("sign-result", gettext("Signed."), "signed");
       refreshTimeline();
     } catch (error) {
-      say("sign-result", `Not signed: ${error.message}`);
+      say("sign-result", explain(error, gettext("Nothing was signed.")), "failed");
       button.disabled = false;
     }
   }
 
-  async function reject(button) {
-    try {
-      await post(button.dataset.rejectUrl);
-      say("sign-result", "Rejected.");
-      refreshTimeline();
-    } catch (error) {
-      say("sign-result", `Not rejected: ${error.message}`);
-    }
+  // Reject asks first: the link opens the confirmation form in place (without JavaScript the
+  // link loads the same form); "No" closes it again.
+  function showRejectConfirm(show) {
+    const form = document.getElementById("reject-confirm");
+    const link = document.getElementById("reject");
+    if (!form) return;
+    form.hidden = !show;
+    if (link) link.setAttribute("aria-expanded", String(show));
+    if (show) document.getElementById("reject-confirm-heading").focus();
+    else if (link) link.focus();
   }
 
   // Time left to sign: the server renders the milliseconds left in data-ms-left (its clock,
@@ -104,10 +139,9 @@
   function timeLeftText(seconds) {
     const hours = Math.floor(seconds / 3600);
     const minutes = Math.floor((seconds % 3600) / 60);
-    const secs = seconds % 60;
-    if (hours) return `${hours} h ${minutes} min`;
-    if (minutes) return `${minutes} min ${secs} s`;
-    return `${secs} s`;
+    const secs = String(seconds % 60).padStart(2, "0");
+    if (hours) return `${hours}:${String(minutes).padStart(2, "0")}:${secs}`;
+    return `${minutes}:${secs}`;
   }
   function tick() {
     const el = document.getElementById("time-left");
@@ -118,7 +152,7 @@
     if (value) value.textContent = timeLeftText(seconds);
     if (seconds === 0 && !el.dataset.timeUp) {
       el.dataset.timeUp = "1";
-      el.textContent = "Time is up: this request is expiring.";
+      el.textContent = gettext("Time is up: this request is expiring.");
       const approveButton = document.getElementById("approve");
       if (approveButton) approveButton.disabled = true;
       refreshTimeline();
@@ -129,10 +163,11 @@
   document.addEventListener("htmx:afterSwap", tick);
 
   document.addEventListener("click", (event) => {
-    const target = event.target.closest("button");
+    const target = event.target.closest("button, a");
     if (!target) return;
     if (target.id === "register-passkey") register(target);
     if (target.id === "approve") approve(target);
-    if (target.id === "reject") reject(target);
+    if (target.id === "reject") { event.preventDefault(); showRejectConfirm(true); }
+    if (target.id === "reject-no") { event.preventDefault(); showRejectConfirm(false); }
   });
 })();

@@ -1,0 +1,87 @@
+"""Numbers, money, dates and relative times in the active language (Babel's CLDR data):
+`1.234,56` and `R$ 1.234,56` in pt-BR, `1.234,56 €` in es, `$1,234.56` in en. End-user pages
+only; the API and the back-office keep their fixed formats."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from decimal import Decimal, InvalidOperation
+
+from babel import dates as babel_dates
+from babel import numbers as babel_numbers
+from django.conf import settings
+from django.utils import timezone, translation
+
+# The fiat a user most likely thinks in, by page language (Brazil: BRL; Spain: EUR).
+FIAT_FOR_LANGUAGE = {"pt-br": "BRL", "es": "EUR", "en": "USD"}
+
+
+def locale_name() -> str:
+    return translation.to_locale(translation.get_language() or settings.LANGUAGE_CODE)
+
+
+def fiat_currency() -> str:
+    language = (translation.get_language() or "en").lower()
+    return FIAT_FOR_LANGUAGE.get(language) or FIAT_FOR_LANGUAGE.get(language.split("-")[0], "USD")
+
+
+def _decimal(value) -> Decimal | None:
+    try:
+        number = Decimal(str(value))
+    except (InvalidOperation, ValueError, TypeError):
+        return None
+    return number if number.is_finite() else None
+
+
+def format_amount(value) -> str:
+    """A token amount with every significant decimal it has ("1.5" → "1,5" in pt-BR)."""
+    number = _decimal(value)
+    if number is None:
+        return str(value or "")
+    places = max(-number.normalize().as_tuple().exponent, 0)
+    pattern = "#,##0" + ("." + "0" * places if places else "")
+    return babel_numbers.format_decimal(
+        number, format=pattern, locale=locale_name(), decimal_quantization=False
+    )
+
+
+def format_money(value, currency: str) -> str:
+    number = _decimal(value)
+    if number is None:
+        return ""
+    return babel_numbers.format_currency(number, currency, locale=locale_name())
+
+
+def format_percent(value) -> str:
+    number = _decimal(value)
+    if number is None:
+        return str(value or "")
+    return babel_numbers.format_percent(
+        number / 100, format="#,##0.##%", locale=locale_name(), decimal_quantization=False
+    )
+
+
+def format_datetime(value: datetime | None) -> str:
+    """Date and time to the minute, in UTC (the time zone every end-user page uses)."""
+    if value is None:
+        return ""
+    text = babel_dates.format_datetime(
+        value, format="medium", tzinfo=timezone.get_current_timezone(), locale=locale_name()
+    )
+    return f"{text} {timezone.get_current_timezone_name()}"
+
+
+def format_relative(value: datetime | None, *, now: datetime | None = None) -> str:
+    """ "3 hours ago", "em 14 minutos", "dentro de 2 días"."""
+    if value is None:
+        return ""
+    delta: timedelta = value - (now or timezone.now())
+    return babel_dates.format_timedelta(
+        delta, add_direction=True, threshold=1.0, locale=locale_name()
+    )
+
+
+def format_duration(seconds: int) -> str:
+    return babel_dates.format_timedelta(
+        timedelta(seconds=seconds), threshold=1.0, locale=locale_name()
+    )
