@@ -308,6 +308,12 @@ MCP_ALLOWED_ORIGINS = env_list(
 # Scopes every HTTP request needs (403 insufficient_scope otherwise); each tool's own scope is
 # checked by the API it calls.
 MCP_REQUIRED_SCOPES = env_list("MCP_REQUIRED_SCOPES", [])
+# MCP tasks (mcp_adapter/task_store.py): the TTL a task gets when the client asks for none, the
+# most it may ask for, the poll interval we suggest, and the tasks/list page size.
+MCP_TASK_DEFAULT_TTL_MS = env_int("MCP_TASK_DEFAULT_TTL_MS", 24 * 3600 * 1000, minimum=1000)
+MCP_TASK_MAX_TTL_MS = env_int("MCP_TASK_MAX_TTL_MS", 7 * 24 * 3600 * 1000, minimum=1000)
+MCP_TASK_POLL_INTERVAL_MS = env_int("MCP_TASK_POLL_INTERVAL_MS", 5000, minimum=100)
+MCP_TASK_PAGE_SIZE = env_int("MCP_TASK_PAGE_SIZE", 50, minimum=1)
 
 CACHE_URL = env_url("CACHE_URL", "locmem://", schemes=("locmem", "redis", "rediss"))
 CACHES = {
@@ -370,6 +376,7 @@ _TASK_KINDS = {
     "operations.tasks.operations_expire_details": "housekeeping",
     "messaging.tasks.deliveries_reap_leases": "housekeeping",
     "actions.tasks.card_purchases_sync_signed_in": "housekeeping",
+    "mcp_adapter.tasks.tasks_purge_expired": "housekeeping",
 }
 CELERY_TASK_ROUTES = {
     name: {"queue": CELERY_QUEUES_BY_KIND[kind]} for name, kind in _TASK_KINDS.items()
@@ -394,6 +401,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "operations.tasks.operations_expire_details",
         "schedule": 600.0,
     },
+    "mcp-tasks-purge-expired": {"task": "mcp_adapter.tasks.tasks_purge_expired", "schedule": 300.0},
 }
 
 # --- Chain ---------------------------------------------------------------------------------
