@@ -536,3 +536,70 @@ def test_stdio_both_revisions_and_a_restart_in_the_middle_of_a_task(live_server,
         assert got["status"] == "completed" and got["result"]["isError"] is False
     finally:
         modern.stop()
+
+
+def test_2026_07_28_listen_stream_carries_task_status(
+    http_server,  # noqa: F811 - the imported fixture
+    dm,
+    other_user,
+    application,
+    make_token,
+):
+    """subscriptions/listen with taskIds: acknowledged with the caller's own tasks only, then
+    one `notifications/tasks` (the full DetailedTask) per transition of the delivery."""
+    with http_server() as http:
+        rpc = HttpRpc(http.url, dm.token.token, MODERN)
+        task_id = rpc.call("tools/call", {"name": "sosoapi_dm_actions_send", "arguments": dm()})[
+            "result"
+        ]["taskId"]
+        intruder = HttpRpc(
+            http.url, make_token(other_user, application, scope=DM_SCOPES).token, MODERN
+        )
+        params = rpc._params({"notifications": {"taskIds": [task_id, str(uuid.uuid4())]}})
+        body = {"jsonrpc": "2.0", "id": 99, "method": "subscriptions/listen", "params": params}
+        frames: queue.Queue = queue.Queue()
+
+        def listen(client: HttpRpc, request: dict) -> requests.Response:
+            response = requests.post(
+                http.url,
+                json=request,
+                headers=client._headers("subscriptions/listen", request["params"]),
+                stream=True,
+                timeout=30,
+            )
+            assert response.status_code == 200
+
+            def read():
+                try:
+                    for line in response.iter_lines(decode_unicode=True):
+                        if line and line.startswith("data:"):
+                            frames.put((client, json.loads(line[5:])))
+                except (requests.RequestException, AttributeError):
+                    pass  # closed by the test
+
+            threading.Thread(target=read, daemon=True).start()
+            return response
+
+        mine = listen(rpc, body)
+        theirs = listen(intruder, {**body, "id": 98})
+        acks = {}
+        while len(acks) < 2:
+            client, frame = frames.get(timeout=5)
+            assert frame["method"] == "notifications/subscriptions/acknowledged"
+            acks[client] = frame["params"]
+        assert acks[rpc]["notifications"]["taskIds"] == [task_id]
+        assert acks[rpc]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 99
+        assert acks[intruder]["notifications"]["taskIds"] == []
+        entity = McpTask.objects.get(pk=task_id).entity_id
+        _send(entity, "claimed", "sending", "sent")
+        seen = []
+        while not seen or seen[-1]["status"] != "completed":
+            client, frame = frames.get(timeout=5)
+            assert client is rpc, "another user's stream got a task notification"
+            assert frame["method"] == "notifications/tasks"
+            seen.append(frame["params"])
+        assert [f["status"] for f in seen] == ["working", "working", "completed"]
+        assert seen[-1]["result"]["structuredContent"]["action"]["status"] == "sent"
+        assert seen[-1]["taskId"] == task_id
+        mine.close()
+        theirs.close()
