@@ -170,6 +170,14 @@ def test_2025_11_25_over_http_every_method(
         refused = rpc.call("tools/call", {"name": "get_profile", "arguments": {}, "task": {}})
         assert refused["error"]["code"] == -32601
 
+        # Refused at once (bad input): a task that failed at birth, its result the refusal.
+        bad = rpc.call(
+            "tools/call",
+            {"name": "sosoapi_dm_actions_send", "arguments": {**dm(), "text": 5}, "task": {}},
+        )["result"]["task"]
+        assert bad["status"] == "failed" and "text" in bad["statusMessage"]
+        refusal = rpc.call("tasks/result", {"taskId": bad["taskId"]})["result"]
+        assert refusal["isError"] is True and refusal["_meta"][RELATED]["taskId"] == bad["taskId"]
         created = rpc.call(
             "tools/call",
             {"name": "sosoapi_dm_actions_send", "arguments": dm(), "task": {"ttl": 60000}},
@@ -189,7 +197,7 @@ def test_2025_11_25_over_http_every_method(
         assert got["taskId"] == task["taskId"] and got["status"] == "working"
         assert got["createdAt"].endswith("Z") and got["pollInterval"] == 5000
         listed = rpc.call("tasks/list")["result"]
-        assert [t["taskId"] for t in listed["tasks"]] == [task["taskId"]]
+        assert [t["taskId"] for t in listed["tasks"]] == [task["taskId"], bad["taskId"]]
         assert "nextCursor" not in listed
 
         # Cancelling the queued delivery: the task and the delivery end cancelled.
@@ -591,14 +599,15 @@ def test_2026_07_28_listen_stream_carries_task_status(
         assert acks[rpc]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 99
         assert acks[intruder]["notifications"]["taskIds"] == []
         entity = McpTask.objects.get(pk=task_id).entity_id
-        _send(entity, "claimed", "sending", "sent")
         seen = []
-        while not seen or seen[-1]["status"] != "completed":
+        for step in ("claimed", "sending", "sent"):  # one at a time: each state is seen
+            _send(entity, step)
             client, frame = frames.get(timeout=5)
             assert client is rpc, "another user's stream got a task notification"
             assert frame["method"] == "notifications/tasks"
             seen.append(frame["params"])
         assert [f["status"] for f in seen] == ["working", "working", "completed"]
+        assert seen[1]["statusMessage"] == "Sending to the provider."
         assert seen[-1]["result"]["structuredContent"]["action"]["status"] == "sent"
         assert seen[-1]["taskId"] == task_id
         mine.close()
