@@ -612,3 +612,77 @@ def test_2026_07_28_listen_stream_carries_task_status(
         assert seen[-1]["taskId"] == task_id
         mine.close()
         theirs.close()
+
+
+def test_the_official_sdk_client_follows_a_task_through_its_extension_hook(
+    http_server,  # noqa: F811 - the imported fixture
+    dm,
+):
+    """mcp 2.3's Client has no tasks of its own, but lets an extension claim a `resultType`
+    and resolve it (SEP-2663: a client may drive the polling itself and hand back the final
+    CallToolResult). With that hook the plain `call_tool` returns the delivery's end."""
+    from typing import Any, ClassVar, Literal
+
+    import anyio
+    import httpx2
+    import mcp_types as types
+    from mcp import Client
+    from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+    from mcp.client.streamable_http import streamable_http_client
+    from pydantic import Field, TypeAdapter
+
+    from mcp_adapter.tests.conftest import run
+
+    class TaskHandle(types.Result):
+        result_type: Literal["task"] = Field(alias="resultType")
+        task_id: str = Field(alias="taskId")
+        status: str
+
+    class GetTask(types.Request):
+        name_param: ClassVar[str | None] = "taskId"  # the Mcp-Name routing header
+        method: Literal["tasks/get"] = "tasks/get"
+        params: dict[str, Any]
+
+    polled: list[str] = []
+
+    async def resolve(handle: TaskHandle, ctx: ClaimContext) -> types.CallToolResult:
+        while True:
+            task = await ctx.session.send_request(
+                GetTask(params={"taskId": handle.task_id}), TypeAdapter(dict[str, Any])
+            )
+            polled.append(task["status"])
+            if task["status"] == "completed":
+                return types.CallToolResult.model_validate(task["result"])
+            if task["status"] in ("failed", "cancelled"):
+                raise AssertionError(task)
+            await anyio.sleep(0.1)
+
+    class Tasks(ClientExtension):
+        identifier = EXTENSION
+
+        def claims(self):
+            return [ResultClaim(result_type="task", model=TaskHandle, resolve=resolve)]
+
+    def worker():
+        deadline = time.monotonic() + 10
+        while not McpTask.objects.exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        _send(McpTask.objects.get().entity_id, "claimed", "sending", "sent")
+
+    async def call(url):
+        headers = {"Authorization": f"Bearer {dm.token.token}"}
+        async with httpx2.AsyncClient(headers=headers) as http_client:
+            transport = streamable_http_client(url, http_client=http_client)
+            async with Client(transport, extensions=[Tasks()]) as client:
+                return await client.call_tool("sosoapi_dm_actions_send", dm())
+
+    with http_server() as http:
+        thread = threading.Thread(target=worker)
+        thread.start()
+        result = run(call, http.url)
+        thread.join()
+    assert result.is_error is False
+    assert result.structured_content["action"]["status"] == "sent"
+    assert polled[0] == "working" and polled[-1] == "completed"
+    assert McpTask.objects.get().protocol_version == MODERN
