@@ -100,11 +100,18 @@ class HttpRpc:
             }
         return params
 
-    def call(self, method: str, params: dict | None = None, *, tasks: bool | None = None):
+    def call(
+        self,
+        method: str,
+        params: dict | None = None,
+        *,
+        tasks: bool | None = None,
+        timeout: float = 15,
+    ):
         params = self._params(params, tasks)
         body = {"jsonrpc": "2.0", "id": next(self.ids), "method": method, "params": params}
         response = requests.post(
-            self.url, json=body, headers=self._headers(method, params), timeout=15
+            self.url, json=body, headers=self._headers(method, params), timeout=timeout
         )
         if method == "initialize":
             self.session_id = response.headers.get("mcp-session-id")
