@@ -102,6 +102,16 @@ def _not_in_revision(method: str, version: str) -> MCPError:
     return MCPError(types.METHOD_NOT_FOUND, f"{method} is not defined in revision {version}")
 
 
+def _forget(registry: dict[str, set[Any]], task_id: str, item: Any) -> None:
+    """Drop one waiter, stream or session of a task, and the task's entry once it is empty
+    (the registries live as long as the server: they must not keep every task id seen)."""
+    items = registry.get(task_id)
+    if items is not None:
+        items.discard(item)
+        if not items:
+            registry.pop(task_id, None)
+
+
 def _declares_extension(meta: Any) -> bool:
     capabilities = meta.get(CLIENT_CAPABILITIES) if isinstance(meta, dict) else None
     extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
@@ -186,6 +196,17 @@ class TaskProtocol:
         task = await sync_to_async(task_store.task_create)(
             context=context, tool=name, protocol_version=version, ttl_ms=ttl, result=call_result
         )
+        logger.info(
+            "mcp task created",
+            extra={
+                "task_id": str(task.pk),
+                "tool": name,
+                "user_id": context.user_id,
+                "client_id": context.client_id,
+                "protocol_version": version,
+                "task_status": task.status,
+            },
+        )
         if modern:
             return {"resultType": "task", **modern_task(task)}
         self._sessions[str(task.pk)].add(ctx.session)
@@ -224,7 +245,7 @@ class TaskProtocol:
                 waiter = anyio.Event()
                 self._waiters[params.task_id].add(waiter)
         finally:
-            self._waiters[params.task_id].discard(waiter)
+            _forget(self._waiters, params.task_id, waiter)
 
     async def _list(self, ctx, params: types.PaginatedRequestParams) -> dict[str, Any]:
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -249,6 +270,15 @@ class TaskProtocol:
             )
         except TaskError as exc:
             raise _invalid(exc) from None
+        logger.info(
+            "mcp task cancelled",
+            extra={
+                "task_id": str(task.pk),
+                "user_id": context.user_id,
+                "client_id": context.client_id,
+                "task_status": task.status,
+            },
+        )
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return {}  # an acknowledgement; the task says `cancelled` on its next read
         return legacy_task(task)
@@ -286,13 +316,13 @@ class TaskProtocol:
             try:
                 stream.send_nowait(task)
             except (anyio.WouldBlock, anyio.ClosedResourceError):
-                self._streams[task_id].discard(stream)
+                _forget(self._streams, task_id, stream)
         note = _Notification(method="notifications/tasks/status", params=legacy_task(task))
         for session in list(self._sessions.get(task_id, ())):
             try:
                 await session.send_notification(note)
             except Exception:  # noqa: BLE001 - a closed session: forget it
-                self._sessions[task_id].discard(session)
+                _forget(self._sessions, task_id, session)
         if task.is_terminal:
             self._sessions.pop(task_id, None)
 
@@ -369,7 +399,7 @@ class TaskProtocol:
         finally:
             unsubscribe()
             for task_id in honored:
-                self._streams[task_id].discard(send)
+                _forget(self._streams, task_id, send)
             send.close()
             receive.close()
         return {"_meta": meta}
