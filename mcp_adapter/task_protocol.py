@@ -209,7 +209,8 @@ class TaskProtocol:
         )
         if modern:
             return {"resultType": "task", **modern_task(task)}
-        self._sessions[str(task.pk)].add(ctx.session)
+        if not task.is_terminal:
+            self._sessions[str(task.pk)].add(ctx.session)
         return {"task": legacy_task(task), "_meta": {IMMEDIATE_RESPONSE: task.status_message}}
 
     # --- methods ----------------------------------------------------------------------------
@@ -225,7 +226,8 @@ class TaskProtocol:
         task = await self._read(params.task_id)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return {"resultType": "complete", **modern_task(task)}
-        self._sessions[str(task.pk)].add(ctx.session)
+        if not task.is_terminal:  # nothing more will be said about an ended task
+            self._sessions[str(task.pk)].add(ctx.session)
         return legacy_task(task)
 
     async def _result(self, ctx, params: types.GetTaskPayloadRequestParams) -> dict[str, Any]:
