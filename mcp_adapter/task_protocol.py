@@ -183,6 +183,16 @@ class TaskProtocol:
                 types.METHOD_NOT_FOUND, f"Tool {name!r} does not support task-augmented calls"
             )
         context = await sync_to_async(task_store.auth_context_for_token)(self.server._token())
+        if context is not None and not await sync_to_async(task_store.tasks_live_room)(
+            context=context
+        ):
+            if modern:  # the server decides: no task this time, the plain answer
+                return await call_next(ctx)
+            raise MCPError(
+                types.INVALID_REQUEST,
+                f"Too many tasks in progress for this client (at most "
+                f"{settings.MCP_TASK_MAX_LIVE}): wait for one to end or cancel one",
+            )
         result = await call_next(ctx)
         if context is None or (modern and result.get("isError")):
             return result  # not authenticated, or refused at once: the plain answer says why

@@ -389,6 +389,23 @@ def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
         raise TaskError("Invalid cursor") from None
 
 
+def tasks_live_room(*, context: AuthContext) -> bool:
+    """Whether the context may start one more task (MCP_TASK_MAX_LIVE in progress at most).
+    Rows are re-projected first when the count is at the limit: a task whose work ended while
+    nobody read it must not hold a place."""
+    live = McpTask.objects.filter(
+        user_id=context.user_id,
+        application_id=context.application_id,
+        expires_at__gt=timezone.now(),
+    ).exclude(status__in=TERMINAL)
+    limit = settings.MCP_TASK_MAX_LIVE
+    if live.count() < limit:
+        return True
+    for task in live[: limit + 1]:
+        task_refresh(task=task)
+    return live.count() < limit
+
+
 def tasks_following(*, kind: str, entity_id: Any) -> list[McpTask]:
     """The live tasks over one entity, refreshed: what a published transition changed."""
     try:

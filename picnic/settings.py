@@ -314,6 +314,8 @@ MCP_TASK_DEFAULT_TTL_MS = env_int("MCP_TASK_DEFAULT_TTL_MS", 24 * 3600 * 1000, m
 MCP_TASK_MAX_TTL_MS = env_int("MCP_TASK_MAX_TTL_MS", 7 * 24 * 3600 * 1000, minimum=1000)
 MCP_TASK_POLL_INTERVAL_MS = env_int("MCP_TASK_POLL_INTERVAL_MS", 5000, minimum=100)
 MCP_TASK_PAGE_SIZE = env_int("MCP_TASK_PAGE_SIZE", 50, minimum=1)
+# Tasks still in progress one user + OAuth client may have; past it no new task is created.
+MCP_TASK_MAX_LIVE = env_int("MCP_TASK_MAX_LIVE", 100, minimum=1)
 
 CACHE_URL = env_url("CACHE_URL", "locmem://", schemes=("locmem", "redis", "rediss"))
 CACHES = {

@@ -695,3 +695,29 @@ def test_the_official_sdk_client_follows_a_task_through_its_extension_hook(
     assert result.structured_content["action"]["status"] == "sent"
     assert polled[0] == "working" and polled[-1] == "completed"
     assert McpTask.objects.get().protocol_version == MODERN
+
+
+def test_a_client_has_at_most_mcp_task_max_live_tasks_in_progress(
+    http_server,  # noqa: F811 - the imported fixture
+    dm,
+):
+    with http_server(MCP_TASK_MAX_LIVE=1) as http:
+        legacy = HttpRpc(http.url, dm.token.token, LEGACY)
+        modern = HttpRpc(http.url, dm.token.token, MODERN)
+        call = {"name": "sosoapi_dm_actions_send", "task": {}}
+        first = legacy.call("tools/call", {**call, "arguments": dm()})["result"]["task"]
+        refused = legacy.call("tools/call", {**call, "arguments": dm()})["error"]
+        assert refused["code"] == -32600 and "Too many tasks in progress" in refused["message"]
+        # 2026-07-28: the server just answers without a task (the message is still queued).
+        plain = modern.call("tools/call", {**call, "arguments": dm()})["result"]
+        assert plain["resultType"] == "complete" and plain["isError"] is False
+        assert McpTask.objects.count() == 1 and Delivery.objects.count() == 2
+    # The first one ends while no MCP server runs (nobody re-projects the row) …
+    _send(McpTask.objects.get(pk=first["taskId"]).entity_id, "claimed", "sending", "sent")
+    assert McpTask.objects.get(pk=first["taskId"]).status == "working"
+    # … and still makes room: the count re-reads the work behind the rows at the limit.
+    with http_server(MCP_TASK_MAX_LIVE=1) as http:
+        legacy = HttpRpc(http.url, dm.token.token, LEGACY)
+        again = legacy.call("tools/call", {**call, "arguments": dm()})["result"]["task"]
+        assert again["status"] == "working"
+    assert McpTask.objects.get(pk=first["taskId"]).status == "completed"
