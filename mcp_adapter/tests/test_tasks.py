@@ -248,6 +248,16 @@ def test_2025_11_25_over_http_every_method(
                 "message": "Failed to retrieve task: Task not found",
             }
         assert rpc.call("tasks/list", {"cursor": "nope"})["error"]["code"] == -32602
+        # Hostile shapes: a clear -32602, never a crash.
+        for method, params in (
+            ("tasks/get", {}),
+            ("tasks/get", {"taskId": 5}),
+            ("tasks/cancel", {"taskId": ["x"]}),
+            ("tasks/result", {"taskId": "\x00"}),
+            ("tasks/list", {"cursor": "A" * 10000}),
+            ("tools/call", {"name": "sosoapi_dm_actions_send", "arguments": dm(), "task": "x"}),
+        ):
+            assert rpc.call(method, params)["error"]["code"] == -32602, (method, params)
         assert rpc.call("tasks/update", {"taskId": second["taskId"]})["error"]["code"] == -32601
 
         # Another user with the same client, and the same user with another client: refused,
@@ -322,6 +332,8 @@ def test_2026_07_28_over_http_every_method(http_server, dm):  # noqa: F811
         assert rpc.call("tasks/result", {"taskId": task_id})["error"]["code"] == -32601
         assert rpc.call("tasks/list")["error"]["code"] == -32601
         assert rpc.call("tasks/get", {"taskId": str(uuid.uuid4())})["error"]["code"] == -32602
+        bad = rpc.call("subscriptions/listen", {"notifications": {"taskIds": "all"}})["error"]
+        assert bad["code"] == -32602
         error = rpc.call(
             "subscriptions/listen", {"notifications": {"taskIds": [task_id]}}, tasks=False
         )["error"]
