@@ -1,19 +1,20 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run    the whole system on embedded defaults at http://127.0.0.1:8000
 #   make test   install what is missing, then run the whole suite
-# and `make test-fast` runs the tests that need neither the chain stack nor a browser (nor the
-# two-minute soak test).
+# and `make test-fast` runs the tests that need neither the chain stack nor a browser nor Node
+# (nor the two-minute soak test).
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 PY_STAMP := $(VENV)/.deps-stamp
 NODE_STAMP := chain/node_modules/.deps-stamp
+MCP_NODE_STAMP := mcp_adapter/conformance/node_modules/.deps-stamp
 
 .PHONY: deps chromium run prod test test-fast lint format chain clean
 
 BUILD_STAMP := chain/build/.build-stamp
 
-deps: $(PY_STAMP) $(NODE_STAMP) $(BUILD_STAMP) chromium
+deps: $(PY_STAMP) $(NODE_STAMP) $(MCP_NODE_STAMP) $(BUILD_STAMP) chromium
 
 # The browser tests drive Debian's Chromium (never a downloaded browser build).
 chromium:
@@ -27,6 +28,12 @@ $(PY_STAMP): requirements.txt requirements-dev.txt
 
 $(NODE_STAMP): chain/package.json chain/package-lock.json
 	cd chain && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# The official MCP conformance suite and TypeScript SDK client, run by the `node` tests
+# (under the Node 22 the chain stack installs).
+$(MCP_NODE_STAMP): mcp_adapter/conformance/package.json mcp_adapter/conformance/package-lock.json
+	cd mcp_adapter/conformance && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 # Our contracts (solc-js); the stack also recompiles on start when a source changed.
@@ -59,7 +66,7 @@ test: deps
 # Only the Python venv: no npm packages, no compiled contracts, no Chromium. A test that
 # uses the `chain` fixture without the `chain` marker fails collection (conftest.py).
 test-fast: $(PY_STAMP)
-	$(BIN)/pytest -m "not chain and not browser and not soak" $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not chain and not browser and not soak and not node" $(PYTEST_ARGS)
 
 lint: deps
 	$(BIN)/ruff check .
@@ -74,4 +81,4 @@ chain: deps
 	$(BIN)/python -m chain.stack
 
 clean:
-	rm -rf $(VENV) chain/node_modules var
+	rm -rf $(VENV) chain/node_modules mcp_adapter/conformance/node_modules var

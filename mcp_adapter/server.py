@@ -26,7 +26,8 @@ from mcp.server import MCPServer
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.server.mcpserver.prompts import Prompt
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated
@@ -97,6 +98,8 @@ class PicnicMCP(MCPServer):
             ),
             auth=auth,
             token_verifier=DjangoTokenVerifier() if http else None,
+            # serverInfo.version: the version the API publishes (OpenAPI `info.version`).
+            version=settings.SPECTACULAR_SETTINGS["VERSION"],
         )
         self.profile = profile
         if output_schemas is None:
@@ -129,6 +132,27 @@ class PicnicMCP(MCPServer):
         # MCP tasks, both revisions (mcp_adapter/task_protocol.py).
         self.tasks = TaskProtocol(self)
         self.tasks.install()
+        # --- prompts: advertised only once there is one (the product has none) -------------
+        # The SDK registers prompts/list and prompts/get, hence the capability, on every
+        # server; `add_prompt` puts them back.
+        for method in ("prompts/list", "prompts/get"):
+            low._request_handlers.pop(method, None)
+
+    def add_prompt(self, prompt: Prompt) -> None:
+        super().add_prompt(prompt)
+        low = self._lowlevel_server
+        low.add_request_handler(
+            "prompts/list", types.PaginatedRequestParams, self._handle_list_prompts
+        )
+        low.add_request_handler(
+            "prompts/get", types.GetPromptRequestParams, self._handle_get_prompt
+        )
+
+    async def get_prompt(self, name: str, arguments=None, context=None):
+        # An unknown name is the caller's mistake (-32602), not the SDK's ValueError (code 0).
+        if self._prompt_manager.get_prompt(name) is None:
+            raise MCPError(types.INVALID_PARAMS, f"Unknown prompt: {name}")
+        return await super().get_prompt(name, arguments, context)
 
     # --- who is calling ---------------------------------------------------------------------
 
@@ -230,6 +254,10 @@ class PicnicMCP(MCPServer):
         if not token:
             raise ResourceError("Not authenticated")
         answer = await self.api.call("GET", _action_path(action_id), token=token)
+        if 400 <= answer.status < 500:
+            # None for this caller (no such action, not theirs, out of retention): -32602
+            # (SEP-2164), not the internal error (-32603) a plain ResourceError becomes.
+            raise ResourceNotFoundError(answer.message)
         if not answer.ok:
             raise ResourceError(answer.message)
         if not answer.is_json or not isinstance(answer.body, dict):
@@ -342,23 +370,7 @@ def _error(message: str) -> types.CallToolResult:
 
 
 def http_app(server: PicnicMCP):
-    """The streamable-HTTP app: one endpoint (/mcp) for POST and GET, Origin and Host checked,
-    bearer tokens required (401 with `WWW-Authenticate: Bearer resource_metadata=…`), RFC 9728
-    metadata at /.well-known/oauth-protected-resource/mcp."""
-    from urllib.parse import urlsplit
+    """The streamable-HTTP app (mcp_adapter/http.py)."""
+    from mcp_adapter.http import streamable_http_app
 
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    resource = urlsplit(settings.MCP_RESOURCE_URL)
-    return server.streamable_http_app(
-        streamable_http_path=resource.path or "/mcp",
-        transport_security=TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=[
-                resource.netloc,
-                *(urlsplit(o).netloc for o in settings.MCP_ALLOWED_ORIGINS),
-            ],
-            allowed_origins=settings.MCP_ALLOWED_ORIGINS,
-        ),
-        host="127.0.0.1",
-    )
+    return streamable_http_app(server)

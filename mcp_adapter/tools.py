@@ -26,6 +26,9 @@ class ToolSpec:
     profiles: frozenset[str] = field(default_factory=lambda: frozenset({"core", "full"}))
     # Arguments that go into the path, not the body.
     path_args: tuple[str, ...] = ()
+    # Its scope is asked for when a caller first uses it (403 insufficient_scope, the client's
+    # step-up), not in the first authorization: every tool that proposes or sends something.
+    step_up: bool = False
 
 
 READ_ONLY = {
@@ -57,6 +60,7 @@ def _action_tool(name: str, description: str, input_schema: dict[str, Any]) -> T
         input_schema=input_schema,
         output_schema=actions.ACTION_CREATED_SCHEMA,
         annotations=PROPOSES,
+        step_up=True,
     )
 
 
@@ -214,6 +218,7 @@ TOOLS: list[ToolSpec] = [
             "openWorldHint": True,
         },
         profiles=frozenset({"full"}),
+        step_up=True,
     ),
     ToolSpec(
         name="tong_operation_status",
@@ -233,3 +238,5 @@ TOOLS: list[ToolSpec] = [
 ]
 TOOLS_BY_NAME = {tool.name: tool for tool in TOOLS}
 PROFILES = ("core", "full")
+# What reading picnic://action/{action_id} (and following it) needs: get_action_status's scope.
+RESOURCE_SCOPE = TOOLS_BY_NAME["get_action_status"].scope

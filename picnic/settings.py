@@ -308,6 +308,12 @@ MCP_ALLOWED_ORIGINS = env_list(
 # Scopes every HTTP request needs (403 insufficient_scope otherwise); each tool's own scope is
 # checked by the API it calls.
 MCP_REQUIRED_SCOPES = env_list("MCP_REQUIRED_SCOPES", [])
+# Resumable SSE streams (2025-11-25): a client that lost a stream reconnects after
+# MCP_SSE_RETRY_MS with Last-Event-ID; each stream keeps its last MCP_EVENT_STORE_MAX_EVENTS
+# events (in Redis with EVENTS_URL=redis://…, for MCP_EVENT_STORE_TTL_SECONDS after the last).
+MCP_SSE_RETRY_MS = env_int("MCP_SSE_RETRY_MS", 1000, minimum=100)
+MCP_EVENT_STORE_MAX_EVENTS = env_int("MCP_EVENT_STORE_MAX_EVENTS", 1000, minimum=10)
+MCP_EVENT_STORE_TTL_SECONDS = env_int("MCP_EVENT_STORE_TTL_SECONDS", 3600, minimum=60)
 # MCP tasks (mcp_adapter/task_store.py): the TTL a task gets when the client asks for none, the
 # most it may ask for, the poll interval we suggest, and the tasks/list page size.
 MCP_TASK_DEFAULT_TTL_MS = env_int("MCP_TASK_DEFAULT_TTL_MS", 24 * 3600 * 1000, minimum=1000)

@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import threading
+import time
+
 import anyio
 import pytest
 
 from actions.services.lifecycle import action_create
+from chain.stack import free_port
 from mcp_adapter.api import PicnicApi
-from mcp_adapter.server import PicnicMCP
+from mcp_adapter.server import PicnicMCP, http_app
 from messaging.tests.conftest import social_account, workspace  # noqa: F401 - shared fixtures
 
 
@@ -47,3 +51,46 @@ def make_server(live_server, events_dir):
         return PicnicMCP(api=PicnicApi(live_server.url), token=token, **kwargs)
 
     return make
+
+
+class HttpServer:
+    def __init__(self, server: PicnicMCP, port: int):
+        import uvicorn
+
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}/mcp"
+        self.uvicorn = uvicorn.Server(
+            uvicorn.Config(http_app(server), host="127.0.0.1", port=port, log_level="warning")
+        )
+        self.server = server
+
+    def __enter__(self):
+        async def main():
+            async with self.server.event_pump():
+                await self.uvicorn.serve()
+
+        self.thread = threading.Thread(target=anyio.run, args=(main,), daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.uvicorn.started:
+            assert time.monotonic() < deadline, "the MCP HTTP server did not start"
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc):
+        self.uvicorn.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def http_server(live_server, settings, events_dir):
+    def start(**overrides):
+        port = free_port()
+        settings.MCP_API_URL = live_server.url
+        settings.MCP_RESOURCE_URL = f"http://127.0.0.1:{port}/mcp"
+        settings.MCP_ALLOWED_ORIGINS = [f"http://127.0.0.1:{port}"]
+        for name, value in overrides.items():
+            setattr(settings, name, value)
+        return HttpServer(PicnicMCP(http=True, api=PicnicApi(live_server.url)), port)
+
+    return start

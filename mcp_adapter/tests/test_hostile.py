@@ -23,7 +23,6 @@ from actions.services.signing import action_reject
 from mcp_adapter.api import PicnicApi, path_segment
 from mcp_adapter.server import PicnicMCP
 from mcp_adapter.tests.conftest import make_action, run
-from mcp_adapter.tests.test_transports import http_server  # noqa: F401 - the HTTP fixture
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -195,7 +194,7 @@ def test_a_tool_route_still_takes_the_tools_post(api_client, user, application, 
 
 
 def test_a_listen_stream_over_http_never_carries_another_users_action(
-    http_server,  # noqa: F811 - the imported fixture
+    http_server,
     user,
     other_user,
     application,
@@ -249,7 +248,7 @@ def test_a_listen_stream_with_only_another_users_action_honours_nothing(
 
 
 def test_a_legacy_subscribe_over_http_to_another_users_action_is_refused(
-    http_server,  # noqa: F811 - the imported fixture
+    http_server,
     action,
     other_user,
     application,

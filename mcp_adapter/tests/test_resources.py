@@ -4,6 +4,7 @@ reaches the subscriber as notifications/resources/updated (through picnic.events
 from __future__ import annotations
 
 import json
+import uuid
 
 import anyio
 import mcp_types as types
@@ -93,3 +94,25 @@ def test_nobody_subscribes_to_another_users_action(
     error = run(body)
     assert isinstance(error, MCPError)
     assert "Action does not belong to the authenticated user" in str(error)
+
+
+def test_an_action_the_caller_cannot_read_is_invalid_params(
+    make_server, action, token, other_user, application, make_token
+):
+    """SEP-2164: a well-formed URI naming no resource (for this caller) is -32602, never the
+    internal error."""
+    intruder = make_token(other_user, application, scope="read:actions")
+
+    async def read(server, uri):
+        async with Client(server) as client:
+            try:
+                await client.read_resource(uri)
+            except MCPError as exc:
+                return exc
+
+    unknown = run(read, make_server(token.token), "picnic://action/" + str(uuid.uuid4()))
+    foreign = run(read, make_server(intruder.token), action.resource_uri)
+    assert unknown.error.code == types.INVALID_PARAMS
+    assert unknown.error.message.startswith("Action not found: ")
+    assert foreign.error.code == types.INVALID_PARAMS
+    assert foreign.error.message == "Action does not belong to the authenticated user"

@@ -25,7 +25,6 @@ from django.utils import timezone
 from actions.models import ActionStatus
 from mcp_adapter import task_store
 from mcp_adapter.models import McpTask
-from mcp_adapter.tests.test_transports import http_server  # noqa: F401 - the HTTP fixture
 from messaging.models import Delivery, DeliveryStatus, Membership, Role
 from messaging.services import delivery_transition
 from picnic.lifecycle import Actor
@@ -152,7 +151,7 @@ def _send(delivery_id, *steps: str) -> None:
 
 
 def test_2025_11_25_over_http_every_method(
-    http_server,  # noqa: F811 - the imported fixture
+    http_server,
     dm,
     user,
     application,
@@ -273,7 +272,7 @@ def test_2025_11_25_over_http_every_method(
             assert intruder.call("tasks/list")["result"]["tasks"] == []
 
 
-def test_2026_07_28_over_http_every_method(http_server, dm):  # noqa: F811
+def test_2026_07_28_over_http_every_method(http_server, dm):
     with http_server() as http:
         rpc = HttpRpc(http.url, dm.token.token, MODERN)
         discovered = rpc.call("server/discover")["result"]
@@ -341,7 +340,7 @@ def test_2026_07_28_over_http_every_method(http_server, dm):  # noqa: F811
         assert error["data"] == {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
 
 
-def test_ttl_is_enforced_and_expired_tasks_are_purged(http_server, dm):  # noqa: F811
+def test_ttl_is_enforced_and_expired_tasks_are_purged(http_server, dm):
     with http_server() as http:
         rpc = HttpRpc(http.url, dm.token.token, LEGACY)
         task = rpc.call(
@@ -364,7 +363,7 @@ def test_ttl_is_enforced_and_expired_tasks_are_purged(http_server, dm):  # noqa:
 
 
 def test_an_action_task_follows_the_action_and_cancel_rejects_it(
-    http_server,  # noqa: F811 - the imported fixture
+    http_server,
     user,
     application,
     make_token,
@@ -405,7 +404,7 @@ def test_an_action_task_follows_the_action_and_cancel_rejects_it(
         task_store.task_cancel(context=context, task_id=task.pk)
 
 
-def test_a_status_change_is_pushed_to_the_listening_session(http_server, dm):  # noqa: F811
+def test_a_status_change_is_pushed_to_the_listening_session(http_server, dm):
     """notifications/tasks/status on the 2025 session's GET stream, for each transition of the
     delivery behind the task; latencies (publish to receipt) printed for docs/benchmarks.md."""
     with http_server() as http:
@@ -569,7 +568,7 @@ def test_stdio_both_revisions_and_a_restart_in_the_middle_of_a_task(live_server,
 
 
 def test_2026_07_28_listen_stream_carries_task_status(
-    http_server,  # noqa: F811 - the imported fixture
+    http_server,
     dm,
     other_user,
     application,
@@ -637,7 +636,7 @@ def test_2026_07_28_listen_stream_carries_task_status(
 
 
 def test_the_official_sdk_client_follows_a_task_through_its_extension_hook(
-    http_server,  # noqa: F811 - the imported fixture
+    http_server,
     dm,
 ):
     """mcp 2.3's Client has no tasks of its own, but lets an extension claim a `resultType`
@@ -710,7 +709,7 @@ def test_the_official_sdk_client_follows_a_task_through_its_extension_hook(
 
 
 def test_a_client_has_at_most_mcp_task_max_live_tasks_in_progress(
-    http_server,  # noqa: F811 - the imported fixture
+    http_server,
     dm,
 ):
     with http_server(MCP_TASK_MAX_LIVE=1) as http:

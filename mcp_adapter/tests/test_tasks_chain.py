@@ -21,7 +21,6 @@ from actions.tests.conftest import (  # noqa: F401 - shared fixtures
 )
 from mcp_adapter.models import McpTask
 from mcp_adapter.tests.test_tasks import LEGACY, RELATED, HttpRpc
-from mcp_adapter.tests.test_transports import http_server  # noqa: F401 - the HTTP fixture
 from picnic.testing import wait_until
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db(transaction=True)]
@@ -29,7 +28,7 @@ RECIPIENT = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"
 
 
 def test_a_transfer_task_waits_for_the_signature_then_the_bundler(
-    http_server,  # noqa: F811 - the imported fixture
+    http_server,
     registered,  # noqa: F811 - the imported fixture
     user,
     application,

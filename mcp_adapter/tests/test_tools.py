@@ -7,8 +7,10 @@ import json
 import uuid
 
 import jsonschema
+import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from actions.contract import ACTION_STATUS_SCHEMA
 from mcp_adapter.api import ApiAnswer
@@ -291,3 +293,25 @@ def test_tong_operation_status(make_server, user, application, make_token):
         _call, make_server(token.token), "tong_operation_status", {"operation_id": missing}
     )
     assert result.is_error
+
+
+def test_there_are_no_prompts_and_an_unknown_one_is_a_protocol_error(make_server):
+    """No prompts: no prompts capability and prompts/get is an unknown method. Where prompts
+    exist (the conformance fixtures), an unknown name is invalid params, not code 0."""
+    from mcp_adapter.tests.conformance_server import ConformanceMCP
+
+    async def get(server):
+        async with Client(server, mode="legacy") as client:
+            capabilities = client.server_capabilities
+            try:
+                await client.get_prompt("nope")
+            except MCPError as exc:
+                return capabilities, exc
+
+    capabilities, error = run(get, make_server(None))
+    assert capabilities.prompts is None and error.error.code == types.METHOD_NOT_FOUND
+    capabilities, error = run(get, ConformanceMCP())
+    assert capabilities.prompts is not None
+    assert (
+        error.error.code == types.INVALID_PARAMS and error.error.message == "Unknown prompt: nope"
+    )

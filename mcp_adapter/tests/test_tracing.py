@@ -11,7 +11,6 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from mcp_adapter.tests.conftest import run
-from mcp_adapter.tests.test_transports import http_server  # noqa: F401 - shared fixture
 from messaging.models import Delivery, Membership, Role
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -75,7 +74,7 @@ def test_a_hostile_meta_traceparent_is_ignored(make_server, dm, value):
     assert len(trace) == 32 and trace != TRACE_ID
 
 
-def test_the_http_transports_traceparent_header_reaches_the_history_rows(http_server, dm):  # noqa: F811
+def test_the_http_transports_traceparent_header_reaches_the_history_rows(http_server, dm):
     token, args = dm
 
     async def call():

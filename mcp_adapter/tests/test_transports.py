@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
-import time
 from pathlib import Path
 
-import anyio
 import httpx2
 import pytest
 import requests
@@ -18,9 +15,6 @@ from django.conf import settings as django_settings
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from chain.stack import free_port
-from mcp_adapter.api import PicnicApi
-from mcp_adapter.server import PicnicMCP, http_app
 from mcp_adapter.tests.conftest import run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -55,49 +49,6 @@ def test_stdio_runs_manage_py_mcp_as_a_subprocess(
     assert "sosoapi_dm_actions_status" not in {t.name for t in tools}  # core profile
     assert all(t.output_schema for t in tools if t.name == "get_action_status")
     assert result.is_error is False and result.structured_content["action_id"] == str(action.pk)
-
-
-class HttpServer:
-    def __init__(self, server: PicnicMCP, port: int):
-        import uvicorn
-
-        self.port = port
-        self.url = f"http://127.0.0.1:{port}/mcp"
-        self.uvicorn = uvicorn.Server(
-            uvicorn.Config(http_app(server), host="127.0.0.1", port=port, log_level="warning")
-        )
-        self.server = server
-
-    def __enter__(self):
-        async def main():
-            async with self.server.event_pump():
-                await self.uvicorn.serve()
-
-        self.thread = threading.Thread(target=anyio.run, args=(main,), daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.uvicorn.started:
-            assert time.monotonic() < deadline, "the MCP HTTP server did not start"
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc):
-        self.uvicorn.should_exit = True
-        self.thread.join(timeout=10)
-
-
-@pytest.fixture
-def http_server(live_server, settings, events_dir):
-    def start(**overrides):
-        port = free_port()
-        settings.MCP_API_URL = live_server.url
-        settings.MCP_RESOURCE_URL = f"http://127.0.0.1:{port}/mcp"
-        settings.MCP_ALLOWED_ORIGINS = [f"http://127.0.0.1:{port}"]
-        for name, value in overrides.items():
-            setattr(settings, name, value)
-        return HttpServer(PicnicMCP(http=True, api=PicnicApi(live_server.url)), port)
-
-    return start
 
 
 INIT = {
@@ -162,7 +113,9 @@ def test_http_answers_insufficient_scope_with_403(http_server, user, application
             timeout=5,
         )
     assert response.status_code == 403
-    assert 'error="insufficient_scope"' in response.headers["WWW-Authenticate"]
+    challenge = response.headers["WWW-Authenticate"]
+    assert 'error="insufficient_scope"' in challenge
+    assert 'scope="agent:dm_read read:actions"' in challenge  # kept, plus the missing one
 
 
 def test_the_streamable_http_client_calls_tools_with_the_callers_token(

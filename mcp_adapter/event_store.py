@@ -1,0 +1,164 @@
+"""Resumable streams on the 2025-11-25 streamable-HTTP transport: the SDK's `EventStore`.
+
+With a store the SDK sends a priming event (an id, empty data and `retry`) first on every SSE
+stream, gives each message an event id, and a client that lost the stream reconnects with
+`Last-Event-ID` and gets what it missed. The SDK shares one store between all sessions and
+names a stream by the JSON-RPC request id, which clients choose (every session has an id 1),
+so the store here is only reached through `for_session`: stream keys and event ids carry the
+session id, and a `Last-Event-ID` from another session finds nothing (the known cross-session
+replay of a shared store; FastMCP scopes its store per session the same way, PrefectHQ/fastmcp
+#4402).
+
+Two backends, bounded both: Redis streams (`EVENTS_URL=redis://…`, production; each stream
+keeps its last MCP_EVENT_STORE_MAX_EVENTS events and expires MCP_EVENT_STORE_TTL_SECONDS after
+its last event) and process memory (the embedded default; the same per-stream cap, and at most
+MAX_MEMORY_STREAMS streams, the oldest forgotten first).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections import OrderedDict, deque
+from typing import Any
+
+import mcp_types as types
+from django.conf import settings
+from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
+
+MAX_MEMORY_STREAMS = 10_000
+REDIS_PREFIX = "picnic:mcp:events:"
+_PRIMING = ""  # stored for the priming event, never replayed
+
+
+def _stream_key(session_id: str, stream_id: Any) -> str:
+    # JSON keeps 1 and "1" apart; the digest keeps a client's long ids out of event ids.
+    digest = hashlib.sha256(json.dumps(stream_id).encode()).hexdigest()[:16]
+    return f"{session_id}.{digest}"
+
+
+def _split(event_id: str) -> tuple[str, str] | None:
+    """(stream key, position) of an event id, or None for anything we did not mint."""
+    key, dot, position = event_id.rpartition(".")
+    if not dot or "." not in key or not position:
+        return None
+    return key, position
+
+
+class MemoryEvents:
+    """Events in process memory (the embedded default)."""
+
+    def __init__(self, max_events: int, max_streams: int = MAX_MEMORY_STREAMS):
+        self.max_events = max_events
+        self.max_streams = max_streams
+        self._streams: OrderedDict[str, tuple[str, deque[tuple[int, str]]]] = OrderedDict()
+        self._counter = itertools.count(1)
+
+    async def append(self, key: str, stream_id: str, payload: str) -> str:
+        entry = self._streams.get(key)
+        if entry is None:
+            entry = self._streams[key] = (stream_id, deque(maxlen=self.max_events))
+            while len(self._streams) > self.max_streams:
+                self._streams.popitem(last=False)
+        self._streams.move_to_end(key)
+        position = next(self._counter)
+        entry[1].append((position, payload))
+        return str(position)
+
+    async def after(self, key: str, position: str) -> tuple[str, list[tuple[str, str]]] | None:
+        entry = self._streams.get(key)
+        if entry is None or not position.isdigit():
+            return None
+        after = int(position)
+        return entry[0], [(str(p), payload) for p, payload in entry[1] if p > after]
+
+
+class RedisEvents:
+    """Events in Redis streams, one per MCP stream (production)."""
+
+    def __init__(self, url: str, max_events: int, ttl_seconds: int):
+        import redis.asyncio
+
+        self.client = redis.asyncio.Redis.from_url(url)
+        self.max_events = max_events
+        self.ttl_seconds = ttl_seconds
+
+    async def append(self, key: str, stream_id: str, payload: str) -> str:
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.xadd(
+                REDIS_PREFIX + key,
+                {"stream": stream_id, "message": payload},
+                maxlen=self.max_events,
+                approximate=False,
+            )
+            pipe.expire(REDIS_PREFIX + key, self.ttl_seconds)
+            entry_id, _ = await pipe.execute()
+        return entry_id.decode()
+
+    async def after(self, key: str, position: str) -> tuple[str, list[tuple[str, str]]] | None:
+        import redis
+
+        try:
+            entries = await self.client.xrange(REDIS_PREFIX + key, min=f"({position}")
+        except redis.ResponseError:  # not a stream entry id: not one of ours
+            return None
+        if not entries:
+            # Either nothing came after it, or the stream expired: tell them apart.
+            last = await self.client.xrevrange(REDIS_PREFIX + key, count=1)
+            if not last:
+                return None
+            return last[0][1][b"stream"].decode(), []
+        stream_id = entries[0][1][b"stream"].decode()
+        return stream_id, [(i.decode(), f[b"message"].decode()) for i, f in entries]
+
+
+class SessionEventStore(EventStore):
+    """One session's view of the store: the SDK's `EventStore` for one transport."""
+
+    def __init__(self, backend: MemoryEvents | RedisEvents, session_id: str):
+        self.backend = backend
+        self.session_id = session_id
+
+    async def store_event(self, stream_id: Any, message: types.JSONRPCMessage | None) -> str:
+        key = _stream_key(self.session_id, stream_id)
+        payload = (
+            _PRIMING
+            if message is None
+            else message.model_dump_json(by_alias=True, exclude_unset=True)
+        )
+        position = await self.backend.append(key, json.dumps(stream_id), payload)
+        return f"{key}.{position}"
+
+    async def replay_events_after(self, last_event_id: str, send_callback: EventCallback):
+        parts = _split(last_event_id)
+        if parts is None or not parts[0].startswith(self.session_id + "."):
+            return None  # malformed, or another session's: nothing to replay
+        found = await self.backend.after(*parts)
+        if found is None:
+            return None
+        stream_id, events = found
+        for position, payload in events:
+            if payload != _PRIMING:
+                message = types.jsonrpc_message_adapter.validate_json(payload)
+                await send_callback(EventMessage(message, f"{parts[0]}.{position}"))
+        return json.loads(stream_id)
+
+
+class PicnicEventStore:
+    """The store the session manager hands out per session (see `for_session`)."""
+
+    def __init__(self, backend: MemoryEvents | RedisEvents):
+        self.backend = backend
+
+    def for_session(self, session_id: str) -> SessionEventStore:
+        return SessionEventStore(self.backend, session_id)
+
+
+def event_store_from_settings() -> PicnicEventStore:
+    max_events = settings.MCP_EVENT_STORE_MAX_EVENTS
+    if settings.EVENTS_URL.startswith("redis"):
+        return PicnicEventStore(
+            RedisEvents(settings.EVENTS_URL, max_events, settings.MCP_EVENT_STORE_TTL_SECONDS)
+        )
+    return PicnicEventStore(MemoryEvents(max_events))
