@@ -33,6 +33,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated
 
 from mcp_adapter.api import ApiAnswer, PicnicApi, path_segment
+from mcp_adapter.task_protocol import TaskProtocol
 from mcp_adapter.tools import TOOLS, ToolSpec
 from picnic import events, metrics, tracing
 from picnic.api import INVALID_INPUT, error_text, schema_errors
@@ -128,6 +129,9 @@ class PicnicMCP(MCPServer):
         low.add_request_handler(
             "subscriptions/listen", types.SubscriptionsListenRequestParams, self._listen_checked
         )
+        # MCP tasks, both revisions (mcp_adapter/task_protocol.py).
+        self.tasks = TaskProtocol(self)
+        self.tasks.install()
         # --- prompts: advertised only once there is one (the product has none) -------------
         # The SDK registers prompts/list and prompts/get, hence the capability, on every
         # server; `add_prompt` puts them back.
@@ -173,6 +177,7 @@ class PicnicMCP(MCPServer):
                     idempotent_hint=spec.annotations["idempotentHint"],
                     open_world_hint=spec.annotations["openWorldHint"],
                 ),
+                execution=self.tasks.execution(spec.name),
             )
             for spec in self.specs.values()
         ]
@@ -290,6 +295,16 @@ class PicnicMCP(MCPServer):
                 types.INVALID_PARAMS, f"At most {MAX_LISTEN_URIS} resource subscriptions per stream"
             )
         allowed = [uri for uri in requested if await self._refusal(uri) is None]
+        task_ids = self.tasks.requested_task_ids(params)
+        if task_ids is not None:  # a stream for task status too: ours (the SDK's knows none)
+            return await self.tasks.listen(
+                ctx,
+                params,
+                task_ids=task_ids,
+                uris=allowed,
+                bus=self._subscriptions,
+                limit=MAX_LISTEN_URIS,
+            )
         notifications = params.notifications.model_copy(
             update={"resource_subscriptions": allowed or None}
         )
@@ -320,6 +335,7 @@ class PicnicMCP(MCPServer):
                 event = await subscription.receive()
                 if event.get("uri"):
                     await self.notify_updated(event["uri"])
+                await self.tasks.on_event(event)
 
     async def notify_updated(self, uri: str) -> None:
         await self._subscriptions.publish(ResourceUpdated(uri=uri))

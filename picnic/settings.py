@@ -328,6 +328,14 @@ MCP_REQUIRED_SCOPES = env_list("MCP_REQUIRED_SCOPES", [])
 MCP_SSE_RETRY_MS = env_int("MCP_SSE_RETRY_MS", 1000, minimum=100)
 MCP_EVENT_STORE_MAX_EVENTS = env_int("MCP_EVENT_STORE_MAX_EVENTS", 1000, minimum=10)
 MCP_EVENT_STORE_TTL_SECONDS = env_int("MCP_EVENT_STORE_TTL_SECONDS", 3600, minimum=60)
+# MCP tasks (mcp_adapter/task_store.py): the TTL a task gets when the client asks for none, the
+# most it may ask for, the poll interval we suggest, and the tasks/list page size.
+MCP_TASK_DEFAULT_TTL_MS = env_int("MCP_TASK_DEFAULT_TTL_MS", 24 * 3600 * 1000, minimum=1000)
+MCP_TASK_MAX_TTL_MS = env_int("MCP_TASK_MAX_TTL_MS", 7 * 24 * 3600 * 1000, minimum=1000)
+MCP_TASK_POLL_INTERVAL_MS = env_int("MCP_TASK_POLL_INTERVAL_MS", 5000, minimum=100)
+MCP_TASK_PAGE_SIZE = env_int("MCP_TASK_PAGE_SIZE", 50, minimum=1)
+# Tasks still in progress one user + OAuth client may have; past it no new task is created.
+MCP_TASK_MAX_LIVE = env_int("MCP_TASK_MAX_LIVE", 100, minimum=1)
 
 CACHE_URL = env_url("CACHE_URL", "locmem://", schemes=("locmem", "redis", "rediss"))
 CACHES = {
@@ -390,6 +398,7 @@ _TASK_KINDS = {
     "operations.tasks.operations_expire_details": "housekeeping",
     "messaging.tasks.deliveries_reap_leases": "housekeeping",
     "actions.tasks.card_purchases_sync_signed_in": "housekeeping",
+    "mcp_adapter.tasks.tasks_purge_expired": "housekeeping",
 }
 CELERY_TASK_ROUTES = {
     name: {"queue": CELERY_QUEUES_BY_KIND[kind]} for name, kind in _TASK_KINDS.items()
@@ -414,6 +423,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "operations.tasks.operations_expire_details",
         "schedule": 600.0,
     },
+    "mcp-tasks-purge-expired": {"task": "mcp_adapter.tasks.tasks_purge_expired", "schedule": 300.0},
 }
 
 # --- Chain ---------------------------------------------------------------------------------

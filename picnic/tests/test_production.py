@@ -35,6 +35,7 @@ EXPECTED_QUEUES = {
     "actions.tasks.card_purchases_sync_signed_in": "housekeeping",
     "messaging.tasks.deliveries_reap_leases": "housekeeping",
     "operations.tasks.operations_expire_details": "housekeeping",
+    "mcp_adapter.tasks.tasks_purge_expired": "housekeeping",
 }
 
 

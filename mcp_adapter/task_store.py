@@ -1,0 +1,425 @@
+"""The durable MCP task store: services over `McpTask` rows and the lifecycles they follow.
+
+Each task kind is one entry of `KINDS` (as healthchecks' transports: same methods, no
+`if kind == …` chains): `read` the entity, `project` it onto a task status, message and result,
+and `cancel` what can still be cancelled with the existing services. A task is readable only in
+the authorization context that created it (user + OAuth application); another context's task,
+an unknown id and an expired one all raise `TaskNotFound` (the expired one says so only to its
+own context). Terminal projections are written once, by a conditional UPDATE, so the mapping is
+one way."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from mcp_adapter.models import TERMINAL, McpTask, TaskKind, TaskStatus
+from picnic.lifecycle import Actor, IllegalTransition
+
+
+class TaskError(Exception):
+    """A task request the protocol answers with -32602 (Invalid params), in these words."""
+
+
+class TaskNotFound(TaskError):
+    pass
+
+
+class TaskNotCancellable(TaskError):
+    pass
+
+
+@dataclass(frozen=True)
+class AuthContext:
+    """Who asks: the access token's user and OAuth application (the authorization context)."""
+
+    user_id: int
+    application_id: int
+    client_id: str
+    client_name: str
+
+
+def auth_context_for_token(token: str | None) -> AuthContext | None:
+    from oauth2_provider.models import get_access_token_model
+
+    if not token:
+        return None
+    checksum = hashlib.sha256(token.encode()).hexdigest()
+    found = (
+        get_access_token_model()
+        .objects.select_related("application")
+        .filter(token_checksum=checksum)
+        .first()
+    )
+    if found is None or not found.is_valid() or found.application is None:
+        return None
+    return AuthContext(
+        user_id=found.user_id,
+        application_id=found.application_id,
+        client_id=found.application.client_id,
+        client_name=found.application.name,
+    )
+
+
+@dataclass(frozen=True)
+class Projection:
+    status: str
+    message: str
+    is_error: bool = False
+
+
+def tool_result(payload: dict[str, Any], *, is_error: bool, note: str = "") -> dict[str, Any]:
+    """The CallToolResult (wire form) the call ends with: the status tool's JSON, structured
+    and as text, with a sentence before it when the JSON alone could be misread."""
+    text = json.dumps(payload)
+    return {
+        "content": [{"type": "text", "text": f"{note}\n{text}" if note else text}],
+        "structuredContent": payload,
+        "isError": is_error,
+    }
+
+
+# --- kinds ---------------------------------------------------------------------------------
+
+
+class ActionTasks:
+    """transfer, swap, card_freeze, card_unfreeze, card_limit: the task is the action."""
+
+    def read(self, entity_id):
+        from actions.selectors import action_with_history
+        from actions.services.lifecycle import action_expire_if_overdue
+
+        action = action_with_history(action_id=entity_id)
+        if action_expire_if_overdue(action=action) is not action:
+            action = action_with_history(action_id=entity_id)
+        return action
+
+    def entity_id(self, body: dict[str, Any]) -> Any:
+        return body.get("action_id")
+
+    def project(self, action) -> Projection:
+        from actions.models import ActionStatus as S
+        from actions.models import ActionType as T
+        from actions.views import action_created_payload
+
+        kind = {T.TRANSFER: "op", T.SWAP: "op", T.CARD_LIMIT_SET: "limit"}.get(action.type, "card")
+        if action.status == S.PROPOSED:
+            sign_url = action_created_payload(action)["sign_url"]
+            return Projection(
+                TaskStatus.WORKING,
+                f"Waiting for the user's passkey signature at {sign_url} "
+                f"(until {action.expires_at:%Y-%m-%dT%H:%M:%SZ}).",
+            )
+        if action.status == S.SIGNED:
+            return Projection(
+                TaskStatus.WORKING,
+                {
+                    "op": "Signed by the user; submitting the user operation to the bundler.",
+                    "card": "Signed by the user; sending the request to Gnosis Pay.",
+                    "limit": "Signed by the user; relaying the change to the card's delay module.",
+                }[kind],
+            )
+        if action.status in (S.SUBMITTED, S.BROADCAST):
+            return Projection(
+                TaskStatus.WORKING,
+                {
+                    "op": f"{action.status.capitalize()}: waiting for the bundler to include "
+                    "the user operation and for its receipt.",
+                    "card": "Sent to Gnosis Pay; waiting for it to confirm the card's state.",
+                    "limit": "Queued in the card's delay module; waiting for its cooldown to "
+                    "pass before the new limit takes effect.",
+                }[kind],
+            )
+        if action.status == S.EXECUTED:
+            return Projection(TaskStatus.COMPLETED, "Executed.")
+        if action.status == S.REJECTED:
+            return Projection(TaskStatus.CANCELLED, "Declined: the action was rejected.", True)
+        if action.status == S.EXPIRED:
+            return Projection(TaskStatus.FAILED, "Expired before the user signed.", True)
+        return Projection(TaskStatus.FAILED, f"Failed: {action.error or 'see the history'}", True)
+
+    def payload(self, action) -> dict[str, Any]:
+        from actions.presenters import action_status_payload
+
+        return action_status_payload(action)
+
+    def cancel(self, action, *, task: McpTask, context: AuthContext) -> None:
+        from actions.models import ActionStatus as S
+        from actions.services.transitions import action_transition
+
+        try:
+            action_transition(
+                action_id=action.pk,
+                to=S.REJECTED,
+                actor=Actor.agent(),
+                only_from={S.PROPOSED},
+                detail=f"cancelled through MCP tasks/cancel by OAuth client "
+                f"{context.client_name!r} ({context.client_id})",
+            )
+        except IllegalTransition as exc:
+            if exc.current == S.BROADCAST:
+                reason = "the user operation is already broadcast; it will execute or fail on chain"
+            else:
+                reason = f"the user already signed; the action is {exc.current}"
+            raise TaskNotCancellable(f"Cannot cancel task: {reason}") from None
+
+
+class DeliveryTasks:
+    """sosoapi_dm_actions_send: the task ends when the delivery is sent, failed, cancelled or
+    unknown; `unknown` is an error result that says not to re-send, never a success."""
+
+    UNKNOWN_NOTE = (
+        "Not known whether the message was sent: the provider did not answer in time. Do not "
+        "re-send it; look it up later with sosoapi_dm_actions_status (staff resolve it)."
+    )
+
+    def read(self, entity_id):
+        from messaging.models import Delivery
+
+        return Delivery.objects.get(pk=entity_id)
+
+    def entity_id(self, body: dict[str, Any]) -> Any:
+        action = body.get("action")
+        return action.get("id") if isinstance(action, dict) else None
+
+    def project(self, delivery) -> Projection:
+        from messaging.models import DeliveryStatus as D
+
+        working = {
+            D.QUEUED: "Queued; waiting for a worker to send it.",
+            D.CLAIMED: "Claimed by a worker; about to send.",
+            D.SENDING: "Sending to the provider.",
+        }
+        if delivery.status in working:
+            return Projection(TaskStatus.WORKING, working[delivery.status])
+        if delivery.status == D.SENT:
+            return Projection(
+                TaskStatus.COMPLETED, f"Sent (provider message id {delivery.provider_message_id})."
+            )
+        if delivery.status == D.CANCELLED:
+            return Projection(TaskStatus.CANCELLED, "Cancelled before it was sent.", True)
+        if delivery.status == D.UNKNOWN:
+            return Projection(TaskStatus.FAILED, self.UNKNOWN_NOTE, True)
+        return Projection(TaskStatus.FAILED, f"Not sent: {delivery.reason or 'failed'}", True)
+
+    def payload(self, delivery) -> dict[str, Any]:
+        from messaging.contract import action_payload
+
+        return action_payload(delivery)
+
+    def cancel(self, delivery, *, task: McpTask, context: AuthContext) -> None:
+        from messaging.services import delivery_cancel
+
+        try:
+            delivery_cancel(
+                delivery=delivery,
+                user=task.user,
+                note=f"through MCP tasks/cancel by OAuth client {context.client_name!r} "
+                f"({context.client_id})",
+            )
+        except IllegalTransition as exc:
+            raise TaskNotCancellable(
+                f"Cannot cancel task: the delivery is already {exc.current}; only a queued or "
+                "claimed delivery can be cancelled"
+            ) from None
+
+
+KINDS: dict[str, ActionTasks | DeliveryTasks] = {
+    TaskKind.ACTION: ActionTasks(),
+    TaskKind.DELIVERY: DeliveryTasks(),
+}
+# The tools a client may call as a task, and the kind of work each one starts.
+TASK_TOOLS: dict[str, str] = {
+    "transfer": TaskKind.ACTION,
+    "swap": TaskKind.ACTION,
+    "card_freeze": TaskKind.ACTION,
+    "card_unfreeze": TaskKind.ACTION,
+    "card_limit": TaskKind.ACTION,
+    "sosoapi_dm_actions_send": TaskKind.DELIVERY,
+}
+
+
+# --- services --------------------------------------------------------------------------------
+
+
+def task_ttl_ms(requested: Any) -> int:
+    """The TTL we keep a task for: the one asked for, within [1 s, MCP_TASK_MAX_TTL_MS]."""
+    if isinstance(requested, int) and not isinstance(requested, bool) and requested > 0:
+        return max(1000, min(requested, settings.MCP_TASK_MAX_TTL_MS))
+    return settings.MCP_TASK_DEFAULT_TTL_MS
+
+
+def task_create(
+    *,
+    context: AuthContext,
+    tool: str,
+    protocol_version: str,
+    ttl_ms: int,
+    result: dict[str, Any],
+) -> McpTask:
+    """A task over what the tool call just created (committed before it is returned: a
+    tasks/get for its id resolves at once). A refused call is a task that failed at birth."""
+    kind = TASK_TOOLS[tool]
+    now = timezone.now()
+    body = result.get("structuredContent") if not result.get("isError") else None
+    entity_id = KINDS[kind].entity_id(body) if isinstance(body, dict) else None
+    task = McpTask(
+        user_id=context.user_id,
+        application_id=context.application_id,
+        tool=tool,
+        kind=kind,
+        entity_id=uuid.UUID(str(entity_id)) if entity_id else None,
+        protocol_version=protocol_version,
+        accepted=body,
+        created_at=now,
+        last_updated_at=now,
+        ttl_ms=ttl_ms,
+        expires_at=now + timedelta(milliseconds=ttl_ms),
+    )
+    if task.entity_id is None:
+        text = " ".join(c.get("text", "") for c in result.get("content", []))
+        task.status, task.status_message, task.result = TaskStatus.FAILED, text, result
+    else:
+        projection = KINDS[kind].project(KINDS[kind].read(task.entity_id))
+        task.status, task.status_message = projection.status, projection.message
+    task.save(force_insert=True)
+    return task_refresh(task=task) if task.entity_id else task
+
+
+def task_refresh(*, task: McpTask) -> McpTask:
+    """Project the entity's status onto the task; a terminal projection is written once (the
+    UPDATE only matches a task that is not terminal yet) together with its result."""
+    if task.is_terminal or task.entity_id is None:
+        return task
+    kind = KINDS[task.kind]
+    entity = kind.read(task.entity_id)
+    projection = kind.project(entity)
+    if projection.status == task.status and projection.message == task.status_message:
+        return task
+    updates: dict[str, Any] = {
+        "status": projection.status,
+        "status_message": projection.message,
+        "last_updated_at": timezone.now(),
+    }
+    if projection.status in TERMINAL:
+        note = projection.message if projection.is_error else ""
+        updates["result"] = tool_result(
+            kind.payload(entity), is_error=projection.is_error, note=note
+        )
+    McpTask.objects.filter(pk=task.pk).exclude(status__in=TERMINAL).update(**updates)
+    task.refresh_from_db()
+    return task
+
+
+def _task_for(*, context: AuthContext, task_id: Any, now: datetime | None = None) -> McpTask:
+    try:
+        pk = uuid.UUID(str(task_id))
+    except ValueError:
+        raise TaskNotFound("Failed to retrieve task: Task not found") from None
+    task = (
+        McpTask.objects.select_related("user")
+        .filter(pk=pk, user_id=context.user_id, application_id=context.application_id)
+        .first()
+    )
+    if task is None:
+        raise TaskNotFound("Failed to retrieve task: Task not found")
+    if task.expires_at <= (now or timezone.now()):
+        raise TaskNotFound("Failed to retrieve task: Task has expired")
+    return task
+
+
+def task_get(*, context: AuthContext, task_id: Any) -> McpTask:
+    return task_refresh(task=_task_for(context=context, task_id=task_id))
+
+
+def task_cancel(*, context: AuthContext, task_id: Any) -> McpTask:
+    """Cancel the work behind the task with the existing services, then read the task again
+    (it is `cancelled` once the entity's cancellation is committed)."""
+    task = task_get(context=context, task_id=task_id)
+    if task.is_terminal:
+        raise TaskNotCancellable(f"Cannot cancel task: already in terminal status '{task.status}'")
+    kind = KINDS[task.kind]
+    kind.cancel(kind.read(task.entity_id), task=task, context=context)
+    return task_refresh(task=task)
+
+
+def tasks_list(
+    *, context: AuthContext, cursor: str | None = None, limit: int | None = None
+) -> tuple[list[McpTask], str | None]:
+    """The context's live tasks, newest first, keyset-paged by an opaque cursor."""
+    limit = limit or settings.MCP_TASK_PAGE_SIZE
+    rows = McpTask.objects.filter(
+        user_id=context.user_id,
+        application_id=context.application_id,
+        expires_at__gt=timezone.now(),
+    ).order_by("-created_at", "-id")
+    if cursor is not None:
+        created_at, pk = _decode_cursor(cursor)
+        rows = rows.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=pk))
+    page = list(rows[: limit + 1])
+    more = len(page) > limit
+    page = [task_refresh(task=task) for task in page[:limit]]
+    return page, _encode_cursor(page[-1]) if more else None
+
+
+def _encode_cursor(task: McpTask) -> str:
+    raw = f"{task.created_at.isoformat()}|{task.pk}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        created_at, pk = raw.split("|")
+        when = datetime.fromisoformat(created_at)
+        if when.tzinfo is None:
+            raise ValueError("naive")
+        return when, uuid.UUID(pk)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise TaskError("Invalid cursor") from None
+
+
+def tasks_live_room(*, context: AuthContext) -> bool:
+    """Whether the context may start one more task (MCP_TASK_MAX_LIVE in progress at most).
+    Rows are re-projected first when the count is at the limit: a task whose work ended while
+    nobody read it must not hold a place."""
+    live = McpTask.objects.filter(
+        user_id=context.user_id,
+        application_id=context.application_id,
+        expires_at__gt=timezone.now(),
+    ).exclude(status__in=TERMINAL)
+    limit = settings.MCP_TASK_MAX_LIVE
+    if live.count() < limit:
+        return True
+    for task in live[: limit + 1]:
+        task_refresh(task=task)
+    return live.count() < limit
+
+
+def tasks_following(*, kind: str, entity_id: Any) -> list[McpTask]:
+    """The live tasks over one entity, refreshed: what a published transition changed."""
+    try:
+        pk = uuid.UUID(str(entity_id))
+    except ValueError:
+        return []
+    rows = McpTask.objects.filter(kind=kind, entity_id=pk, expires_at__gt=timezone.now())
+    return [task_refresh(task=task) for task in rows]
+
+
+def tasks_purge_expired(*, now: datetime | None = None, limit: int = 5000) -> int:
+    """Delete tasks past their TTL (beat, `mcp-tasks-purge-expired`). Reads refuse them
+    already; this frees the rows."""
+    now = now or timezone.now()
+    ids = list(McpTask.objects.filter(expires_at__lte=now).values_list("pk", flat=True)[:limit])
+    deleted, _ = McpTask.objects.filter(pk__in=ids).delete()
+    return deleted
