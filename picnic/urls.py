@@ -3,8 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
-from oauth2_provider.urls import base_urlpatterns as oauth_base
-from oauth2_provider.urls import management_urlpatterns as oauth_management
+from oauth2_provider import views as oauth_views
 from oauth2_provider.urls import metadata_urlpatterns as oauth_metadata
 
 from actions.urls import api_urlpatterns as actions_api
@@ -12,6 +11,8 @@ from actions.urls import signing_urlpatterns
 from actions.urls import staff_urlpatterns as actions_staff
 from messaging.urls import api_urlpatterns as messaging_api
 from messaging.urls import staff_urlpatterns as messaging_staff
+from oauth import registration
+from oauth import views as agent_views
 from operations.urls import api_urlpatterns as operations_api
 from operations.urls import staff_urlpatterns as operations_staff
 from picnic.health import healthz, readyz
@@ -23,13 +24,27 @@ admin.site.login_form = ThrottledAdminAuthenticationForm
 
 # One OAuth namespace: the RFC 8414 metadata at the origin's root (so its issuer is the origin,
 # the same one the `iss` parameter and the MCP protected-resource metadata name), the endpoints
-# under /o/. DOT's own urlpatterns would add a second metadata document under /o/ (issuer
-# …/o) and the OIDC and dynamic-registration routes, which answer 500/403 with both disabled.
+# under /o/. Only what agents use is routed: our consent page in front of DOT's authorization
+# endpoint, the token, revocation and introspection endpoints, and dynamic registration behind
+# our checks (oauth/registration.py). DOT's own urlpatterns would add a second metadata document
+# under /o/ (issuer …/o), OIDC routes (OIDC is off), the device flow (not offered) and the
+# application-management pages (any user could register a client there, past the checks).
 oauth_urlpatterns = [
-    path("healthz", healthz, name="healthz"),
-    path("readyz", readyz, name="readyz"),
     *oauth_metadata,
-    path("o/", include(oauth_base + oauth_management)),
+    path("o/authorize/", agent_views.ConsentView.as_view(), name="authorize"),
+    path("o/token/", oauth_views.TokenView.as_view(), name="token"),
+    path("o/revoke_token/", oauth_views.RevokeTokenView.as_view(), name="revoke-token"),
+    path("o/introspect/", oauth_views.IntrospectTokenView.as_view(), name="introspect"),
+    path("o/register/", registration.RegistrationView.as_view(), name="dcr-register"),
+    path(
+        "o/register/<str:client_id>/",
+        registration.RegistrationManagementView.as_view(),
+        name="dcr-register-management",
+    ),
+]
+agent_urlpatterns = [
+    path("", agent_views.connected_agents, name="list"),
+    path("<int:application_id>/revoke", agent_views.agent_revoke, name="revoke"),
 ]
 
 urlpatterns = [
@@ -42,6 +57,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     *signing_urlpatterns,
     path("", include((oauth_urlpatterns, "oauth2_provider"), namespace="oauth2_provider")),
+    path("agents/", include((agent_urlpatterns, "oauth"), namespace="oauth-agents")),
     path("api/v1/", include((actions_api, "actions"), namespace="actions-api")),
     path("api/v1/", include((operations_api, "operations"), namespace="operations-api")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

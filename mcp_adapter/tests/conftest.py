@@ -4,6 +4,7 @@ import anyio
 import pytest
 
 from actions.services.lifecycle import action_create
+from chain.stack import free_port
 from mcp_adapter.api import PicnicApi
 from mcp_adapter.server import PicnicMCP
 from messaging.tests.conftest import social_account, workspace  # noqa: F401 - shared fixtures
@@ -25,6 +26,25 @@ def make_action(user, application):
         smart_account="0x" + "ab" * 20,
         params={"card_id": "c1"},
     )
+
+
+@pytest.fixture(autouse=True)
+def mcp_resource(settings) -> str:
+    """The MCP server's resource identifier for this test (the HTTP server listens there)."""
+    settings.MCP_RESOURCE_URL = f"http://127.0.0.1:{free_port()}/mcp"
+    return settings.MCP_RESOURCE_URL
+
+
+@pytest.fixture
+def make_token(make_token, mcp_resource):
+    """Tokens as an MCP client gets them: bound (RFC 8707) to the MCP server's resource,
+    which the API accepts too (oauth.policy.api_accepts_audience)."""
+
+    def make(user, application, scope: str = "read:actions", **kwargs):
+        kwargs.setdefault("resource", [mcp_resource])
+        return make_token(user, application, scope=scope, **kwargs)
+
+    return make
 
 
 @pytest.fixture

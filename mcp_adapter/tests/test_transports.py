@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -18,7 +19,6 @@ from django.conf import settings as django_settings
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from chain.stack import free_port
 from mcp_adapter.api import PicnicApi
 from mcp_adapter.server import PicnicMCP, http_app
 from mcp_adapter.tests.conftest import run
@@ -87,11 +87,10 @@ class HttpServer:
 
 
 @pytest.fixture
-def http_server(live_server, settings, events_dir):
+def http_server(live_server, settings, events_dir, mcp_resource):
     def start(**overrides):
-        port = free_port()
+        port = urlsplit(mcp_resource).port
         settings.MCP_API_URL = live_server.url
-        settings.MCP_RESOURCE_URL = f"http://127.0.0.1:{port}/mcp"
         settings.MCP_ALLOWED_ORIGINS = [f"http://127.0.0.1:{port}"]
         for name, value in overrides.items():
             setattr(settings, name, value)
