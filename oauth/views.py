@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 from oauth2_provider.exceptions import OAuthToolkitError
 from oauth2_provider.models import get_application_model
 from oauth2_provider.views import AuthorizationView
+from oauth2_provider.views import TokenView as DotTokenView
 
 from oauth import selectors, services
 from oauth.policy import is_loopback, resource_served
@@ -115,6 +116,19 @@ def _host(uri: str) -> str:
     except ValueError:
         return uri
     return parts.hostname or f"{parts.scheme}:"
+
+
+class TokenView(DotTokenView):
+    """DOT's token endpoint. An error raised while the token is saved (an RFC 8707
+    `invalid_target`, DOT's or ours) reaches DOT's view with oauthlib's headers, which name no
+    content type: Django would call the JSON error HTML. RFC 6749 §5.2: it is JSON."""
+
+    def post(self, request, *args, **kwargs):
+        response = super().post(request, *args, **kwargs)
+        if response.status_code >= 400 and response.content.startswith(b"{"):
+            response["Content-Type"] = "application/json"
+            response["Cache-Control"] = "no-store"
+        return response
 
 
 @login_required

@@ -32,7 +32,7 @@ admin.site.login_form = ThrottledAdminAuthenticationForm
 oauth_urlpatterns = [
     *oauth_metadata,
     path("o/authorize/", agent_views.ConsentView.as_view(), name="authorize"),
-    path("o/token/", oauth_views.TokenView.as_view(), name="token"),
+    path("o/token/", agent_views.TokenView.as_view(), name="token"),
     path("o/revoke_token/", oauth_views.RevokeTokenView.as_view(), name="revoke-token"),
     path("o/introspect/", oauth_views.IntrospectTokenView.as_view(), name="introspect"),
     path("o/register/", registration.RegistrationView.as_view(), name="dcr-register"),

@@ -8,7 +8,6 @@ disconnects the agent on "Connected agents" every token it held is refused."""
 
 from __future__ import annotations
 
-import os
 import time
 from urllib.parse import parse_qs, urlsplit
 
@@ -23,14 +22,11 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull,
 from oauth2_provider.models import AccessToken, Application, RefreshToken
 
 from chain.stack import free_port
-from mcp_adapter.api import PicnicApi
-from mcp_adapter.server import PicnicMCP
 from mcp_adapter.tests.conftest import make_action
-from mcp_adapter.tests.test_transports import HttpServer
+from oauth.tests.conftest import CHROMIUM
 from oauth.tests.tls import DocumentServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-CHROMIUM = "/usr/bin/chromium"
 PASSWORD = "pw-alice"  # conftest's make_user
 
 
@@ -109,26 +105,6 @@ class Person:
         return AuthorizationCodeResult(
             code=self._query["code"], state=self._query.get("state"), iss=self._query.get("iss")
         )
-
-
-@pytest.fixture
-def mcp_http(live_server, settings, tmp_path):
-    settings.EVENTS_URL = "local://"
-    settings.EVENTS_DIR = tmp_path / "events"
-    port = free_port()
-    settings.MCP_API_URL = live_server.url
-    settings.MCP_RESOURCE_URL = f"http://127.0.0.1:{port}/mcp"
-    settings.MCP_ALLOWED_ORIGINS = [f"http://127.0.0.1:{port}"]
-    with HttpServer(PicnicMCP(http=True, api=PicnicApi(live_server.url)), port) as http:
-        yield http
-
-
-@pytest.fixture
-def browser_env(monkeypatch):
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)")
-    # The ORM runs in worker threads (anyio.to_thread) next to the test's event loop.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
 async def _browser(playwright):
