@@ -19,9 +19,9 @@ class ScopeWords:
 
 
 _WORDS = {
-    "read:actions": (READ, _("The status of the wallet actions it proposed")),
-    "read:accounts": (READ, _("Your smart accounts (their addresses)")),
     "read:balances": (READ, _("The token balances of your smart accounts")),
+    "read:accounts": (READ, _("Your smart accounts (their addresses)")),
+    "read:actions": (READ, _("The status of the wallet actions it proposed")),
     "read:card": (READ, _("Your Picnic card: its state, balance and daily limit")),
     "read:transactions": (
         READ,
@@ -46,6 +46,10 @@ _WORDS = {
 
 
 def scope_words(scopes) -> list[ScopeWords]:
-    """Each scope in plain words, reads first; a scope without words shows its name."""
+    """Each scope in plain words, reads first, in the order above (the wallet first); a scope
+    without words shows its name."""
     found = [ScopeWords(s, *_WORDS.get(s, (ACT, s))) for s in dict.fromkeys(scopes)]
-    return sorted(found, key=lambda w: (w.kind != READ, w.name))
+    order = list(_WORDS)
+    return sorted(
+        found, key=lambda w: (w.kind != READ, order.index(w.name) if w.name in order else 99)
+    )

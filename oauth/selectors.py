@@ -10,7 +10,7 @@ from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_refresh_token_model
 
 from oauth.models import AgentUse, ClientProfile
-from oauth.scopes import ScopeWords, scope_words
+from oauth.scopes import ACT, READ, ScopeWords, scope_words
 
 
 @dataclass(frozen=True)
@@ -22,8 +22,12 @@ class ConnectedAgent:
     last_used_at: datetime | None
 
     @property
-    def words(self) -> list[ScopeWords]:
-        return scope_words(self.scopes)
+    def reads(self) -> list[ScopeWords]:
+        return [w for w in scope_words(self.scopes) if w.kind == READ]
+
+    @property
+    def acts(self) -> list[ScopeWords]:
+        return [w for w in scope_words(self.scopes) if w.kind == ACT]
 
 
 def client_profile(client_id: str) -> ClientProfile | None:

@@ -8,7 +8,9 @@ disconnects the agent on "Connected agents" every token it held is refused."""
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -27,6 +29,15 @@ from oauth.tests.conftest import CHROMIUM
 from oauth.tests.tls import DocumentServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+# PICNIC_SCREENSHOT_DIR=docs refreshes docs/oauth-consent.png and docs/oauth-agents.png.
+SCREENSHOT_DIR = os.environ.get("PICNIC_SCREENSHOT_DIR")
+
+
+async def _shoot(page, name: str) -> None:
+    if SCREENSHOT_DIR:
+        await page.screenshot(path=str(Path(SCREENSHOT_DIR) / name), full_page=True)
+
+
 PASSWORD = "pw-alice"  # conftest's make_user
 
 
@@ -97,6 +108,8 @@ class Person:
                 else None,
             }
         )
+        if len(self.consents) == 1:
+            await _shoot(page, "oauth-consent.png")
         await page.click("#approve")
 
     async def callback_handler(self) -> AuthorizationCodeResult:
@@ -182,6 +195,7 @@ def test_an_sdk_client_registers_consents_calls_refreshes_and_is_cut_off(
             # The user disconnects the agent on "Connected agents".
             await page.goto(f"{live_server.url}/agents/")
             seen["agents_page"] = await page.inner_text("#agents")
+            await _shoot(page, "oauth-agents.png")
             await page.click(".agent-card button.revoke")
             await page.wait_for_selector("#no-agents")
             # The agent comes back with what it holds: refused, it asks the user again.
