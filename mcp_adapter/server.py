@@ -59,6 +59,7 @@ class DjangoTokenVerifier:
         from oauth2_provider.models import get_access_token_model
 
         from oauth.policy import resource_served
+        from oauth.services import agent_use_record
 
         model = get_access_token_model()
         checksum = hashlib.sha256(token.encode()).hexdigest()
@@ -67,6 +68,9 @@ class DjangoTokenVerifier:
             return None
         if not any(isinstance(r, str) and resource_served(r) for r in found.resource or ()):
             return None
+        if found.user_id is not None and found.application_id is not None:
+            # "Connected agents" shows when each agent last came (a write a minute at most).
+            agent_use_record(user_id=found.user_id, application_id=found.application_id)
         return AccessToken(
             token=token,
             client_id=found.application.client_id if found.application else "",

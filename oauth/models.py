@@ -22,8 +22,9 @@ class ClientProfile(models.Model):
 
 
 class AgentUse(models.Model):
-    """When a user's agent (one OAuth client) last called the API with its token. Written at
-    most once a minute per process and agent (oauth.services.agent_use_record)."""
+    """When a user's agent (one OAuth client) last called the MCP server with its token.
+    Written at most once a minute per process and agent (oauth.services.agent_use_record), by
+    the MCP server's token check, so the API's request path stays as it was."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
     application = models.ForeignKey(

@@ -37,7 +37,7 @@ def client_profile(client_id: str) -> ClientProfile | None:
 def connected_agents(*, user) -> list[ConnectedAgent]:
     """Every client holding a live token of `user` (an unexpired access token, or a refresh
     token not revoked): what it may do (the union of those tokens' scopes), since when, and
-    when it last called the API."""
+    when it last called the MCP server."""
     now = timezone.now()
     live_refresh = get_refresh_token_model().objects.filter(user=user, revoked__isnull=True)
     tokens = (

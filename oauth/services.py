@@ -43,7 +43,7 @@ def client_profile_record(*, client_id: str, metadata: dict) -> ClientProfile:
 
 
 def agent_use_record(*, user_id: int, application_id: int) -> None:
-    """Note that a user's agent called the API now; a no-op within USE_WRITE_SECONDS of this
+    """Note that a user's agent called the MCP server now; a no-op within USE_WRITE_SECONDS of this
     process's last write for the same agent, so a busy agent costs one UPDATE a minute."""
     key = (user_id, application_id)
     now = time.monotonic()

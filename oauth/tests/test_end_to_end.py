@@ -233,6 +233,7 @@ def test_an_sdk_client_registers_consents_calls_refreshes_and_is_cut_off(
     assert second.refresh_token != first.refresh_token  # rotated
     assert seen["second"]["status"] == "proposed"
     assert "Test agent" in seen["agents_page"]
+    assert "Not yet" not in seen["agents_page"]  # its MCP requests set "Last used"
     # Disconnected: nothing of it is left that works.
     assert not AccessToken.objects.filter(application=application, user=user).exists()
     assert not RefreshToken.objects.filter(application=application, revoked__isnull=True).exists()

@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
 
+from mcp_adapter.server import DjangoTokenVerifier
 from oauth.models import AgentUse, ClientProfile
 from oauth.services import agent_revoke
 
@@ -74,15 +73,15 @@ def _connect(code_flow, scope="read:actions", resource=None) -> dict:
 
 
 def test_connected_agents_lists_each_grant_with_its_scopes_and_last_use(
-    code_flow, api_client, client, user, mcp_resource
+    code_flow, client, user, mcp_resource
 ):
     tokens = _connect(code_flow, scope="read:actions read:balances", resource=mcp_resource)
     client.force_login(user)
     page = client.get("/agents/").content.decode()
     assert "Registered agent" in page
     assert "The token balances of your smart accounts" in page
-    assert "Not yet" in page  # it has not called the API
-    api_client.get(f"/api/v1/actions/{uuid.uuid4()}", tokens["access_token"])
+    assert "Not yet" in page  # it has not called the MCP server
+    assert DjangoTokenVerifier._verify(tokens["access_token"]) is not None  # an MCP request
     assert AgentUse.objects.filter(user=user, application=code_flow.application).exists()
     client.force_login(user)
     assert "Not yet" not in client.get("/agents/").content.decode()
