@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -13,6 +13,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 from oauth2_provider.exceptions import OAuthToolkitError
 from oauth2_provider.models import get_application_model
+from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import AuthorizationView
 from oauth2_provider.views import TokenView as DotTokenView
 
@@ -84,6 +85,18 @@ class ConsentView(AuthorizationView):
             if not resource_served(resource):
                 raise Http404  # the form's hidden field was edited: nothing to authorize
         return super().post(request, *args, **kwargs)
+
+    def redirect(self, redirect_to, application):
+        """RFC 9207 §2: `iss` in every authorization response, errors (access_denied,
+        invalid_target) included; DOT adds it to successful ones only. A client that saw
+        `authorization_response_iss_parameter_supported` rejects a response without it."""
+        parts = urlsplit(redirect_to)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        if "error" in dict(query) and "iss" not in dict(query):
+            issuer = oauth2_settings.oauth2_authorization_server_issuer(self.request)
+            query.append(("iss", issuer))
+            redirect_to = urlunsplit(parts._replace(query=urlencode(query)))
+        return super().redirect(redirect_to, application)
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)

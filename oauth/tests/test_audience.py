@@ -50,6 +50,7 @@ def test_authorizing_another_resource_is_refused_back_to_the_client(code_flow, m
     location = page["Location"]
     assert location.startswith("http://127.0.0.1:9999/callback?")
     assert "error=invalid_target" in location and "state=st4te" in location
+    assert "iss=http%3A%2F%2Ftestserver" in location  # RFC 9207 on errors too
     assert not AccessToken.objects.exists()
 
 

@@ -50,6 +50,7 @@ def test_deny_sends_the_agent_away_with_nothing(code_flow):
     answer = code_flow.client.post("/o/authorize/", code_flow.params())  # no "allow"
     assert answer.status_code == 302
     assert "error=access_denied" in answer["Location"]
+    assert "iss=http%3A%2F%2Ftestserver" in answer["Location"]  # RFC 9207 on errors too
     assert not Grant.objects.exists()
 
 
