@@ -11,8 +11,11 @@ always a 400 with a reason, never a 500, whatever the body.
 
 from __future__ import annotations
 
+import hashlib
 import json
 
+from django.conf import settings
+from django.core.cache import cache
 from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse
 from oauth2_provider.views import (
@@ -133,8 +136,32 @@ def _registered(request, data: dict, answer, write):
     return JsonResponse(registered, status=response.status_code)
 
 
+def _over_the_limit(request) -> bool:
+    """Registration is open, so each client address may register OAUTH2_DCR_PER_HOUR clients
+    an hour (in the default cache, shared by the web processes on Redis); past that, 429."""
+    address = request.META.get("REMOTE_ADDR", "")
+    key = "dcr-registrations:" + hashlib.sha256(address.encode()).hexdigest()
+    if cache.add(key, 1, timeout=3600):
+        return False
+    try:
+        return cache.incr(key) > settings.OAUTH2_DCR_PER_HOUR
+    except ValueError:  # expired between add() and incr()
+        cache.add(key, 1, timeout=3600)
+        return False
+
+
 class RegistrationView(DynamicClientRegistrationView):
     def post(self, request, *args, **kwargs):
+        if _over_the_limit(request):
+            response = JsonResponse(
+                {
+                    "error": "too_many_requests",
+                    "error_description": "Too many registrations from this address: try later",
+                },
+                status=429,
+            )
+            response["Retry-After"] = "3600"
+            return response
         try:
             data = _body(request)
             write = normalised_metadata(data)

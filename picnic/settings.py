@@ -238,6 +238,9 @@ for _uri in OAUTH2_DCR_REDIRECT_URIS:
         )
     if _scheme not in _REDIRECT_URI_SCHEMES:
         _REDIRECT_URI_SCHEMES.append(_scheme)
+# Registration is open (agents register before anyone signs in): at most this many an hour
+# from one client address.
+OAUTH2_DCR_PER_HOUR = env_int("OAUTH2_DCR_PER_HOUR", 20, minimum=1)
 # Client ID Metadata Documents are fetched from public addresses only. Tests serve one on
 # 127.0.0.1: they set this; nothing else should (it lets a client id point us at loopback).
 OAUTH2_CIMD_ALLOW_LOOPBACK = env_bool("OAUTH2_CIMD_ALLOW_LOOPBACK", False)

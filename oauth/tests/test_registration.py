@@ -12,6 +12,17 @@ from oauth2_provider.models import AccessToken, Application
 from oauth.models import ClientProfile
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def fresh_limits():
+    from django.core.cache import cache
+
+    cache.clear()  # the per-address registration count
+    yield
+    cache.clear()
+
+
 REGISTER = "/o/register/"
 LOOPBACK = "http://127.0.0.1:53682/callback"
 CLAUDE = ["https://claude.ai/api/mcp/auth_callback", "https://claude.com/api/mcp/auth_callback"]
@@ -238,3 +249,15 @@ def test_the_registration_token_opens_nothing_else(client, api_client):
     token = registered["registration_access_token"]
     assert AccessToken.objects.filter(application__client_id=registered["client_id"]).count() == 1
     assert api_client.get("/api/v1/profile", token).status_code in (401, 403)
+
+
+def test_one_address_registers_at_most_the_hourly_limit(client, settings):
+    settings.OAUTH2_DCR_PER_HOUR = 2
+    assert register(client, agent()).status_code == 201
+    assert register(client, agent()).status_code == 201
+    refused = register(client, agent())
+    assert refused.status_code == 429
+    assert refused["Retry-After"] == "3600"
+    assert refused.json()["error"] == "too_many_requests"
+    assert Application.objects.count() == 2
+    assert register(client, agent(), REMOTE_ADDR="10.9.8.7").status_code == 201
