@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
 
 from oauth.models import AgentUse, ClientProfile
 from oauth.policy import MAX_URI_LENGTH
 
+logger = logging.getLogger(__name__)
 # agent_use_record writes at most this often per process and agent.
 USE_WRITE_SECONDS = 60.0
 _last_written: dict[tuple[int, int], float] = {}
@@ -50,9 +52,17 @@ def agent_use_record(*, user_id: int, application_id: int) -> None:
     if now - _last_written.get(key, -USE_WRITE_SECONDS) < USE_WRITE_SECONDS:
         return
     _last_written[key] = now
-    AgentUse.objects.update_or_create(
-        user_id=user_id, application_id=application_id, defaults={"last_used_at": timezone.now()}
-    )
+    # One INSERT … ON CONFLICT UPDATE: two processes writing at once is no error. A failure
+    # here must not refuse a valid token: it only costs the page one timestamp.
+    try:
+        AgentUse.objects.bulk_create(
+            [AgentUse(user_id=user_id, application_id=application_id, last_used_at=timezone.now())],
+            update_conflicts=True,
+            unique_fields=["user", "application"],
+            update_fields=["last_used_at"],
+        )
+    except DatabaseError:
+        logger.warning("could not record the last use of agent %s", application_id, exc_info=True)
 
 
 @dataclass(frozen=True)

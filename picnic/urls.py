@@ -25,16 +25,16 @@ admin.site.login_form = ThrottledAdminAuthenticationForm
 # One OAuth namespace: the RFC 8414 metadata at the origin's root (so its issuer is the origin,
 # the same one the `iss` parameter and the MCP protected-resource metadata name), the endpoints
 # under /o/. Only what agents use is routed: our consent page in front of DOT's authorization
-# endpoint, the token, revocation and introspection endpoints, and dynamic registration behind
-# our checks (oauth/registration.py). DOT's own urlpatterns would add a second metadata document
-# under /o/ (issuer …/o), OIDC routes (OIDC is off), the device flow (not offered) and the
-# application-management pages (any user could register a client there, past the checks).
+# endpoint, the token and revocation endpoints, and dynamic registration behind our checks
+# (oauth/registration.py). DOT's own urlpatterns would add a second metadata document under /o/
+# (issuer …/o), OIDC routes (OIDC is off), the device flow (not offered), introspection (it needs
+# a scope no client holds: the MCP server reads tokens itself) and the application-management
+# pages (any user could register a client there, past the checks).
 oauth_urlpatterns = [
     *oauth_metadata,
     path("o/authorize/", agent_views.ConsentView.as_view(), name="authorize"),
     path("o/token/", agent_views.TokenView.as_view(), name="token"),
     path("o/revoke_token/", oauth_views.RevokeTokenView.as_view(), name="revoke-token"),
-    path("o/introspect/", oauth_views.IntrospectTokenView.as_view(), name="introspect"),
     path("o/register/", registration.RegistrationView.as_view(), name="dcr-register"),
     path(
         "o/register/<str:client_id>/",

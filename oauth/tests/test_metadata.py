@@ -20,6 +20,7 @@ def test_the_metadata_advertises_what_agents_use(client):
     assert "none" in metadata["token_endpoint_auth_methods_supported"]
     assert metadata["revocation_endpoint"] == "http://testserver/o/revoke_token/"
     assert "device_authorization_endpoint" not in metadata
+    assert "introspection_endpoint" not in metadata
 
 
 @pytest.mark.parametrize(
@@ -30,6 +31,7 @@ def test_the_metadata_advertises_what_agents_use(client):
         "/o/applications/",
         "/o/applications/register/",
         "/o/authorized_tokens/",
+        "/o/introspect/",
         "/o/.well-known/oauth-authorization-server",
     ],
 )
