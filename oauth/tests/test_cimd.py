@@ -66,7 +66,8 @@ def test_a_document_is_fetched_once_and_shown_on_the_consent_page(
     assert "Described by a document published on localhost." in html
     assert 'id="unverified"' not in html
     # Its callback is on loopback: any local program could claim the document's name.
-    assert 'id="loopback-warning"' in html and "be localhost&#x27;s agent" in html
+    assert 'id="loopback-warning"' in html
+    assert "could say it is localhost's agent" in html
     assert f'src="{documents.origin}/logo.png"' in html
     application = Application.objects.get(client_id=documents.client_id)
     assert application.registration_source == Application.RegistrationSource.CIMD
