@@ -3,25 +3,63 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 from oauth2_provider.exceptions import OAuthToolkitError
 from oauth2_provider.models import get_application_model
 from oauth2_provider.settings import oauth2_settings
-from oauth2_provider.views import AuthorizationView
+from oauth2_provider.views import AuthorizationView, RevokeTokenView
 from oauth2_provider.views import TokenView as DotTokenView
+from oauthlib.oauth2.rfc6749 import errors
 
 from oauth import selectors, services
 from oauth.policy import is_loopback, resource_served
 from oauth.scopes import ACT, READ, scope_words
 from oauth.validators import unserved_resource_error
 from picnic.middleware import CSP
+
+PKCE_CHALLENGE = re.compile(r"[A-Za-z0-9._~-]{43,128}")
+
+
+def has_nul(request) -> bool:
+    """A NUL anywhere in the parameters or the Basic credentials: PostgreSQL text cannot hold
+    one, so DOT's lookups would fail with a 500 instead of refusing the request."""
+    for params in (request.GET, request.POST):
+        for key, values in params.lists():
+            if "\x00" in key or any("\x00" in v for v in values):
+                return True
+    auth = request.META.get("HTTP_AUTHORIZATION", "")
+    if auth[:6].lower() == "basic ":
+        try:
+            return b"\x00" in base64.b64decode(auth[6:].strip(), validate=False)
+        except (ValueError, binascii.Error):
+            return False
+    return "\x00" in auth
+
+
+def _pkce_s256(params) -> bool:
+    """RFC 7636 S256 with a well-formed challenge (43-128 unreserved characters)."""
+    challenge = params.get("code_challenge") or ""
+    return params.get("code_challenge_method") == "S256" and bool(
+        PKCE_CHALLENGE.fullmatch(challenge)
+    )
+
+
+def _oauth_error(description: str) -> JsonResponse:
+    response = JsonResponse(
+        {"error": "invalid_request", "error_description": description}, status=400
+    )
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 def _source(uri: str) -> str | None:
@@ -56,21 +94,32 @@ class ConsentView(AuthorizationView):
 
     template_name = "oauth/consent.html"
 
+    def refused(self, description: str):
+        """An error page (nothing to redirect to safely: the request is not a valid one)."""
+        error = {"error": "invalid_request", "description": description}
+        return self.render_to_response({"error": error}, status=400)
+
     def get(self, request, *args, **kwargs):
+        if has_nul(request):
+            return self.refused(_("The request contains a NUL character."))
         try:
             _scopes, credentials = self.validate_authorization_request(request)
         except OAuthToolkitError as error:
             return self.error_response(error, application=None)
+        problem = None
+        if not _pkce_s256(credentials):
+            # DOT would refuse "plain" only after the user approved: say it before.
+            problem = errors.InvalidRequestError(
+                description="PKCE is required, with code_challenge_method S256",
+                state=credentials.get("state"),
+            )
         for resource in request.GET.getlist("resource"):
             if not resource_served(resource):
-                application = get_application_model().objects.get(
-                    client_id=credentials["client_id"]
-                )
-                error = OAuthToolkitError(
-                    error=unserved_resource_error(resource, state=credentials.get("state")),
-                    redirect_uri=credentials["redirect_uri"],
-                )
-                return self.error_response(error, application)
+                problem = unserved_resource_error(resource, state=credentials.get("state"))
+        if problem is not None:
+            application = get_application_model().objects.get(client_id=credentials["client_id"])
+            error = OAuthToolkitError(error=problem, redirect_uri=credentials["redirect_uri"])
+            return self.error_response(error, application)
         response = super().get(request, *args, **kwargs)
         context = getattr(response, "context_data", None) or {}
         if response.status_code == 200 and "application" in context:
@@ -81,10 +130,20 @@ class ConsentView(AuthorizationView):
         return response
 
     def post(self, request, *args, **kwargs):
+        if has_nul(request):
+            return self.refused(_("The request contains a NUL character."))
         for resource in request.POST.get("resource", "").split():
             if not resource_served(resource):
                 raise Http404  # the form's hidden field was edited: nothing to authorize
+        client_id = request.POST.get("client_id", "")
+        if not get_application_model().objects.filter(client_id=client_id).exists():
+            return self.refused(_("This agent is not registered here."))
+        if not _pkce_s256(request.POST):
+            return self.refused(_("The agent must use PKCE with S256: start again from it."))
         return super().post(request, *args, **kwargs)
+
+    def form_invalid(self, form):
+        return self.refused(_("The answer was incomplete: start again from the agent."))
 
     def redirect(self, redirect_to, application):
         """RFC 9207 §2: `iss` in every authorization response, errors (access_denied,
@@ -137,11 +196,22 @@ class TokenView(DotTokenView):
     content type: Django would call the JSON error HTML. RFC 6749 §5.2: it is JSON."""
 
     def post(self, request, *args, **kwargs):
+        if has_nul(request):
+            return _oauth_error("The request contains a NUL character")
         response = super().post(request, *args, **kwargs)
         if response.status_code >= 400 and response.content.startswith(b"{"):
             response["Content-Type"] = "application/json"
             response["Cache-Control"] = "no-store"
         return response
+
+
+class RevocationView(RevokeTokenView):
+    """DOT's RFC 7009 endpoint, with a NUL refused before any lookup."""
+
+    def post(self, request, *args, **kwargs):
+        if has_nul(request):
+            return _oauth_error("The request contains a NUL character")
+        return super().post(request, *args, **kwargs)
 
 
 @login_required

@@ -3,7 +3,6 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
-from oauth2_provider import views as oauth_views
 from oauth2_provider.urls import metadata_urlpatterns as oauth_metadata
 
 from actions.urls import api_urlpatterns as actions_api
@@ -34,7 +33,7 @@ oauth_urlpatterns = [
     *oauth_metadata,
     path("o/authorize/", agent_views.ConsentView.as_view(), name="authorize"),
     path("o/token/", agent_views.TokenView.as_view(), name="token"),
-    path("o/revoke_token/", oauth_views.RevokeTokenView.as_view(), name="revoke-token"),
+    path("o/revoke_token/", agent_views.RevocationView.as_view(), name="revoke-token"),
     path("o/register/", registration.RegistrationView.as_view(), name="dcr-register"),
     path(
         "o/register/<str:client_id>/",
