@@ -261,3 +261,24 @@ def test_one_address_registers_at_most_the_hourly_limit(client, settings):
     assert refused.json()["error"] == "too_many_requests"
     assert Application.objects.count() == 2
     assert register(client, agent(), REMOTE_ADDR="10.9.8.7").status_code == 201
+
+
+def test_a_registered_private_use_callback_receives_the_code(client, allow, user):
+    allow(CURSOR[:2])
+    registered = register(client, agent(client_name="Cursor", redirect_uris=CURSOR)).json()
+    client.force_login(user)
+    params = {
+        "client_id": registered["client_id"],
+        "response_type": "code",
+        "redirect_uri": CURSOR[0],
+        "scope": "read:actions",
+        "state": "s",
+        "code_challenge": "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+        "code_challenge_method": "S256",
+    }
+    page = client.get("/o/authorize/", params)
+    assert page.status_code == 200
+    assert page["Content-Security-Policy"].endswith("form-action 'self' cursor:")
+    answer = client.post("/o/authorize/", {**params, "allow": "Authorize"})
+    assert answer.status_code == 302
+    assert answer["Location"].startswith(f"{CURSOR[0]}?code=")
