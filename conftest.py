@@ -145,13 +145,21 @@ def application(make_application):
 def make_token(db):
     from oauth2_provider.models import AccessToken
 
-    def make(user, application, scope: str = "read:actions", expires_in: int = 3600):
+    def make(
+        user,
+        application,
+        scope: str = "read:actions",
+        expires_in: int = 3600,
+        resource: list[str] | None = None,
+    ):
+        """`resource`: the token's RFC 8707 audience (none: a script's token for the API)."""
         return AccessToken.objects.create(
             user=user,
             application=application,
             token=secrets.token_urlsafe(32),
             scope=scope,
             expires=timezone.now() + timedelta(seconds=expires_in),
+            resource=resource or [],
         )
 
     return make

@@ -46,7 +46,10 @@ MAX_LISTEN_URIS = 100
 
 
 class DjangoTokenVerifier:
-    """Bearer tokens are django-oauth-toolkit access tokens (the same ones the API takes)."""
+    """Bearer tokens are django-oauth-toolkit access tokens issued for this server: their RFC
+    8707 audience (DOT's `resource`) names MCP_RESOURCE_URL. A token for another resource, or
+    bound to none (a script's token for the API), is refused with a 401 (the MCP
+    authorization spec: a server accepts only tokens issued for it)."""
 
     async def verify_token(self, token: str) -> AccessToken | None:
         return await sync_to_async(self._verify)(token)
@@ -57,16 +60,25 @@ class DjangoTokenVerifier:
 
         from oauth2_provider.models import get_access_token_model
 
+        from oauth.policy import resource_served
+        from oauth.services import agent_use_record
+
         model = get_access_token_model()
         checksum = hashlib.sha256(token.encode()).hexdigest()
         found = model.objects.select_related("application").filter(token_checksum=checksum).first()
         if found is None or not found.is_valid():
             return None
+        if not any(isinstance(r, str) and resource_served(r) for r in found.resource or ()):
+            return None
+        if found.user_id is not None and found.application_id is not None:
+            # "Connected agents" shows when each agent last came (a write a minute at most).
+            agent_use_record(user_id=found.user_id, application_id=found.application_id)
         return AccessToken(
             token=token,
             client_id=found.application.client_id if found.application else "",
             scopes=found.scope.split(),
             expires_at=int(found.expires.timestamp()),
+            resource=settings.MCP_RESOURCE_URL,
             subject=str(found.user_id),
         )
 
@@ -87,7 +99,8 @@ class PicnicMCP(MCPServer):
                 issuer_url=settings.MCP_API_URL,
                 resource_server_url=settings.MCP_RESOURCE_URL,
                 required_scopes=settings.MCP_REQUIRED_SCOPES or None,
-                validate_token_resource=False,  # DOT tokens carry no audience
+                # DjangoTokenVerifier checks the audience; the SDK checks it again.
+                validate_token_resource=True,
             )
         super().__init__(
             name="picnic",

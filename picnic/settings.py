@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "operations",
     "mcp_adapter",
     "console",
+    "oauth",
 ]
 
 MIDDLEWARE = [
@@ -231,16 +232,50 @@ if not _REDIRECT_URI_SCHEMES or set(_REDIRECT_URI_SCHEMES) - {"http", "https"}:
     raise ImproperlyConfigured(
         f"OAUTH2_REDIRECT_URI_SCHEMES={','.join(_REDIRECT_URI_SCHEMES)!r} must be http and/or https"
     )
+# Dynamic registration (RFC 7591) takes loopback callbacks (http://127.0.0.1:<port>/…, RFC 8252)
+# and, beyond them, exactly these URIs: the hosted clients an operator lets in, e.g. Claude's
+# https://claude.ai/api/mcp/auth_callback or Cursor's cursor://anysphere.cursor-mcp/oauth/callback
+# (README, "MCP"). A private-use scheme listed here is allowed as a redirect scheme too.
+OAUTH2_DCR_REDIRECT_URIS = env_list("OAUTH2_DCR_REDIRECT_URIS", [])
+for _uri in OAUTH2_DCR_REDIRECT_URIS:
+    _scheme = _uri.partition(":")[0].lower()
+    if (
+        not re.fullmatch(r"[a-z][a-z0-9+.-]*:/{0,2}[^\s#]+", _uri)
+        or _scheme in {"javascript", "data", "file", "vbscript", "about", "blob"}
+        or (
+            _scheme == "http" and not re.match(r"http://(127\.0\.0\.1|localhost|\[::1\])[:/]", _uri)
+        )
+    ):
+        raise ImproperlyConfigured(
+            f"OAUTH2_DCR_REDIRECT_URIS: {_uri!r} is not an absolute https or private-use URI "
+            "without a fragment"
+        )
+    if _scheme not in _REDIRECT_URI_SCHEMES:
+        _REDIRECT_URI_SCHEMES.append(_scheme)
+# Registration is open (agents register before anyone signs in): at most this many an hour
+# from one client address.
+OAUTH2_DCR_PER_HOUR = env_int("OAUTH2_DCR_PER_HOUR", 20, minimum=1)
+# Client ID Metadata Documents are fetched from public addresses only. Tests serve one on
+# 127.0.0.1: they set this; nothing else should (it lets a client id point us at loopback).
+OAUTH2_CIMD_ALLOW_LOOPBACK = env_bool("OAUTH2_CIMD_ALLOW_LOOPBACK", False)
 # Named explicitly so our models can point at the (swappable) application model.
 OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
 OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL = "oauth2_provider.AccessToken"
 OAUTH2_PROVIDER = {
     "SCOPES": OAUTH2_SCOPES,
     "DEFAULT_SCOPES": ["read:actions"],
+    # Our rules on top of DOT's: only the authorization-code and refresh grants, and RFC 8707
+    # resource indicators only for the resources we serve (oauth/validators.py).
+    "OAUTH2_VALIDATOR_CLASS": "oauth.validators.PicnicOAuth2Validator",
     "PKCE_REQUIRED": True,
     # S256 only (RFC 9700): the metadata stops advertising "plain" and DOT refuses it.
     "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
     "ACCESS_TOKEN_EXPIRE_SECONDS": env_int("OAUTH2_ACCESS_TOKEN_SECONDS", 3600, minimum=60),
+    # Refresh tokens rotate on every use (DOT's default) and a family lives at most this long.
+    "ROTATE_REFRESH_TOKEN": True,
+    "REFRESH_TOKEN_EXPIRE_SECONDS": env_int(
+        "OAUTH2_REFRESH_TOKEN_SECONDS", 30 * 24 * 3600, minimum=3600
+    ),
     # RFC 9700: no implicit or password grant (refused, and not advertised in the metadata),
     # no token in the query string (it lands in access logs), the `iss` authorization-response
     # parameter, and access/refresh tokens stored only as their SHA-256 checksum.
@@ -254,13 +289,27 @@ OAUTH2_PROVIDER = {
     "ALLOWED_REDIRECT_URI_SCHEMES": _REDIRECT_URI_SCHEMES,
     # A replayed refresh token revokes its whole family.
     "REFRESH_TOKEN_REUSE_PROTECTION": True,
-    # What the metadata advertises: what the server accepts (no implicit, no password).
+    # Agents register themselves: RFC 7591 for public clients (our view checks the metadata
+    # first: oauth/registration.py), or a Client ID Metadata Document fetched by DOT's
+    # SSRF-hardened fetcher (public addresses, https, no redirects, size and time bounds, a
+    # cache and a failure backoff) through ours, which keeps the logo and home page.
+    "DCR_ENABLED": True,
+    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+    "CIMD_ENABLED": True,
+    "CIMD_METADATA_FETCHER": "oauth.cimd.ProfileKeepingFetcher",
+    # The API accepts a token bound (RFC 8707) to itself or to the MCP server it serves.
+    "RESOURCE_SERVER_TOKEN_RESOURCE_VALIDATOR": "oauth.policy.api_accepts_audience",
+    # What the metadata advertises is what the server accepts: the code flow with PKCE and
+    # its refresh, no implicit, password, client-credentials or device grant. Every API call
+    # acts for a user (a user-less token gets 403), and no MCP client uses the device flow.
     "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
-    "OAUTH2_GRANT_TYPES_SUPPORTED": [
-        "authorization_code",
-        "refresh_token",
-        "client_credentials",
-        "urn:ietf:params:oauth:grant-type:device_code",
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+    # "none": public clients (every self-registered agent); secrets for the clients staff
+    # create in the admin.
+    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": [
+        "none",
+        "client_secret_basic",
+        "client_secret_post",
     ],
 }
 REST_FRAMEWORK = {
@@ -286,6 +335,7 @@ SPECTACULAR_SETTINGS = {
     "OAUTH2_FLOWS": ["authorizationCode"],
     "OAUTH2_AUTHORIZATION_URL": "/o/authorize/",
     "OAUTH2_TOKEN_URL": "/o/token/",
+    "OAUTH2_REFRESH_URL": "/o/token/",
     "OAUTH2_SCOPES": OAUTH2_SCOPES,
     "ENUM_NAME_OVERRIDES": {
         "ActionTypeEnum": "actions.models.ActionType",

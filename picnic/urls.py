@@ -6,8 +6,6 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from django.views.i18n import JavaScriptCatalog
 from drf_spectacular.views import SpectacularAPIView
-from oauth2_provider.urls import base_urlpatterns as oauth_base
-from oauth2_provider.urls import management_urlpatterns as oauth_management
 from oauth2_provider.urls import metadata_urlpatterns as oauth_metadata
 
 from actions.urls import api_urlpatterns as actions_api
@@ -15,6 +13,8 @@ from actions.urls import signing_urlpatterns
 from actions.urls import staff_urlpatterns as actions_staff
 from messaging.urls import api_urlpatterns as messaging_api
 from messaging.urls import staff_urlpatterns as messaging_staff
+from oauth import registration
+from oauth import views as agent_views
 from operations.urls import api_urlpatterns as operations_api
 from operations.urls import staff_urlpatterns as operations_staff
 from picnic.health import healthz, readyz
@@ -32,13 +32,27 @@ def favicon(request):
 
 # One OAuth namespace: the RFC 8414 metadata at the origin's root (so its issuer is the origin,
 # the same one the `iss` parameter and the MCP protected-resource metadata name), the endpoints
-# under /o/. DOT's own urlpatterns would add a second metadata document under /o/ (issuer
-# …/o) and the OIDC and dynamic-registration routes, which answer 500/403 with both disabled.
+# under /o/. Only what agents use is routed: our consent page in front of DOT's authorization
+# endpoint, the token and revocation endpoints, and dynamic registration behind our checks
+# (oauth/registration.py). DOT's own urlpatterns would add a second metadata document under /o/
+# (issuer …/o), OIDC routes (OIDC is off), the device flow (not offered), introspection (it needs
+# a scope no client holds: the MCP server reads tokens itself) and the application-management
+# pages (any user could register a client there, past the checks).
 oauth_urlpatterns = [
-    path("healthz", healthz, name="healthz"),
-    path("readyz", readyz, name="readyz"),
     *oauth_metadata,
-    path("o/", include(oauth_base + oauth_management)),
+    path("o/authorize/", agent_views.ConsentView.as_view(), name="authorize"),
+    path("o/token/", agent_views.TokenView.as_view(), name="token"),
+    path("o/revoke_token/", agent_views.RevocationView.as_view(), name="revoke-token"),
+    path("o/register/", registration.RegistrationView.as_view(), name="dcr-register"),
+    path(
+        "o/register/<str:client_id>/",
+        registration.RegistrationManagementView.as_view(),
+        name="dcr-register-management",
+    ),
+]
+agent_urlpatterns = [
+    path("", agent_views.connected_agents, name="list"),
+    path("<int:application_id>/revoke", agent_views.agent_revoke, name="revoke"),
 ]
 
 urlpatterns = [
@@ -56,6 +70,7 @@ urlpatterns = [
     path("favicon.ico", favicon, name="favicon"),
     *signing_urlpatterns,
     path("", include((oauth_urlpatterns, "oauth2_provider"), namespace="oauth2_provider")),
+    path("agents/", include((agent_urlpatterns, "oauth"), namespace="oauth-agents")),
     path("api/v1/", include((actions_api, "actions"), namespace="actions-api")),
     path("api/v1/", include((operations_api, "operations"), namespace="operations-api")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

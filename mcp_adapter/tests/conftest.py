@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import threading
 import time
+from urllib.parse import urlsplit
 
 import anyio
 import pytest
@@ -29,6 +30,25 @@ def make_action(user, application):
         smart_account="0x" + "ab" * 20,
         params={"card_id": "c1"},
     )
+
+
+@pytest.fixture(autouse=True)
+def mcp_resource(settings) -> str:
+    """The MCP server's resource identifier for this test (the HTTP server listens there)."""
+    settings.MCP_RESOURCE_URL = f"http://127.0.0.1:{free_port()}/mcp"
+    return settings.MCP_RESOURCE_URL
+
+
+@pytest.fixture
+def make_token(make_token, mcp_resource):
+    """Tokens as an MCP client gets them: bound (RFC 8707) to the MCP server's resource,
+    which the API accepts too (oauth.policy.api_accepts_audience)."""
+
+    def make(user, application, scope: str = "read:actions", **kwargs):
+        kwargs.setdefault("resource", [mcp_resource])
+        return make_token(user, application, scope=scope, **kwargs)
+
+    return make
 
 
 @pytest.fixture
@@ -83,11 +103,11 @@ class HttpServer:
 
 
 @pytest.fixture
-def http_server(live_server, settings, events_dir):
+def http_server(live_server, settings, events_dir, mcp_resource):
     def start(**overrides):
-        port = free_port()
+        # It listens at the resource the test's tokens are bound to (RFC 8707).
+        port = urlsplit(mcp_resource).port
         settings.MCP_API_URL = live_server.url
-        settings.MCP_RESOURCE_URL = f"http://127.0.0.1:{port}/mcp"
         settings.MCP_ALLOWED_ORIGINS = [f"http://127.0.0.1:{port}"]
         for name, value in overrides.items():
             setattr(settings, name, value)

@@ -9,10 +9,10 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
-from chain.stack import free_port
 from mcp_adapter.api import PicnicApi
 from mcp_adapter.tests.conformance_server import ConformanceMCP
 from mcp_adapter.tests.conftest import HttpServer
@@ -51,10 +51,9 @@ def run_node(*args: str, env: dict[str, str], timeout: float) -> subprocess.Comp
 
 
 @pytest.fixture
-def conformance_server(live_server, settings, events_dir):
-    port = free_port()
+def conformance_server(live_server, settings, events_dir, mcp_resource):
+    port = urlsplit(mcp_resource).port  # where the test's token is bound (RFC 8707)
     settings.MCP_API_URL = live_server.url
-    settings.MCP_RESOURCE_URL = f"http://127.0.0.1:{port}/mcp"
     settings.MCP_ALLOWED_ORIGINS = [f"http://127.0.0.1:{port}", f"http://localhost:{port}"]
     settings.MCP_SSE_RETRY_MS = 100  # the suite's SSE-polling scenario waits this long
     server = ConformanceMCP(http=True, api=PicnicApi(live_server.url))

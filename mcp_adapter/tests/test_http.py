@@ -331,13 +331,10 @@ def test_the_python_sdks_oauth_client_steps_up_on_the_403(
         token_checksum=hashlib.sha256(storage.tokens.access_token.encode()).hexdigest()
     )
     assert new.user == user and set(new.scope.split()) == {"read:actions", "write:actions"}
-    # The retry passed the gate (a result, not a 403) and reached the API.
+    # The retry passed the gate (a result, not a 403) and the API took the token bound to the
+    # MCP resource (issue 21 item 1): the answer is the API's own, for a user with no card.
     assert result.is_error
-    if result.content[0].text == "Authentication credentials were not provided.":
-        # Issue 21 item 1 (with the OAuth issue): the token carries the RFC 8707 audience the
-        # SDK asked for, and the API refuses it. Once it accepts it, this line is not reached.
-        pytest.xfail("the API refuses a token whose audience is the MCP resource")
-    assert result.content[0].text == "No Picnic card for this user"  # its own answer: no card
+    assert result.content[0].text == "No Picnic card for this user"
 
 
 def test_hostile_bodies_get_protocol_errors_not_500s(http_server, user, application, make_token):

@@ -12,12 +12,12 @@ import select
 import subprocess
 import time
 import uuid
+from urllib.parse import urlsplit
 
 import jsonschema
 import pytest
 
 from actions.services.signing import action_reject
-from chain.stack import free_port
 from mcp_adapter.api import PicnicApi
 from mcp_adapter.server import PicnicMCP
 from mcp_adapter.tests.conftest import HttpServer
@@ -72,6 +72,7 @@ def test_the_typescript_sdk_client_reads_calls_and_follows_an_action(
     live_server,
     settings,
     events_dir,
+    mcp_resource,
     action,
     operation,
     user,
@@ -97,9 +98,8 @@ def test_the_typescript_sdk_client_reads_calls_and_follows_an_action(
         idempotency_key=dm_key,
     )
     token = make_token(user, application, scope=SCOPES)
-    port = free_port()
+    port = urlsplit(mcp_resource).port  # where the token is bound (RFC 8707)
     settings.MCP_API_URL = live_server.url
-    settings.MCP_RESOURCE_URL = f"http://127.0.0.1:{port}/mcp"
     settings.MCP_ALLOWED_ORIGINS = [f"http://127.0.0.1:{port}"]
     server = PicnicMCP(http=True, output_schemas=True, api=PicnicApi(live_server.url))
     calls = [[name, {}] for name in READ_TOOLS] + [

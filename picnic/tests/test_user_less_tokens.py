@@ -1,6 +1,8 @@
 """Issue 14 item 5: a client_credentials token has no user. Every API endpoint acts for a
 user, so such a token gets one 403 in the error body, before anything is looked up: no 500,
-and no difference between an id that exists and one that does not."""
+and no difference between an id that exists and one that does not. The token endpoint no
+longer issues them (oauth/tests/test_metadata.py); these tests keep the API safe from one made
+another way (the admin, an older grant)."""
 
 from __future__ import annotations
 
@@ -78,34 +80,6 @@ def test_which_action_ids_exist_cannot_be_told_apart(api_client, app_token, user
         response = api_client.get(f"/api/v1/actions/{action_id}", app_token)
         assert response.status_code == 403, response.content
         assert response.json() == EXPECTED
-
-
-def test_a_client_credentials_token_from_the_token_endpoint_is_refused(client, user, api_client):
-    from oauth2_provider.models import Application
-
-    secret = "s3cret-for-tests"
-    app = Application.objects.create(
-        name="machine",
-        user=user,
-        client_type=Application.CLIENT_CONFIDENTIAL,
-        authorization_grant_type=Application.GRANT_CLIENT_CREDENTIALS,
-        client_secret=secret,
-    )
-    answer = client.post(
-        "/o/token/",
-        {
-            "grant_type": "client_credentials",
-            "client_id": app.client_id,
-            "client_secret": secret,
-            "scope": "read:profile read:actions",
-        },
-    )
-    if answer.status_code != 200:
-        pytest.skip(f"client_credentials is not enabled here: {answer.content!r}")
-    token = answer.json()["access_token"]
-    response = api_client.get("/api/v1/profile", token)
-    assert response.status_code == 403
-    assert response.json() == EXPECTED
 
 
 def test_a_user_token_still_works(api_client, user, application, make_token):

@@ -56,9 +56,16 @@ class Command(BaseCommand):
                 "algorithm": "",
             },
         )
+        # Bound (RFC 8707) to the MCP server, which accepts only tokens issued for it; the API
+        # accepts it too, as it serves that resource (oauth.policy).
+        audience = [settings.MCP_RESOURCE_URL]
         token = (
             AccessToken.objects.filter(
-                user=alice, application=app, scope=SCOPES, expires__gt=timezone.now()
+                user=alice,
+                application=app,
+                scope=SCOPES,
+                resource=audience,
+                expires__gt=timezone.now(),
             )
             .order_by("-expires")
             .first()
@@ -70,6 +77,7 @@ class Command(BaseCommand):
                 scope=SCOPES,
                 token=secrets.token_urlsafe(32),
                 expires=timezone.now() + timedelta(days=30),
+                resource=audience,
             )
         say = self.stdout.write
         seed_messaging(user=alice, application=app, say=say)

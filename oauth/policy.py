@@ -1,0 +1,83 @@
+"""Who may register which redirect URI, and which RFC 8707 audiences we issue and accept.
+
+One resource is served: the MCP server (`MCP_RESOURCE_URL`). Its tools are calls to our DRF
+API made with the caller's token, so the API accepts a token bound to that resource (it serves
+it), a token bound to the API itself, and an unbound token (pasted into scripts, made in the
+admin). A token bound to anything else is refused by both.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+from django.conf import settings
+from oauth2_provider.oauth2_validators import validate_resource_as_url_prefix
+
+LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+MAX_URI_LENGTH = 2000
+
+
+def canonical(uri: str) -> str:
+    """An RFC 8707 resource as compared here: scheme and host lowercased, no trailing slash
+    (the MCP spec's canonical server URI), so `HTTP://Host/mcp/` names `http://host/mcp`."""
+    parts = urlsplit(uri)
+    path = parts.path.rstrip("/")
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), path, parts.query, ""))
+
+
+def served_resources() -> set[str]:
+    """The resources this authorization server issues tokens for (read per call: the MCP
+    resource comes from settings, which tests change)."""
+    return {canonical(settings.MCP_RESOURCE_URL)}
+
+
+def resource_served(uri: str) -> bool:
+    try:
+        return canonical(uri) in served_resources()
+    except ValueError:  # an unparsable authority (a bad IPv6 literal, a bad port)
+        return False
+
+
+def api_accepts_audience(request_uri: str, audiences: list[str]) -> bool:
+    """DOT's RESOURCE_SERVER_TOKEN_RESOURCE_VALIDATOR for the DRF API: the token names the API
+    itself (DOT's prefix match) or the MCP resource whose calls the API serves. Never a
+    pass-through: the adapter sends tokens to MCP_API_URL only."""
+    if validate_resource_as_url_prefix(request_uri, audiences):
+        return True
+    return any(isinstance(a, str) and resource_served(a) for a in audiences)
+
+
+def redirect_uri_problem(uri: object) -> str | None:
+    """Why a dynamically registered client may not use `uri` as a redirect URI, or None.
+
+    Loopback callbacks (RFC 8252 §7.3: http on 127.0.0.1, localhost or [::1], any port) are
+    for agents on the user's machine; any other URI must be listed, exactly, in
+    OAUTH2_DCR_REDIRECT_URIS (the hosted clients the operator lets in)."""
+    if not isinstance(uri, str):
+        return "each redirect URI must be a string"
+    if not uri or len(uri) > MAX_URI_LENGTH:
+        return f"each redirect URI must have 1 to {MAX_URI_LENGTH} characters"
+    if not uri.isprintable() or any(c.isspace() for c in uri):
+        return "a redirect URI must not contain spaces or control characters"
+    if uri in settings.OAUTH2_DCR_REDIRECT_URIS:
+        return None
+    try:
+        parts = urlsplit(uri)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        return f"{uri!r} is not a valid URI"
+    if parts.fragment or "#" in uri or parts.username is not None or parts.password is not None:
+        return f"{uri!r}: a redirect URI has no fragment and no user information"
+    if parts.scheme in ("http", "https") and parts.hostname in LOOPBACK_HOSTS:
+        return None
+    return (
+        f"{uri!r} is not allowed: use a loopback callback (http://127.0.0.1:<port>/…) or ask "
+        "the operator to add it to OAUTH2_DCR_REDIRECT_URIS"
+    )
+
+
+def is_loopback(uri: str) -> bool:
+    try:
+        return urlsplit(uri).hostname in LOOPBACK_HOSTS
+    except ValueError:
+        return False

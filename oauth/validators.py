@@ -1,0 +1,37 @@
+"""django-oauth-toolkit's validator with our two rules: only the grants agents need, and RFC
+8707 resource indicators only for the resource we serve."""
+
+from __future__ import annotations
+
+from oauth2_provider.oauth2_validators import OAuth2Validator
+from oauthlib.oauth2.rfc6749 import errors
+
+from oauth.policy import resource_served
+
+# The code flow (with PKCE) and its refresh: what every MCP client uses. The metadata
+# advertises exactly these (settings.OAUTH2_PROVIDER["OAUTH2_GRANT_TYPES_SUPPORTED"]).
+GRANT_TYPES = ("authorization_code", "refresh_token")
+
+
+def unserved_resource_error(resource: str, request=None, state=None) -> errors.CustomOAuth2Error:
+    return errors.CustomOAuth2Error(
+        error="invalid_target",
+        description=f"This server issues no tokens for the resource {resource!r}",
+        request=request,
+        state=state,
+    )
+
+
+class PicnicOAuth2Validator(OAuth2Validator):
+    def validate_grant_type(self, client_id, grant_type, client, request, *args, **kwargs):
+        if grant_type not in GRANT_TYPES:
+            return False
+        return super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
+
+    def _check_and_set_request_resource(self, request):
+        """DOT's checks (absolute URIs; a token asks for no more than its grant) and ours: a
+        token names only resources we serve (the authorization view checks the grant's)."""
+        super()._check_and_set_request_resource(request)
+        for resource in request.resource:
+            if not resource_served(resource):
+                raise unserved_resource_error(resource, request)
