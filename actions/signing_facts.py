@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import timedelta
-from decimal import ROUND_UP, Decimal, InvalidOperation
+from decimal import ROUND_UP, Decimal
 
 from django.conf import settings
 from django.utils.translation import gettext_lazy as _
@@ -76,14 +76,6 @@ def address(value: str, *, ens: str = "", own_addresses: set[str] = frozenset())
     return Address(full=full, short=short, ens=ens, own=full.lower() in own_addresses)
 
 
-def _decimal(value) -> Decimal | None:
-    try:
-        number = Decimal(str(value))
-    except (InvalidOperation, ValueError, TypeError):
-        return None
-    return number if number.is_finite() else None
-
-
 def _int(value) -> int:
     if isinstance(value, str):
         return int(value, 16) if value.startswith("0x") else int(value or 0)
@@ -144,7 +136,7 @@ def sign_facts(action: Action) -> dict:
             pass
 
     def value(amount, symbol: str, price_id: str | None) -> Value | None:
-        number = _decimal(amount)
+        number = l10n.finite_decimal(amount)
         if number is None:
             return None
         price = price_table.get(price_id or "", {}).get(currency)
@@ -178,7 +170,7 @@ def sign_facts(action: Action) -> dict:
         facts["receive_quoted"] = value(params.get("to_amount"), to_symbol, to_price)
         facts["provider"] = params.get("provider", "")
         facts["cross_chain"] = bool(params.get("cross_chain"))
-        facts["slippage"] = _decimal(params.get("slippage"))
+        facts["slippage"] = l10n.finite_decimal(params.get("slippage"))
     elif action.type == ActionType.CARD_LIMIT_SET:
         facts["daily_limit"] = value(
             params.get("daily_limit"), params.get("symbol", ""), price_id("asset_id")

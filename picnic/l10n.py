@@ -25,7 +25,8 @@ def fiat_currency() -> str:
     return FIAT_FOR_LANGUAGE.get(language) or FIAT_FOR_LANGUAGE.get(language.split("-")[0], "USD")
 
 
-def _decimal(value) -> Decimal | None:
+def finite_decimal(value) -> Decimal | None:
+    """`value` as a finite Decimal, or None for what is not a number (or NaN/Infinity)."""
     try:
         number = Decimal(str(value))
     except (InvalidOperation, ValueError, TypeError):
@@ -35,7 +36,7 @@ def _decimal(value) -> Decimal | None:
 
 def format_amount(value) -> str:
     """A token amount with every significant decimal it has ("1.5" → "1,5" in pt-BR)."""
-    number = _decimal(value)
+    number = finite_decimal(value)
     if number is None:
         return str(value or "")
     places = max(-number.normalize().as_tuple().exponent, 0)
@@ -46,14 +47,14 @@ def format_amount(value) -> str:
 
 
 def format_money(value, currency: str) -> str:
-    number = _decimal(value)
+    number = finite_decimal(value)
     if number is None:
         return ""
     return babel_numbers.format_currency(number, currency, locale=locale_name())
 
 
 def format_percent(value) -> str:
-    number = _decimal(value)
+    number = finite_decimal(value)
     if number is None:
         return str(value or "")
     return babel_numbers.format_percent(
