@@ -254,9 +254,14 @@ def event_latency(make_one, count: int) -> list[float]:
             delivery_transition(
                 delivery_id=delivery.pk, to=D.CANCELLED, actor=Actor.system(), only_from={D.QUEUED}
             )
-        message = pubsub.get_message(timeout=5)
-        received = time.perf_counter()
-        assert message and str(delivery.pk).encode() in message["data"], message
+        # Redis pub/sub ignores the database number: skip other systems' events.
+        deadline = time.monotonic() + 5
+        while True:
+            message = pubsub.get_message(timeout=max(0.0, deadline - time.monotonic()))
+            received = time.perf_counter()
+            assert message, f"no event for {delivery.pk}"
+            if str(delivery.pk).encode() in message["data"]:
+                break
         samples.append((received - committed[0]) * 1000)
     pubsub.close()
     return samples
