@@ -11,7 +11,8 @@ changes a status: it checks the move is legal, applies it with a conditional UPD
 status = <the status we checked>), appends the history row in the same transaction and
 publishes `status_changed` after commit. Two workers racing on the same row therefore produce
 exactly one transition: the loser's UPDATE matches no row, it re-reads, and the move is no
-longer legal. `touch()` records a visible change that is not a transition.
+longer legal. `transition_path()` makes several legal moves at once (the same rows, events and
+counts in two statements). `touch()` records a visible change that is not a transition.
 `enqueue_on_commit()` hands an entity to its Celery task once the writing transaction commits.
 """
 
