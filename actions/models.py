@@ -145,10 +145,11 @@ class Action(LifecycleModel):
         return f"{self.get_type_display()} {self.id} ({self.status})"
 
     @property
-    def transitions(self) -> list[ActionStatusHistory]:
+    def transitions(self) -> list:
         """The status history without staff audit rows that moved nothing (a re-send): the
         seed's `status_history` is the trail of transitions. Uses the history read with the
-        action (`selectors.action_status_for_client`) or a prefetched `history`."""
+        action (`selectors.action_status_for_client`: `StatusRow`s, the fields the answer
+        shows) or a prefetched `history` (model instances)."""
         rows = self.__dict__.get("preloaded_history")
         if rows is None:
             rows = self.history.all()

@@ -108,18 +108,23 @@ def _history_as_json():
     return Subquery(rows, output_field=JSONField())
 
 
-def _history_row(action: Action, row: dict) -> ActionStatusHistory:
+@dataclass(frozen=True, slots=True)
+class StatusRow:
+    """One history row as get_action_status shows it: the fields the answer reads, without a
+    model instance per row (building five of them was a third of the view's CPU)."""
+
+    id: int
+    from_status: str | None
+    status: str
+    timestamp: datetime
+    detail: str | None
+
+
+def _history_row(row: dict) -> StatusRow:
     timestamp = parse_datetime(row["timestamp"])
     if timezone.is_naive(timestamp):  # SQLite stores UTC without an offset
         timestamp = timezone.make_aware(timestamp, UTC)
-    return ActionStatusHistory(
-        id=row["id"],
-        action_id=action.pk,
-        from_status=row["from_status"],
-        status=row["status"],
-        timestamp=timestamp,
-        detail=row["detail"],
-    )
+    return StatusRow(row["id"], row["from_status"], row["status"], timestamp, row["detail"])
 
 
 _SENTINEL_PK = uuid.UUID(int=0x5E17)
@@ -187,7 +192,7 @@ def action_status_for_client(
     history = action.history_rows
     if isinstance(history, str | bytes):  # a raw query leaves JSON undecoded
         history = json.loads(history)
-    rows = [_history_row(action, row) for row in history or []]
+    rows = [_history_row(row) for row in history or []]
     rows.sort(key=lambda row: (row.timestamp, row.id))  # the history's own ordering
     action.preloaded_history = rows
     return action

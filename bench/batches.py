@@ -5,7 +5,7 @@ then one whose receipt arrived). SQL statements per item and CPU per item of the
 thread (the local backend and bundler answer from other threads and are not counted).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
-        .venv/bin/python bench/batches.py [--items 200] [--rounds 5]
+        .venv/bin/python bench/batches.py [--items 200] [--rounds 5] [--database bench_hot_batches]
 
 No baseline of its own: run it on two commits to compare (docs/benchmarks.md has both). The
 median of `--rounds` batches of `--items` is printed per step.
@@ -41,10 +41,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--items", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--database", default="bench_hot_batches", help="the throwaway database's name"
+    )
     args = parser.parse_args()
     os.environ.setdefault("EVENTS_URL", "redis://127.0.0.1:6379/6")
     print(machine())
-    setup_django("bench_hot_batches")
+    setup_django(args.database)
     from django.conf import settings
     from django.contrib.auth import get_user_model
     from oauth2_provider.models import Application

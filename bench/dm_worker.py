@@ -10,8 +10,8 @@ local X provider (its own process) and the same database, in this run.
 Makes its own database (bench_hot_dm, or `--database`). Each round queues `--per-round` deliveries (copies made
 in SQL) for each side, baseline first on even rounds, and publishes one task per delivery; the
 rate is deliveries over the span from the first claim to the last `sent` (history timestamps),
-so publishing does not count. Also printed: SQL statements of one delivery of each (in
-process), worker CPU per delivery (the two pool processes' utime+stime), the pool processes'
+so publishing does not count. Also printed: SQL statements and CPU of one delivery of each (in
+process, without Celery), worker CPU per delivery (the two pool processes' utime+stime), the pool processes'
 RSS after the first and the last round of the project's deliveries, and the transition-commit →
 event-at-a-Redis-subscriber latency. The ratio is last.
 """
@@ -139,6 +139,38 @@ def statements(fn) -> int:
     return len(queries.captured_queries)
 
 
+def cpu_in_process(template, per_round: int = 300, rounds: int = 4) -> dict[str, float]:
+    """CPU per delivery of each side in this process (no Celery), rounds interleaved, median:
+    the steadier figure on a shared machine (waiting for PostgreSQL, Redis or the provider
+    costs no CPU). Log lines go to /dev/null, as a worker's would go to its log."""
+    import logging
+
+    from bench.dm_tasks import protocol_deliver_now
+    from messaging.services import delivery_process
+
+    handlers = [h for h in logging.getLogger().handlers if hasattr(h, "setStream")]
+    devnull = open(os.devnull, "w")  # noqa: SIM115 - closed below
+    streams = [h.setStream(devnull) for h in handlers]
+    deliver = {
+        PROJECT: lambda pk: delivery_process(delivery_id=pk, worker_id="bench"),
+        PROTOCOL: protocol_deliver_now,
+    }
+    samples: dict[str, list[float]] = {PROJECT: [], PROTOCOL: []}
+    try:
+        for round_no in range(rounds):
+            for kind in (PROTOCOL, PROJECT) if round_no % 2 == 0 else (PROJECT, PROTOCOL):
+                ids = queue_copies(template, per_round, f"cpu-{kind}-{round_no}")
+                started = time.process_time()
+                for pk in ids:
+                    assert deliver[kind](pk) == "sent"
+                samples[kind].append((time.process_time() - started) * 1000 / per_round)
+    finally:
+        for handler, stream in zip(handlers, streams, strict=True):
+            handler.setStream(stream)
+        devnull.close()
+    return {kind: percentile(values, 50) for kind, values in samples.items()}
+
+
 def pool_pids(main_pid: int) -> list[int]:
     try:
         return [
@@ -222,9 +254,14 @@ def event_latency(make_one, count: int) -> list[float]:
             delivery_transition(
                 delivery_id=delivery.pk, to=D.CANCELLED, actor=Actor.system(), only_from={D.QUEUED}
             )
-        message = pubsub.get_message(timeout=5)
-        received = time.perf_counter()
-        assert message and str(delivery.pk).encode() in message["data"], message
+        # Redis pub/sub ignores the database number: skip other systems' events.
+        deadline = time.monotonic() + 5
+        while True:
+            message = pubsub.get_message(timeout=max(0.0, deadline - time.monotonic()))
+            received = time.perf_counter()
+            assert message, f"no event for {delivery.pk}"
+            if str(delivery.pk).encode() in message["data"]:
+                break
         samples.append((received - committed[0]) * 1000)
     pubsub.close()
     return samples
@@ -279,6 +316,12 @@ def main() -> None:
             PROJECT: statements(lambda: delivery_process(delivery_id=ours.pk, worker_id="bench")),
             PROTOCOL: statements(lambda: protocol_deliver_now(str(theirs.pk))),
         }
+        in_process = cpu_in_process(template)
+        print(
+            f"CPU per delivery in process (no Celery): project {in_process[PROJECT]:.2f} ms, "
+            f"protocol {in_process[PROTOCOL]:.2f} ms",
+            flush=True,
+        )
         queue = f"bench-dm-{uuid.uuid4().hex[:8]}"
         worker = start(
             [

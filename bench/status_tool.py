@@ -1,14 +1,20 @@
-"""get_action_status over HTTP against gunicorn (2 sync workers, picnic.wsgi, DEBUG off) next to
-its baseline, a bare DRF view with the same OAuth2 authentication and scope check
-(`bench/status_urls.py`), both served by the same server in this run.
+"""get_action_status over HTTP against the production web server next to its baseline, a bare
+DRF view with the same OAuth2 authentication and scope check (`bench/status_urls.py`), both
+served by the same server in this run.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
-        .venv/bin/python bench/status_tool.py [--actions 200000] [--rounds 10] [--requests 200]
+        .venv/bin/python bench/status_tool.py [--server asgi|wsgi] [--actions 200000] [--rounds 10] [--requests 200]
+
+`--server asgi` (the default) is the Procfile's web process: `gunicorn -c picnic/gunicorn_conf.py
+picnic.asgi:application` (2 uvicorn workers, pooled database connections); `--server wsgi` is
+gunicorn's sync workers on `picnic.wsgi` with persistent connections (what the first passes of
+issue 16 measured). DEBUG off either way.
 
 Makes its own database (bench_hot_status, or `--database`): `--actions` copies of an executed action with its
 five history rows, made in SQL, and the one the requests read. Rounds alternate which endpoint
-goes first; each request opens its own connection (gunicorn's sync workers close it). Prints
-the SQL statements of one request of each, p50/p95/p99 latencies and the ratios last.
+goes first; each request opens its own connection. Prints the SQL statements and the CPU of one
+request of each (in process, through the whole middleware stack), p50/p95/p99 latencies and the
+ratios last.
 """
 
 from __future__ import annotations
@@ -114,6 +120,38 @@ def statements_per_request(paths: list[str], token: str) -> dict[str, int]:
     return counts
 
 
+def cpu_per_request(paths: list[str], token: str, rounds: int = 5, n: int = 300) -> dict:
+    """CPU time of one request of each path in this process (Django's test client through the
+    whole middleware stack, logs to /dev/null), rounds interleaved: the steadier figure on a
+    shared machine."""
+    import logging
+    import os
+
+    from django.test import Client, override_settings
+
+    handlers = [h for h in logging.getLogger().handlers if hasattr(h, "setStream")]
+    devnull = open(os.devnull, "w")  # noqa: SIM115 - closed below
+    streams = [h.setStream(devnull) for h in handlers]
+    samples: dict[str, list[float]] = {path: [] for path in paths}
+    try:
+        with override_settings(ROOT_URLCONF="bench.status_urls", DEBUG=False):
+            client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+            for path in paths:  # warm
+                for _ in range(50):
+                    client.get(path)
+            for _ in range(rounds):
+                for path in paths:
+                    started = time.process_time()
+                    for _ in range(n):
+                        client.get(path)
+                    samples[path].append((time.process_time() - started) * 1000 / n)
+    finally:
+        for handler, stream in zip(handlers, streams, strict=True):
+            handler.setStream(stream)
+        devnull.close()
+    return {path: percentile(values, 50) for path, values in samples.items()}
+
+
 def get(port: int, path: str, token: str, timeout: float = 10) -> float:
     started = time.perf_counter()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
@@ -129,6 +167,7 @@ def get(port: int, path: str, token: str, timeout: float = 10) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--server", choices=["asgi", "wsgi"], default="asgi")
     parser.add_argument("--actions", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--requests", type=int, default=200)
@@ -138,6 +177,7 @@ def main() -> None:
     args = parser.parse_args()
 
     print(machine())
+    print(f"server: {args.server}")
     db_url = setup_django(args.database)
     try:
         started = time.monotonic()
@@ -147,28 +187,29 @@ def main() -> None:
         )
         paths = {"bare": f"/bench/bare/{action.pk}", "status": f"/api/v1/actions/{action.pk}"}
         counts = statements_per_request(list(paths.values()), token.token)
+        cpu = cpu_per_request(list(paths.values()), token.token)
         for name, path in paths.items():
-            print(f"{name}: {counts[path]} SQL statements per request")
+            print(
+                f"{name}: {counts[path]} SQL statements, {cpu[path]:.2f} ms CPU per request "
+                "(in process, median of 5 x 300)"
+            )
         port = free_port()
+        if args.server == "asgi":
+            command = ["-c", "picnic/gunicorn_conf.py", "picnic.asgi:application"]
+            extra = {"WEB_BIND": f"127.0.0.1:{port}", "WEB_CONCURRENCY": "2"}
+        else:
+            command = ["picnic.wsgi", "--workers", "2", "--bind", f"127.0.0.1:{port}"]
+            command += ["--log-level", "warning"]
+            extra = {}
         server = start(
-            [
-                PYTHON,
-                "-m",
-                "gunicorn",
-                "picnic.wsgi",
-                "--workers",
-                "2",
-                "--bind",
-                f"127.0.0.1:{port}",
-                "--log-level",
-                "warning",
-            ],
+            [PYTHON, "-m", "gunicorn", *command],
             env={
                 "DJANGO_SETTINGS_MODULE": "bench.status_settings",
                 "PYTHONPATH": str(ROOT),
                 "DATABASE_URL": db_url,
                 "DJANGO_DEBUG": "false",
                 "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+                **extra,
             },
             log=Path("/tmp") / f"bench-status-gunicorn-{port}.log",
         )

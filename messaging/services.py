@@ -44,10 +44,12 @@ from picnic import metrics, tracing
 from picnic.lifecycle import (
     Actor,
     IllegalTransition,
+    Step,
     create,
     enqueue_on_commit,
     touch,
     transition,
+    transition_path,
 )
 
 logger = logging.getLogger(__name__)
@@ -287,12 +289,18 @@ def _claim_and_attempt(delivery: Delivery, worker_id: str) -> str:
             return "not_claimed"
         return _retry_later(delivery, worker_id, str(exc))
     try:
-        with transaction.atomic():
-            _claim_transition(delivery, worker_id)
-            _mark_sending(delivery, worker_id)
+        # queued -> claimed -> sending: one conditional UPDATE and both history rows.
+        sending = transition_path(
+            lifecycle=DELIVERY_LIFECYCLE,
+            pk=delivery.pk,
+            steps=(_claim_step(worker_id), _sending_step(delivery, worker_id)),
+            actor=Actor.worker(),
+            only_from={D.QUEUED},
+        )
     except IllegalTransition:  # another worker, or a cancel, got there first
         conn.close()
         return "not_claimed"
+    delivery.status, delivery.lease_owner = sending.status, sending.lease_owner
     return _send(delivery, adapter, conn, token)
 
 
@@ -302,14 +310,27 @@ def _connect(delivery: Delivery):
     return token, adapter, adapter.connect()
 
 
+def _claim_step(worker_id: str) -> Step:
+    return Step(D.CLAIMED, detail=f"claimed by {worker_id}", updates=_lease(worker_id))
+
+
+def _sending_step(delivery: Delivery, worker_id: str) -> Step:
+    return Step(
+        D.SENDING,
+        detail=f"sending to {delivery.social_account.provider} as {worker_id}",
+        updates={"lease_expires_at": timezone.now() + timedelta(seconds=settings.DM_LEASE_SECONDS)},
+    )
+
+
 def _claim_transition(delivery: Delivery, worker_id: str) -> None:
+    step = _claim_step(worker_id)
     claimed = delivery_transition(
         delivery_id=delivery.pk,
-        to=D.CLAIMED,
+        to=step.to,
         actor=Actor.worker(),
-        updates=_lease(worker_id),
+        updates=step.updates,
         only_from={D.QUEUED},
-        detail=f"claimed by {worker_id}",
+        detail=step.detail,
     )
     delivery.status, delivery.lease_owner = claimed.status, claimed.lease_owner
 
@@ -338,13 +359,14 @@ def _fail_unsendable(delivery: Delivery, exc: Exception) -> str:
 
 
 def _mark_sending(delivery: Delivery, worker_id: str) -> None:
+    step = _sending_step(delivery, worker_id)
     delivery_transition(
         delivery_id=delivery.pk,
-        to=D.SENDING,
+        to=step.to,
         actor=Actor.worker(),
         only_from={D.CLAIMED},
-        detail=f"sending to {delivery.social_account.provider} as {worker_id}",
-        updates={"lease_expires_at": timezone.now() + timedelta(seconds=settings.DM_LEASE_SECONDS)},
+        detail=step.detail,
+        updates=step.updates,
     )
 
 

@@ -12,11 +12,14 @@ the event, and clients re-read the resource on reconnect.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import os
 import socket
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +33,55 @@ _MAX_DATAGRAM = 4096
 
 
 def publish(event: dict[str, Any]) -> None:
-    """Send one event to every listener; never raises (a transition is already committed)."""
-    data = json.dumps(event, separators=(",", ":")).encode()
+    """Send one event to every listener (at the end of the enclosing `batch()`, if any); never
+    raises (a transition is already committed)."""
+    pending = _pending.get()
+    if pending is not None:
+        pending.append(event)
+    else:
+        _send([event])
+
+
+# The events of the current `batch()`, or None outside one.
+_pending: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar(
+    "picnic_events_batch", default=None
+)
+
+
+@contextmanager
+def batch() -> Iterator[None]:
+    """Publish the events of the block together when it ends, in their order: on Redis one
+    round trip (a pipeline of PUBLISHes) instead of one per event. A nested batch joins the
+    outer one."""
+    if _pending.get() is not None:
+        yield
+        return
+    token = _pending.set([])
+    try:
+        yield
+    finally:
+        pending = _pending.get()
+        _pending.reset(token)
+        if pending:
+            _send(pending)
+
+
+def _send(events: list[dict[str, Any]]) -> None:
+    data = [json.dumps(event, separators=(",", ":")).encode() for event in events]
     try:
         if settings.EVENTS_URL.startswith("redis"):
-            _redis().publish(CHANNEL, data)
+            if len(data) == 1:
+                _redis().publish(CHANNEL, data[0])
+            else:
+                pipeline = _redis().pipeline(transaction=False)
+                for item in data:
+                    pipeline.publish(CHANNEL, item)
+                pipeline.execute()
         else:
-            _publish_local(data)
+            for item in data:
+                _publish_local(item)
     except Exception:  # noqa: BLE001 - notifications are best-effort by design
-        logger.warning("could not publish event %s", event, exc_info=True)
+        logger.warning("could not publish events %s", events, exc_info=True)
 
 
 _redis_client = None

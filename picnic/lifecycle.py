@@ -11,14 +11,15 @@ changes a status: it checks the move is legal, applies it with a conditional UPD
 status = <the status we checked>), appends the history row in the same transaction and
 publishes `status_changed` after commit. Two workers racing on the same row therefore produce
 exactly one transition: the loser's UPDATE matches no row, it re-reads, and the move is no
-longer legal. `touch()` records a visible change that is not a transition.
+longer legal. `transition_path()` makes several legal moves at once (the same rows, events and
+counts in two statements). `touch()` records a visible change that is not a transition.
 `enqueue_on_commit()` hands an entity to its Celery task once the writing transaction commits.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -75,6 +76,17 @@ class IllegalTransition(Exception):
         self.current = current
         self.target = target
         super().__init__(f"{model} {pk}: cannot move from {current!r} to {target!r}")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One move of `transition_path()`: its target status, what its history row says, and the
+    values it writes besides the status."""
+
+    to: str
+    detail: str | None = None
+    payload: Any = None
+    updates: Mapping[str, Any] | None = None
 
 
 # Given the values a terminal transition is about to write (explicit updates and timestamps
@@ -326,23 +338,26 @@ def _update_plan(model: type[models.Model], using: str, status_field: str, names
 _INSERTS: dict[tuple, tuple] = {}
 
 
-def _append_history(lifecycle: Lifecycle, using: str, **values: Any) -> None:
-    """The history row of a transition: one INSERT built once per history model and database;
-    `values` by attribute name, every other column its field's default."""
-    key = (lifecycle.history_label, using)
+def _append_history(lifecycle: Lifecycle, using: str, rows: list[dict[str, Any]]) -> None:
+    """The history rows of a transition (one per step): one INSERT, built once per history
+    model, database and number of rows; each row's values by attribute name, every other
+    column its field's default. The rows get ascending ids in their order."""
+    key = (lifecycle.history_label, using, len(rows))
     if key not in _INSERTS:
         meta = lifecycle.history_model._meta
         quote = connections[using].ops.quote_name
         fields = [f for f in meta.concrete_fields if not f.primary_key]
+        row = f"({', '.join(['%s'] * len(fields))})"
         _INSERTS[key] = (
             f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
-            f"VALUES ({', '.join(['%s'] * len(fields))})",
+            f"VALUES {', '.join([row] * len(rows))}",
             fields,
         )
     sql, fields = _INSERTS[key]
     connection = connections[using]
     params = [
         _db_value(f, values[f.attname] if f.attname in values else f.get_default(), connection)
+        for values in rows
         for f in fields
     ]
     with connection.cursor() as cursor:
@@ -379,47 +394,112 @@ def transition(
     goes on; a database error dooms the caller's transaction, as the UPDATE and its history row
     must never be split.
     """
+    return transition_path(
+        lifecycle=lifecycle,
+        pk=pk,
+        steps=(Step(to, detail=detail, payload=payload, updates=updates),),
+        actor=actor,
+        only_from=only_from,
+        model=model,
+        expected=expected,
+    )
+
+
+def transition_path(
+    *,
+    lifecycle: Lifecycle,
+    pk: Any,
+    steps: Sequence[Step],
+    actor: Actor,
+    only_from: frozenset[str] | set[str] | None = None,
+    model: type[models.Model] | None = None,
+    expected: str | None = None,
+) -> models.Model:
+    """`transition()` through several moves at once, all or none (e.g. a delivery claimed and
+    `sending` in the transaction that precedes its request): each step must be legal from the
+    one before it; `only_from` and `expected` apply to the first.
+
+    The same rows, events, counts and log as the moves one after another, in fewer round
+    trips: one conditional UPDATE writing the last status (every step's `updates` and state
+    timestamp; a later step's value wins), one INSERT of a history row per step (one instant,
+    ascending ids), and after commit one `status_changed` per step, the events published
+    together (`picnic.events.batch`). One log line names the whole path.
+    """
+    if not steps:
+        raise ValueError("transition_path() needs at least one step")
+    for before, after in zip(steps, steps[1:], strict=False):
+        if not lifecycle.can(before.to, after.to):
+            raise ValueError(f"{lifecycle.name}: no move from {before.to!r} to {after.to!r}")
     model = _model_of(lifecycle, model)
-    with transaction.atomic(using=model._default_manager.db, savepoint=False):
-        instance, current, now, illegal = _apply(
-            lifecycle, model, pk, to, updates, only_from, expected
-        )
+    using = model._default_manager.db
+    with transaction.atomic(using=using, savepoint=False):
+        instance, current, now, illegal = _apply(lifecycle, model, pk, steps, only_from, expected)
         if instance is not None:
-            _append_history(
-                lifecycle,
-                model._default_manager.db,
-                **{_history_fk_attname(lifecycle): instance.pk},
-                from_status=current,
-                status=to,
-                timestamp=now,
-                detail=detail,
-                payload=payload,
-                actor_kind=actor.kind,
-                actor_user_id=actor.user.pk if actor.user is not None else None,
-                trace_id=tracing.current_trace_id(),
-            )
-            transaction.on_commit(
-                lambda: status_changed.send_robust(
-                    sender=model, pk=pk, from_status=current, to_status=to, lifecycle=lifecycle
+            fk = _history_fk_attname(lifecycle)
+            common = {
+                fk: instance.pk,
+                "timestamp": now,
+                "actor_kind": actor.kind,
+                "actor_user_id": actor.user.pk if actor.user is not None else None,
+                "trace_id": tracing.current_trace_id(),
+            }
+            moves = list(
+                zip(
+                    [current, *(step.to for step in steps[:-1])], [s.to for s in steps], strict=True
                 )
             )
-            metrics.count_transition(lifecycle.name, to)
+            _append_history(
+                lifecycle,
+                using,
+                [
+                    {
+                        **common,
+                        "from_status": source,
+                        "status": step.to,
+                        "detail": step.detail,
+                        "payload": step.payload,
+                    }
+                    for (source, _to), step in zip(moves, steps, strict=True)
+                ],
+            )
+            transaction.on_commit(lambda: _announce(lifecycle, model, pk, moves))
     if illegal is not None:
         raise illegal
-    logger.info("%s %s: %s -> %s (%s)", model.__name__, pk, current, to, actor.kind)
+    logger.info(
+        "%s %s: %s (%s)",
+        model.__name__,
+        pk,
+        " -> ".join([str(current), *(str(step.to) for step in steps)]),
+        actor.kind,
+    )
     return instance
+
+
+def _announce(lifecycle: Lifecycle, model, pk, moves: list[tuple[str, str]]) -> None:
+    """After commit: count each move and send its `status_changed`; the events the receivers
+    publish leave together (one Redis round trip, not one per move)."""
+    from picnic import events  # late: picnic.events imports this module
+
+    for _source, target in moves:
+        metrics.TRANSITIONS.labels(lifecycle.name, target).inc()
+    with events.batch():
+        for source, target in moves:
+            status_changed.send_robust(
+                sender=model, pk=pk, from_status=source, to_status=target, lifecycle=lifecycle
+            )
 
 
 def _history_fk_attname(lifecycle: Lifecycle) -> str:
     return lifecycle.history_model._meta.get_field(lifecycle.history_fk).attname
 
 
-def _apply(lifecycle, model, pk, to, updates, only_from, expected) -> tuple:
-    """The legality check and the conditional UPDATE of `transition()`: (instance, the status
-    it moved from, the instant, None) or (None, …, the exception to raise)."""
+def _apply(lifecycle, model, pk, steps, only_from, expected) -> tuple:
+    """The legality check and the conditional UPDATE of `transition_path()`: (instance, the
+    status it moved from, the instant, None) or (None, …, the exception to raise)."""
     status_field = lifecycle.status_field
     manager = model._default_manager
-    sources = _sources(lifecycle, to, only_from)
+    first, to = steps[0].to, steps[-1].to
+    sources = _sources(lifecycle, first, only_from)
     guess = expected if expected in sources else (sources[0] if len(sources) == 1 else None)
     now = None
     for _attempt in range(3):
@@ -430,12 +510,15 @@ def _apply(lifecycle, model, pk, to, updates, only_from, expected) -> tuple:
             if current is None:
                 return None, None, now, model.DoesNotExist(f"{model.__name__} {pk} does not exist")
         if current not in sources:
-            illegal = IllegalTransition(model=model.__name__, pk=pk, current=current, target=to)
+            illegal = IllegalTransition(model=model.__name__, pk=pk, current=current, target=first)
             return None, current, now, illegal
         now = timezone.now()
-        values = {status_field: to, **(updates or {})}
-        if to in lifecycle.timestamps:
-            values.setdefault(lifecycle.timestamps[to], now)
+        values = {status_field: to}
+        for step in steps:
+            values.update(step.updates or {})
+        for step in steps:
+            if step.to in lifecycle.timestamps:
+                values.setdefault(lifecycle.timestamps[step.to], now)
         if lifecycle.is_terminal(to):
             for hook in lifecycle.on_terminal:
                 for name, value in hook(values, now).items():
@@ -447,7 +530,7 @@ def _apply(lifecycle, model, pk, to, updates, only_from, expected) -> tuple:
             return instance, current, now, None
         # Not (or no longer) `current`: another writer moved it, or the guess was wrong.
         # The next attempt reads the status and re-checks.
-    illegal = IllegalTransition(model=model.__name__, pk=pk, current="(contended)", target=to)
+    illegal = IllegalTransition(model=model.__name__, pk=pk, current="(contended)", target=first)
     return None, current, now, illegal
 
 

@@ -60,3 +60,51 @@ def test_a_vanished_local_listener_is_forgotten(settings, tmp_path):
     sock.close()  # the file stays, nobody reads it
     events.publish({"uri": "picnic://action/x"})
     assert not stale.exists()
+
+
+def test_a_batch_publishes_its_events_together_when_it_ends(backend, settings):
+    import json
+    import socket
+    import time
+    import uuid
+
+    import redis
+
+    ours = [str(uuid.uuid4()) for _ in range(3)]
+    if backend == "redis":
+        client = redis.Redis.from_url(settings.EVENTS_URL)
+        listener = client.pubsub(ignore_subscribe_messages=True)
+        listener.subscribe(events.CHANNEL)
+
+        def received() -> list[str]:
+            seen, deadline = [], time.monotonic() + 0.5
+            while time.monotonic() < deadline:
+                message = listener.get_message(timeout=0.1)
+                if message and json.loads(message["data"]).get("id") in ours:
+                    seen.append(json.loads(message["data"])["id"])
+            return seen
+    else:
+        folder = events._events_dir()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        listener.bind(str(folder / "test.sock"))
+        listener.setblocking(False)
+
+        def received() -> list[str]:
+            seen = []
+            while True:
+                try:
+                    seen.append(json.loads(listener.recv(4096))["id"])
+                except BlockingIOError:
+                    return seen
+
+    try:
+        with events.batch():
+            events.publish({"id": ours[0]})
+            with events.batch():  # joins the outer batch
+                events.publish({"id": ours[1]})
+            assert received() == []
+        assert received() == ours[:2]
+        events.publish({"id": ours[2]})  # no batch: at once
+        assert received() == ours[2:]
+    finally:
+        listener.close()

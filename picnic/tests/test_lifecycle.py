@@ -11,7 +11,7 @@ from django.db import close_old_connections, connection, transaction
 from actions.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionStatusHistory
 from actions.services.transitions import action_transition
 from actions.tests.factories import make_action
-from picnic.lifecycle import Actor, IllegalTransition, status_changed
+from picnic.lifecycle import Actor, IllegalTransition, Step, status_changed, transition_path
 from picnic.models import ActorKind, AppendOnlyError
 
 S = ActionStatus
@@ -209,3 +209,72 @@ def test_a_lost_race_on_the_one_source_says_what_the_status_is_now(action):
     assert raised.value.current == S.REJECTED
     with pytest.raises(Action.DoesNotExist):
         action_transition(action_id=uuid.uuid4(), to=S.SIGNED, actor=Actor.system())
+
+
+def test_a_path_is_one_update_and_one_insert_with_a_row_per_step(
+    action, django_assert_num_queries, django_capture_on_commit_callbacks, caplog
+):
+    seen = []
+
+    def receiver(sender, pk, from_status, to_status, **kwargs):
+        seen.append((from_status, to_status))
+
+    status_changed.connect(receiver)
+    try:
+        with (
+            django_capture_on_commit_callbacks(execute=True),
+            django_assert_num_queries(2) as captured,
+            caplog.at_level("INFO", logger="picnic.lifecycle"),
+        ):
+            moved = transition_path(
+                lifecycle=ACTION_LIFECYCLE,
+                pk=action.pk,
+                steps=(
+                    Step(S.SIGNED, detail="signed it", payload={"n": 1}),
+                    Step(S.SUBMITTED, detail="submitted it", updates={"error": "x"}),
+                ),
+                actor=Actor.end_user(action.user),
+            )
+    finally:
+        status_changed.disconnect(receiver)
+    assert [q["sql"].split()[0] for q in captured.captured_queries] == ["UPDATE", "INSERT"]
+    # Every step's state timestamp and updates; the events and counts one per step, in order.
+    assert moved.status == S.SUBMITTED and moved.error == "x"
+    assert moved.signed_at is not None and moved.signed_at == moved.updated_at
+    assert seen == [("proposed", "signed"), ("signed", "submitted")]
+    rows = list(action.history.order_by("timestamp", "id"))[1:]
+    assert [(r.from_status, r.status, r.detail, r.payload) for r in rows] == [
+        ("proposed", "signed", "signed it", {"n": 1}),
+        ("signed", "submitted", "submitted it", None),
+    ]
+    assert {r.timestamp for r in rows} == {moved.signed_at}
+    assert {r.actor_user_id for r in rows} == {action.user.pk}
+    assert [r.getMessage() for r in caplog.records if r.name == "picnic.lifecycle"] == [
+        f"Action {action.pk}: proposed -> signed -> submitted (user)"
+    ]
+
+
+def test_a_path_whose_first_move_is_not_legal_writes_nothing(action):
+    action_transition(action_id=action.pk, to=S.REJECTED, actor=Actor.system())
+    with pytest.raises(IllegalTransition):
+        transition_path(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
+            steps=(Step(S.SIGNED), Step(S.SUBMITTED)),
+            actor=Actor.system(),
+        )
+    action.refresh_from_db()
+    assert action.status == S.REJECTED
+    assert action.history.count() == 2
+
+
+def test_a_path_through_an_impossible_move_is_refused_before_anything_is_read(
+    action, django_assert_num_queries
+):
+    with django_assert_num_queries(0), pytest.raises(ValueError, match="no move"):
+        transition_path(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
+            steps=(Step(S.SIGNED), Step(S.EXECUTED)),
+            actor=Actor.system(),
+        )
