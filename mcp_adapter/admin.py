@@ -1,0 +1,73 @@
+"""MCP tasks in the admin, read-only: support staff answering "my agent says its task is stuck"
+find the task by its id (or the action's or delivery's id), see whose it is, what it waits for
+and how it ended, and follow the link to the entity's live timeline, where any fix is made."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.utils.html import format_html
+
+from mcp_adapter.models import McpTask
+from picnic.admin import EstimatedCountPaginator, id_cell, search_term_kind, text_cell
+from picnic.lifecycle import lifecycle_named
+
+
+@admin.register(McpTask)
+class McpTaskAdmin(admin.ModelAdmin):
+    list_display = (
+        "short_id",
+        "tool",
+        "status",
+        "user",
+        "application",
+        "entity",
+        "message",
+        "created_at",
+        "expires_at",
+    )
+    # Choices only: a filter on a free field would run SELECT DISTINCT on every load.
+    list_filter = ("status", "kind")
+    list_select_related = ("user", "application")
+    search_fields = ("=id",)
+    search_help_text = "Exact: a task id, or the id of its action or delivery."
+    ordering = ("-created_at", "-id")
+    show_full_result_count = False
+    list_per_page = 50
+    readonly_fields = [f.name for f in McpTask._meta.concrete_fields] + ["entity"]
+
+    def get_paginator(self, request, queryset, per_page, orphans=0, allow_empty_first_page=True):
+        return EstimatedCountPaginator(queryset, per_page, orphans, allow_empty_first_page)
+
+    def get_search_results(self, request, queryset, search_term):
+        if not search_term.strip():
+            return queryset, False
+        kind, term = search_term_kind(search_term)
+        if kind != "uuid":
+            return queryset.none(), False
+        return queryset.filter(pk=term) | queryset.filter(entity_id=term), False
+
+    # A task mirrors its action or delivery and ends with it: nothing to edit or add here, and
+    # the purge (TTL) is beat's job.
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="id")
+    def short_id(self, obj: McpTask) -> str:
+        return id_cell(obj.pk)
+
+    @admin.display(description="status message")
+    def message(self, obj: McpTask) -> str:
+        return text_cell(obj.status_message, limit=60)
+
+    @admin.display(description="action / delivery")
+    def entity(self, obj: McpTask) -> str:
+        if obj.entity_id is None:
+            return "— (refused at once)"
+        url = lifecycle_named(obj.kind).timeline_url(obj.entity_id)
+        return format_html('<a href="{}">{} {}</a>', url, obj.kind, id_cell(obj.entity_id))
