@@ -3,10 +3,15 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import pytest
+from babel.dates import format_datetime
+from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
 
 from mcp_adapter.server import DjangoTokenVerifier
+from oauth import selectors
 from oauth.models import AgentUse, ClientProfile
 from oauth.services import agent_revoke
 
@@ -131,3 +136,95 @@ def test_agent_revoke_counts_what_it_revoked(code_flow, user):
     assert (revoked.access_tokens, revoked.refresh_tokens) == (1, 1)
     again = agent_revoke(user=user, application_id=code_flow.application.pk)
     assert (again.access_tokens, again.refresh_tokens) == (0, 0)
+
+
+# --- In the user's language ------------------------------------------------------------------
+
+
+def test_the_consent_page_speaks_the_browsers_language(code_flow, public_client):
+    code_flow.client.force_login(code_flow.user)
+    params = code_flow.params(scope="read:balances write:actions")
+    page = code_flow.client.get("/o/authorize/", params, HTTP_ACCEPT_LANGUAGE="pt-BR")
+    html = page.content.decode()
+    assert page.status_code == 200 and '<html lang="pt-br">' in html
+    assert "Registered agent quer usar sua conta Picnic" in html
+    assert "Os saldos de tokens das suas contas inteligentes" in html  # a scope, in plain words
+    assert "assiná-la com sua chave de acesso" in html
+    assert 'id="unverified"' in html and "O Picnic não verificou este agente" in html
+    assert ">Aprovar</button>" in html and ">Negar</button>" in html
+    assert 'action="/i18n/setlang/"' in html  # the end-user base: the language switcher
+    assert 'href="/agents/"' in html  # and the way to Connected agents
+    # The base's own assets are the site's: the page's CSP still needs only the callback.
+    assert page["Content-Security-Policy"].endswith("form-action 'self' http://127.0.0.1:9999")
+
+    page = code_flow.client.get("/o/authorize/", params, HTTP_ACCEPT_LANGUAGE="es")
+    html = page.content.decode()
+    assert '<html lang="es">' in html
+    assert "Registered agent quiere usar tu cuenta Picnic" in html
+    assert "Proponer acciones de billetera" in html
+    assert ">Aprobar</button>" in html
+
+
+def test_the_switchers_choice_wins_over_the_browser_on_the_consent_page(code_flow):
+    code_flow.client.force_login(code_flow.user)
+    authorize = "/o/authorize/?" + urlencode(code_flow.params())
+    answer = code_flow.client.post("/i18n/setlang/", {"language": "es", "next": authorize})
+    assert answer.status_code == 302 and answer["Location"] == authorize
+    html = code_flow.client.get(authorize, HTTP_ACCEPT_LANGUAGE="pt-BR").content.decode()
+    assert "Podrá ver" in html
+
+
+def test_the_error_page_is_translated_too(code_flow):
+    code_flow.client.force_login(code_flow.user)
+    params = code_flow.params(client_id="nobody")
+    page = code_flow.client.get("/o/authorize/", params, HTTP_ACCEPT_LANGUAGE="es")
+    assert page.status_code == 400
+    assert "Esta solicitud no se puede aprobar" in page.content.decode()
+
+
+def test_connected_agents_in_spanish_and_portuguese(code_flow, client, user):
+    _connect(code_flow, scope="read:actions read:balances")
+    client.force_login(user)
+    html = client.get("/agents/", HTTP_ACCEPT_LANGUAGE="es").content.decode()
+    assert "<h1>Agentes conectados</h1>" in html
+    assert "Los saldos de tokens de tus cuentas inteligentes" in html
+    assert "Todavía no" in html and "Desconectar" in html
+    [agent] = selectors.connected_agents(user=user)
+    connected = agent.connected_at
+    # Dates in the language's CLDR format ("3 dic 2026, 19:40:12 UTC").
+    assert f"{l10n_datetime(connected, 'es')} UTC" in html
+    html = client.get("/agents/", HTTP_ACCEPT_LANGUAGE="pt-BR").content.decode()
+    assert "Pode ver" in html and "Ainda não" in html
+    assert f"{l10n_datetime(connected, 'pt_BR')} UTC" in html
+    answer = client.post(f"/agents/{code_flow.application.pk}/revoke", HTTP_ACCEPT_LANGUAGE="es")
+    html = client.get(answer["Location"], HTTP_ACCEPT_LANGUAGE="es").content.decode()
+    assert "Desconectado: los tokens de ese agente ya no funcionan." in html
+    assert "No hay ningún agente conectado." in html
+
+
+def test_the_oauth_endpoints_agents_call_stay_english(code_flow, client):
+    """The JSON is for programs: an agent's Accept-Language changes nothing."""
+    answer = client.post(
+        "/o/token/",
+        {"grant_type": "authorization_code", "code": "x\x00"},
+        HTTP_ACCEPT_LANGUAGE="pt-BR",
+    )
+    assert answer.status_code == 400 and answer["Content-Language"].startswith("en")
+    assert answer.json()["error_description"] == "The request contains a NUL character"
+    registered = client.post(
+        "/o/register/", "[]", content_type="application/json", HTTP_ACCEPT_LANGUAGE="es"
+    )
+    assert registered.status_code == 400 and registered["Content-Language"].startswith("en")
+    assert registered.json()["error_description"] == "The registration body must be a JSON object"
+    metadata = client.get("/.well-known/oauth-authorization-server", HTTP_ACCEPT_LANGUAGE="es")
+    assert metadata.status_code == 200 and metadata["Content-Language"].startswith("en")
+    # The consent page, under the same /o/, is the user's.
+    code_flow.client.force_login(code_flow.user)
+    page = code_flow.client.get("/o/authorize/", code_flow.params(), HTTP_ACCEPT_LANGUAGE="es")
+    assert page["Content-Language"] == "es"
+
+
+def l10n_datetime(value, locale: str) -> str:
+    return format_datetime(
+        value, format="medium", tzinfo=timezone.get_current_timezone(), locale=locale
+    )
