@@ -19,6 +19,26 @@ def run(fn, *args):
     return anyio.run(fn, *args)
 
 
+class MemoryTokenStorage:
+    """The MCP SDK's `TokenStorage` (OAuthClientProvider), in memory, optionally pre-filled."""
+
+    def __init__(self, tokens=None, client_info=None):
+        self.tokens = tokens
+        self.client_info = client_info
+
+    async def get_tokens(self):
+        return self.tokens
+
+    async def set_tokens(self, tokens):
+        self.tokens = tokens
+
+    async def get_client_info(self):
+        return self.client_info
+
+    async def set_client_info(self, client_info):
+        self.client_info = client_info
+
+
 def make_action(user, application):
     """A proposed card action: a real row with history, no chain needed."""
     return action_create(

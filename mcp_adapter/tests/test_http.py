@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from actions.models import Action
-from mcp_adapter.tests.conftest import run
+from mcp_adapter.tests.conftest import MemoryTokenStorage, run
 from mcp_adapter.tests.test_transports import HEADERS, INIT
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -272,26 +272,15 @@ def test_the_python_sdks_oauth_client_steps_up_on_the_403(
     asked: list[dict] = []
     answers: list[AuthorizationCodeResult] = []
 
-    class Storage:
-        tokens = OAuthToken(access_token=reader.token, expires_in=3600, scope="read:actions")
-        info = OAuthClientInformationFull(
+    storage = MemoryTokenStorage(
+        tokens=OAuthToken(access_token=reader.token, expires_in=3600, scope="read:actions"),
+        client_info=OAuthClientInformationFull(
             client_id=app.client_id,
             client_secret=secret,
             redirect_uris=[redirect],
             token_endpoint_auth_method="client_secret_post",
-        )
-
-        async def get_tokens(self):
-            return self.tokens
-
-        async def set_tokens(self, tokens):
-            self.tokens = tokens
-
-        async def get_client_info(self):
-            return self.info
-
-        async def set_client_info(self, info):
-            self.info = info
+        ),
+    )
 
     async def redirect_handler(url: str) -> None:
         asked.append(parse_qs(urlsplit(url).query))
@@ -321,7 +310,6 @@ def test_the_python_sdks_oauth_client_steps_up_on_the_403(
             async with Client(streamable_http_client(http.url, http_client=http_client)) as mcp:
                 return await mcp.call_tool("card_freeze", {})
 
-    storage = Storage()
     with http_server() as http:
         result = run(body)
     assert len(asked) == 1 and asked[0]["scope"] == ["read:actions write:actions"]

@@ -20,11 +20,11 @@ import requests
 from mcp import Client
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthToken
+from mcp.shared.auth import AuthorizationCodeResult
 from oauth2_provider.models import AccessToken, Application, RefreshToken
 
 from chain.stack import free_port
-from mcp_adapter.tests.conftest import make_action
+from mcp_adapter.tests.conftest import MemoryTokenStorage, make_action
 from oauth.tests.conftest import CHROMIUM
 from oauth.tests.tls import DocumentServer
 
@@ -39,26 +39,6 @@ async def _shoot(page, name: str) -> None:
 
 
 PASSWORD = "pw-alice"  # conftest's make_user
-
-
-class Memory:
-    """The SDK's TokenStorage, in memory."""
-
-    def __init__(self):
-        self.tokens: OAuthToken | None = None
-        self.client_info: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self):
-        return self.tokens
-
-    async def set_tokens(self, tokens):
-        self.tokens = tokens
-
-    async def get_client_info(self):
-        return self.client_info
-
-    async def set_client_info(self, client_info):
-        self.client_info = client_info
 
 
 class Person:
@@ -129,7 +109,7 @@ async def _browser(playwright):
     return browser, await context.new_page()
 
 
-def _provider(http, person: Person, storage: Memory, **kwargs) -> OAuthClientProvider:
+def _provider(http, person: Person, storage: MemoryTokenStorage, **kwargs) -> OAuthClientProvider:
     from mcp.shared.auth import OAuthClientMetadata
 
     return OAuthClientProvider(
@@ -172,7 +152,7 @@ def test_an_sdk_client_registers_consents_calls_refreshes_and_is_cut_off(
     from playwright.async_api import async_playwright
 
     callback = f"http://127.0.0.1:{free_port()}/callback"
-    storage = Memory()
+    storage = MemoryTokenStorage()
     seen: dict = {}
 
     async def body():
@@ -263,7 +243,7 @@ def test_an_sdk_client_with_a_client_id_metadata_document(
 
     callback = f"http://127.0.0.1:{free_port()}/callback"
     settings.OAUTH2_CIMD_ALLOW_LOOPBACK = True
-    storage = Memory()
+    storage = MemoryTokenStorage()
     seen: dict = {}
     with DocumentServer(tmp_path) as documents:
         monkeypatch.setenv("SSL_CERT_FILE", str(documents.ca))  # DOT's fetcher trusts our CA
