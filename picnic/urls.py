@@ -38,8 +38,13 @@ def favicon(request):
 # (issuer …/o), OIDC routes (OIDC is off), the device flow (not offered), introspection (it needs
 # a scope no client holds: the MCP server reads tokens itself) and the application-management
 # pages (any user could register a client there, past the checks).
+# DOT's protected-resource document per path would describe any path of this origin as a
+# resource (`/.well-known/oauth-protected-resource/mcp` naming `<web origin>/mcp` while the MCP
+# server is elsewhere, with other scopes): the MCP server serves its own; the root document
+# (this origin: the API) stays.
+_metadata = [p for p in oauth_metadata if "resource_path" not in str(p.pattern)]
 oauth_urlpatterns = [
-    *oauth_metadata,
+    *_metadata,
     path("o/authorize/", agent_views.ConsentView.as_view(), name="authorize"),
     path("o/token/", agent_views.TokenView.as_view(), name="token"),
     path("o/revoke_token/", agent_views.RevocationView.as_view(), name="revoke-token"),

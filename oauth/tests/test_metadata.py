@@ -23,6 +23,16 @@ def test_the_metadata_advertises_what_agents_use(client):
     assert "introspection_endpoint" not in metadata
 
 
+def test_the_web_app_describes_only_itself_as_a_protected_resource(client):
+    # The MCP server publishes its own document (mcp_adapter/http.py, tested there); the web
+    # app must not answer for `<its origin>/mcp` or any other path with different scopes.
+    assert client.get("/.well-known/oauth-protected-resource").json()["resource"] == (
+        "http://testserver"
+    )
+    for path in ("mcp", "api/v1", "anything"):
+        assert client.get(f"/.well-known/oauth-protected-resource/{path}").status_code == 404
+
+
 @pytest.mark.parametrize(
     "path",
     [
