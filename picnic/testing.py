@@ -141,3 +141,46 @@ def start_celery_worker(*, queue: str, log_path, env: dict[str, str] | None = No
 def history_statuses(entity) -> list[str]:
     """The statuses an action, delivery or operation went through, oldest first."""
     return list(entity.history.order_by("timestamp", "id").values_list("status", flat=True))
+
+
+# Browser tests drive Debian's Chromium (never a downloaded build), headless as root in a
+# container: no sandbox, no GPU, nothing fetched in the background.
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def chromium_options() -> dict[str, Any]:
+    """Playwright's `chromium.launch(**chromium_options())`; a missing browser fails the test
+    with the command that installs it (never a skip)."""
+    import os
+
+    import pytest
+
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)")
+    return {"executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
+
+
+def add_virtual_authenticator(cdp) -> None:
+    """A CDP virtual platform authenticator (passkeys) that verifies the user and answers at once."""
+    cdp.send("WebAuthn.enable")
+    cdp.send(
+        "WebAuthn.addVirtualAuthenticator",
+        {
+            "options": {
+                "protocol": "ctap2",
+                "transport": "internal",
+                "hasResidentKey": True,
+                "hasUserVerification": True,
+                "isUserVerified": True,
+                "automaticPresenceSimulation": True,
+            }
+        },
+    )

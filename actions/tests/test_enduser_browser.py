@@ -22,9 +22,9 @@ from web3 import Web3
 
 from actions.models import Action, Passkey, SmartAccount
 from actions.providers.local_coingecko import LocalCoinGeckoServer
+from picnic.testing import add_virtual_authenticator, chromium_options
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-CHROMIUM = "/usr/bin/chromium"
 RECIPIENT = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"
 SCREENSHOT_DIR = os.environ.get("PICNIC_SCREENSHOT_DIR")
 # WCAG 2.0, 2.1 and 2.2, levels A and AA.
@@ -41,39 +41,16 @@ WCAG_AA = {
 def chromium(locale: str):
     """A page in a browser whose language is `locale` (Accept-Language and navigator), with a
     CDP virtual authenticator that verifies the user."""
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
+            **chromium_options(),
         )
         context = browser.new_context(locale=locale, viewport={"width": 820, "height": 900})
         page = context.new_page()
         cdp = context.new_cdp_session(page)
-        cdp.send("WebAuthn.enable")
-        cdp.send(
-            "WebAuthn.addVirtualAuthenticator",
-            {
-                "options": {
-                    "protocol": "ctap2",
-                    "transport": "internal",
-                    "hasResidentKey": True,
-                    "hasUserVerification": True,
-                    "isUserVerified": True,
-                    "automaticPresenceSimulation": True,
-                }
-            },
-        )
+        add_virtual_authenticator(cdp)
         try:
             yield page
         finally:

@@ -17,9 +17,9 @@ from actions.models import Action, SmartAccount
 from actions.providers.local_lifi import LocalLifiServer
 from chain import contracts
 from chain.dev import fund, mint, token_balance
+from picnic.testing import add_virtual_authenticator, chromium_options
 
 pytestmark = [pytest.mark.chain, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-CHROMIUM = "/usr/bin/chromium"
 RECIPIENT = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"
 # PICNIC_SCREENSHOT_DIR=docs refreshes the committed screenshot (docs/signing-page.png); the
 # end-user pages in three languages are in test_enduser_browser.py.
@@ -28,8 +28,6 @@ SCREENSHOT_DIR = os.environ.get("PICNIC_SCREENSHOT_DIR")
 
 @pytest.fixture
 def browser_page(live_server, chain_settings, settings, monkeypatch):
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)")
     # Playwright's sync API runs an event loop in this thread; the ORM calls here are still sync.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     from picnic.celery import app as celery_app
@@ -43,32 +41,11 @@ def browser_page(live_server, chain_settings, settings, monkeypatch):
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
+            **chromium_options(),
         )
         page = browser.new_page(viewport={"width": 1000, "height": 900})
         cdp = page.context.new_cdp_session(page)
-        cdp.send("WebAuthn.enable")
-        cdp.send(
-            "WebAuthn.addVirtualAuthenticator",
-            {
-                "options": {
-                    "protocol": "ctap2",
-                    "transport": "internal",
-                    "hasResidentKey": True,
-                    "hasUserVerification": True,
-                    "isUserVerified": True,
-                    "automaticPresenceSimulation": True,
-                }
-            },
-        )
+        add_virtual_authenticator(cdp)
         yield page
         browser.close()
 

@@ -11,26 +11,22 @@ import pytest
 from console.tests.conftest import TX_HASH
 from messaging.models import D, Delivery
 from picnic.models import ActorKind
+from picnic.testing import chromium_options
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-CHROMIUM = "/usr/bin/chromium"
 # PICNIC_SCREENSHOT_DIR=docs refreshes the committed screenshots (docs/console-*.png).
 SCREENSHOT_DIR = os.environ.get("PICNIC_SCREENSHOT_DIR")
 
 
 @pytest.fixture
 def page(live_server, monkeypatch):
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)")
     # Playwright's sync API runs an event loop in this thread; the ORM calls here are still sync.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"],
+            **chromium_options(),
         )  # fmt: skip
         yield browser.new_page(viewport={"width": 1280, "height": 900})
         browser.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 import secrets
 from urllib.parse import parse_qs, urlsplit
 
@@ -16,7 +15,6 @@ from mcp_adapter.api import PicnicApi
 from mcp_adapter.server import PicnicMCP
 from mcp_adapter.tests.conftest import HttpServer
 
-CHROMIUM = "/usr/bin/chromium"
 CALLBACK = "http://127.0.0.1:9999/callback"
 
 
@@ -41,8 +39,6 @@ def mcp_http(live_server, settings, tmp_path, mcp_resource):
 
 @pytest.fixture
 def browser_env(monkeypatch):
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)")
     # The ORM runs in worker threads (anyio.to_thread) next to the test's event loop.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 

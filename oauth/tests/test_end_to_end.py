@@ -25,8 +25,8 @@ from oauth2_provider.models import AccessToken, Application, RefreshToken
 
 from chain.stack import free_port
 from mcp_adapter.tests.conftest import MemoryTokenStorage, make_action
-from oauth.tests.conftest import CHROMIUM
 from oauth.tests.tls import DocumentServer
+from picnic.testing import chromium_options
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 # PICNIC_SCREENSHOT_DIR=docs refreshes docs/oauth-consent.png and docs/oauth-agents.png.
@@ -102,7 +102,7 @@ class Person:
 
 async def _browser(playwright):
     browser = await playwright.chromium.launch(
-        executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--no-first-run"]
+        **chromium_options(),
     )
     # The CIMD client's logo is on the test's own HTTPS server.
     context = await browser.new_context(ignore_https_errors=True)

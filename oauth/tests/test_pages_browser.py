@@ -17,7 +17,7 @@ from django.test import Client
 
 from actions.tests.test_enduser_browser import WCAG_AA
 from oauth.models import ClientProfile
-from oauth.tests.conftest import CHROMIUM
+from picnic.testing import chromium_options
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOT_DIR = os.environ.get("PICNIC_SCREENSHOT_DIR")
@@ -40,8 +40,6 @@ def audit(page, name: str, tmp_path: Path) -> None:
 def test_consent_and_connected_agents_in_portuguese_pass_axe(
     live_server, monkeypatch, tmp_path, code_flow, public_client, user, make_token
 ):
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)")
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's loop in this thread
     from playwright.sync_api import sync_playwright
 
@@ -57,7 +55,7 @@ def test_consent_and_connected_agents_in_portuguese_pass_axe(
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--no-first-run"]
+            **chromium_options(),
         )
         context = browser.new_context(locale="pt-BR", viewport={"width": 820, "height": 900})
         context.add_cookies(

@@ -14,9 +14,9 @@ import pytest
 from operations import billing
 from operations.models import Operation, State
 from operations.services import operation_submit
+from picnic.testing import chromium_options
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-CHROMIUM = "/usr/bin/chromium"
 SCREENSHOT_DIR = os.environ.get("PICNIC_SCREENSHOT_DIR")
 ERROR = (
     "UserOperation reverted with reason: ERC20: transfer amount exceeds balance "
@@ -26,8 +26,6 @@ ERROR = (
 
 @pytest.fixture
 def staff_page(live_server, staff_user, client, monkeypatch):
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)")
     # Playwright's sync API runs an event loop in this thread; the ORM calls here are still sync.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     client.force_login(staff_user)
@@ -36,7 +34,7 @@ def staff_page(live_server, staff_user, client, monkeypatch):
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--no-first-run"]
+            **chromium_options(),
         )
         context = browser.new_context(viewport={"width": 1280, "height": 800})
         context.add_cookies([{"name": "sessionid", "value": session, "url": live_server.url}])

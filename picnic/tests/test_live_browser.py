@@ -4,18 +4,15 @@ reaches the page through its event stream, before the fallback poll would have r
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from django.db import connections
 
 from actions.services.transitions import action_transition
 from picnic.lifecycle import Actor
-from picnic.testing import wait_until
+from picnic.testing import chromium_options, wait_until
 from picnic.tests.test_live import _action, _in_another_thread, _session
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-CHROMIUM = "/usr/bin/chromium"
 
 # Every htmx request the page makes, with what triggered it (None: the poll).
 RECORD_TRIGGERS = """
@@ -33,14 +30,11 @@ document.addEventListener("htmx:afterRequest", function () { window.__done += 1;
 def chromium_page(monkeypatch):
     # Playwright's sync API runs an event loop in this thread; the ORM calls here are still sync.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"],
+            **chromium_options(),
         )
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         context.add_init_script(RECORD_TRIGGERS)
