@@ -13,12 +13,14 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from core.chains import parse_chains
 from picnic.env import (
     env_bool,
     env_choice,
     env_float,
     env_int,
     env_is_set,
+    env_json,
     env_list,
     env_str,
     env_url,
@@ -483,6 +485,41 @@ BUNDLER_RPC_URL = env_url("BUNDLER_RPC_URL", "http://127.0.0.1:4337", schemes=("
 CHAIN_READ_TIMEOUT_SECONDS = env_float("CHAIN_READ_TIMEOUT_SECONDS", 10.0)
 ENTRY_POINT_VERSION = env_choice("ENTRY_POINT_VERSION", "0.7", ("0.7", "0.8"))
 CHAIN_ID = env_int("CHAIN_ID", 31337, minimum=1)
+# Every chain this deployment serves, one row each (core.chains): id, the name people read,
+# RPC, bundler, explorer link template, native currency, ENS registry. CHAINS (a JSON list of
+# such rows) replaces the default: the local stack's two chains, a Gnosis-like one (home of the
+# card) and an L2-like one.
+CHAINS = parse_chains(
+    env_json(
+        "CHAINS",
+        [
+            {
+                "id": CHAIN_ID,
+                "name": "Gnosis (local)",
+                "rpc_url": CHAIN_RPC_URL,
+                "bundler_url": BUNDLER_RPC_URL,
+                "native": {"symbol": "xDAI", "name": "xDAI", "slip44": 700, "price_id": "xdai"},
+                "icon": "picnic/chains/gnosis.svg",
+            },
+            {
+                "id": env_int("L2_CHAIN_ID", 31338, minimum=1),
+                "name": "Base (local)",
+                "rpc_url": env_url(
+                    "L2_CHAIN_RPC_URL", "http://127.0.0.1:8546", schemes=("http", "https")
+                ),
+                "bundler_url": env_url(
+                    "L2_BUNDLER_RPC_URL", "http://127.0.0.1:4338", schemes=("http", "https")
+                ),
+                "native": {"symbol": "ETH", "name": "Ether", "slip44": 60, "price_id": "ethereum"},
+                "icon": "picnic/chains/base.svg",
+            },
+        ],
+    )
+)
+# The chain of the card (Gnosis Pay's Safe, Delay and Roles): one of CHAINS.
+CARD_CHAIN_ID = env_int("CARD_CHAIN_ID", CHAIN_ID, minimum=1)
+if CARD_CHAIN_ID not in {chain.id for chain in CHAINS}:
+    raise ImproperlyConfigured(f"CARD_CHAIN_ID={CARD_CHAIN_ID} is not one of CHAINS' ids")
 # Upper bound for any single bundler/RPC call made while answering a request.
 BUNDLER_TIMEOUT_SECONDS = env_float("BUNDLER_TIMEOUT_SECONDS", 2.0)
 
