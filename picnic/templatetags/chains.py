@@ -4,6 +4,7 @@ signing page), all read from the one chain table (core.chains).
 `{% load chains %}`:
 - `{{ action.chain_id|chain_name }}`: "Gnosis (local)"; an unconfigured id reads "chain 5".
 - `{% chain action.chain_id %}`: the name with the id (and CAIP-2 id) on hover.
+- `{% explorer_url action.chain_id "tx" action.tx_hash as url %}`: the bare link, or "".
 - `{% explorer action.chain_id "tx" action.tx_hash %}`: the value in <code>, a link to the
   chain's explorer when the table has one, plain otherwise; `short=True` shows 0x1234…abcd.
 """
@@ -32,6 +33,12 @@ def explorer_url(chain_id, kind: str, value) -> str | None:
 def short(value: str) -> str:
     """0x15d3…6A65, the way wallets show hashes and addresses."""
     return f"{value[:6]}…{value[-4:]}" if value.startswith("0x") and len(value) > 14 else value
+
+
+@register.simple_tag(name="explorer_url")
+def explorer_url_tag(chain_id, kind: str, value) -> str:
+    """`{% explorer_url chain_id "tx" hash as url %}`: the link, or "" where there is none."""
+    return explorer_url(chain_id, kind, value) or ""
 
 
 @register.filter
