@@ -232,3 +232,11 @@ def test_staff_pages_show_times_in_the_staff_members_zone(staff_client, user, ap
     # The admin's change page, read-only fields included.
     change = staff_client.get(f"/admin/actions/action/{action.pk}/change/").text
     assert "2026-12-04 08:29:06 -03" in change
+
+
+def test_tokens_and_accounts_read_their_chain_by_name_in_the_admin():
+    from actions.models import SmartAccount, Token
+
+    assert str(Token(symbol="USDC", chain_id=31338)) == "USDC on Base (local)"
+    account = SmartAccount(kind="picnic", address=ACCOUNT, chain_id=31337)
+    assert str(account) == f"picnic {ACCOUNT} on Gnosis (local)"
