@@ -37,8 +37,7 @@ from actions.services.lifecycle import (
 )
 from actions.services.ramps import ramp_kyc_refresh
 from actions.views import resend_outcome_message
-from core.chains import all_chains, chain_name
-from picnic.admin import (
+from core.admin import (
     LifecycleAdmin,
     address_cell,
     address_forms,
@@ -46,8 +45,9 @@ from picnic.admin import (
     text_cell,
     user_ids_matching,
 )
-from picnic.lifecycle import Actor
-from picnic.templatetags.chains import explorer_url
+from core.chains import all_chains, chain_name
+from core.lifecycle import Actor
+from core.templatetags.chains import explorer_url
 
 
 class ChainFilter(admin.SimpleListFilter):

@@ -8,8 +8,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core.chains import chain_name
-from picnic.lifecycle import Lifecycle, register
-from picnic.models import LifecycleModel, StatusHistory
+from core.lifecycle import Lifecycle, register
+from core.models import LifecycleModel, StatusHistory
 
 
 class ActionType(models.TextChoices):

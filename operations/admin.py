@@ -6,6 +6,15 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from core.admin import (
+    LifecycleAdmin,
+    ReadOnlyInline,
+    search_term_kind,
+    text_cell,
+    user_ids_matching,
+)
+from core.lifecycle import IllegalTransition
+from core.templatetags.picnic_dates import timestamp
 from operations.decisions import operation_pause, operation_resume
 from operations.models import (
     BillingComponent,
@@ -16,15 +25,6 @@ from operations.models import (
     Wallet,
 )
 from operations.selectors import operations_stuck
-from picnic.admin import (
-    LifecycleAdmin,
-    ReadOnlyInline,
-    search_term_kind,
-    text_cell,
-    user_ids_matching,
-)
-from picnic.lifecycle import IllegalTransition
-from picnic.templatetags.picnic_dates import timestamp
 
 
 class ComponentInline(ReadOnlyInline):

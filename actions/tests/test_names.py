@@ -15,7 +15,7 @@ from eth_utils import to_checksum_address
 from actions.models import Action, ActionStatus
 from actions.services.transitions import action_transition
 from actions.tests.factories import make_action, make_offline_wallet
-from picnic.lifecycle import Actor
+from core.lifecycle import Actor
 
 pytestmark = pytest.mark.django_db
 

@@ -47,7 +47,7 @@ def hours_chart(hours: list[tuple[datetime, int, int]], label: str) -> str:
         x = i * width
         h = CHART_H * total / peak
         hf = CHART_H * failed / peak
-        local = timezone.localtime(hour)  # the staff member's zone (picnic.timezones)
+        local = timezone.localtime(hour)  # the staff member's zone (core.timezones)
         title = f"{local:%H}:00 {local:%Z} — {total} transitions, {failed} to a failure"
         numbers = (x, CHART_H - h, width - BAR_GAP, h, x, CHART_H - hf, width - BAR_GAP, hf)
         bars.append((title, *(f"{n:.1f}" for n in numbers)))
