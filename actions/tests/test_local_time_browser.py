@@ -4,6 +4,7 @@ the parts htmx swaps in; without JavaScript the UTC text stays."""
 
 from __future__ import annotations
 
+import dataclasses
 import zoneinfo
 
 import pytest
@@ -32,6 +33,9 @@ def test_the_signing_page_shows_times_in_the_browsers_zone(
 
     closed = f"http://127.0.0.1:{free_port()}"  # no chain: the page needs none
     settings.BUNDLER_RPC_URL = settings.CHAIN_RPC_URL = closed
+    settings.CHAINS = tuple(
+        dataclasses.replace(row, rpc_url=closed, bundler_url=closed) for row in settings.CHAINS
+    )
     settings.BUNDLER_TIMEOUT_SECONDS = 0.5
     user = django_user_model.objects.create_user("eva", password="eva-password")
     make_offline_wallet(user, monkeypatch)
