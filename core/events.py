@@ -25,8 +25,6 @@ from typing import Any
 
 from django.conf import settings
 
-from core.lifecycle import lifecycle_named
-
 logger = logging.getLogger(__name__)
 CHANNEL = "picnic:events"
 _MAX_DATAGRAM = 4096
@@ -174,27 +172,3 @@ class _LocalSubscription(Subscription):
                 return json.loads(self.sock.recv(_MAX_DATAGRAM))
             except BlockingIOError:
                 continue
-
-
-def _publish_entity(lifecycle, pk, status) -> None:
-    event = {"lifecycle": lifecycle.name, "id": str(pk), "status": str(status)}
-    # The registered lifecycle says whether one entity is an MCP resource, and its URI.
-    try:
-        uri = lifecycle_named(lifecycle.name).resource_uri(pk)
-    except KeyError:
-        logger.error("lifecycle %r is not registered: its events carry no uri", lifecycle.name)
-        uri = None
-    if uri:
-        event["uri"] = uri
-    publish(event)
-
-
-def on_status_changed(sender, pk, from_status, to_status, lifecycle, **kwargs) -> None:
-    """Receiver of `core.lifecycle.status_changed`: every transition goes on the channel."""
-    _publish_entity(lifecycle, pk, to_status)
-
-
-def on_entity_changed(sender, pk, status, lifecycle, **kwargs) -> None:
-    """Receiver of `core.lifecycle.entity_changed`: a visible change without a transition
-    (an error recorded) is an event too, with the status it still has."""
-    _publish_entity(lifecycle, pk, status)

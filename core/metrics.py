@@ -20,7 +20,7 @@ import hmac
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -188,60 +188,19 @@ def _collector_up(results: dict[str, bool]) -> GaugeMetricFamily:
     return family
 
 
+# The database gauges, read at scrape time: each registered function returns its families.
+# The core's lifecycle registry and the apps add theirs from AppConfig.ready(); this module
+# imports neither.
+DATABASE_GAUGES: list[Callable[[], list[GaugeMetricFamily]]] = []
+
+
+def register_database_gauges(read: Callable[[], list[GaugeMetricFamily]]) -> None:
+    if read not in DATABASE_GAUGES:
+        DATABASE_GAUGES.append(read)
+
+
 def _database_families() -> list[GaugeMetricFamily]:
-    """Per lifecycle: one GROUP BY over its non-terminal statuses (count and oldest
-    `created_at`) and one stuck count; then the credits held. 2 × lifecycles + 1 queries,
-    each answered from an index on the status (non-terminal rows are few)."""
-    from django.db.models import Count, Min, Sum
-    from django.utils import timezone
-    from django.utils.module_loading import import_string
-
-    from core.lifecycle import lifecycles
-    from operations.models import Wallet
-
-    items = GaugeMetricFamily(
-        "picnic_lifecycle_items",
-        "Non-terminal items per lifecycle and status.",
-        labels=["lifecycle", "status"],
-    )
-    oldest = GaugeMetricFamily(
-        "picnic_lifecycle_oldest_age_seconds",
-        "Age (now - created_at) of the oldest non-terminal item per lifecycle and status; "
-        "0 when there is none.",
-        labels=["lifecycle", "status"],
-    )
-    stuck = GaugeMetricFamily(
-        "picnic_lifecycle_stuck_items",
-        "Items matching the lifecycle's own 'stuck' definition (what staff must look at).",
-        labels=["lifecycle"],
-    )
-    held = GaugeMetricFamily(
-        "picnic_credits_held",
-        "Credits held on wallets for admitted operations (sum of Wallet.held_credits).",
-    )
-    now = timezone.now()
-    for lifecycle in lifecycles():
-        open_statuses = sorted(set(lifecycle.moves) - lifecycle.terminal)
-        field = lifecycle.status_field
-        rows = {
-            row[field]: row
-            for row in lifecycle.model._default_manager.filter(**{f"{field}__in": open_statuses})
-            .order_by()
-            .values(field)
-            .annotate(n=Count("pk"), oldest=Min("created_at"))
-        }
-        for status in open_statuses:
-            row = rows.get(status)
-            items.add_metric([lifecycle.name, status], row["n"] if row else 0)
-            age = (now - row["oldest"]).total_seconds() if row else 0.0
-            oldest.add_metric([lifecycle.name, status], max(age, 0.0))
-        if lifecycle.stuck_selector:
-            count = import_string(lifecycle.stuck_selector)().count()
-            stuck.add_metric([lifecycle.name], count)
-    # The partial index wallet_holding holds only wallets with a hold.
-    total = Wallet.objects.filter(held_credits__gt=0).aggregate(t=Sum("held_credits"))
-    held.add_metric([], float(total["t"] or 0))
-    return [items, oldest, stuck, held]
+    return [family for read in DATABASE_GAUGES for family in read()]
 
 
 def monitored_queues() -> list[str]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import time
 from collections import defaultdict
 from contextlib import asynccontextmanager
@@ -35,11 +34,11 @@ from mcp.shared.subscriptions import ResourceUpdated
 from core import events, metrics, tracing
 from core.api import INVALID_INPUT, error_text, schema_errors
 from mcp_adapter.api import ApiAnswer, PicnicApi, path_segment
+from mcp_adapter.http import streamable_http_app
 from mcp_adapter.task_protocol import TaskProtocol
-from mcp_adapter.tools import TOOLS, ToolSpec
+from mcp_adapter.tools import ACTION_URI, TOOLS, ToolSpec
 
 logger = logging.getLogger(__name__)
-ACTION_URI = re.compile(r"^picnic://action/([0-9a-fA-F-]{36})$")
 TOKEN_ENV = "PICNIC_MCP_TOKEN"
 # Each URI of a listen request costs one API call to check: bound them.
 MAX_LISTEN_URIS = 100
@@ -384,6 +383,4 @@ def _error(message: str) -> types.CallToolResult:
 
 def http_app(server: PicnicMCP):
     """The streamable-HTTP app (mcp_adapter/http.py)."""
-    from mcp_adapter.http import streamable_http_app
-
     return streamable_http_app(server)

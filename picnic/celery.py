@@ -6,6 +6,9 @@ from celery.signals import worker_process_shutdown
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "picnic.settings")
 
 app = Celery("picnic")
+# The app of every thread, not only of this one: core code reaches it as celery.current_app
+# (the readiness checks run in a thread pool, where the thread-local current app is unset).
+app.set_default()
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 

@@ -1,5 +1,5 @@
 """A pytest plugin that records the API's answers while the suite runs, for refactors that must
-not change them: `pytest -p core.contract_recorder` with `PICNIC_CONTRACT_RECORD=<file>`.
+not change them: `pytest -p mcp_adapter.contract_recorder` with `PICNIC_CONTRACT_RECORD=<file>`.
 
 It keeps, per test, the set of distinct bodies the three status tools answered and every 4xx
 body any API view answered, with ids, times and hashes replaced by placeholders, and the MCP
@@ -43,6 +43,7 @@ class Recorder:
         self.records[self.current].add(line)
 
     def write(self) -> None:
+        # Here, not at the top: pytest loads this plugin before Django is set up.
         import anyio
 
         from mcp_adapter.server import PicnicMCP
@@ -68,7 +69,7 @@ def pytest_configure(config):
     if not path:
         return
     _recorder = Recorder(path)
-    from rest_framework.views import APIView
+    from rest_framework.views import APIView  # after Django's set-up, like the server's
 
     original = APIView.finalize_response
 

@@ -1,0 +1,42 @@
+"""The readiness checks of the chain this app writes to: its JSON-RPC node and the ERC-4337
+bundler. ActionsConfig.ready() registers them into core.health."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from web3 import Web3
+
+from actions.chain_reads import CHAIN_RPC_ERRORS
+from actions.evm_clients import bundler_client
+from core.health import CheckFailed, register_check
+from evm.bundler import BundlerError
+from evm.userops import UserOpError, entry_point_address
+
+
+def check_chain_rpc(timeout: float) -> None:
+    w3 = Web3(
+        Web3.HTTPProvider(
+            settings.CHAIN_RPC_URL,
+            request_kwargs={"timeout": timeout},
+            exception_retry_configuration=None,
+        )
+    )
+    chain_id = w3.eth.chain_id
+    if chain_id != settings.CHAIN_ID:
+        raise CheckFailed(f"the node is on chain {chain_id}, CHAIN_ID is {settings.CHAIN_ID}")
+
+
+def check_bundler(timeout: float) -> None:
+    supported = bundler_client(timeout=timeout).supported_entry_points()
+    wanted = entry_point_address(settings.ENTRY_POINT_VERSION)
+    if not isinstance(supported, list) or wanted.lower() not in {
+        str(address).lower() for address in supported
+    }:
+        raise CheckFailed(
+            f"the bundler does not support the EntryPoint v{settings.ENTRY_POINT_VERSION}"
+        )
+
+
+def register() -> None:
+    register_check("chain_rpc", check_chain_rpc, errors=CHAIN_RPC_ERRORS)
+    register_check("bundler", check_bundler, errors=(BundlerError, UserOpError))
