@@ -4,24 +4,17 @@ bundler. ActionsConfig.ready() registers them into core.health."""
 from __future__ import annotations
 
 from django.conf import settings
-from web3 import Web3
 
 from actions.chain_reads import CHAIN_RPC_ERRORS
 from actions.evm_clients import bundler_client
 from core.health import CheckFailed, register_check
 from evm.bundler import BundlerError
+from evm.rpc import http_web3
 from evm.userops import UserOpError, entry_point_address
 
 
 def check_chain_rpc(timeout: float) -> None:
-    w3 = Web3(
-        Web3.HTTPProvider(
-            settings.CHAIN_RPC_URL,
-            request_kwargs={"timeout": timeout},
-            exception_retry_configuration=None,
-        )
-    )
-    chain_id = w3.eth.chain_id
+    chain_id = http_web3(settings.CHAIN_RPC_URL, timeout=timeout).eth.chain_id
     if chain_id != settings.CHAIN_ID:
         raise CheckFailed(f"the node is on chain {chain_id}, CHAIN_ID is {settings.CHAIN_ID}")
 

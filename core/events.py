@@ -23,6 +23,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
+import redis
+import redis.asyncio
 from django.conf import settings
 
 logger = logging.getLogger(__name__)
@@ -88,8 +91,6 @@ _redis_client = None
 def _redis():
     global _redis_client
     if _redis_client is None:
-        import redis
-
         _redis_client = redis.Redis.from_url(settings.EVENTS_URL, socket_timeout=2)
     return _redis_client
 
@@ -133,8 +134,6 @@ class Subscription:
 
 class _RedisSubscription(Subscription):
     async def __aenter__(self) -> Subscription:
-        import redis.asyncio
-
         self.client = redis.asyncio.Redis.from_url(settings.EVENTS_URL)
         self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
         await self.pubsub.subscribe(CHANNEL)
@@ -164,8 +163,6 @@ class _LocalSubscription(Subscription):
         self.path.unlink(missing_ok=True)
 
     async def receive(self) -> dict[str, Any]:
-        import anyio
-
         while True:
             await anyio.wait_readable(self.sock)
             try:

@@ -25,6 +25,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import redis
+import requests
+from django.conf import settings
+from django.db import transaction
+from django.http import Http404, HttpResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import (
     CONTENT_TYPE_PLAIN_0_0_4,
@@ -93,14 +98,11 @@ MCP_TOOL_LATENCY = Histogram(
 def count_transition(lifecycle_name: str, status: str) -> None:
     """Count a status change once the transaction that wrote it commits (a rolled-back
     transition never happened). Outside a transaction on_commit runs at once."""
-    from django.db import transaction
 
     transaction.on_commit(lambda: TRANSITIONS.labels(lifecycle_name, status).inc())
 
 
 def count_dm_outcome(outcome: str) -> None:
-    from django.db import transaction
-
     transaction.on_commit(lambda: DM_OUTCOMES.labels(outcome).inc())
 
 
@@ -131,8 +133,6 @@ def record_mcp_tool_call(tool: str, outcome: str, seconds: float) -> None:
 
 
 def _web3_error_kind(exc: BaseException) -> str:
-    import requests
-
     if isinstance(exc, requests.ConnectTimeout):
         return "not_sent"
     if isinstance(exc, requests.Timeout | TimeoutError):
@@ -206,7 +206,6 @@ def _database_families() -> list[GaugeMetricFamily]:
 def monitored_queues() -> list[str]:
     """The Celery queues whose backlog is reported: METRICS_CELERY_QUEUES when set, else the
     queue of each kind of work (CELERY_QUEUES_BY_KIND, prefix included)."""
-    from django.conf import settings
 
     if settings.METRICS_CELERY_QUEUES:
         return list(settings.METRICS_CELERY_QUEUES)
@@ -220,8 +219,6 @@ _redis_clients: dict[str, Any] = {}
 
 
 def _redis_backlog(url: str, queues: list[str]) -> dict[str, int]:
-    import redis
-
     client = _redis_clients.get(url)
     if client is None:
         client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
@@ -252,7 +249,6 @@ def _queue_families() -> list[GaugeMetricFamily]:
     """Messages waiting in each monitored Celery queue of the broker (one Redis round trip;
     on the filesystem broker, one directory listing). A queue whose workers are down grows.
     Other brokers (amqp, memory) are not read: no family, and the collector reports 0."""
-    from django.conf import settings
 
     url = settings.CELERY_BROKER_URL
     queues = monitored_queues()
@@ -317,8 +313,6 @@ def render() -> bytes:
 def metrics_view(request):
     """`/metrics` for Prometheus, behind a bearer token (METRICS_TOKEN). Without a configured
     token the endpoint does not exist (404), so nothing is exposed by default."""
-    from django.conf import settings
-    from django.http import Http404, HttpResponse
 
     expected = settings.METRICS_TOKEN
     if not expected:

@@ -14,6 +14,7 @@ import re
 from collections import defaultdict
 from typing import Any
 
+import anyio
 import pytest
 
 STATUS_VIEWS = {"ActionStatusView", "DeliveryStatusView", "OperationStatusView"}
@@ -44,8 +45,6 @@ class Recorder:
 
     def write(self) -> None:
         # Here, not at the top: pytest loads this plugin before Django is set up.
-        import anyio
-
         from mcp_adapter.server import PicnicMCP
 
         tools = {}

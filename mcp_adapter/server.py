@@ -9,6 +9,7 @@ task reading `core.events` (Redis pub/sub or local sockets): no database polling
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -30,6 +31,7 @@ from mcp.server.mcpserver.prompts import Prompt
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated
+from oauth2_provider.models import get_access_token_model
 
 from core import events, metrics, tracing
 from core.api import INVALID_INPUT, error_text, schema_errors
@@ -37,6 +39,8 @@ from mcp_adapter.api import ApiAnswer, PicnicApi, path_segment
 from mcp_adapter.http import streamable_http_app
 from mcp_adapter.task_protocol import TaskProtocol
 from mcp_adapter.tools import ACTION_URI, TOOLS, ToolSpec
+from oauth.policy import resource_served
+from oauth.services import agent_use_record
 
 logger = logging.getLogger(__name__)
 TOKEN_ENV = "PICNIC_MCP_TOKEN"
@@ -55,13 +59,6 @@ class DjangoTokenVerifier:
 
     @staticmethod
     def _verify(token: str) -> AccessToken | None:
-        import hashlib
-
-        from oauth2_provider.models import get_access_token_model
-
-        from oauth.policy import resource_served
-        from oauth.services import agent_use_record
-
         model = get_access_token_model()
         checksum = hashlib.sha256(token.encode()).hexdigest()
         found = model.objects.select_related("application").filter(token_checksum=checksum).first()

@@ -16,6 +16,7 @@ app.autodiscover_tasks()
 @worker_process_shutdown.connect
 def _metrics_process_dead(pid=None, **kwargs):
     # A pool process exits: prometheus-client drops its live-gauge files (multiprocess mode).
+    # Late: every process imports this module (picnic/__init__) before Django is set up.
     from core.metrics import mark_process_dead
 
     mark_process_dead(pid or os.getpid())
