@@ -40,6 +40,7 @@ from chain.safe import DelayConfig, deploy_safe
 from chain.simple_account import SimpleAccountOwner
 from core.lifecycle import Actor
 from core.testing import wait_until
+from evm.rpc import http_web3
 
 RECIPIENT = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"  # Hardhat dev account #1
 DEMO = {
@@ -102,7 +103,7 @@ def provision_card(*, user, card_id: str, last4: str) -> Card:
     account = SmartAccount.objects.select_related("passkey").get(
         user=user, kind=SmartAccountKind.PICNIC, passkey__isnull=False
     )
-    w3 = Web3(Web3.HTTPProvider(settings.CHAIN_RPC_URL, request_kwargs={"timeout": 10}))
+    w3 = http_web3(settings.CHAIN_RPC_URL, timeout=10, retries=True)
     client = passkey_client(w3, account)
     dev = w3.eth.accounts[0]
     if not client.is_deployed():
@@ -148,7 +149,7 @@ def demo_owner_key(username: str) -> str:
 
 def seed_actions(*, user, application, say: Callable[[str], None]) -> SmartAccount:
     ensure_demo_tokens()
-    w3 = Web3(Web3.HTTPProvider(settings.CHAIN_RPC_URL, request_kwargs={"timeout": 10}))
+    w3 = http_web3(settings.CHAIN_RPC_URL, timeout=10, retries=True)
     bundler = bundler_client(timeout=15)
     version = settings.ENTRY_POINT_VERSION
     owner = SimpleAccountOwner(w3, owner_key=demo_owner_key(user.username), version=version)
