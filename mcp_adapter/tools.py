@@ -236,6 +236,87 @@ TOOLS: list[ToolSpec] = [
         profiles=frozenset({"full"}),
         path_args=("operation_id",),
     ),
+    ToolSpec(
+        name="tong_operation_quote",
+        description=(
+            "Price a generation before anything is held: the breakdown in credits (six "
+            "decimals, as the ledger) and the quote's expires_at. Nothing is charged; start "
+            "the operation with tong_operation_start and the quote's id before it expires."
+        ),
+        scope="operations:write",
+        method="POST",
+        path="/api/v1/quotes",
+        input_schema=operations.QUOTE_INPUT_SCHEMA,
+        output_schema=operations.QUOTE_SCHEMA,
+        annotations={
+            "readOnlyHint": False,
+            "destructiveHint": False,
+            "idempotentHint": False,
+            "openWorldHint": False,
+        },
+        profiles=frozenset({"full"}),
+        step_up=True,
+    ),
+    ToolSpec(
+        name="tong_operation_start",
+        description=(
+            "Start a generation at a quoted price: holds the quote's credits and queues the "
+            "work (a policy may send it to a staff reviewer first). Refused, with nothing held, "
+            "for an expired, used or unknown quote or a wallet that cannot cover the hold. The "
+            "same idempotency_key returns the same operation. Accepted is not finished: follow "
+            "it with tong_operation_status or run it as a task."
+        ),
+        scope="operations:write",
+        method="POST",
+        path="/api/v1/operations",
+        input_schema=operations.START_INPUT_SCHEMA,
+        output_schema=operations.OPERATION_STATUS_SCHEMA,
+        annotations={
+            "readOnlyHint": False,
+            "destructiveHint": False,
+            "idempotentHint": True,
+            "openWorldHint": True,
+        },
+        profiles=frozenset({"full"}),
+        step_up=True,
+    ),
+    ToolSpec(
+        name="tong_operation_cancel",
+        description=(
+            "Cancel an operation that is queued, waiting, paused or in review; its hold is "
+            "released. A finished or generating operation is not cancelled (the error says "
+            "its state)."
+        ),
+        scope="operations:write",
+        method="POST",
+        path="/api/v1/operations/{operation_id}/cancel",
+        input_schema=operations.CANCEL_INPUT_SCHEMA,
+        output_schema=operations.OPERATION_STATUS_SCHEMA,
+        annotations={
+            "readOnlyHint": False,
+            "destructiveHint": True,
+            "idempotentHint": True,
+            "openWorldHint": True,
+        },
+        profiles=frozenset({"full"}),
+        path_args=("operation_id",),
+        step_up=True,
+    ),
+    ToolSpec(
+        name="tong_operation_result",
+        description=(
+            "The generated output of an operation (ready once it succeeded), kept until "
+            "detail_expires_at; after that the answer says that it expired."
+        ),
+        scope="operations:read",
+        method="GET",
+        path="/api/v1/operations/{operation_id}/result",
+        input_schema=operations.RESULT_INPUT_SCHEMA,
+        output_schema=operations.RESULT_SCHEMA,
+        annotations=READ_ONLY,
+        profiles=frozenset({"full"}),
+        path_args=("operation_id",),
+    ),
 ]
 TOOLS_BY_NAME = {tool.name: tool for tool in TOOLS}
 PROFILES = ("core", "full")
