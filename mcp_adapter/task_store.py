@@ -37,6 +37,10 @@ from messaging.contract import action_payload
 from messaging.models import Delivery
 from messaging.models import DeliveryStatus as D
 from messaging.services import delivery_cancel
+from operations.models import Operation
+from operations.models import State as O
+from operations.serializers import operation_status_payload
+from operations.services import NotCancellable, operation_cancel_by_owner
 
 
 class TaskError(Exception):
@@ -224,9 +228,77 @@ class DeliveryTasks:
             ) from None
 
 
-KINDS: dict[str, ActionTasks | DeliveryTasks] = {
+class OperationTasks:
+    """tong_operation_start: the task is the operation, through review and reconciliation to
+    succeeded (completed), failed or cancelled. The message says in plain words what happens
+    now, and why a review holds it."""
+
+    def read(self, entity_id):
+        return Operation.objects.select_related("quote").get(pk=entity_id)
+
+    def entity_id(self, body: dict[str, Any]) -> Any:
+        return body.get("id")
+
+    def project(self, operation) -> Projection:
+        state = operation.state
+        if state == O.QUEUED:
+            return Projection(TaskStatus.WORKING, "Queued; waiting to be sent to the generator.")
+        if state == O.NEEDS_REVIEW:
+            review = operation.review or {}
+            why = review.get("rule") or review.get("reason") or "policy"
+            return Projection(
+                TaskStatus.WORKING,
+                f"Waiting for a reviewer: a staff member must approve it (review required by "
+                f"{why}).",
+            )
+        if state == O.WAITING:
+            return Projection(
+                TaskStatus.WORKING, "Accepted by the generator; waiting for it to start generating."
+            )
+        if state == O.RUNNING:
+            return Projection(TaskStatus.WORKING, "Generating.")
+        if state == O.PAUSED:
+            return Projection(
+                TaskStatus.WORKING, "Paused by staff; it goes on when they resume it."
+            )
+        if state == O.RECONCILING:
+            return Projection(
+                TaskStatus.WORKING,
+                "Reconciling a lost acknowledgement: asking the generator whether it received "
+                "the request (it is never sent twice).",
+            )
+        if state == O.SUCCEEDED:
+            return Projection(
+                TaskStatus.COMPLETED,
+                f"Succeeded; {operation.usage_credits:.6f} credits used. Read the output with "
+                "tong_operation_result.",
+            )
+        if state == O.CANCELLED:
+            return Projection(TaskStatus.CANCELLED, "Cancelled; the hold was released.", True)
+        return Projection(
+            TaskStatus.FAILED,
+            f"Failed: {operation.error_code or 'see the status'}; the hold was released.",
+            True,
+        )
+
+    def payload(self, operation) -> dict[str, Any]:
+        return operation_status_payload(operation)
+
+    def cancel(self, operation, *, task: McpTask, context: AuthContext) -> None:
+        try:
+            operation_cancel_by_owner(operation_id=operation.pk, owner=task.user)
+        except NotCancellable as exc:
+            raise TaskNotCancellable(f"Cannot cancel task: {exc}") from None
+        except IllegalTransition as exc:
+            raise TaskNotCancellable(
+                f"Cannot cancel task: the operation is {exc.current} now"
+            ) from None
+
+
+KINDS: dict[str, ActionTasks | DeliveryTasks | OperationTasks] = {
     TaskKind.ACTION: ActionTasks(),
     TaskKind.DELIVERY: DeliveryTasks(),
+    TaskKind.OPERATION: OperationTasks(),
 }
 # The tools a client may call as a task, and the kind of work each one starts.
 TASK_TOOLS: dict[str, str] = {
@@ -236,6 +308,7 @@ TASK_TOOLS: dict[str, str] = {
     "card_unfreeze": TaskKind.ACTION,
     "card_limit": TaskKind.ACTION,
     "sosoapi_dm_actions_send": TaskKind.DELIVERY,
+    "tong_operation_start": TaskKind.OPERATION,
 }
 
 

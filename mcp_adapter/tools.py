@@ -264,7 +264,7 @@ TOOLS: list[ToolSpec] = [
             "work (a policy may send it to a staff reviewer first). Refused, with nothing held, "
             "for an expired, used or unknown quote or a wallet that cannot cover the hold. The "
             "same idempotency_key returns the same operation. Accepted is not finished: follow "
-            "it with tong_operation_status or run it as a task."
+            "it as a task, with tong_operation_status, or subscribe to tong://operation/{id}."
         ),
         scope="operations:write",
         method="POST",
@@ -324,3 +324,25 @@ PROFILES = ("core", "full")
 RESOURCE_SCOPE = TOOLS_BY_NAME["get_action_status"].scope
 # The one resource template: an action, by id.
 ACTION_URI = re.compile(r"^picnic://action/([0-9a-fA-F-]{36})$")
+# An operation, by id (core.lifecycle: the operation lifecycle's resource_uri_template); read
+# with tong_operation_status's scope.
+OPERATION_URI = re.compile(r"^tong://operation/([0-9a-fA-F-]{36})$")
+OPERATION_RESOURCE_SCOPE = TOOLS_BY_NAME["tong_operation_status"].scope
+
+
+def resource_scope(uri: str) -> str | None:
+    """The scope reading (or following) a resource URI needs, or None for no resource."""
+    if ACTION_URI.match(uri):
+        return RESOURCE_SCOPE
+    if OPERATION_URI.match(uri):
+        return OPERATION_RESOURCE_SCOPE
+    return None
+
+
+def resource_api_path(uri: str) -> str | None:
+    """The API path whose GET reads the resource `uri` (with the caller's token), or None."""
+    if match := ACTION_URI.match(uri):
+        return f"/api/v1/actions/{match[1]}"
+    if match := OPERATION_URI.match(uri):
+        return f"/api/v1/operations/{match[1]}"
+    return None

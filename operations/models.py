@@ -131,8 +131,9 @@ OPERATION_LIFECYCLE = register(
         },
         on_terminal=(_details_expire,),
         history_fk="operation",
-        # Not an MCP resource: agents follow an operation with tong_operation_status.
-        resource_uri_template=None,
+        # The MCP resource an agent subscribes to (mcp_adapter.server); every transition and
+        # visible change is published under it.
+        resource_uri_template="tong://operation/{id}",
         timeline_url_name="operations-staff:operation-timeline",
         stuck_selector="operations.selectors.operations_stuck",
     )
