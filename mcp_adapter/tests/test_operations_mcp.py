@@ -342,3 +342,100 @@ def test_a_lost_acknowledgement_is_reported_as_reconciling_until_the_backend_ans
     )
     assert len(backend.responses) == 1  # sent twice under one key, generated once
     assert billing.invariants(operation) == []
+
+
+def test_a_subscriber_to_the_operation_hears_every_state_change(
+    make_server, agent, user, staff_user, settings, other_user, application, make_token
+):
+    import json
+
+    import anyio
+    import mcp_types as types
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    from operations.decisions import operation_review_decide
+    from operations.services import operation_cancel_by_owner, operation_dispatch, quote_create
+
+    settings.OPERATIONS_REVIEW_RULES = ["category:reviewed"]
+    quote = quote_create(owner=user, tool="text-gen", submit_field="p", submit_value="Hi")
+    from operations.services import operation_submit
+
+    operation = operation_submit(
+        owner=user,
+        application=application,
+        tool="text-gen",
+        category="reviewed",
+        channel="mcp",
+        quote_id=quote.pk,
+    )
+    uri = f"tong://operation/{operation.pk}"
+    received: list[str] = []
+
+    async def on_message(message):
+        if isinstance(message, types.ResourceUpdatedNotification):
+            received.append(str(message.params.uri))
+
+    def moves():
+        operation_review_decide(
+            operation_id=operation.pk, staff_user=staff_user, approve=True, note="ok"
+        )
+        with LocalResponsesServer(api_key="k", work_seconds=3600) as backend:
+            settings.OPERATIONS_BACKEND_URL, settings.OPERATIONS_BACKEND_API_KEY = backend.url, "k"
+            assert operation_dispatch(operation_id=operation.pk) == "waiting"
+            operation_cancel_by_owner(operation_id=operation.pk, owner=user)
+
+    server = make_server(agent.token)
+
+    async def body():
+        async with server.event_pump():
+            async with Client(server, mode="legacy", message_handler=on_message) as client:
+                read = await client.read_resource(uri)
+                assert json.loads(read.contents[0].text)["state"] == "needs_review"
+                await client.subscribe_resource(uri)
+                await anyio.to_thread.run_sync(moves)
+                # queued (approved), dispatch started, waiting, cancelled.
+                with anyio.fail_after(5):
+                    while len(received) < 4:
+                        await anyio.sleep(0.05)
+
+    run(body)
+    assert set(received) == {uri} and len(received) >= 4
+    assert Operation.objects.get(pk=operation.pk).state == State.CANCELLED
+
+    intruder = make_token(other_user, application, scope=SCOPES)
+
+    async def foreign():
+        async with Client(make_server(intruder.token), mode="legacy") as client:
+            with pytest.raises(MCPError) as raised:
+                await client.subscribe_resource(uri)
+            return str(raised.value)
+
+    assert f"Operation not found: {operation.pk}" in run(foreign)
+
+
+def test_a_2025_11_25_task_start_waits_for_review_and_tasks_cancel_releases_the_hold(
+    http_server, backend, agent, user
+):
+    from mcp_adapter.tests.test_tasks import LEGACY, HttpRpc
+
+    with http_server() as http:
+        rpc = HttpRpc(http.url, agent.token, LEGACY)
+        tools = {t["name"]: t for t in rpc.call("tools/list")["result"]["tools"]}
+        assert tools["tong_operation_start"]["execution"] == {"taskSupport": "optional"}
+        quote = rpc.call("tools/call", {"name": "tong_operation_quote", "arguments": quote_args()})
+        quote_id = quote["result"]["structuredContent"]["id"]
+        created = rpc.call(
+            "tools/call",
+            {"name": "tong_operation_start", "arguments": start_args(quote_id), "task": {}},
+        )["result"]["task"]
+        assert created["status"] == "working"
+        assert created["statusMessage"].startswith("Waiting for a reviewer")
+        assert Wallet.objects.get(owner=user).held_credits > 0
+        cancelled = rpc.call("tasks/cancel", {"taskId": created["taskId"]})["result"]
+        assert cancelled["status"] == "cancelled"
+        result = rpc.call("tasks/result", {"taskId": created["taskId"]})["result"]
+    body = seed_valid(result["structuredContent"])
+    assert body["state"] == "cancelled" and body["billing"]["status"] == "released"
+    assert Wallet.objects.get(owner=user).held_credits == 0
+    assert billing.invariants(Operation.objects.get(pk=body["id"])) == []
