@@ -114,8 +114,12 @@ class LoopbackCallback:
         self._server.shutdown()
         self._server.server_close()
 
-    async def wait(self, timeout: float = 300) -> AuthorizationCodeResult:
+    def expect(self) -> None:
+        """A new authorization starts: forget any earlier answer (a step-up asks again)."""
+        self.query = {}
         self._received.clear()
+
+    async def wait(self, timeout: float = 300) -> AuthorizationCodeResult:
         if not await asyncio.to_thread(self._received.wait, timeout):
             raise TimeoutError("no answer from the consent page")
         if "error" in self.query:
@@ -142,6 +146,11 @@ async def call_tool(
 ):
     """Connect (registering and asking for consent when needed) and call one tool."""
     with LoopbackCallback(callback_port) as callback:
+
+        async def authorize(url: str) -> None:
+            callback.expect()  # before the browser can answer
+            await redirect_handler(url)
+
         provider = OAuthClientProvider(
             server_url=server_url,
             client_metadata=OAuthClientMetadata(
@@ -152,7 +161,7 @@ async def call_tool(
                 token_endpoint_auth_method="none",  # a public client: PKCE binds the code
             ),
             storage=storage,
-            redirect_handler=redirect_handler,
+            redirect_handler=authorize,
             callback_handler=callback.wait,
         )
         async with httpx2.AsyncClient(auth=provider, timeout=60) as http:
