@@ -6,10 +6,12 @@ is set but cannot be used: a typo in production must not silently fall back to a
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
@@ -100,6 +102,17 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if value is None:
         return default
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_json(name: str, default: Any) -> Any:
+    """A JSON value (a table such as CHAINS); the default when unset."""
+    value = _raw(name)
+    if value is None:
+        return default
+    try:
+        return json.loads(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} is not valid JSON: {exc}") from None
 
 
 def machine_secret(path: Path) -> str:

@@ -18,7 +18,7 @@ from actions.tests.conftest import (  # noqa: F401 - shared fixtures
     usdc_id,
     webauthn_settings,
 )
-from picnic.testing import history_statuses
+from core.testing import history_statuses
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "docs" / "examples" / "mcp_pasted_token.py"

@@ -200,7 +200,7 @@ class Command(BaseCommand):
                         host,
                         "--port",
                         port,
-                        "--no-access-log",  # the app writes its own (picnic.middleware)
+                        "--no-access-log",  # the app writes its own (core.middleware)
                         # Django's ASGI handler has no lifespan events: saying so spares
                         # uvicorn's "lifespan unsupported" probe and its message.
                         "--lifespan",
