@@ -99,3 +99,8 @@ def test_the_docs_are_found_and_the_readme_is_one_page():
 def test_no_screenshot_is_left_outside_docs_img():
     assert sorted(p.name for p in (ROOT / "docs").glob("*.png")) == []
     assert len(list((ROOT / "docs" / "img").glob("*.png"))) >= 28
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_docs_say_what_changed_not_which_issue(page):
+    assert re.findall(r"\bissues? #?\d+", page.read_text(), re.I) == []
