@@ -17,6 +17,7 @@ import pytest
 from django.utils import timezone
 from jsonschema import Draft7Validator, FormatChecker
 
+from chain.stack import free_port
 from console.moves import MOVES, apply_move
 from mcp_adapter.models import McpTask
 from mcp_adapter.tests.conftest import run
@@ -312,7 +313,7 @@ def test_start_refusals_hold_nothing_and_a_repeat_returns_the_same_operation(
 
 
 def test_a_lost_acknowledgement_is_reported_as_reconciling_until_the_backend_answers(
-    http_server, backend, agent, user
+    http_server, backend, agent, user, settings
 ):
     seen: list[dict[str, Any]] = []
 
@@ -322,6 +323,20 @@ def test_a_lost_acknowledgement_is_reported_as_reconciling_until_the_backend_ans
         while not any("Reconciling a lost acknowledgement" in t["statusMessage"] for t in seen):
             assert time.monotonic() < deadline
             time.sleep(0.05)
+        # The backend is down now: the operation stays reconciling, the agent keeps waiting.
+        settings.OPERATIONS_BACKEND_URL = f"http://127.0.0.1:{free_port()}"
+        for _ in range(3):
+            operations_process_due()
+        stuck = Operation.objects.get(owner=user)
+        assert stuck.state == State.RECONCILING and "could not connect" in stuck.last_error
+        seen_before = len(seen)
+        deadline = time.monotonic() + 20
+        while len(seen) < seen_before + 2:  # the agent polls on, and still reads reconciling
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert seen[-1]["status"] == "working"
+        assert "Reconciling" in seen[-1]["statusMessage"]
+        settings.OPERATIONS_BACKEND_URL = backend.url  # it is back: the operation ends
         worker_until({"owner": user}, until={State.SUCCEEDED, State.FAILED})
 
     with http_server() as http:
