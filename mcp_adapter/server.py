@@ -60,8 +60,7 @@ class DjangoTokenVerifier:
 
         from oauth2_provider.models import get_access_token_model
 
-        from oauth.policy import resource_served
-        from oauth.services import agent_use_record
+        from oauth.public import agent_use_record, resource_served
 
         model = get_access_token_model()
         checksum = hashlib.sha256(token.encode()).hexdigest()
