@@ -38,6 +38,7 @@ from actions.services.ramps import ramp_kyc_refresh
 from actions.views import resend_outcome_message
 from core.admin import (
     LifecycleAdmin,
+    ReadOnlyAdminMixin,
     address_cell,
     address_forms,
     search_term_kind,
@@ -324,17 +325,8 @@ def _valid_ids(values: list[str]) -> list[str]:
     return ids
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Support staff look; the chain and the passkey registration are where these change."""
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(SmartAccount)

@@ -54,15 +54,23 @@ def address_cell(value: str | None) -> str:
     )
 
 
-class ReadOnlyInline(admin.TabularInline):
-    extra = 0
-    can_delete = False
+class ReadOnlyAdminMixin:
+    """Staff look, nothing is added, changed or deleted by hand (a ModelAdmin's or an
+    inline's permissions: the inline's take the parent `obj`)."""
 
     def has_add_permission(self, request, obj=None):
         return False
 
     def has_change_permission(self, request, obj=None):
         return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class ReadOnlyInline(ReadOnlyAdminMixin, admin.TabularInline):
+    extra = 0
+    can_delete = False
 
 
 # The change page shows this many of the latest history rows; the live timeline has them all.
@@ -104,9 +112,11 @@ def history_inline(lifecycle: Lifecycle) -> type[StatusHistoryInline]:
     return _history_inline(lifecycle.name)
 
 
-class LifecycleAdmin(admin.ModelAdmin):
+class LifecycleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """The admin of an entity with a lifecycle: read-only (its status changes only through
-    transitions, i.e. admin actions calling services; it is created by its API, never by hand),
+    transitions, i.e. admin actions calling services; it is created by its API, never by hand;
+    never deleted either: work ends by a transition that leaves a history row with the staff
+    user, which a delete would erase with it, and retention purges terminal actions by a task),
     its history inline last, and a link to its live timeline."""
 
     lifecycle: Lifecycle
@@ -143,18 +153,6 @@ class LifecycleAdmin(admin.ModelAdmin):
             )
             kwargs["queryset"] = kwargs["queryset"].filter(pk__in=latest)
         return kwargs
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        # Work items end by a transition (cancel, mark failed, reject) that leaves a history
-        # row with the staff user; a delete would erase that history with them (cascade).
-        # Retention purges terminal actions by a task, not by hand.
-        return False
 
     @admin.display(description="id")
     def short_id(self, obj) -> str:

@@ -8,6 +8,7 @@ from django.utils.html import format_html
 
 from core.admin import (
     LifecycleAdmin,
+    ReadOnlyAdminMixin,
     ReadOnlyInline,
     search_term_kind,
     text_cell,
@@ -173,7 +174,7 @@ class WalletAdmin(admin.ModelAdmin):
 
 
 @admin.register(LedgerEntry)
-class LedgerEntryAdmin(admin.ModelAdmin):
+class LedgerEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = (
         "created_at",
         "wallet",
@@ -185,15 +186,6 @@ class LedgerEntryAdmin(admin.ModelAdmin):
     )
     list_filter = ("kind",)
     search_fields = ("wallet__owner__username", "=operation__id")
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Quote)

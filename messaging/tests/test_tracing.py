@@ -14,8 +14,7 @@ from core.testing import start_celery_worker, wait_until
 from messaging.models import D, Delivery
 from messaging.providers.local_x import LocalXServer
 from messaging.services import deliveries_process_due
-
-from .conftest import TOKEN_ENV, X_TOKEN
+from messaging.tests.factories import TOKEN_ENV, X_TOKEN
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
