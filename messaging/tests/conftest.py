@@ -3,6 +3,8 @@ that need a social account or deliveries import these fixtures from here."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from messaging.models import Delivery, Membership, Role, Workspace
@@ -41,6 +43,18 @@ def member(user, workspace):
 @pytest.fixture
 def dm_token(member, application, make_token):
     return make_token(member, application, scope="agent:dm_read agent:dm_write")
+
+
+@pytest.fixture
+def send_body(workspace, social_account):
+    """The body of a send to the private messaging API (a fresh idempotency key)."""
+    return {
+        "workspace_id": str(workspace.pk),
+        "social_account_id": str(social_account.pk),
+        "recipient_id": "1234567890",
+        "text": "Hi! Your order shipped.",
+        "idempotency_key": str(uuid.uuid4()),
+    }
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ trace of the request that queued the delivery."""
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 
@@ -20,17 +19,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 PARENT = f"00-{TRACE_ID}-b7ad6b7169203331-01"
-
-
-@pytest.fixture
-def send_body(workspace, social_account):
-    return {
-        "workspace_id": str(workspace.pk),
-        "social_account_id": str(social_account.pk),
-        "recipient_id": "1234567890",
-        "text": "Hi! Your order shipped.",
-        "idempotency_key": str(uuid.uuid4()),
-    }
 
 
 def _trace_ids(delivery: Delivery) -> list[tuple[str, str]]:
