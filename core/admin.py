@@ -68,6 +68,25 @@ class ReadOnlyAdminMixin:
         return False
 
 
+class ExactSearchMixin:
+    """A ModelAdmin's search as exact lookups on indexes, by the term's shape
+    (`search_term_kind`): a blank term finds every row, a term of no shape none, any other
+    what `search_exact` finds (never a LIKE nor a cast: a million rows stay fast)."""
+
+    def get_search_results(self, request, queryset, search_term):
+        if not search_term.strip():
+            return queryset, False
+        kind, value = search_term_kind(search_term)
+        if kind == "none":
+            return queryset.none(), False
+        return self.search_exact(queryset, kind, value, search_term.strip()), False
+
+    def search_exact(self, queryset, kind: str, value, term: str):
+        """The rows whose indexed columns equal the term: `value` is its normal form for its
+        shape `kind` (a UUID, a lowercase hash, an address), `term` as typed, stripped."""
+        return queryset.filter(pk=value) if kind == "uuid" else queryset.none()
+
+
 class ReadOnlyInline(ReadOnlyAdminMixin, admin.TabularInline):
     extra = 0
     can_delete = False
@@ -112,7 +131,7 @@ def history_inline(lifecycle: Lifecycle) -> type[StatusHistoryInline]:
     return _history_inline(lifecycle.name)
 
 
-class LifecycleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class LifecycleAdmin(ExactSearchMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """The admin of an entity with a lifecycle: read-only (its status changes only through
     transitions, i.e. admin actions calling services; it is created by its API, never by hand;
     never deleted either: work ends by a transition that leaves a history row with the staff

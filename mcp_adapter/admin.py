@@ -9,9 +9,9 @@ from django.utils.html import format_html
 
 from core.admin import (
     EstimatedCountPaginator,
+    ExactSearchMixin,
     ReadOnlyAdminMixin,
     id_cell,
-    search_term_kind,
     text_cell,
 )
 from core.lifecycle import lifecycle_named
@@ -21,7 +21,7 @@ from mcp_adapter.models import McpTask
 # A task mirrors its action or delivery and ends with it: nothing to edit or add here, and the
 # purge (TTL) is beat's job.
 @admin.register(McpTask)
-class McpTaskAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class McpTaskAdmin(ExactSearchMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = (
         "short_id",
         "tool",
@@ -46,13 +46,10 @@ class McpTaskAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def get_paginator(self, request, queryset, per_page, orphans=0, allow_empty_first_page=True):
         return EstimatedCountPaginator(queryset, per_page, orphans, allow_empty_first_page)
 
-    def get_search_results(self, request, queryset, search_term):
-        if not search_term.strip():
-            return queryset, False
-        kind, term = search_term_kind(search_term)
+    def search_exact(self, queryset, kind, value, term):
         if kind != "uuid":
-            return queryset.none(), False
-        return queryset.filter(pk=term) | queryset.filter(entity_id=term), False
+            return queryset.none()
+        return queryset.filter(pk=value) | queryset.filter(entity_id=value)
 
     @admin.display(description="id")
     def short_id(self, obj: McpTask) -> str:
