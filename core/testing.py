@@ -8,11 +8,16 @@ a connection dropped after the request was read. Used by every adapter's tests.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import pytest
+from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -92,7 +97,6 @@ def wait_until(
 
 def database_url() -> str:
     """A DATABASE_URL for a subprocess (e.g. a real Celery worker) to reach the test database."""
-    from django.db import connection
 
     db = connection.settings_dict
     if connection.vendor == "postgresql":
@@ -117,11 +121,6 @@ def celery_worker_argv(queues: list[str], *, concurrency: int | None = None) -> 
 
 def start_celery_worker(*, queue: str, log_path, env: dict[str, str] | None = None):
     """A real `celery worker` process on `queue`, sharing the test database and broker."""
-    import os
-    import subprocess
-    from pathlib import Path
-
-    from django.conf import settings
 
     environ = {
         **os.environ,
@@ -162,9 +161,6 @@ CHROMIUM_ARGS = [
 def chromium_options() -> dict[str, Any]:
     """Playwright's `chromium.launch(**chromium_options())`; a missing browser fails the test
     with the command that installs it (never a skip)."""
-    import os
-
-    import pytest
 
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)")

@@ -22,6 +22,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
+from oauth2_provider.models import get_access_token_model
 
 from actions import public as actions
 from core.lifecycle import IllegalTransition
@@ -52,8 +53,6 @@ class AuthContext:
 
 
 def auth_context_for_token(token: str | None) -> AuthContext | None:
-    from oauth2_provider.models import get_access_token_model
-
     if not token:
         return None
     checksum = hashlib.sha256(token.encode()).hexdigest()
