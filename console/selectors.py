@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from actions.models import Action, ActionStatus
 from actions.selectors import actions_stuck
+from actions.services.bridges import bridge_why, bridges_waiting
 from messaging.models import Delivery
 from messaging.selectors import deliveries_stuck
 from operations.models import BillingStatus, Operation, Quote, State
@@ -189,9 +190,13 @@ def attention_sources(now: datetime) -> dict[str, tuple[QuerySet, Any]]:
     """Each kind's "needs attention" queryset, and how to say why a row is in it."""
     failed_recently = Q(status=ActionStatus.FAILED, updated_at__gte=now - timedelta(hours=1))
     # Querysets OR-ed, not subqueries: one WHERE the planner serves with a BitmapOr of indexes.
-    actions = (actions_stuck(now=now) | Action.objects.filter(failed_recently)).select_related(
-        "user"
-    )
+    actions = (
+        actions_stuck(now=now)
+        | Action.objects.filter(failed_recently)
+        # Cross-chain swaps whose bridge waits too long (or failed): the action is executed
+        # (its source transaction), its destination leg is not done.
+        | Action.objects.filter(bridges_waiting(now=now))
+    ).select_related("user", "bridge_leg")
     deliveries = deliveries_stuck(now).select_related("created_by")
     operations = (
         operations_stuck(now=now)
@@ -206,7 +211,9 @@ def attention_sources(now: datetime) -> dict[str, tuple[QuerySet, Any]]:
     ).select_related("owner")
 
     def action_why(a: Action) -> str:
-        return "failed in the last hour" if a.status == ActionStatus.FAILED else "stuck in flight"
+        if a.status == ActionStatus.FAILED:
+            return "failed in the last hour"
+        return bridge_why(a, now) or "stuck in flight"
 
     def delivery_why(d: Delivery) -> str:
         return "outcome unknown" if d.status == "unknown" else "past its lease or overdue"
@@ -237,8 +244,16 @@ _SHOWN_FIELDS = {
 }
 
 
-def _only(kind: str, queryset: QuerySet) -> QuerySet:
-    return queryset.only("pk", "created_at", "updated_at", *_SHOWN_FIELDS[kind])
+# The needs-attention list also says why a bridge is listed (its leg, read in the same join).
+_ATTENTION_FIELDS = {
+    "action": ("executed_at", "bridge_leg__status", "bridge_leg__deadline"),
+    "delivery": (),
+    "operation": (),
+}
+
+
+def _only(kind: str, queryset: QuerySet, extra: tuple[str, ...] = ()) -> QuerySet:
+    return queryset.only("pk", "created_at", "updated_at", *_SHOWN_FIELDS[kind], *extra)
 
 
 def viewable_kinds(user) -> frozenset[str]:
@@ -269,7 +284,7 @@ def needs_attention(
             filters=filters,
             now=now,
         )
-        found, more = _bounded(_only(kind, queryset), "updated_at")
+        found, more = _bounded(_only(kind, queryset, _ATTENTION_FIELDS[kind]), "updated_at")
         rows.extend(to_row(item) for item in found)
         if more:
             cut.append(kind)

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import logging
 import re
+from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 from ens.exceptions import ENSException
 from web3 import Web3
@@ -19,6 +21,7 @@ from actions.evm_clients import bundler_client
 from actions.models import Action, ActionType, Card, SmartAccount, SmartAccountKind, Token
 from actions.services.lifecycle import action_create
 from evm.bundler import BundlerError
+from picnic.formats import rfc3339
 from picnic.metrics import instrument_web3
 
 # Matched whole (fullmatch): `$` would let a trailing newline through, `\d` Unicode digits.
@@ -125,7 +128,7 @@ def passkey_client(w3: Web3, account: SmartAccount):
     )
 
 
-def _build(client, call: str, params: dict) -> dict:
+def _build(client, call: str, params: dict, *, bundler_url: str | None = None) -> dict:
     """The user operation with gas from the bundler.
 
     When the bundler's simulation says the call reverts, the verification gas still comes
@@ -133,6 +136,16 @@ def _build(client, call: str, params: dict) -> dict:
     and the call gets a fixed budget: the op can go out if the user signs, and ends `failed`
     with the on-chain reason; the signing page warns first."""
     bundler = bundler_client(timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10))
+    if bundler_url:  # the chain of the thing in hand (a swap's source chain)
+        from evm.bundler import BundlerClient
+        from picnic import tracing
+
+        bundler = BundlerClient(
+            bundler_url,
+            timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10),
+            headers=tracing.outgoing_headers,
+        )
+        instrument_web3(bundler.w3, provider="bundler")
     try:
         return client.build(call, bundler)
     except BundlerError as exc:
@@ -158,6 +171,24 @@ def _slippage(value) -> Decimal:
     return slippage
 
 
+def _swap_account(user, chain_id: int) -> SmartAccount:
+    """The user's passkey account on the swap's source chain. A passkey account has one
+    counterfactual address on every chain (same factory, same salt): without a row for this
+    chain yet, the account of another chain is the same contract here."""
+    accounts = SmartAccount.objects.select_related("passkey").filter(
+        user=user, kind=SmartAccountKind.PICNIC, passkey__isnull=False
+    )
+    account = accounts.filter(chain_id=chain_id).first() or accounts.order_by("pk").first()
+    if account is None:
+        raise ToolError("No Picnic smart account: the user must register a passkey first")
+    return account
+
+
+def _chain_web3(chain) -> Web3:
+    w3 = Web3(Web3.HTTPProvider(chain.rpc_url, request_kwargs={"timeout": 10}))
+    return instrument_web3(w3, provider="chain_rpc")
+
+
 def propose_swap(
     *,
     user,
@@ -168,7 +199,13 @@ def propose_swap(
     slippage=None,
     provider: str | None = None,
 ) -> Action:
-    from actions.providers.lifi import LifiClient, QuoteError
+    """swap, on one chain or across two (a bridge). Across chains the action is `executed`
+    when its source transaction is mined; the bridge's delivery on the other chain is its
+    destination leg (services/bridges.py). A LI.FI outage is not the input's fault:
+    ProviderUnavailable goes up to the view (503)."""
+    from actions.providers.lifi import LifiClient, ProviderUnavailable, QuoteError
+    from actions.services.bridges import bridge_leg_open
+    from core.chains import UnknownChain, chain_for_asset, chain_name
 
     token = _token(from_asset_id)
     to_match = ASSET_ID.fullmatch(to_asset_id or "")
@@ -176,17 +213,22 @@ def propose_swap(
         raise ToolError(f"to_asset_id must be a CAIP-19 ERC-20 id, got {to_asset_id!r}")
     if to_asset_id.lower() == token.asset_id.lower():
         raise ToolError("from_asset_id and to_asset_id are the same token")
+    try:
+        source = chain_for_asset(token.asset_id)
+        destination = chain_for_asset(to_asset_id)
+    except UnknownChain as exc:
+        raise ToolError(f"Picnic does not serve chain {exc.chain_id}") from None
     value, units = _units(amount, token.decimals)
     slippage_pct = _slippage(slippage)
-    w3 = web3()
-    account = _account(user)
+    w3 = _chain_web3(source)
+    account = _swap_account(user, source.id)
     client = passkey_client(w3, account)
     try:
         quote = LifiClient(
             settings.SWAP_QUOTE_URL, timeout=settings.SWAP_QUOTE_TIMEOUT_SECONDS
         ).quote(
-            from_chain=token.chain_id,
-            to_chain=int(to_match[1]),
+            from_chain=source.id,
+            to_chain=destination.id,
             from_token=token.address,
             to_token=to_match[2],
             from_amount=units,
@@ -194,29 +236,38 @@ def propose_swap(
             slippage_percent=slippage_pct,
             provider=provider,
         )
+    except ProviderUnavailable:
+        raise  # an outage, not the input's fault: the view answers 503
     except QuoteError as exc:
         raise ToolError(str(exc)) from None
-    # Sign only what was asked: the quote must spend exactly this amount on this chain.
+    # Sign only what was asked: the quote must spend exactly this amount on this chain, and
+    # deliver on the chain asked for.
     if (
         quote.from_amount != units
-        or token.chain_id not in (quote.tx_chain_id, quote.from_chain_id)
-        or (quote.tx_chain_id != quote.from_chain_id)
+        or quote.from_chain_id != source.id
+        or quote.tx_chain_id != source.id
+        or quote.to_chain_id != destination.id
     ):
         raise ToolError(
             "the swap quote does not match the request (amount or chain); nothing was proposed"
         )
-    erc20 = w3.eth.contract(address=Web3.to_checksum_address(token.address), abi=_ERC20_ABI)
-    approve = erc20.encode_abi("approve", [Web3.to_checksum_address(quote.approval_address), units])
-    call = client.execute_batch(
-        [
-            (token.address, 0, Web3.to_bytes(hexstr=approve)),
-            (quote.tx_to, quote.tx_value, Web3.to_bytes(hexstr=quote.tx_data)),
-        ]
-    )
+    calls = []
+    # A route that moves the tokens in its own transaction (a bridge deposit) needs no
+    # allowance: LI.FI then names the zero address as the approval address.
+    if int(quote.approval_address, 16) != 0:
+        erc20 = w3.eth.contract(address=Web3.to_checksum_address(token.address), abi=_ERC20_ABI)
+        approve = erc20.encode_abi(
+            "approve", [Web3.to_checksum_address(quote.approval_address), units]
+        )
+        calls.append((token.address, 0, Web3.to_bytes(hexstr=approve)))
+    calls.append((quote.tx_to, quote.tx_value, Web3.to_bytes(hexstr=quote.tx_data)))
+    call = client.execute_batch(calls)
     to_symbol = quote.to_token.get("symbol", "?")
     to_amount = quote.amount(quote.to_amount, quote.to_token)
     to_min = quote.amount(quote.to_amount_min, quote.to_token)
     cross_chain = quote.to_chain_id != quote.from_chain_id
+    now = timezone.now()
+    quote_ttl = min(settings.SWAP_QUOTE_TTL_SECONDS, settings.ACTION_TTL_SECONDS)
     params = {
         "from_asset_id": token.asset_id,
         "to_asset_id": to_asset_id,
@@ -229,23 +280,41 @@ def propose_swap(
         "provider": quote.tool,
         "quote_id": quote.id,
         "cross_chain": cross_chain,
+        # The action expires with the quote when the quote lapses first (signing refuses it).
+        "quote_expires_at": rfc3339(now + timedelta(seconds=quote_ttl)),
     }
-    op = _build(client, call, params)
-    where = f"chain {token.chain_id}" + (f" → {quote.to_chain_id}" if cross_chain else "")
-    return action_create(
-        user=user,
-        application=application,
-        type=ActionType.SWAP,
-        summary=(
-            f"Swap {value} {token.symbol} for at least {to_min} {to_symbol} (quoted {to_amount}) "
-            f"via {quote.tool} on {where}, slippage {slippage_pct}%"
-        ),
-        chain_id=token.chain_id,
-        smart_account=account.address,
-        params=params,
-        user_op=op,
-        entry_point_version=account.entry_point_version,
-    )
+    if cross_chain:
+        params["to_chain_id"] = destination.id
+    op = _build(client, call, params, bundler_url=source.bundler_url)
+    if cross_chain:
+        summary = (
+            f"Swap {value} {token.symbol} on {source.name} for at least {to_min} {to_symbol} "
+            f"on {destination.name} (quoted {to_amount}) via {quote.tool}, slippage "
+            f"{slippage_pct}%. Two legs: the action is executed when the source transaction "
+            f"is mined on {source.name}; the bridge then delivers on {destination.name}, "
+            "reported in the status history (destination leg)"
+        )
+    else:
+        summary = (
+            f"Swap {value} {token.symbol} for at least {to_min} {to_symbol} (quoted "
+            f"{to_amount}) via {quote.tool} on {chain_name(source.id)}, slippage {slippage_pct}%"
+        )
+    with transaction.atomic():
+        action = action_create(
+            user=user,
+            application=application,
+            type=ActionType.SWAP,
+            summary=summary,
+            chain_id=source.id,
+            smart_account=account.address,
+            params=params,
+            user_op=op,
+            entry_point_version=account.entry_point_version,
+            ttl_seconds=quote_ttl,
+        )
+        if cross_chain:
+            bridge_leg_open(action=action, quote=quote, to_asset_id=to_asset_id)
+    return action
 
 
 def _card(user, card_id: str | None) -> Card:
