@@ -35,6 +35,7 @@ from actions.services.passkeys import (
 from actions.services.signing import action_reject, action_sign, authentication_options
 from actions.signing_facts import sign_facts
 from core.chains import chain_name
+from picnic import l10n
 from picnic.api import error_json
 from picnic.json_input import BodyRefused, json_body
 from picnic.live import entity_stream
@@ -382,12 +383,12 @@ def _bridge_text(action: Action, leg) -> str:
     """A cross-chain swap's second leg in plain words, in the user's language."""
     params = action.params or {}
     values = {
-        "amount": params.get("amount", ""),
+        "amount": l10n.format_amount(params.get("amount", "")),
         "symbol": params.get("symbol", ""),
         "to_symbol": leg.to_symbol,
         "source": chain_name(leg.from_chain_id),
         "destination": chain_name(leg.to_chain_id),
-        "received": leg.received_amount,
+        "received": l10n.format_amount(leg.received_amount),
         "received_symbol": leg.received_symbol,
         "where": chain_name(leg.receiving_chain_id or leg.to_chain_id),
         "tx": _short_hash(leg.receiving_tx_hash),

@@ -401,9 +401,21 @@ def test_leg_details_say_refund_and_partial_in_plain_words(user, application, to
 @pytest.mark.parametrize(
     ("language", "refund", "partial"),
     [
-        ("en", "sent your 10 USDC back to your account on Gnosis (local)", "instead of EURe"),
-        ("pt-br", "devolveu os seus 10 USDC à sua conta em Gnosis (local)", "em vez de EURe"),
-        ("es", "devolvió tus 10 USDC a tu cuenta en Gnosis (local)", "en lugar de EURe"),
+        (
+            "en",
+            "sent your 10 USDC back to your account on Gnosis (local)",
+            "you received 9.94 USDC on Base (local) instead of EURe",
+        ),
+        (
+            "pt-br",
+            "devolveu os seus 10 USDC à sua conta em Gnosis (local)",
+            "você recebeu 9,94 USDC em Base (local) em vez de EURe",
+        ),
+        (
+            "es",
+            "devolvió tus 10 USDC a tu cuenta en Gnosis (local)",
+            "recibiste 9,94 USDC en Base (local) en lugar de EURe",
+        ),
     ],
 )
 def test_the_signing_page_explains_a_refund_and_a_partial_delivery(
@@ -425,7 +437,7 @@ def test_the_signing_page_explains_a_refund_and_a_partial_delivery(
         substatus="PARTIAL", received_amount="9.94", receiving_chain_id=L2
     )
     page = client.get(f"/sign/{action.pk}/", HTTP_ACCEPT_LANGUAGE=language).text
-    assert partial in page and "9.94 USDC" in page
+    assert partial in page
 
 
 @pytest.mark.django_db
