@@ -13,8 +13,10 @@ from django.utils import timezone
 from web3 import Web3
 
 from actions.models import Action, BridgeLeg
+from actions.presenters import transactions_page
 from actions.providers.local_lifi import LocalLifiServer
 from actions.services.bridges import bridge_reconcile, bridges_reconcile_pending
+from actions.services.history import history_sync
 from actions.services.lifecycle import action_submit, actions_reconcile_pending
 from actions.services.signing import action_sign
 from chain import contracts
@@ -149,6 +151,18 @@ def test_a_cross_chain_swap_runs_end_to_end_and_every_page_shows_both_legs(
         "executed_at",
         "status_history",
     }
+
+    # get_transactions: one swap line with both legs' receipts and what arrived.
+    history_sync(user=user)
+    line = next(
+        t for t in transactions_page(user=user)["transactions"] if t["actionId"] == str(action.pk)
+    )
+    assert line["type"] == "swap" and line["swap"]["crossChain"] is True
+    assert line["swap"]["toAmountReceived"] == "9.1448"
+    assert line["receipts"] == [
+        {"chainId": chain.chain_id, "txHash": action.tx_hash.lower()},
+        {"chainId": l2_chain.chain_id, "txHash": leg.receiving_tx_hash.lower()},
+    ]
 
     # The signing page and the staff timeline say both legs.
     client.force_login(user)
