@@ -47,7 +47,7 @@ from eth_utils import function_signature_to_4byte_selector
 
 from chain import contracts
 from chain.stack import DEV_KEYS
-from picnic.local_server import LocalJsonServer
+from core.local_server import LocalJsonServer
 
 logger = logging.getLogger(__name__)
 

@@ -24,9 +24,9 @@ from django.utils import timezone
 from actions.models import ACTION_LIFECYCLE, LEG_DETAIL, Action, ActionStatus, BridgeLeg
 from actions.providers.lifi import BridgeStatus, LifiClient, QuoteError, SwapQuote
 from actions.services.transitions import action_touch
+from core import tracing
 from core.chains import chain_name
-from picnic import tracing
-from picnic.lifecycle import Actor, record_history
+from core.lifecycle import Actor, record_history
 
 logger = logging.getLogger(__name__)
 

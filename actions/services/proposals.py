@@ -20,9 +20,9 @@ from actions.chain_reads import CHAIN_RPC_ERRORS
 from actions.evm_clients import bundler_client
 from actions.models import Action, ActionType, Card, SmartAccount, SmartAccountKind, Token
 from actions.services.lifecycle import action_create
+from core.formats import rfc3339
+from core.metrics import instrument_web3
 from evm.bundler import BundlerError
-from picnic.formats import rfc3339
-from picnic.metrics import instrument_web3
 
 # Matched whole (fullmatch): `$` would let a trailing newline through, `\d` Unicode digits.
 ASSET_ID = re.compile(r"eip155:([1-9][0-9]{0,19})/erc20:(0x[0-9a-fA-F]{40})")
@@ -137,8 +137,8 @@ def _build(client, call: str, params: dict, *, bundler_url: str | None = None) -
     with the on-chain reason; the signing page warns first."""
     bundler = bundler_client(timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10))
     if bundler_url:  # the chain of the thing in hand (a swap's source chain)
+        from core import tracing
         from evm.bundler import BundlerClient
-        from picnic import tracing
 
         bundler = BundlerClient(
             bundler_url,

@@ -24,7 +24,7 @@ from chain.dev import token_balance
 from chain.stack import free_port
 from console.selectors import Filters, needs_attention
 from core import chains
-from picnic.testing import wait_until
+from core.testing import wait_until
 
 from .conftest import usdc_id
 

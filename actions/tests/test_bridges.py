@@ -32,7 +32,7 @@ from actions.tests.factories import made_up_address, make_action
 from chain import contracts
 from chain.stack import free_port
 from console.selectors import Filters, needs_attention
-from picnic.lifecycle import Actor
+from core.lifecycle import Actor
 
 CARD, L2 = 31337, 31338
 ACCOUNT = "0x" + "ab" * 20
