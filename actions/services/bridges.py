@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -114,7 +115,11 @@ def bridge_reconcile(
 ) -> str:
     """Ask the bridge once where the leg is; record what changed. Never raises for a provider
     problem (it is recorded on the leg and asked again later). Returns LI.FI's status, or
-    "unavailable" / "not_started"."""
+    "unavailable" / "not_started" / "raced" (another reconciler is asking right now).
+
+    Not one transaction: none may stay open across the network call. The check is claimed
+    first (a conditional update on `checks`), and only the claimer writes what it heard, so
+    two reconcilers never write the same change twice."""
     leg = BridgeLeg.objects.select_related("action").get(pk=leg_id)
     action = leg.action
     now = timezone.now()
@@ -123,12 +128,20 @@ def bridge_reconcile(
     if leg.finished:
         return leg.status
     if leg.started_at is None:
-        started = action.executed_at or now
-        leg.started_at = started
-        leg.deadline = started + timedelta(minutes=settings.BRIDGE_DEADLINE_MINUTES)
-    leg.checks += 1
-    leg.last_checked_at = now
-    leg.next_check_at = _next_check(leg.checks, now)
+        leg.started_at = action.executed_at or now
+        leg.deadline = leg.started_at + timedelta(minutes=settings.BRIDGE_DEADLINE_MINUTES)
+    claimed = leg.checks + 1
+    leg.last_checked_at, leg.next_check_at = now, _next_check(claimed, now)
+    if not BridgeLeg.objects.filter(pk=leg.pk, checks=leg.checks).update(
+        checks=claimed,
+        last_checked_at=leg.last_checked_at,
+        next_check_at=leg.next_check_at,
+        started_at=leg.started_at,
+        deadline=leg.deadline,
+    ):
+        return "raced"
+    leg.checks = claimed
+    mine = BridgeLeg.objects.filter(pk=leg.pk, checks=claimed)
     try:
         answer = (client or lifi_client()).status(
             tx_hash=action.tx_hash,
@@ -138,28 +151,45 @@ def bridge_reconcile(
         )
     except QuoteError as exc:
         logger.warning("bridge status of %s: %s", action.pk, exc)
-        leg.last_error = str(exc)[:2000]
-        leg.save()
+        mine.update(last_error=str(exc)[:2000])
         return "unavailable"
-    leg.last_error = ""
     changed = _apply(leg, answer)
     if leg.finished:
-        leg.done_at = now
-        leg.next_check_at = None
-    leg.save()
-    if changed:
-        record_history(
-            lifecycle=ACTION_LIFECYCLE,
-            instance=action,
-            from_status=action.status,
-            status=action.status,
-            actor=actor or Actor.worker(),
-            detail=leg_detail(leg),
-            payload=answer.raw,
-        )
-        # updated_at and an event: the live timelines and the signing page re-render.
-        action_touch(action_id=action.pk, last_reconciled_at=now)
+        leg.done_at, leg.next_check_at = now, None
+    with transaction.atomic():
+        if not mine.update(
+            last_error="",
+            done_at=leg.done_at,
+            next_check_at=leg.next_check_at,
+            **{name: getattr(leg, name) for name in _ANSWER_FIELDS},
+        ):
+            return "raced"
+        if changed:
+            record_history(
+                lifecycle=ACTION_LIFECYCLE,
+                instance=action,
+                from_status=action.status,
+                status=action.status,
+                actor=actor or Actor.worker(),
+                detail=leg_detail(leg),
+                payload=answer.raw,
+            )
+            # updated_at and an event: the live timelines and the signing page re-render.
+            action_touch(action_id=action.pk, last_reconciled_at=now)
     return leg.status
+
+
+# What one /status answer sets on the leg (_apply).
+_ANSWER_FIELDS = (
+    "status",
+    "substatus",
+    "substatus_message",
+    "receiving_tx_hash",
+    "receiving_chain_id",
+    "received_symbol",
+    "received_asset_id",
+    "received_amount",
+)
 
 
 def _apply(leg: BridgeLeg, answer: BridgeStatus) -> bool:

@@ -16,6 +16,7 @@ from urllib.error import HTTPError
 from urllib.request import Request, urlopen
 
 import pytest
+from django.db.models import F
 from django.utils import timezone
 from eth_abi import decode
 
@@ -318,6 +319,19 @@ def test_the_leg_is_polled_with_backoff_and_each_change_is_in_the_status_history
     # Backoff: each check waits twice as long as the one before (5 s, 10 s, …).
     assert leg.checks == 2
     assert leg.next_check_at - leg.last_checked_at == timedelta(seconds=10)
+
+    # Another reconciler claims the next check while this one waits for LI.FI: only the
+    # claimer writes, so the change is never recorded twice.
+    class Overtaken(LifiClient):
+        def status(self, **kwargs):
+            BridgeLeg.objects.filter(pk=leg.pk).update(checks=F("checks") + 1)
+            return super().status(**kwargs)
+
+    bridge.transfers[TX].substatus = "WAIT_SOURCE_CONFIRMATIONS"
+    assert bridge_reconcile(leg_id=leg.pk, client=Overtaken(bridge.url, timeout=2)) == "raced"
+    assert len(leg_rows(action)) == 1
+    bridge.transfers[TX].substatus = "CHAIN_NOT_AVAILABLE"
+    BridgeLeg.objects.filter(pk=leg.pk).update(checks=2)
 
     # LI.FI goes down: recorded on the leg, nothing in the history, still not done.
     bridge.mode = "unavailable"
