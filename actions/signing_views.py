@@ -112,8 +112,13 @@ def _unreadable(exc: BodyRefused) -> JsonResponse:
 def _account_address(qx: bytes, qy: bytes) -> tuple[str, str]:
     from actions.services.proposals import web3
     from chain.passkey_account import PasskeyAccountClient
+    from core.chains import card_chain
 
-    client = PasskeyAccountClient(web3(), qx, qy, version=settings.ENTRY_POINT_VERSION)
+    # Asked of the card's chain; the factory's CREATE2 address, hence the account's, is the
+    # same on every chain of the table.
+    client = PasskeyAccountClient(
+        web3(card_chain().id), qx, qy, version=settings.ENTRY_POINT_VERSION
+    )
     return client.address, client.factory.address
 
 

@@ -15,11 +15,12 @@ from ens.exceptions import ENSException
 from web3 import Web3
 
 from actions.chain_reads import CHAIN_RPC_ERRORS
-from actions.evm_clients import bundler_client
+from actions.evm_clients import bundler_client, chain_rpc, on_chain
 from actions.models import Action, ActionType, Card, SmartAccount, SmartAccountKind, Token
 from actions.services.lifecycle import action_create
+from actions.services.passkeys import smart_accounts_cover_chains
+from core.chains import Chain, UnknownChain, get_chain
 from evm.bundler import BundlerError
-from picnic.metrics import instrument_web3
 
 # Matched whole (fullmatch): `$` would let a trailing newline through, `\d` Unicode digits.
 ASSET_ID = re.compile(r"eip155:([1-9][0-9]{0,19})/erc20:(0x[0-9a-fA-F]{40})")
@@ -45,7 +46,15 @@ def _token(asset_id: str) -> Token:
     token = Token.objects.filter(chain_id=int(match[1]), address__iexact=match[2]).first()
     if token is None:
         raise ToolError(f"Unknown token: {asset_id}")
+    _chain(token.chain_id)  # a token row of a chain no longer served is refused here
     return token
+
+
+def _chain(chain_id: int) -> Chain:
+    try:
+        return get_chain(chain_id)
+    except UnknownChain:
+        raise ToolError(f"chain {chain_id} is not served here") from None
 
 
 def _units(amount: str, decimals: int) -> tuple[Decimal, int]:
@@ -66,7 +75,7 @@ def _units(amount: str, decimals: int) -> tuple[Decimal, int]:
     return value, units
 
 
-def _recipient(to: str, w3: Web3) -> str:
+def _recipient(to: str, w3: Web3, chain: Chain) -> str:
     to = (to or "").strip()
     if re.fullmatch(r"0x[0-9a-fA-F]{40}", to):
         body = to[2:]
@@ -85,30 +94,35 @@ def _recipient(to: str, w3: Web3) -> str:
             logger.info("ENS name %s not resolved: %r", to, exc)
             resolved = None
         if not resolved:
-            raise ToolError(f"ENS name {to} could not be resolved on chain {settings.CHAIN_ID}")
+            raise ToolError(f"ENS name {to} could not be resolved on {chain.name}")
         return Web3.to_checksum_address(resolved)
     raise ToolError(f"to must be a 0x address or an ENS name, got {to!r}")
 
 
-def _account(user) -> SmartAccount:
+def _account(user, chain: Chain) -> SmartAccount:
+    """The user's passkey account on this chain (registered on every chain of the table)."""
     account = (
         SmartAccount.objects.select_related("passkey")
         .filter(
             user=user,
             kind=SmartAccountKind.PICNIC,
             passkey__isnull=False,
-            chain_id=settings.CHAIN_ID,
+            chain_id=chain.id,
         )
         .first()
     )
+    if account is None and smart_accounts_cover_chains(user=user):
+        return _account(user, chain)  # a chain added to the table since they registered
     if account is None:
-        raise ToolError("No Picnic smart account: the user must register a passkey first")
+        raise ToolError(
+            f"No Picnic smart account on {chain.name}: the user must register a passkey first"
+        )
     return account
 
 
-def web3() -> Web3:
-    w3 = Web3(Web3.HTTPProvider(settings.CHAIN_RPC_URL, request_kwargs={"timeout": 10}))
-    return instrument_web3(w3, provider="chain_rpc")
+def web3(chain_id: int) -> Web3:
+    """web3 on the chain of the thing in hand (the asset, the card)."""
+    return chain_rpc(chain_id, timeout=10)
 
 
 def passkey_client(w3: Web3, account: SmartAccount):
@@ -125,14 +139,14 @@ def passkey_client(w3: Web3, account: SmartAccount):
     )
 
 
-def _build(client, call: str, params: dict) -> dict:
+def _build(client, call: str, params: dict, *, chain: Chain) -> dict:
     """The user operation with gas from the bundler.
 
     When the bundler's simulation says the call reverts, the verification gas still comes
     from the bundler (estimated on a no-op call from the same account, deployment included)
     and the call gets a fixed budget: the op can go out if the user signs, and ends `failed`
     with the on-chain reason; the signing page warns first."""
-    bundler = bundler_client(timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10))
+    bundler = bundler_client(chain.id, timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10))
     try:
         return client.build(call, bundler)
     except BundlerError as exc:
@@ -168,8 +182,6 @@ def propose_swap(
     slippage=None,
     provider: str | None = None,
 ) -> Action:
-    from actions.providers.lifi import LifiClient, QuoteError
-
     token = _token(from_asset_id)
     to_match = ASSET_ID.fullmatch(to_asset_id or "")
     if not to_match:
@@ -178,8 +190,41 @@ def propose_swap(
         raise ToolError("from_asset_id and to_asset_id are the same token")
     value, units = _units(amount, token.decimals)
     slippage_pct = _slippage(slippage)
-    w3 = web3()
-    account = _account(user)
+    chain = _chain(token.chain_id)
+    account = _account(user, chain)
+    with on_chain(chain):
+        return _propose_swap(
+            user=user,
+            application=application,
+            token=token,
+            chain=chain,
+            account=account,
+            to_asset_id=to_asset_id,
+            to_match=to_match,
+            value=value,
+            units=units,
+            slippage_pct=slippage_pct,
+            provider=provider,
+        )
+
+
+def _propose_swap(
+    *,
+    user,
+    application,
+    token: Token,
+    chain: Chain,
+    account: SmartAccount,
+    to_asset_id: str,
+    to_match: re.Match,
+    value: Decimal,
+    units: int,
+    slippage_pct: Decimal,
+    provider: str | None,
+) -> Action:
+    from actions.providers.lifi import LifiClient, QuoteError
+
+    w3 = web3(chain.id)
     client = passkey_client(w3, account)
     try:
         quote = LifiClient(
@@ -230,7 +275,7 @@ def propose_swap(
         "quote_id": quote.id,
         "cross_chain": cross_chain,
     }
-    op = _build(client, call, params)
+    op = _build(client, call, params, chain=chain)
     where = f"chain {token.chain_id}" + (f" → {quote.to_chain_id}" if cross_chain else "")
     return action_create(
         user=user,
@@ -277,7 +322,7 @@ def propose_card_limit(
     value, units = _units(daily_limit, card.token.decimals)
     if units > zodiac.UINT128_MAX:
         raise ToolError("daily_limit is too large")
-    account = _account(user)
+    account = _account(user, _chain(card.chain_id))
     inner = zodiac.set_daily_allowance_call(units)
     module_data = zodiac.exec_from_module_call(card.roles_address, 0, inner)
     salt = secrets.token_bytes(32)
@@ -326,7 +371,8 @@ def propose_card_state(*, user, application, frozen: bool, card_id: str | None =
     from chain.safe import eip191_hash, safe_message_hash
 
     card = _card(user, card_id)
-    account = _account(user)
+    chain = _chain(card.chain_id)
+    account = _account(user, chain)
     client = GnosisPayClient(settings.GNOSIS_PAY_URL, timeout=settings.GNOSIS_PAY_TIMEOUT_SECONDS)
     try:
         nonce = client.nonce()
@@ -344,7 +390,8 @@ def propose_card_state(*, user, application, frozen: bool, card_id: str | None =
         issued_at=timezone.now(),
         statement=f"{verb} Picnic card ending in {card.last4}.",
     )
-    challenge = safe_message_hash(web3(), card.safe_address, eip191_hash(message))
+    with on_chain(chain):
+        challenge = safe_message_hash(web3(chain.id), card.safe_address, eip191_hash(message))
     return action_create(
         user=user,
         application=application,
@@ -366,23 +413,27 @@ def propose_card_state(*, user, application, frozen: bool, card_id: str | None =
 def propose_transfer(*, user, application, asset_id: str, amount: str, to: str) -> Action:
     token = _token(asset_id)
     value, units = _units(amount, token.decimals)
-    w3 = web3()
-    recipient = _recipient(to, w3)
-    account = _account(user)
-    client = passkey_client(w3, account)
-    erc20 = w3.eth.contract(address=Web3.to_checksum_address(token.address), abi=_ERC20_ABI)
-    call = client.execute(
-        erc20.address, 0, Web3.to_bytes(hexstr=erc20.encode_abi("transfer", [recipient, units]))
-    )
-    params = {
-        "asset_id": token.asset_id,
-        "amount": str(value),
-        "to": recipient,
-        "symbol": token.symbol,
-    }
-    if to.strip().lower() != recipient.lower():
-        params["ens"] = to.strip()
-    op = _build(client, call, params)
+    chain = _chain(token.chain_id)  # the asset id says which chain: its node, its bundler
+    with on_chain(chain):
+        w3 = web3(chain.id)
+        recipient = _recipient(to, w3, chain)
+        account = _account(user, chain)
+        client = passkey_client(w3, account)
+        erc20 = w3.eth.contract(address=Web3.to_checksum_address(token.address), abi=_ERC20_ABI)
+        call = client.execute(
+            erc20.address,
+            0,
+            Web3.to_bytes(hexstr=erc20.encode_abi("transfer", [recipient, units])),
+        )
+        params = {
+            "asset_id": token.asset_id,
+            "amount": str(value),
+            "to": recipient,
+            "symbol": token.symbol,
+        }
+        if to.strip().lower() != recipient.lower():
+            params["ens"] = to.strip()
+        op = _build(client, call, params, chain=chain)
     shown_to = f"{to.strip()} ({recipient})" if "ens" in params else recipient
     return action_create(
         user=user,

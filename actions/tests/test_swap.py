@@ -71,7 +71,9 @@ def test_a_quoted_swap_is_signed_and_executed_on_chain(
     history_sync(user=user)
     line = transactions_page(user=user)["transactions"][0]
     assert line["type"] == "swap" and line["actionId"] == str(action.pk)
-    assert line["receipts"] == [{"chainId": 31337, "txHash": action.tx_hash.lower()}]
+    assert line["receipts"] == [
+        {"chainId": 31337, "caip2": "eip155:31337", "txHash": action.tx_hash.lower()}
+    ]
     assert {(f["direction"], f["symbol"], f["formattedAmount"]) for f in line["flows"]} >= {
         ("out", "USDC", "10"),
         ("in", "EURe", "9.2"),
