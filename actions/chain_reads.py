@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import requests
 from django.conf import settings
-from web3.exceptions import Web3Exception
+from web3.exceptions import Web3Exception, Web3RPCError
 
 from actions.presenters import card_summary, decimal_string
 from actions.selectors import card_get_for_user, smart_accounts_for_user, tokens_on_chains
@@ -48,12 +50,53 @@ def node_answer(what: str) -> Iterator[None]:
         raise ChainAnswerError(f"unusable answer to {what}: {exc!r}") from exc
 
 
+_readers: dict[tuple[int, str, float], Any] = {}
+_readers_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+
+
 def chain_reader(chain_id: int):
     """web3 on one chain's node for the read tools, bounded by CHAIN_READ_TIMEOUT_SECONDS (an
-    agent is waiting)."""
+    agent is waiting). One per chain, URL and timeout, kept: building a Web3 costs
+    milliseconds, and its HTTP sessions (one per thread) keep their connections."""
     from actions.evm_clients import chain_rpc
+    from core.chains import get_chain
 
-    return chain_rpc(chain_id, timeout=settings.CHAIN_READ_TIMEOUT_SECONDS)
+    timeout = settings.CHAIN_READ_TIMEOUT_SECONDS
+    key = (chain_id, get_chain(chain_id).rpc_url, timeout)
+    with _readers_lock:
+        if key not in _readers:
+            _readers[key] = chain_rpc(chain_id, timeout=timeout)
+        return _readers[key]
+
+
+def _read_pool() -> ThreadPoolExecutor:
+    """The threads the chains are read in, kept across requests (a thread's start costs more
+    than a local node's answer); made on first use, so after a server's fork."""
+    global _pool
+    with _readers_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="chain-read")
+        return _pool
+
+
+def rpc_batch(w3, calls: list[tuple[str, list]]) -> list[Any]:
+    """The `result` of each call, sent as one JSON-RPC batch (one HTTP round trip) through the
+    provider (instrumented, bounded by its timeout), without web3's per-call request and result
+    formatters: they cost more CPU than a local node's answer, and CPU under the GIL would make
+    the chains read in parallel wait for each other. A JSON-RPC error is raised as one."""
+    answers = w3.provider.make_batch_request(calls)
+    if isinstance(answers, dict) and answers.get("error") is not None:
+        raise Web3RPCError(str(answers["error"]), rpc_response=answers)
+    with node_answer("a JSON-RPC batch"):
+        if not isinstance(answers, list) or len(answers) != len(calls):
+            raise ChainAnswerError(f"{len(calls)} calls answered with {str(answers)[:200]!r}")
+        results = []
+        for answer in answers:
+            if answer.get("error") is not None:
+                raise Web3RPCError(str(answer["error"]), rpc_response=answer)
+            results.append(answer["result"])
+    return results
 
 
 @dataclass
@@ -88,33 +131,40 @@ def read_chains(
     readers: Mapping[int, Any] | None = None,
     alongside: Callable[[], Any] | None = None,
 ) -> tuple[list[ChainOutcome[T]], Any]:
-    """`read(chain, w3)` on every chain at once, one thread each, so N chains cost about one
-    chain's round trip; bounded by CHAIN_READ_TIMEOUT_SECONDS (a chain still busy then is
-    reported timed out, its thread left to end on its own client timeout). A chain whose node
-    fails (CHAIN_RPC_ERRORS) gets an error naming it; the others keep their values. Anything
-    else is a bug and propagates. `alongside` runs in this thread meanwhile (the prices), its
-    result returned second. `read` must not touch the database (other threads, other
-    connections): read what it needs before, write what it found after."""
+    """`read(chain, w3)` on every chain at once, so N chains cost about one chain's round
+    trip: the first in this thread, the others each in a pool thread; bounded by
+    CHAIN_READ_TIMEOUT_SECONDS (a chain still busy then is reported timed out, its thread left
+    to end on its own client timeout). A chain whose node fails (CHAIN_RPC_ERRORS) gets an
+    error naming it; the others keep their values. Anything else is a bug and propagates.
+    `alongside` runs in this thread first (the prices), its result returned second. `read`
+    must not touch the database (other threads, other connections): read what it needs
+    before, write what it found after."""
     outcomes = [ChainOutcome(chain) for chain in chain_list]
     if not outcomes:
         return outcomes, alongside() if alongside else None
     timeout = settings.CHAIN_READ_TIMEOUT_SECONDS
-    pool = ThreadPoolExecutor(max_workers=len(outcomes), thread_name_prefix="chain-read")
+    deadline = time.monotonic() + timeout + 0.5
+
+    def run(outcome: ChainOutcome) -> T:
+        w3 = (readers or {}).get(outcome.chain.id) or chain_reader(outcome.chain.id)
+        return read(outcome.chain, w3)
+
+    pool = _read_pool() if len(outcomes) > 1 else None
+    # Each in a copy of this context: the trace and the request's log fields follow.
+    others = [pool.submit(contextvars.copy_context().run, run, o) for o in outcomes[1:]]
     try:
-        futures = [
-            # Each in a copy of this context: the trace and the request's log fields follow.
-            pool.submit(
-                contextvars.copy_context().run,
-                read,
-                o.chain,
-                (readers or {}).get(o.chain.id) or chain_reader(o.chain.id),
-            )
-            for o in outcomes
-        ]
         beside = alongside() if alongside else None
-        wait(futures, timeout=timeout + 0.5)
+        here: Future = Future()
+        try:
+            here.set_result(run(outcomes[0]))
+        except Exception as exc:  # noqa: BLE001 - judged below, like the pool threads' errors
+            here.set_exception(exc)
+        if others:
+            wait(others, timeout=max(0.0, deadline - time.monotonic()))
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        for future in others:
+            future.cancel()  # still queued: not started late; running: ends on its timeout
+    futures = [here, *others]
     for outcome, future in zip(outcomes, futures, strict=True):
         if not future.done():
             logger.warning(
@@ -158,23 +208,36 @@ def _balance_of(w3, token_address: str, owner: str):
     return w3.eth.call({"to": Web3.to_checksum_address(token_address), "data": data})
 
 
+BALANCE_OF = "0x70a08231"  # balanceOf(address)
+CONVERT_TO_ASSETS = "0x07a2d13a"  # convertToAssets(uint256), ERC-4626
+
+
+def _eth_call(to: str, data: str) -> tuple[str, list]:
+    return ("eth_call", [{"to": to, "data": data}, "latest"])
+
+
+def _word(result: Any) -> int:
+    """A uint256 return value; anything that is not one 32-byte word reads as 0 (as a token
+    contract that is not there answers "0x")."""
+    if not isinstance(result, str) or not result.startswith("0x"):
+        raise ChainAnswerError(f"eth_call answered {str(result)[:80]!r}")
+    body = result[2:]
+    return int(body, 16) if len(body) == 64 else 0
+
+
 def _read_balances(w3, pairs: list, vaults: list) -> tuple[list[int], dict[int, int]]:
     """One chain's balances: every balanceOf and each vault's share price in one JSON-RPC
     batch (one HTTP round trip)."""
-    from web3 import Web3
-
-    to_assets = Web3.keccak(text="convertToAssets(uint256)")[:4]
-    with w3.batch_requests() as batch:
-        for account, token in pairs:
-            batch.add(_balance_of(w3, token.address, account.address))
-        for vault in vaults:
-            data = to_assets + (10**vault.decimals).to_bytes(32, "big")
-            batch.add(w3.eth.call({"to": Web3.to_checksum_address(vault.address), "data": data}))
-        results = batch.execute()
+    calls = [
+        _eth_call(token.address, BALANCE_OF + "00" * 12 + account.address[2:].lower())
+        for account, token in pairs
+    ] + [
+        _eth_call(vault.address, CONVERT_TO_ASSETS + f"{10**vault.decimals:064x}")
+        for vault in vaults
+    ]
+    results = rpc_batch(w3, calls)
     with node_answer("the balances batch"):
-        if len(results) != len(pairs) + len(vaults):
-            raise ChainAnswerError(f"{len(results)} answers to {len(pairs) + len(vaults)} calls")
-        words = [int.from_bytes(bytes(r), "big") if len(bytes(r)) == 32 else 0 for r in results]
+        words = [_word(r) for r in results]
     return words[: len(pairs)], dict(zip((v.pk for v in vaults), words[len(pairs) :], strict=True))
 
 

@@ -3,7 +3,7 @@ both measured in this run on the real local world (two Hardhat/EDR nodes, chain 
 31338, started here on free ports) and a throwaway test database (SQLite by default;
 DATABASE_URL=postgres://… for PostgreSQL).
 
-    .venv/bin/python bench/balances.py [--accounts 3] [--rounds 10] [--requests 30]
+    .venv/bin/python bench/balances.py [--accounts 3] [--rounds 10] [--requests 30] [--rtt-ms 0]
 
 Generates its data: one user with `--accounts` passkey accounts (different salts), registered
 on both chains, each holding the demo tokens (USDC, EURe, the svUSDC vault) minted there.
@@ -13,6 +13,11 @@ shaped server, cached as in production). "one chain": settings.CHAINS is the car
 only; "two chains": both, the reads sent in parallel (one JSON-RPC batch per chain). Rounds
 alternate which goes first. Prints p50/p95 of each and the p50 ratio (the target: at most
 1.2x).
+
+`--rtt-ms N` puts a forwarding proxy in front of each node that holds every request N ms
+before passing it on: the round trip a hosted RPC has (the local nodes answer in about 2 ms
+of their own CPU, so on a busy 2-core machine the two nodes mostly wait for each other's
+core rather than for the network).
 """
 
 from __future__ import annotations
@@ -31,6 +36,48 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "picnic.settings")
 
 from bench.common import machine, percentile  # noqa: E402
+
+
+class DelayProxy:
+    """A JSON-RPC forwarder on a free loopback port that adds `rtt` seconds to every request."""
+
+    def __init__(self, target: str, rtt: float) -> None:
+        import http.server
+        import threading
+
+        import requests
+
+        session = requests.Session()
+        lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out without a 40 ms stall
+
+            def do_POST(self):  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                time.sleep(rtt)
+                with lock:  # one upstream connection, kept alive
+                    answer = session.post(
+                        target, data=body, headers={"Content-Type": "application/json"}
+                    )
+                self.send_response(answer.status_code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer.content)))
+                self.end_headers()
+                self.wfile.write(answer.content)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 def make_data(*, accounts: int, world) -> str:
@@ -122,6 +169,7 @@ def main() -> None:
     parser.add_argument("--accounts", type=int, default=3, help="passkey accounts per chain")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--requests", type=int, default=30, help="per round and mode")
+    parser.add_argument("--rtt-ms", type=float, default=0, help="added to every node request")
     args = parser.parse_args()
 
     import django
@@ -158,6 +206,7 @@ def main() -> None:
     started = time.monotonic()
     world.start()
     prices = LocalCoinGeckoServer().start()
+    proxies = []
     try:
         print(f"local world up in {time.monotonic() - started:.1f}s")
         settings.PRICE_API_URL = prices.url
@@ -167,13 +216,18 @@ def main() -> None:
             )
         settings.CARD_CHAIN_ID = world.card.chain_id
         token = make_data(accounts=args.accounts, world=world)
+        if args.rtt_ms:
+            for local in world.chains:
+                proxies.append(DelayProxy(local.rpc_url, args.rtt_ms / 1000))
+                settings.CHAINS = with_endpoints(local.chain_id, rpc_url=proxies[-1].url)
         both = tuple(settings.CHAINS)
         tables = {"one chain": (get_chain(world.card.chain_id),), "two chains": both}
         samples = measure(token=token, rounds=args.rounds, requests=args.requests, tables=tables)
         per_chain = args.accounts * 3  # USDC, EURe, svUSDC per account
         print(
             f"{args.accounts} accounts x 3 tokens per chain ({per_chain} balances a chain), "
-            f"{args.rounds} rounds x {args.requests} requests per mode"
+            f"{args.rounds} rounds x {args.requests} requests per mode, "
+            f"{args.rtt_ms:g} ms added to each node request"
         )
         for name, values in samples.items():
             print(
@@ -183,6 +237,8 @@ def main() -> None:
         ratio = percentile(samples["two chains"], 50) / percentile(samples["one chain"], 50)
         print(f"two chains / one chain at p50: {ratio:.2f}x (target <= 1.2x)")
     finally:
+        for proxy in proxies:
+            proxy.stop()
         prices.stop()
         world.stop()
         connection.creation.destroy_test_db(connection.settings_dict["NAME"], verbosity=0)
