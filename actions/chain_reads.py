@@ -22,9 +22,9 @@ from web3.exceptions import Web3Exception, Web3RPCError
 
 from actions.presenters import card_summary, decimal_string
 from actions.selectors import card_get_for_user, smart_accounts_for_user, tokens_on_chains
+from core.api import failure_reason
 from core.chains import Chain, all_chains
-from picnic.api import failure_reason
-from picnic.formats import rfc3339
+from core.formats import rfc3339
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -3,7 +3,7 @@ from settings (`evm` itself reads none).
 
 Every client is asked for by chain id: the chain comes from the thing in hand (the action, the
 asset's CAIP-19 id, the account row), never from a global. Each is instrumented here
-(`picnic.metrics.instrument_web3`): `evm` imports neither Django nor the metrics, so the Django
+(`core.metrics.instrument_web3`): `evm` imports neither Django nor the metrics, so the Django
 side wraps what it builds."""
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from eth_abi.exceptions import DecodingError
 from web3 import Web3
 from web3.exceptions import Web3Exception
 
+from core import tracing
 from core.chains import Chain, get_chain
+from core.metrics import instrument_web3
 from evm.bundler import BundlerClient, BundlerError, BundlerUnavailable
 from evm.relayer import Relayer
-from picnic import tracing
-from picnic.metrics import instrument_web3
 
 # What a node that is down, slow or answering garbage raises through web3 and requests:
 # refused or timed-out connections, HTTP errors, JSON-RPC errors, undecodable answers.

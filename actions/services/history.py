@@ -39,7 +39,7 @@ from actions.selectors import gnosis_pay_session_token
 from actions.services.card_state import gnosis_pay_client
 from actions.services.kinds import kind_of
 from core.chains import all_chains
-from picnic.formats import rfc3339
+from core.formats import rfc3339
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from actions.evm_clients import bundler_client, chain_rpc, on_chain
 from actions.models import Action, ActionType, Card, SmartAccount, SmartAccountKind, Token
 from actions.services.lifecycle import action_create
 from actions.services.passkeys import smart_accounts_cover_chains
-from core.chains import Chain, UnknownChain, get_chain
+from core.chains import Chain, UnknownChain, chain_name, get_chain
 from evm.bundler import BundlerError
 
 # Matched whole (fullmatch): `$` would let a trailing newline through, `\d` Unicode digits.
@@ -276,7 +276,10 @@ def _propose_swap(
         "cross_chain": cross_chain,
     }
     op = _build(client, call, params, chain=chain)
-    where = f"chain {token.chain_id}" + (f" → {quote.to_chain_id}" if cross_chain else "")
+    # Chains by name (core.chains): "Base (local) → Gnosis (local)".
+    where = chain_name(token.chain_id) + (
+        f" → {chain_name(quote.to_chain_id)}" if cross_chain else ""
+    )
     return action_create(
         user=user,
         application=application,
@@ -439,7 +442,7 @@ def propose_transfer(*, user, application, asset_id: str, amount: str, to: str) 
         user=user,
         application=application,
         type=ActionType.TRANSFER,
-        summary=f"Send {value} {token.symbol} to {shown_to} on chain {token.chain_id}",
+        summary=f"Send {value} {token.symbol} to {shown_to} on {chain_name(token.chain_id)}",
         chain_id=token.chain_id,
         smart_account=account.address,
         params=params,

@@ -16,8 +16,8 @@ from actions.services.signing import action_sign
 from actions.tests.factories import said
 from chain import zodiac
 from core.chains import card_chain, with_endpoints
-from picnic.lifecycle import Actor
-from picnic.testing import history_statuses
+from core.lifecycle import Actor
+from core.testing import history_statuses
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 

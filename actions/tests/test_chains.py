@@ -20,8 +20,8 @@ from chain import contracts
 from chain.dev import fund, mint, token_balance
 from chain.stack import LocalChain, free_port
 from core.chains import with_endpoints
-from picnic.lifecycle import Actor
-from picnic.testing import ScriptedServer, wait_until
+from core.lifecycle import Actor
+from core.testing import ScriptedServer, wait_until
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 RECIPIENT = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"

@@ -15,8 +15,8 @@ from actions.services.retention import actions_purge_retained
 from actions.services.transitions import ReconcileOutcome, action_transition
 from actions.tests.factories import make_action
 from core.chains import with_endpoints
-from picnic.lifecycle import Actor
-from picnic.testing import ScriptedServer
+from core.lifecycle import Actor
+from core.testing import ScriptedServer
 
 S = ActionStatus
 TX = "0x" + "ab" * 32

@@ -19,7 +19,7 @@ from actions.services.transitions import action_transition
 from actions.tests.factories import make_action
 from chain.stack import free_port
 from core.chains import with_endpoints
-from picnic.lifecycle import Actor
+from core.lifecycle import Actor
 
 pytestmark = pytest.mark.django_db
 

@@ -23,7 +23,7 @@ from actions.services.signing import action_sign
 from chain import contracts
 from chain.dev import mint
 from core.chains import with_endpoints
-from picnic.testing import wait_until
+from core.testing import wait_until
 
 from .conftest import usdc_id
 

@@ -14,9 +14,9 @@ from django.utils import timezone
 from actions.models import Action, ActionStatus
 from console.tests.conftest import REVERT, TX_HASH
 from core.chains import with_endpoints
+from core.models import ActorKind
 from messaging.models import D, Delivery
 from operations.models import Operation, State
-from picnic.models import ActorKind
 
 pytestmark = pytest.mark.django_db
 
@@ -141,8 +141,8 @@ def test_the_list_partial_refreshes_alone_and_keeps_the_checked_rows(staff_clien
 def test_credit_holds_pending_too_long_and_running_too_long_are_listed(
     staff_client, make_operation, settings
 ):
+    from core.lifecycle import Actor
     from operations.services import operation_transition
-    from picnic.lifecycle import Actor
 
     holding = make_operation("writing")  # queued, holding credits
     running = make_operation("writing")
@@ -230,7 +230,7 @@ def test_search_by_username_or_email_lists_their_work(staff_client, stuck_all):
 
 
 def test_search_by_request_id_finds_what_the_request_wrote(staff_client, stuck_all):
-    from picnic import tracing
+    from core import tracing
 
     trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
     delivery = stuck_all["unknown_delivery"]
@@ -526,3 +526,22 @@ def test_counts_and_charts_are_cached_for_a_few_seconds(
     # the list itself is always fresh
     assert {r.status for r in again.context["listing"].rows if r.kind == "operation"} == {"paused"}
     cache.delete("console:summaries")
+
+
+def test_no_staff_page_shows_a_microsecond_timestamp(staff_client, stuck_all):
+    """Each kind's timeline, the review queue, the console: to the second, in <time>."""
+    import re
+
+    pages = [entity.lifecycle.timeline_url(entity.pk) for entity in stuck_all.values()]
+    pages += ["/staff/", "/staff/operations/review/", "/staff/search/?q=alice"]
+    admin = [entity.lifecycle.admin_url(entity.pk) for entity in stuck_all.values()]
+    for url in pages:
+        response = staff_client.get(url)
+        assert response.status_code == 200, url
+        assert not re.search(r"\d\d:\d\d:\d\d\.\d{3,6}", response.text), url
+        if url != "/staff/" and "search" not in url:
+            assert "<time datetime=" in response.text, url
+    for url in admin:  # the change pages, read-only JSON (a review's request time) included
+        response = staff_client.get(url)
+        assert response.status_code == 200, url
+        assert not re.search(r"\d\d:\d\d:\d\d\.\d{3,6}", response.text), url
