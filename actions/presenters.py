@@ -27,6 +27,8 @@ def smart_account_payload(account) -> dict:
     return {
         "address": account.address,
         "chainId": account.chain_id,
+        "caip2": f"eip155:{account.chain_id}",
+        "accountId": f"eip155:{account.chain_id}:{account.address}",
         "accountType": account.kind,
         **(
             {"entryPointVersion": account.entry_point_version}
@@ -165,10 +167,20 @@ def entry_payload(entry, transfers: list, ours: set[str]) -> dict:
     action, purchase = entry.action, entry.card_purchase
     receipts = []
     if entry.tx_hash:
-        receipts.append({"chainId": entry.chain_id, "txHash": entry.tx_hash})
+        receipts.append(
+            {
+                "chainId": entry.chain_id,
+                "caip2": f"eip155:{entry.chain_id}",
+                "txHash": entry.tx_hash,
+            }
+        )
     if purchase:
         receipts += [
-            {"chainId": purchase.card.chain_id, "txHash": h}
+            {
+                "chainId": purchase.card.chain_id,
+                "caip2": f"eip155:{purchase.card.chain_id}",
+                "txHash": h,
+            }
             for h in purchase.tx_hashes
             if h != entry.tx_hash
         ]
@@ -193,7 +205,11 @@ def entry_payload(entry, transfers: list, ours: set[str]) -> dict:
             received_amount = leg.received_amount if done else None
             if leg.receiving_tx_hash:
                 body["receipts"].append(
-                    {"chainId": leg.receiving_chain_id, "txHash": leg.receiving_tx_hash.lower()}
+                    {
+                        "chainId": leg.receiving_chain_id,
+                        "caip2": f"eip155:{leg.receiving_chain_id}",
+                        "txHash": leg.receiving_tx_hash.lower(),
+                    }
                 )
         body["swap"] = {
             "fromAssetId": params.get("from_asset_id"),

@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
@@ -39,6 +40,7 @@ from core.api import error_json
 from core.chains import chain_name
 from core.json_input import BodyRefused, json_body
 from core.live import entity_stream
+from core.templatetags.chains import explorer_url
 from core.timeline import render_timeline
 
 REGISTRATION_SESSION_KEY = "passkey_registration_challenge"
@@ -124,8 +126,13 @@ def _unreadable(exc: BodyRefused) -> JsonResponse:
 def _account_address(qx: bytes, qy: bytes) -> tuple[str, str]:
     from actions.services.proposals import web3
     from chain.passkey_account import PasskeyAccountClient
+    from core.chains import card_chain
 
-    client = PasskeyAccountClient(web3(), qx, qy, version=settings.ENTRY_POINT_VERSION)
+    # Asked of the card's chain; the factory's CREATE2 address, hence the account's, is the
+    # same on every chain of the table.
+    client = PasskeyAccountClient(
+        web3(card_chain().id), qx, qy, version=settings.ENTRY_POINT_VERSION
+    )
     return client.address, client.factory.address
 
 
@@ -347,6 +354,15 @@ def _short_hash(value: str | None) -> str:
     return f"{value[:10]}…{value[-8:]}" if value and len(value) > 20 else (value or "")
 
 
+def _tx_link(action: Action) -> str:
+    """The short tx hash, a link to the chain's explorer where the chain table has one."""
+    shown = _short_hash(action.tx_hash)
+    url = explorer_url(action.chain_id, "tx", action.tx_hash)
+    if url is None:
+        return shown
+    return format_html('<a class="explorer" href="{}" rel="noopener noreferrer">{}</a>', url, shown)
+
+
 def _page_version(action: Action, leg=None) -> str:
     """Changes whenever anything the status partial shows changes (not only `updated_at`: an
     error recorded without a transition must reach the page too)."""
@@ -478,6 +494,10 @@ def sign_page(request: HttpRequest, action_id) -> HttpResponse:
             "bridge_leg": leg,
             "bridge_text": _bridge_text(action, leg) if leg else "",
             "bridge_destination": chain_name(leg.to_chain_id) if leg else "",
+            # The receiving transaction, linked to its chain's explorer where there is one.
+            "bridge_tx_url": explorer_url(leg.receiving_chain_id, "tx", leg.receiving_tx_hash)
+            if leg and leg.receiving_tx_hash
+            else None,
             "bridge_waiting": leg_open(action, leg),
             "quote_expired": action.status == ActionStatus.EXPIRED and swap_quote_bounded(action),
             "facts": facts,
@@ -488,7 +508,7 @@ def sign_page(request: HttpRequest, action_id) -> HttpResponse:
             if action.status == ActionStatus.FAILED
             else "",
             "next_step": _NEXT_STEP.get(action.status, ""),
-            "short_tx_hash": _short_hash(action.tx_hash),
+            "short_tx_hash": _tx_link(action),
             "slippage_warning": slippage is not None and slippage >= 1,
             "reject_confirm": request.GET.get("reject") == "confirm",
         },

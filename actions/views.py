@@ -26,7 +26,8 @@ from rest_framework.response import Response
 from web3.exceptions import Web3Exception
 
 from actions import contract
-from actions.chain_reads import balances_for_user, card_for_user
+from actions.chain_reads import ChainsUnavailable, balances_for_user, card_for_user
+from actions.evm_clients import ChainUnavailable
 from actions.models import IN_FLIGHT, PENDING_ON_CHAIN, Action
 from actions.presenters import (
     action_status_payload,
@@ -54,6 +55,7 @@ from actions.services.lifecycle import (
     action_resend,
     action_status_refresh,
 )
+from actions.services.passkeys import smart_accounts_cover_chains
 from actions.services.proposals import (
     ToolError,
     propose_card_limit,
@@ -74,7 +76,7 @@ from core.api import (
     failure_reason,
     redact,
 )
-from core.chains import chain_name
+from core.chains import Chain, chain_name
 from core.formats import rfc3339
 from core.timeline import render_timeline
 from evm.bundler import BundlerError
@@ -92,11 +94,12 @@ CHAIN_READ_ERRORS = (
 )
 
 
-def chain_unavailable(exc: Exception) -> ServiceUnavailable:
-    # What failed, not where: the RPC URL and node address stay in the log.
-    logger.warning("chain RPC failed: %r", exc)
+def chain_unavailable(exc: Exception, chain: Chain | None = None) -> ServiceUnavailable:
+    # What failed and on which chain (by name), not where: the RPC URL stays in the log.
+    logger.warning("chain RPC failed%s: %r", f" ({chain.name})" if chain else "", exc)
+    which = f"The chain {chain.name}" if chain else "The chain"
     return ServiceUnavailable(
-        f"The chain could not be read: {failure_reason(exc)}", code="chain_unavailable"
+        f"{which} could not be read: {failure_reason(exc)}", code="chain_unavailable"
     )
 
 
@@ -127,6 +130,15 @@ class ActionToolView(ApiView):
             action = self.propose(request, self.input)
         except ToolError as exc:  # the values are well-formed but refused, in words
             raise ApiError(redact(str(exc)), code="invalid") from None
+        except ChainUnavailable as exc:  # one chain's node or bundler: named; others unaffected
+            if exc.part == "bundler":
+                logger.warning("bundler of %s failed: %r", exc.chain.name, exc.cause)
+                raise ServiceUnavailable(
+                    f"The bundler of {exc.chain.name} could not prepare the user operation: "
+                    f"{failure_reason(exc.cause)}",
+                    code="bundler_unavailable",
+                ) from None
+            raise chain_unavailable(exc.cause, exc.chain) from None
         except BundlerError as exc:
             logger.warning("bundler refused to prepare a user operation: %r", exc)
             raise ServiceUnavailable(
@@ -264,6 +276,7 @@ class SmartAccountsView(ApiView):
 
     @extend_schema(operation_id="get_smart_accounts", responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request) -> Response:
+        smart_accounts_cover_chains(user=request.user)  # a chain added since registration
         accounts = smart_accounts_for_user(user=request.user)
         return Response({"smartAccounts": [smart_account_payload(a) for a in accounts]})
 
@@ -281,10 +294,11 @@ class BalancesView(ApiView):
         operation_id="get_balances", responses={200: OpenApiTypes.OBJECT, 503: CHAIN_DOWN}
     )
     def get(self, request: Request) -> Response:
+        smart_accounts_cover_chains(user=request.user)  # a chain added since registration
         try:
             return Response(balances_for_user(user=request.user))
-        except CHAIN_READ_ERRORS as exc:  # the chain RPC failed: say so, invent nothing
-            raise chain_unavailable(exc) from None
+        except ChainsUnavailable as exc:  # every chain failed: say which and why, invent nothing
+            raise ServiceUnavailable(str(exc), code="chain_unavailable") from None
 
 
 class CardView(ApiView):
@@ -307,7 +321,9 @@ class CardView(ApiView):
             return Response(card_for_user(user=request.user, card_id=self.input.get("card_id")))
         except ActionNotFound as exc:
             raise NotFound(str(exc)) from None
-        except CHAIN_READ_ERRORS as exc:  # the chain RPC failed: say so, invent nothing
+        except ChainUnavailable as exc:  # the card chain's node failed: say so, invent nothing
+            raise chain_unavailable(exc.cause, exc.chain) from None
+        except CHAIN_READ_ERRORS as exc:
             raise chain_unavailable(exc) from None
 
 

@@ -5,6 +5,13 @@ One table of checks (`CHECKS`), each a function that returns on success (None, o
 report, such as the broker's queue backlog) and raises on failure;
 `run_checks()` runs them all at once in a small thread pool, so a hanging dependency costs one
 timeout, not the sum. The views and `manage.py health` share it.
+
+Each chain of the table (core.chains) gets a node check and a bundler check, named for the
+card's chain as before (`chain_rpc`, `bundler`) and `chain_rpc:<id>` / `bundler:<id>` for the
+others, each carrying the chain's name. Only the card's chain is required: another chain that
+is down is reported (ok false, with its reason) but does not make the instance unready, since
+taking this instance out of the load balancer would not bring that chain back and would stop
+the card, the other chains and everything else with it.
 """
 
 from __future__ import annotations
@@ -41,6 +48,10 @@ class CheckResult:
     error: str | None
     # What the check saw besides ok (the broker: messages waiting per queue kind), or None.
     detail: dict | None = None
+    # The chain a node or bundler check is about (its name, what people read), else None.
+    chain: str | None = None
+    # False for a check whose failure is reported without making the instance unready.
+    required: bool = True
 
 
 # --- The checks: each raises the errors its dependency raises; `_run_one` names them ---------
@@ -130,26 +141,22 @@ def check_events(timeout: float) -> None:
     _writable(path)
 
 
-def check_chain_rpc(timeout: float) -> None:
-    from web3 import Web3
+def check_chain_rpc(chain_id: int, timeout: float) -> None:
+    from actions.evm_clients import chain_rpc
+    from core.chains import get_chain
 
-    w3 = Web3(
-        Web3.HTTPProvider(
-            settings.CHAIN_RPC_URL,
-            request_kwargs={"timeout": timeout},
-            exception_retry_configuration=None,
+    answered = chain_rpc(chain_id, timeout=timeout).eth.chain_id
+    if answered != chain_id:
+        raise CheckFailed(
+            f"the node of {get_chain(chain_id).name} is on chain {answered}, not {chain_id}"
         )
-    )
-    chain_id = w3.eth.chain_id
-    if chain_id != settings.CHAIN_ID:
-        raise CheckFailed(f"the node is on chain {chain_id}, CHAIN_ID is {settings.CHAIN_ID}")
 
 
-def check_bundler(timeout: float) -> None:
+def check_bundler(chain_id: int, timeout: float) -> None:
     from actions.evm_clients import bundler_client
     from evm.userops import entry_point_address
 
-    supported = bundler_client(timeout=timeout).supported_entry_points()
+    supported = bundler_client(chain_id, timeout=timeout).supported_entry_points()
     wanted = entry_point_address(settings.ENTRY_POINT_VERSION)
     if not isinstance(supported, list) or wanted.lower() not in {
         str(address).lower() for address in supported
@@ -189,9 +196,42 @@ CHECKS: dict[str, Callable[[float], dict | None]] = {
     "broker": check_broker,
     "cache": check_cache,
     "events": check_events,
-    "chain_rpc": check_chain_rpc,
-    "bundler": check_bundler,
 }
+
+
+@dataclass(frozen=True)
+class _Planned:
+    name: str
+    kind: str  # the key of _expected_errors
+    check: Callable[[float], dict | None]
+    chain: str | None = None
+    required: bool = True
+
+
+def _plan() -> list[_Planned]:
+    """CHECKS, then a node and a bundler check for every chain of the table (read when
+    called: tests change it), the card's chain first and required, the others reported."""
+    from functools import partial
+
+    from core.chains import all_chains
+
+    planned = [_Planned(name, name, check) for name, check in CHECKS.items()]
+    chains = sorted(all_chains(), key=lambda c: c.id != settings.CARD_CHAIN_ID)
+    for kind, check in (("chain_rpc", check_chain_rpc), ("bundler", check_bundler)):
+        for chain in chains:
+            card = chain.id == settings.CARD_CHAIN_ID
+            if kind == "bundler" and not chain.bundler_url:
+                continue  # a chain served for reads only
+            planned.append(
+                _Planned(
+                    name=kind if card else f"{kind}:{chain.id}",
+                    kind=kind,
+                    check=partial(check, chain.id),
+                    chain=chain.name,
+                    required=card,
+                )
+            )
+    return planned
 
 
 def _reason(exc: BaseException) -> str:
@@ -214,12 +254,13 @@ def _reason(exc: BaseException) -> str:
     return failure_reason(exc)
 
 
-def _run_one(name: str, check: Callable[[float], None], timeout: float) -> CheckResult:
+def _run_one(planned: _Planned, timeout: float) -> CheckResult:
+    name = planned.name
     started = time.monotonic()
     detail = None
     try:
-        detail = check(timeout)
-    except (CheckFailed, *_expected_errors()[name]) as exc:
+        detail = planned.check(timeout)
+    except (CheckFailed, *_expected_errors()[planned.kind]) as exc:
         error = _reason(exc)
         logger.warning("readiness check %s failed: %s", name, exc)
     except Exception as exc:  # noqa: BLE001 - a health endpoint must answer: a bug is a failure
@@ -228,29 +269,44 @@ def _run_one(name: str, check: Callable[[float], None], timeout: float) -> Check
     else:
         error = None
     latency = round((time.monotonic() - started) * 1000)
-    return CheckResult(name, error is None, latency, error, detail)
+    return CheckResult(name, error is None, latency, error, detail, planned.chain, planned.required)
 
 
 def run_checks(*, timeout: float | None = None) -> list[CheckResult]:
     """Every check at once; one that has not answered after `timeout` is reported timed out
     (its thread is left to end on its own client timeout)."""
     timeout = settings.HEALTH_CHECK_TIMEOUT_SECONDS if timeout is None else timeout
-    pool = ThreadPoolExecutor(max_workers=len(CHECKS), thread_name_prefix="readyz")
+    plan = _plan()
+    pool = ThreadPoolExecutor(max_workers=len(plan), thread_name_prefix="readyz")
     started = time.monotonic()
-    futures = {name: pool.submit(_run_one, name, check, timeout) for name, check in CHECKS.items()}
+    futures = {p: pool.submit(_run_one, p, timeout) for p in plan}
     try:
         wait(futures.values(), timeout=timeout + 0.25)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     results = []
-    for name, future in futures.items():
+    for planned, future in futures.items():
         if future.done():
             results.append(future.result())
         else:
-            logger.warning("readiness check %s did not answer within %ss", name, timeout)
+            logger.warning("readiness check %s did not answer within %ss", planned.name, timeout)
             latency = round((time.monotonic() - started) * 1000)
-            results.append(CheckResult(name, False, latency, "timed out"))
+            results.append(
+                CheckResult(
+                    planned.name,
+                    False,
+                    latency,
+                    "timed out",
+                    chain=planned.chain,
+                    required=planned.required,
+                )
+            )
     return results
+
+
+def is_ready(results: list[CheckResult]) -> bool:
+    """Every required check answered (another chain that is down is reported, not fatal)."""
+    return all(result.ok for result in results if result.required)
 
 
 # --- Views: no authentication, no session, no CSRF (load balancers call them) -------------
@@ -271,7 +327,7 @@ def readyz(request):
     """Readiness: 200 when every dependency answers, 503 otherwise, each check with its
     latency and a reason a client may read."""
     results = run_checks()
-    ready = all(result.ok for result in results)
+    ready = is_ready(results)
     body = {
         "status": "ok" if ready else "unavailable",
         "checks": [asdict(result) for result in results],

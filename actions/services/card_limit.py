@@ -21,10 +21,11 @@ from actions.services.transitions import (
 from core.lifecycle import Actor
 
 
-def _card_relayer(timeout: float | None = None):
+def _card_relayer(action: Action, timeout: float | None = None):
+    """The relayer on the action's chain (the card's)."""
     from actions.evm_clients import card_relayer
 
-    return card_relayer(timeout=timeout)
+    return card_relayer(action.chain_id, timeout=timeout)
 
 
 def _set_params(action: Action, **changes: Any) -> Action:
@@ -77,7 +78,7 @@ def _card_limit_relay(action: Action, *, actor: Actor, wait: float) -> Action:
     from evm.relayer import RelayError, RelayRefused
 
     p = action.params
-    relayer = _card_relayer(wait)
+    relayer = _card_relayer(action, wait)
     call = zodiac.exec_module_tx_call(
         modifier=p["delay"],
         data=bytes.fromhex(p["module_data"][2:]),
@@ -152,7 +153,7 @@ def card_limit_reconcile(*, action: Action, actor: Actor) -> ReconcileOutcome:
     from evm.relayer import RelayError
 
     # Bounded like the bundler: this runs inside get_action_status too.
-    relayer = _card_relayer(settings.BUNDLER_TIMEOUT_SECONDS)
+    relayer = _card_relayer(action, settings.BUNDLER_TIMEOUT_SECONDS)
     try:
         if action.status == ActionStatus.SUBMITTED:
             if "relay_tx" in action.params:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections import Counter
 from datetime import datetime, timedelta
@@ -27,13 +28,17 @@ from actions.selectors import actions_pending_on_chain
 from actions.services.kinds import kind_of
 from actions.services.transitions import (
     ReconcileOutcome,
+    action_touch,
     action_transition,
     outcome_of,
 )
 from core import metrics, tracing
+from core.chains import UnknownChain
 from core.lifecycle import Actor, IllegalTransition, create, record_history
-from evm.bundler import BundlerClient
+from evm.bundler import BundlerClient, BundlerError
 from evm.userops import entry_point_address, user_op_hash
+
+logger = logging.getLogger(__name__)
 
 
 class ActionResolutionError(Exception):
@@ -182,17 +187,27 @@ def actions_reconcile_pending(
     *, batch_size: int | None = None, client: BundlerClient | None = None
 ) -> Counter:
     """One batch of in-flight actions, least recently reconciled first."""
-    client = client or bundler_client()
     outcomes: Counter = Counter()
     rows = list(
         actions_pending_on_chain(
             limit=batch_size or settings.ACTIONS_RECONCILE_BATCH_SIZE
-        ).values_list("pk", "trace_id")
+        ).values_list("pk", "trace_id", "chain_id")
     )
-    for pk, trace_id in rows:
+    # Each action on its own chain's bundler (one client per chain for the batch).
+    clients: dict[int, BundlerClient] = {}
+    for pk, trace_id, chain_id in rows:
         # Each action in the trace of the request that proposed it.
         with tracing.adopt(trace_id), tracing.bind(action_id=pk):
-            outcomes[action_reconcile(action_id=pk, actor=Actor.worker(), client=client)] += 1
+            try:
+                chain_client = client or clients.get(chain_id) or bundler_client(chain_id)
+            except (UnknownChain, BundlerError) as exc:
+                # A chain taken out of the table, or without a bundler: the others go on.
+                logger.warning("reconcile %s: chain %s: %s", pk, chain_id, exc)
+                action_touch(action_id=pk, last_reconcile_error=str(exc)[:2000])
+                outcomes[ReconcileOutcome.UNAVAILABLE] += 1
+                continue
+            clients[chain_id] = chain_client
+            outcomes[action_reconcile(action_id=pk, actor=Actor.worker(), client=chain_client)] += 1
     return outcomes
 
 

@@ -17,11 +17,12 @@ from ens.exceptions import ENSException
 from web3 import Web3
 
 from actions.chain_reads import CHAIN_RPC_ERRORS
-from actions.evm_clients import bundler_client
+from actions.evm_clients import bundler_client, chain_rpc, on_chain
 from actions.models import Action, ActionType, Card, SmartAccount, SmartAccountKind, Token
 from actions.services.lifecycle import action_create
+from actions.services.passkeys import smart_accounts_cover_chains
+from core.chains import Chain, UnknownChain, chain_name, get_chain
 from core.formats import rfc3339
-from core.metrics import instrument_web3
 from evm.bundler import BundlerError
 
 # Matched whole (fullmatch): `$` would let a trailing newline through, `\d` Unicode digits.
@@ -48,7 +49,15 @@ def _token(asset_id: str) -> Token:
     token = Token.objects.filter(chain_id=int(match[1]), address__iexact=match[2]).first()
     if token is None:
         raise ToolError(f"Unknown token: {asset_id}")
+    _chain(token.chain_id)  # a token row of a chain no longer served is refused here
     return token
+
+
+def _chain(chain_id: int) -> Chain:
+    try:
+        return get_chain(chain_id)
+    except UnknownChain:
+        raise ToolError(f"chain {chain_id} is not served here") from None
 
 
 def _units(amount: str, decimals: int) -> tuple[Decimal, int]:
@@ -69,7 +78,7 @@ def _units(amount: str, decimals: int) -> tuple[Decimal, int]:
     return value, units
 
 
-def _recipient(to: str, w3: Web3) -> str:
+def _recipient(to: str, w3: Web3, chain: Chain) -> str:
     to = (to or "").strip()
     if re.fullmatch(r"0x[0-9a-fA-F]{40}", to):
         body = to[2:]
@@ -88,30 +97,35 @@ def _recipient(to: str, w3: Web3) -> str:
             logger.info("ENS name %s not resolved: %r", to, exc)
             resolved = None
         if not resolved:
-            raise ToolError(f"ENS name {to} could not be resolved on chain {settings.CHAIN_ID}")
+            raise ToolError(f"ENS name {to} could not be resolved on {chain.name}")
         return Web3.to_checksum_address(resolved)
     raise ToolError(f"to must be a 0x address or an ENS name, got {to!r}")
 
 
-def _account(user) -> SmartAccount:
+def _account(user, chain: Chain) -> SmartAccount:
+    """The user's passkey account on this chain (registered on every chain of the table)."""
     account = (
         SmartAccount.objects.select_related("passkey")
         .filter(
             user=user,
             kind=SmartAccountKind.PICNIC,
             passkey__isnull=False,
-            chain_id=settings.CHAIN_ID,
+            chain_id=chain.id,
         )
         .first()
     )
+    if account is None and smart_accounts_cover_chains(user=user):
+        return _account(user, chain)  # a chain added to the table since they registered
     if account is None:
-        raise ToolError("No Picnic smart account: the user must register a passkey first")
+        raise ToolError(
+            f"No Picnic smart account on {chain.name}: the user must register a passkey first"
+        )
     return account
 
 
-def web3() -> Web3:
-    w3 = Web3(Web3.HTTPProvider(settings.CHAIN_RPC_URL, request_kwargs={"timeout": 10}))
-    return instrument_web3(w3, provider="chain_rpc")
+def web3(chain_id: int) -> Web3:
+    """web3 on the chain of the thing in hand (the asset, the card)."""
+    return chain_rpc(chain_id, timeout=10)
 
 
 def passkey_client(w3: Web3, account: SmartAccount):
@@ -128,24 +142,14 @@ def passkey_client(w3: Web3, account: SmartAccount):
     )
 
 
-def _build(client, call: str, params: dict, *, bundler_url: str | None = None) -> dict:
+def _build(client, call: str, params: dict, *, chain: Chain) -> dict:
     """The user operation with gas from the bundler.
 
     When the bundler's simulation says the call reverts, the verification gas still comes
     from the bundler (estimated on a no-op call from the same account, deployment included)
     and the call gets a fixed budget: the op can go out if the user signs, and ends `failed`
     with the on-chain reason; the signing page warns first."""
-    bundler = bundler_client(timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10))
-    if bundler_url:  # the chain of the thing in hand (a swap's source chain)
-        from core import tracing
-        from evm.bundler import BundlerClient
-
-        bundler = BundlerClient(
-            bundler_url,
-            timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10),
-            headers=tracing.outgoing_headers,
-        )
-        instrument_web3(bundler.w3, provider="bundler")
+    bundler = bundler_client(chain.id, timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10))
     try:
         return client.build(call, bundler)
     except BundlerError as exc:
@@ -171,24 +175,6 @@ def _slippage(value) -> Decimal:
     return slippage
 
 
-def _swap_account(user, chain_id: int) -> SmartAccount:
-    """The user's passkey account on the swap's source chain. A passkey account has one
-    counterfactual address on every chain (same factory, same salt): without a row for this
-    chain yet, the account of another chain is the same contract here."""
-    accounts = SmartAccount.objects.select_related("passkey").filter(
-        user=user, kind=SmartAccountKind.PICNIC, passkey__isnull=False
-    )
-    account = accounts.filter(chain_id=chain_id).first() or accounts.order_by("pk").first()
-    if account is None:
-        raise ToolError("No Picnic smart account: the user must register a passkey first")
-    return account
-
-
-def _chain_web3(chain) -> Web3:
-    w3 = Web3(Web3.HTTPProvider(chain.rpc_url, request_kwargs={"timeout": 10}))
-    return instrument_web3(w3, provider="chain_rpc")
-
-
 def propose_swap(
     *,
     user,
@@ -203,31 +189,59 @@ def propose_swap(
     when its source transaction is mined; the bridge's delivery on the other chain is its
     destination leg (services/bridges.py). A LI.FI outage is not the input's fault:
     ProviderUnavailable goes up to the view (503)."""
-    from actions.providers.lifi import LifiClient, ProviderUnavailable, QuoteError
-    from actions.services.bridges import bridge_leg_open
-    from core.chains import UnknownChain, chain_for_asset, chain_name
-
     token = _token(from_asset_id)
     to_match = ASSET_ID.fullmatch(to_asset_id or "")
     if not to_match:
         raise ToolError(f"to_asset_id must be a CAIP-19 ERC-20 id, got {to_asset_id!r}")
     if to_asset_id.lower() == token.asset_id.lower():
         raise ToolError("from_asset_id and to_asset_id are the same token")
-    try:
-        source = chain_for_asset(token.asset_id)
-        destination = chain_for_asset(to_asset_id)
-    except UnknownChain as exc:
-        raise ToolError(f"Picnic does not serve chain {exc.chain_id}") from None
+    destination = _chain(int(to_match[1]))
     value, units = _units(amount, token.decimals)
     slippage_pct = _slippage(slippage)
-    w3 = _chain_web3(source)
-    account = _swap_account(user, source.id)
+    chain = _chain(token.chain_id)
+    account = _account(user, chain)
+    with on_chain(chain):
+        return _propose_swap(
+            user=user,
+            application=application,
+            token=token,
+            chain=chain,
+            destination=destination,
+            account=account,
+            to_asset_id=to_asset_id,
+            to_match=to_match,
+            value=value,
+            units=units,
+            slippage_pct=slippage_pct,
+            provider=provider,
+        )
+
+
+def _propose_swap(
+    *,
+    user,
+    application,
+    token: Token,
+    chain: Chain,
+    destination: Chain,
+    account: SmartAccount,
+    to_asset_id: str,
+    to_match: re.Match,
+    value: Decimal,
+    units: int,
+    slippage_pct: Decimal,
+    provider: str | None,
+) -> Action:
+    from actions.providers.lifi import LifiClient, ProviderUnavailable, QuoteError
+    from actions.services.bridges import bridge_leg_open
+
+    w3 = web3(chain.id)
     client = passkey_client(w3, account)
     try:
         quote = LifiClient(
             settings.SWAP_QUOTE_URL, timeout=settings.SWAP_QUOTE_TIMEOUT_SECONDS
         ).quote(
-            from_chain=source.id,
+            from_chain=chain.id,
             to_chain=destination.id,
             from_token=token.address,
             to_token=to_match[2],
@@ -244,8 +258,8 @@ def propose_swap(
     # deliver on the chain asked for.
     if (
         quote.from_amount != units
-        or quote.from_chain_id != source.id
-        or quote.tx_chain_id != source.id
+        or quote.from_chain_id != chain.id
+        or quote.tx_chain_id != chain.id
         or quote.to_chain_id != destination.id
     ):
         raise ToolError(
@@ -285,19 +299,19 @@ def propose_swap(
     }
     if cross_chain:
         params["to_chain_id"] = destination.id
-    op = _build(client, call, params, bundler_url=source.bundler_url)
+    op = _build(client, call, params, chain=chain)
     if cross_chain:
         summary = (
-            f"Swap {value} {token.symbol} on {source.name} for at least {to_min} {to_symbol} "
+            f"Swap {value} {token.symbol} on {chain.name} for at least {to_min} {to_symbol} "
             f"on {destination.name} (quoted {to_amount}) via {quote.tool}, slippage "
             f"{slippage_pct}%. Two legs: the action is executed when the source transaction "
-            f"is mined on {source.name}; the bridge then delivers on {destination.name}, "
+            f"is mined on {chain.name}; the bridge then delivers on {destination.name}, "
             "reported in the status history (destination leg)"
         )
     else:
         summary = (
             f"Swap {value} {token.symbol} for at least {to_min} {to_symbol} (quoted "
-            f"{to_amount}) via {quote.tool} on {chain_name(source.id)}, slippage {slippage_pct}%"
+            f"{to_amount}) via {quote.tool} on {chain_name(chain.id)}, slippage {slippage_pct}%"
         )
     with transaction.atomic():
         action = action_create(
@@ -305,7 +319,7 @@ def propose_swap(
             application=application,
             type=ActionType.SWAP,
             summary=summary,
-            chain_id=source.id,
+            chain_id=chain.id,
             smart_account=account.address,
             params=params,
             user_op=op,
@@ -346,7 +360,7 @@ def propose_card_limit(
     value, units = _units(daily_limit, card.token.decimals)
     if units > zodiac.UINT128_MAX:
         raise ToolError("daily_limit is too large")
-    account = _account(user)
+    account = _account(user, _chain(card.chain_id))
     inner = zodiac.set_daily_allowance_call(units)
     module_data = zodiac.exec_from_module_call(card.roles_address, 0, inner)
     salt = secrets.token_bytes(32)
@@ -395,7 +409,8 @@ def propose_card_state(*, user, application, frozen: bool, card_id: str | None =
     from chain.safe import eip191_hash, safe_message_hash
 
     card = _card(user, card_id)
-    account = _account(user)
+    chain = _chain(card.chain_id)
+    account = _account(user, chain)
     client = GnosisPayClient(settings.GNOSIS_PAY_URL, timeout=settings.GNOSIS_PAY_TIMEOUT_SECONDS)
     try:
         nonce = client.nonce()
@@ -413,7 +428,8 @@ def propose_card_state(*, user, application, frozen: bool, card_id: str | None =
         issued_at=timezone.now(),
         statement=f"{verb} Picnic card ending in {card.last4}.",
     )
-    challenge = safe_message_hash(web3(), card.safe_address, eip191_hash(message))
+    with on_chain(chain):
+        challenge = safe_message_hash(web3(chain.id), card.safe_address, eip191_hash(message))
     return action_create(
         user=user,
         application=application,
@@ -435,29 +451,33 @@ def propose_card_state(*, user, application, frozen: bool, card_id: str | None =
 def propose_transfer(*, user, application, asset_id: str, amount: str, to: str) -> Action:
     token = _token(asset_id)
     value, units = _units(amount, token.decimals)
-    w3 = web3()
-    recipient = _recipient(to, w3)
-    account = _account(user)
-    client = passkey_client(w3, account)
-    erc20 = w3.eth.contract(address=Web3.to_checksum_address(token.address), abi=_ERC20_ABI)
-    call = client.execute(
-        erc20.address, 0, Web3.to_bytes(hexstr=erc20.encode_abi("transfer", [recipient, units]))
-    )
-    params = {
-        "asset_id": token.asset_id,
-        "amount": str(value),
-        "to": recipient,
-        "symbol": token.symbol,
-    }
-    if to.strip().lower() != recipient.lower():
-        params["ens"] = to.strip()
-    op = _build(client, call, params)
+    chain = _chain(token.chain_id)  # the asset id says which chain: its node, its bundler
+    with on_chain(chain):
+        w3 = web3(chain.id)
+        recipient = _recipient(to, w3, chain)
+        account = _account(user, chain)
+        client = passkey_client(w3, account)
+        erc20 = w3.eth.contract(address=Web3.to_checksum_address(token.address), abi=_ERC20_ABI)
+        call = client.execute(
+            erc20.address,
+            0,
+            Web3.to_bytes(hexstr=erc20.encode_abi("transfer", [recipient, units])),
+        )
+        params = {
+            "asset_id": token.asset_id,
+            "amount": str(value),
+            "to": recipient,
+            "symbol": token.symbol,
+        }
+        if to.strip().lower() != recipient.lower():
+            params["ens"] = to.strip()
+        op = _build(client, call, params, chain=chain)
     shown_to = f"{to.strip()} ({recipient})" if "ens" in params else recipient
     return action_create(
         user=user,
         application=application,
         type=ActionType.TRANSFER,
-        summary=f"Send {value} {token.symbol} to {shown_to} on chain {token.chain_id}",
+        summary=f"Send {value} {token.symbol} to {shown_to} on {chain_name(token.chain_id)}",
         chain_id=token.chain_id,
         smart_account=account.address,
         params=params,

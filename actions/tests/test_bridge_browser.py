@@ -64,7 +64,7 @@ def test_a_cross_chain_swap_signed_in_the_browser_shows_both_legs_live(
         page.click("#sign-in")
         page.click("#register-passkey")
         page.wait_for_selector("li.passkey", timeout=30_000)
-        account = SmartAccount.objects.get(user=user, passkey__isnull=False)
+        account = SmartAccount.objects.get(user=user, passkey__isnull=False, chain_id=31337)
         card = Web3(Web3.HTTPProvider(chain_world.card.rpc_url))
         l2 = Web3(Web3.HTTPProvider(chain_world.l2.rpc_url))
         fund(card, account.address, Web3.to_wei(1, "ether"))

@@ -20,7 +20,7 @@ from actions.services.history import history_sync
 from actions.services.lifecycle import action_submit, actions_reconcile_pending
 from actions.services.signing import action_sign
 from chain import contracts
-from chain.dev import token_balance
+from chain.dev import fund, mint, token_balance
 from chain.stack import free_port
 from console.selectors import Filters, needs_attention
 from core import chains
@@ -160,8 +160,16 @@ def test_a_cross_chain_swap_runs_end_to_end_and_every_page_shows_both_legs(
     assert line["type"] == "swap" and line["swap"]["crossChain"] is True
     assert line["swap"]["toAmountReceived"] == "9.1448"
     assert line["receipts"] == [
-        {"chainId": chain.chain_id, "txHash": action.tx_hash.lower()},
-        {"chainId": l2_chain.chain_id, "txHash": leg.receiving_tx_hash.lower()},
+        {
+            "chainId": chain.chain_id,
+            "caip2": f"eip155:{chain.chain_id}",
+            "txHash": action.tx_hash.lower(),
+        },
+        {
+            "chainId": l2_chain.chain_id,
+            "caip2": f"eip155:{l2_chain.chain_id}",
+            "txHash": leg.receiving_tx_hash.lower(),
+        },
     ]
 
     # The signing page and the staff timeline say both legs.
@@ -302,3 +310,60 @@ def test_lifi_down_at_quote_time_is_a_503_and_proposes_nothing(
     assert body["detail"].startswith("The swap provider (LI.FI) could not be reached")
     assert set(body) >= {"detail", "code", "errors"}
     assert not Action.objects.exists() and not BridgeLeg.objects.exists()
+
+
+def test_a_swap_from_the_l2_into_eure_on_the_cards_chain(
+    bridge, registered, api_client, write_token, user, client, l2_chain, chain
+):
+    """The issue's example: "swap 10 USDC on the L2 into EURe on the card's chain"."""
+    passkey, account, w3 = registered
+    l2 = Web3(Web3.HTTPProvider(l2_chain.rpc_url))
+    fund(l2, account.address, Web3.to_wei(1, "ether"))
+    mint(l2, "USDC", account.address, 10_000_000)
+    eure_before = token_balance(w3, "EURe", account.address)
+    usdc = contracts.demo_token_address("USDC")
+    response = api_client.post(
+        "/api/v1/actions/swap",
+        write_token,
+        {
+            "from_asset_id": f"eip155:{l2_chain.chain_id}/erc20:{usdc}",
+            "to_asset_id": f"eip155:{chain.chain_id}/erc20:{contracts.demo_token_address('EURe')}",
+            "amount": "10",
+        },
+    )
+    assert response.status_code == 201, response.content
+    action = Action.objects.get(pk=response.json()["action_id"])
+    assert action.chain_id == l2_chain.chain_id
+    assert action.summary.startswith(
+        "Swap 10 USDC on Base (local) for at least 9.099076 EURe on Gnosis (local)"
+    )
+    action_sign(
+        action_id=action.pk,
+        user=user,
+        credential_json=json.dumps(passkey.get_json(bytes.fromhex(action.user_op_hash[2:]))),
+    )
+    assert action_submit(action_id=action.pk).status == "broadcast"
+
+    def executed():
+        actions_reconcile_pending()
+        return Action.objects.get(pk=action.pk).status == "executed"
+
+    wait_until(executed, timeout=60, interval=0.5)
+    action.refresh_from_db()
+    # The source leg on the L2, the destination leg on the card's chain.
+    assert l2.eth.get_transaction_receipt(action.tx_hash)["status"] == 1
+    assert token_balance(l2, "USDC", account.address) == 0
+    leg = leg_settles(action)
+    assert (leg.status, leg.substatus, leg.receiving_chain_id) == (
+        "DONE",
+        "COMPLETED",
+        chain.chain_id,
+    )
+    assert token_balance(w3, "EURe", account.address) - eure_before == QUOTED_EURE
+    body = status_body(api_client, write_token, action)
+    assert body["status"] == "executed" and body["chain_id"] == l2_chain.chain_id
+    assert body["status_history"][-1]["detail"] == (
+        f"destination leg: received 9.1448 EURe on Gnosis (local), tx {leg.receiving_tx_hash}"
+    )
+    client.force_login(user)
+    assert "Received 9.1448 EURe on Gnosis (local)" in client.get(f"/sign/{action.pk}/").text

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
 from urllib.error import HTTPError
@@ -433,7 +434,7 @@ def test_leg_details_say_refund_and_partial_in_plain_words(user, application, to
     ],
 )
 def test_the_signing_page_explains_a_refund_and_a_partial_delivery(
-    client, user, application, tokens, language, refund, partial
+    client, user, application, tokens, settings, language, refund, partial
 ):
     action = executed_bridge_swap(user, application)
     client.force_login(user)
@@ -452,6 +453,13 @@ def test_the_signing_page_explains_a_refund_and_a_partial_delivery(
     )
     page = client.get(f"/sign/{action.pk}/", HTTP_ACCEPT_LANGUAGE=language).text
     assert partial in page
+    # The receiving transaction links to its chain's explorer where the table has one.
+    settings.CHAINS = tuple(
+        replace(c, explorer_url="https://l2scan.test/{kind}/{value}") if c.id == L2 else c
+        for c in settings.CHAINS
+    )
+    page = client.get(f"/sign/{action.pk}/", HTTP_ACCEPT_LANGUAGE=language).text
+    assert f'href="https://l2scan.test/tx/0x{"ee" * 32}"' in page
 
 
 @pytest.mark.django_db

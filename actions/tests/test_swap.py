@@ -72,7 +72,9 @@ def test_a_quoted_swap_is_signed_and_executed_on_chain(
     history_sync(user=user)
     line = transactions_page(user=user)["transactions"][0]
     assert line["type"] == "swap" and line["actionId"] == str(action.pk)
-    assert line["receipts"] == [{"chainId": 31337, "txHash": action.tx_hash.lower()}]
+    assert line["receipts"] == [
+        {"chainId": 31337, "caip2": "eip155:31337", "txHash": action.tx_hash.lower()}
+    ]
     assert {(f["direction"], f["symbol"], f["formattedAmount"]) for f in line["flows"]} >= {
         ("out", "USDC", "10"),
         ("in", "EURe", "9.2"),
@@ -108,7 +110,7 @@ def test_the_signing_page_warns_at_one_percent_slippage_or_more(
             "ok",
             {"to_asset_id": "eip155:100/erc20:0x" + "ab" * 20},
             400,
-            "Picnic does not serve chain 100",
+            "chain 100 is not served here",
         ),
         (
             "ok",

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from actions.models import Action, ActionStatus
 from console.tests.conftest import REVERT, TX_HASH
+from core.chains import with_endpoints
 from core.models import ActorKind
 from messaging.models import D, Delivery
 from operations.models import Operation, State
@@ -401,8 +402,10 @@ def test_bulk_resolve_as_sent_takes_each_rows_message_id(
 def test_reconcile_now_records_the_staff_user_and_note(
     staff_client, staff_user, stuck_action, settings
 ):
-    settings.BUNDLER_RPC_URL = "http://127.0.0.1:9"  # nothing listens: the outcome is reported
-    settings.CHAIN_RPC_URL = "http://127.0.0.1:9"
+    settings.CHAINS = with_endpoints(
+        settings.CARD_CHAIN_ID, bundler_url="http://127.0.0.1:9"
+    )  # nothing listens: the outcome is reported
+    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, rpc_url="http://127.0.0.1:9")
     settings.BUNDLER_TIMEOUT_SECONDS = 0.5
     count = stuck_action.history.count()
     page = apply(staff_client, "action:reconcile", stuck_action, note="customer called")
@@ -523,3 +526,22 @@ def test_counts_and_charts_are_cached_for_a_few_seconds(
     # the list itself is always fresh
     assert {r.status for r in again.context["listing"].rows if r.kind == "operation"} == {"paused"}
     cache.delete("console:summaries")
+
+
+def test_no_staff_page_shows_a_microsecond_timestamp(staff_client, stuck_all):
+    """Each kind's timeline, the review queue, the console: to the second, in <time>."""
+    import re
+
+    pages = [entity.lifecycle.timeline_url(entity.pk) for entity in stuck_all.values()]
+    pages += ["/staff/", "/staff/operations/review/", "/staff/search/?q=alice"]
+    admin = [entity.lifecycle.admin_url(entity.pk) for entity in stuck_all.values()]
+    for url in pages:
+        response = staff_client.get(url)
+        assert response.status_code == 200, url
+        assert not re.search(r"\d\d:\d\d:\d\d\.\d{3,6}", response.text), url
+        if url != "/staff/" and "search" not in url:
+            assert "<time datetime=" in response.text, url
+    for url in admin:  # the change pages, read-only JSON (a review's request time) included
+        response = staff_client.get(url)
+        assert response.status_code == 200, url
+        assert not re.search(r"\d\d:\d\d:\d\d\.\d{3,6}", response.text), url
