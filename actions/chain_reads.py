@@ -14,17 +14,23 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any, Generic, TypeVar
 
 import requests
 from django.conf import settings
+from web3 import Web3
 from web3.exceptions import Web3Exception, Web3RPCError
 
+from actions.evm_clients import chain_rpc, on_chain
 from actions.presenters import card_summary, decimal_string
+from actions.providers.prices import FIAT, PriceError, prices
 from actions.selectors import card_get_for_user, smart_accounts_for_user, tokens_on_chains
 from core.api import failure_reason
-from core.chains import Chain, all_chains
+from core.chains import Chain, all_chains, get_chain
 from core.formats import rfc3339
+from evm import zodiac
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -59,9 +65,6 @@ def chain_reader(chain_id: int):
     """web3 on one chain's node for the read tools, bounded by CHAIN_READ_TIMEOUT_SECONDS (an
     agent is waiting). One per chain, URL and timeout, kept: building a Web3 costs
     milliseconds, and its HTTP sessions (one per thread) keep their connections."""
-    from actions.evm_clients import chain_rpc
-    from core.chains import get_chain
-
     timeout = settings.CHAIN_READ_TIMEOUT_SECONDS
     key = (chain_id, get_chain(chain_id).rpc_url, timeout)
     with _readers_lock:
@@ -202,7 +205,6 @@ class ChainsUnavailable(Exception):
 
 def _balance_of(w3, token_address: str, owner: str):
     """An `eth_call` of ERC-20 `balanceOf(owner)`, to add to a JSON-RPC batch."""
-    from web3 import Web3
 
     data = Web3.keccak(text="balanceOf(address)")[:4] + bytes(12) + bytes.fromhex(owner[2:])
     return w3.eth.call({"to": Web3.to_checksum_address(token_address), "data": data})
@@ -247,9 +249,6 @@ def balances_for_user(*, user, readers: Mapping[int, Any] | None = None) -> dict
     source answers (none at all when it does not). A chain that fails is listed in `chains`
     with its error, the others' balances are still served; if every chain failed there is
     nothing true to show: ChainsUnavailable (503). `readers` replaces a chain's web3 (tests)."""
-    from decimal import Decimal
-
-    from actions.providers.prices import FIAT, PriceError, prices
 
     accounts = smart_accounts_for_user(user=user)
     served = all_chains()
@@ -341,9 +340,6 @@ def card_for_user(*, user, card_id: str | None = None, w3=None) -> dict:
     """get_card: the card's state, the balance of its account (a virtual card shows its
     physical sibling's), and its daily allowance read from the Safe's Roles modifier (and the
     Delay queue), all in one JSON-RPC batch."""
-    from actions.evm_clients import on_chain
-    from core.chains import get_chain
-
     card = card_get_for_user(user=user, card_id=card_id)
     source = card.physical if card.is_virtual and card.physical else card  # virtual: inherits
     with on_chain(get_chain(source.chain_id)):  # a failing node is named by its chain
@@ -351,12 +347,6 @@ def card_for_user(*, user, card_id: str | None = None, w3=None) -> dict:
 
 
 def _card_read(card, source, w3) -> dict:
-    from datetime import UTC, datetime
-
-    from web3 import Web3
-
-    from chain import zodiac
-
     roles = w3.eth.contract(
         address=Web3.to_checksum_address(source.roles_address or "0x" + "00" * 20),
         abi=zodiac.abi("RolesV2"),

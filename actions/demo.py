@@ -12,16 +12,20 @@ from django.conf import settings
 from eth_utils import keccak
 from web3 import Web3
 
-from actions.evm_clients import bundler_client, chain_rpc
+from actions.evm_clients import bundler_client
 from actions.models import (
+    RAMP_PROVIDER_FOR,
     Action,
     ActionStatus,
     ActionType,
     Card,
+    RampAccount,
+    RampCurrency,
     SmartAccount,
     SmartAccountKind,
     Token,
 )
+from actions.providers.local_ramps import DEMO_AVENIA_SUBACCOUNT, DEMO_MONERIUM_PROFILE
 from actions.services.lifecycle import (
     action_create,
     action_expire_if_overdue,
@@ -29,13 +33,17 @@ from actions.services.lifecycle import (
     action_submit,
 )
 from actions.services.passkeys import smart_accounts_cover_chains
+from actions.services.proposals import passkey_client
 from actions.services.transitions import action_transition
+from chain import contracts, zodiac
 from chain.dev import fund, mint
+from chain.safe import DelayConfig, deploy_safe
 from chain.simple_account import SimpleAccountOwner
 from chain.stack import LOCAL_CHAIN_IDS
 from core.chains import Chain, all_chains, card_chain
 from core.lifecycle import Actor
 from core.testing import wait_until
+from evm.rpc import http_web3
 
 RECIPIENT = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"  # Hardhat dev account #1
 DEMO = {
@@ -66,7 +74,6 @@ def ensure_demo_tokens() -> list[Token]:
 
 
 def _ensure_demo_tokens(chain_id: int) -> list[Token]:
-    from chain import contracts
 
     tokens = []
     for symbol, (name, decimals, _salt) in contracts.DEMO_TOKENS.items():
@@ -108,15 +115,12 @@ DEMO_RAMP_PROVIDERS = {"EURe": "monerium"}
 def provision_card(*, user, card_id: str, last4: str) -> Card:
     """Dev chain only: deploy the user's passkey account and its 1/1 Safe, and record a card.
     (In production Gnosis Pay onboarding creates the Safe; here the dev key pays for it.)"""
-    from actions.services.proposals import passkey_client
-    from chain import contracts, zodiac
-    from chain.safe import DelayConfig, deploy_safe
 
     chain = card_chain()
     account = SmartAccount.objects.select_related("passkey").get(
         user=user, kind=SmartAccountKind.PICNIC, passkey__isnull=False, chain_id=chain.id
     )
-    w3 = chain_rpc(chain.id, timeout=10)
+    w3 = http_web3(chain.rpc_url, timeout=10, retries=True)
     client = passkey_client(w3, account)
     dev = w3.eth.accounts[0]
     if not client.is_deployed():
@@ -164,7 +168,7 @@ def seed_actions(*, user, application, say: Callable[[str], None]) -> SmartAccou
     ensure_demo_tokens()
     # The demo actions live on the card's chain; the passkey accounts are funded on every one.
     chain = card_chain()
-    w3 = chain_rpc(chain.id, timeout=10)
+    w3 = http_web3(chain.rpc_url, timeout=10, retries=True)
     bundler = bundler_client(chain.id, timeout=15)
     version = settings.ENTRY_POINT_VERSION
     owner = SimpleAccountOwner(w3, owner_key=demo_owner_key(user.username), version=version)
@@ -248,7 +252,7 @@ def seed_actions(*, user, application, say: Callable[[str], None]) -> SmartAccou
         card = provision_card(user=user, card_id=f"demo-card-{user.pk}", last4="4242")
         say(f"card •••• {card.last4} ({card.card_id}) on Safe {card.safe_address}")
     for local in local_chains():
-        local_w3 = chain_rpc(local.id, timeout=10)
+        local_w3 = http_web3(local.rpc_url, timeout=10, retries=True)
         for passkey_account in SmartAccount.objects.filter(
             user=user, passkey__isnull=False, chain_id=local.id
         ):
@@ -268,8 +272,6 @@ def seed_actions(*, user, application, say: Callable[[str], None]) -> SmartAccou
 
 def seed_ramps(*, user) -> None:
     """Link the demo user to the local ramp servers' demo accounts (no chain needed)."""
-    from actions.models import RAMP_PROVIDER_FOR, RampAccount, RampCurrency
-    from actions.providers.local_ramps import DEMO_AVENIA_SUBACCOUNT, DEMO_MONERIUM_PROFILE
 
     ids = {RampCurrency.EUR: DEMO_MONERIUM_PROFILE, RampCurrency.BRL: DEMO_AVENIA_SUBACCOUNT}
     for currency, external_id in ids.items():

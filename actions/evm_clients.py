@@ -23,6 +23,7 @@ from core.chains import Chain, get_chain
 from core.metrics import instrument_web3
 from evm.bundler import BundlerClient, BundlerError, BundlerUnavailable
 from evm.relayer import Relayer
+from evm.rpc import http_web3
 
 # What a node that is down, slow or answering garbage raises through web3 and requests:
 # refused or timed-out connections, HTTP errors, JSON-RPC errors, undecodable answers.
@@ -76,14 +77,9 @@ def bundler_client(chain_id: int, *, timeout: float | None = None) -> BundlerCli
 
 def chain_rpc(chain_id: int, *, timeout: float) -> Web3:
     """web3 on this chain's node, bounded by `timeout` (no silent retries)."""
-    w3 = Web3(
-        Web3.HTTPProvider(
-            get_chain(chain_id).rpc_url,
-            request_kwargs={"timeout": timeout},
-            exception_retry_configuration=None,
-        )
+    return instrument_web3(
+        http_web3(get_chain(chain_id).rpc_url, timeout=timeout), provider="chain_rpc"
     )
-    return instrument_web3(w3, provider="chain_rpc")
 
 
 def card_relayer(chain_id: int, *, timeout: float | None = None) -> Relayer:

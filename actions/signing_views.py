@@ -33,15 +33,17 @@ from actions.services.passkeys import (
     passkey_rename,
     registration_options,
 )
+from actions.services.proposals import web3
 from actions.services.signing import action_reject, action_sign, authentication_options
 from actions.signing_facts import sign_facts
 from core import l10n
 from core.api import error_json
-from core.chains import chain_name
+from core.chains import card_chain, chain_name
 from core.json_input import BodyRefused, json_body
 from core.live import entity_stream
 from core.templatetags.chains import explorer_url
 from core.timeline import render_timeline
+from evm.passkey_account import PasskeyAccountClient
 
 REGISTRATION_SESSION_KEY = "passkey_registration_challenge"
 
@@ -124,10 +126,6 @@ def _unreadable(exc: BodyRefused) -> JsonResponse:
 
 
 def _account_address(qx: bytes, qy: bytes) -> tuple[str, str]:
-    from actions.services.proposals import web3
-    from chain.passkey_account import PasskeyAccountClient
-    from core.chains import card_chain
-
     # Asked of the card's chain; the factory's CREATE2 address, hence the account's, is the
     # same on every chain of the table.
     client = PasskeyAccountClient(

@@ -91,7 +91,8 @@ def make_data(*, accounts: int, world) -> str:
     from actions.models import Passkey, SmartAccount, SmartAccountKind
     from chain import contracts
     from chain.dev import mint
-    from chain.passkey_account import PasskeyAccountClient, SoftwarePasskey
+    from chain.passkey_account import SoftwarePasskey
+    from evm.passkey_account import PasskeyAccountClient
 
     ensure_demo_tokens()
     user = get_user_model().objects.create(username="bench")

@@ -5,13 +5,6 @@ One table of checks (`CHECKS`), each a function that returns on success (None, o
 report, such as the broker's queue backlog) and raises on failure;
 `run_checks()` runs them all at once in a small thread pool, so a hanging dependency costs one
 timeout, not the sum. The views and `manage.py health` share it.
-
-Each chain of the table (core.chains) gets a node check and a bundler check, named for the
-card's chain as before (`chain_rpc`, `bundler`) and `chain_rpc:<id>` / `bundler:<id>` for the
-others, each carrying the chain's name. Only the card's chain is required: another chain that
-is down is reported (ok false, with its reason) but does not make the instance unready, since
-taking this instance out of the load balancer would not bring that chain back and would stop
-the card, the other chains and everything else with it.
 """
 
 from __future__ import annotations
@@ -25,7 +18,13 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import kombu.exceptions
+import redis
+from celery import current_app
 from django.conf import settings
+from django.core.cache import cache
+from django.db import Error as DatabaseError
+from django.db import connections
 from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
@@ -58,8 +57,6 @@ class CheckResult:
 
 
 def check_database(timeout: float) -> None:
-    from django.db import connections
-
     connection = connections["default"]
     try:
         with connection.cursor() as cursor:
@@ -72,14 +69,12 @@ def check_database(timeout: float) -> None:
 
 
 def check_broker(timeout: float) -> dict | None:
-    from picnic.celery import app
-
     if settings.CELERY_BROKER_URL.startswith("filesystem://"):
         # The embedded broker is two folders: ready when the queue folder takes a file.
         options = settings.CELERY_BROKER_TRANSPORT_OPTIONS
         _writable(Path(options["data_folder_in"]))
         return
-    with app.connection_for_read(
+    with current_app.connection_for_read(
         settings.CELERY_BROKER_URL,
         connect_timeout=timeout,
         transport_options={"socket_timeout": timeout, "socket_connect_timeout": timeout},
@@ -93,8 +88,6 @@ def check_broker(timeout: float) -> dict | None:
 def queue_backlog(timeout: float) -> dict[str, int]:
     """Messages waiting in each queue kind's Redis list (not yet taken by a worker): a queue
     whose workers are down grows here. One round trip of LLENs, whatever the backlog."""
-    import redis
-
     # kombu keeps a queue's messages of priority p > 0 in a list of its own: "<queue>\x06\x16<p>".
     steps = ("", *(f"\x06\x16{p}" for p in (3, 6, 9)))
     client = redis.Redis.from_url(
@@ -112,8 +105,6 @@ def queue_backlog(timeout: float) -> dict[str, int]:
 
 
 def check_cache(timeout: float) -> None:
-    from django.core.cache import cache
-
     key = f"picnic:health:{uuid.uuid4().hex}"
     cache.set(key, "ok", timeout=max(int(timeout) + 1, 5))
     value = cache.get(key)
@@ -124,8 +115,6 @@ def check_cache(timeout: float) -> None:
 
 def check_events(timeout: float) -> None:
     if settings.EVENTS_URL.startswith("redis"):
-        import redis
-
         client = redis.Redis.from_url(
             settings.EVENTS_URL, socket_timeout=timeout, socket_connect_timeout=timeout
         )
@@ -141,55 +130,19 @@ def check_events(timeout: float) -> None:
     _writable(path)
 
 
-def check_chain_rpc(chain_id: int, timeout: float) -> None:
-    from actions.evm_clients import chain_rpc
-    from core.chains import get_chain
-
-    answered = chain_rpc(chain_id, timeout=timeout).eth.chain_id
-    if answered != chain_id:
-        raise CheckFailed(
-            f"the node of {get_chain(chain_id).name} is on chain {answered}, not {chain_id}"
-        )
-
-
-def check_bundler(chain_id: int, timeout: float) -> None:
-    from actions.evm_clients import bundler_client
-    from evm.userops import entry_point_address
-
-    supported = bundler_client(chain_id, timeout=timeout).supported_entry_points()
-    wanted = entry_point_address(settings.ENTRY_POINT_VERSION)
-    if not isinstance(supported, list) or wanted.lower() not in {
-        str(address).lower() for address in supported
-    }:
-        raise CheckFailed(
-            f"the bundler does not support the EntryPoint v{settings.ENTRY_POINT_VERSION}"
-        )
-
-
 def _writable(path: Path) -> None:
     with tempfile.NamedTemporaryFile(dir=path, prefix=".health-"):
         pass
 
 
-def _expected_errors() -> dict[str, tuple[type[BaseException], ...]]:
-    """What each check's dependency raises when it is down, slow or answering garbage."""
-    import kombu.exceptions
-    import redis
-    from django.db import Error as DatabaseError
-
-    from actions.chain_reads import CHAIN_RPC_ERRORS
-    from evm.bundler import BundlerError
-    from evm.userops import UserOpError
-
-    return {
-        "database": (DatabaseError,),
-        "broker": (kombu.exceptions.KombuError, redis.RedisError, OSError),
-        "cache": (redis.RedisError, OSError),
-        "events": (redis.RedisError, OSError),
-        "chain_rpc": CHAIN_RPC_ERRORS,
-        "bundler": (BundlerError, UserOpError),
-    }
-
+# What each check's dependency raises when it is down, slow or answering garbage: reported
+# by its reason. Anything else a check raises is a bug, reported as an unexpected error.
+EXPECTED_ERRORS: dict[str, tuple[type[BaseException], ...]] = {
+    "database": (DatabaseError,),
+    "broker": (kombu.exceptions.KombuError, redis.RedisError, OSError),
+    "cache": (redis.RedisError, OSError),
+    "events": (redis.RedisError, OSError),
+}
 
 CHECKS: dict[str, Callable[[float], dict | None]] = {
     "database": check_database,
@@ -200,38 +153,48 @@ CHECKS: dict[str, Callable[[float], dict | None]] = {
 
 
 @dataclass(frozen=True)
-class _Planned:
+class PlannedCheck:
+    """One check of a run: what `register_check_source` sources give, read at each run."""
+
     name: str
-    kind: str  # the key of _expected_errors
     check: Callable[[float], dict | None]
+    errors: tuple[type[BaseException], ...] = ()
     chain: str | None = None
     required: bool = True
 
 
-def _plan() -> list[_Planned]:
-    """CHECKS, then a node and a bundler check for every chain of the table (read when
-    called: tests change it), the card's chain first and required, the others reported."""
-    from functools import partial
+# Sources of checks that depend on what is configured when the checks run (one per chain of
+# the table): each returns its PlannedChecks.
+CHECK_SOURCES: list[Callable[[], list[PlannedCheck]]] = []
 
-    from core.chains import all_chains
 
-    planned = [_Planned(name, name, check) for name, check in CHECKS.items()]
-    chains = sorted(all_chains(), key=lambda c: c.id != settings.CARD_CHAIN_ID)
-    for kind, check in (("chain_rpc", check_chain_rpc), ("bundler", check_bundler)):
-        for chain in chains:
-            card = chain.id == settings.CARD_CHAIN_ID
-            if kind == "bundler" and not chain.bundler_url:
-                continue  # a chain served for reads only
-            planned.append(
-                _Planned(
-                    name=kind if card else f"{kind}:{chain.id}",
-                    kind=kind,
-                    check=partial(check, chain.id),
-                    chain=chain.name,
-                    required=card,
-                )
-            )
+def register_check_source(source: Callable[[], list[PlannedCheck]]) -> None:
+    """Add checks computed at each run (an app's, from its AppConfig.ready()): the actions
+    app checks every chain of the table, which settings (and tests) may change."""
+    if source not in CHECK_SOURCES:
+        CHECK_SOURCES.append(source)
+
+
+def _plan() -> list[PlannedCheck]:
+    planned = [
+        PlannedCheck(name, check, EXPECTED_ERRORS.get(name, ())) for name, check in CHECKS.items()
+    ]
+    for source in CHECK_SOURCES:
+        planned += source()
     return planned
+
+
+def register_check(
+    name: str,
+    check: Callable[[float], dict | None],
+    *,
+    errors: tuple[type[BaseException], ...] = (),
+) -> None:
+    """Add an app's dependency to readiness, from its AppConfig.ready(): `check(timeout)`
+    returns None (or a detail to report) and raises on failure; `errors` are what the
+    dependency raises when it is down. The core knows no app: apps register here."""
+    CHECKS[name] = check
+    EXPECTED_ERRORS[name] = tuple(errors)
 
 
 def _reason(exc: BaseException) -> str:
@@ -246,21 +209,19 @@ def _reason(exc: BaseException) -> str:
         return "timed out"
     if "refused" in text:
         return "connection refused"
-    from django.db import Error as DatabaseError
-
     if isinstance(exc, DatabaseError):
         # A driver's message names the host, port, database and user: the log keeps it.
         return f"database error ({type(exc).__name__})"
     return failure_reason(exc)
 
 
-def _run_one(planned: _Planned, timeout: float) -> CheckResult:
+def _run_one(planned: PlannedCheck, timeout: float) -> CheckResult:
     name = planned.name
     started = time.monotonic()
     detail = None
     try:
         detail = planned.check(timeout)
-    except (CheckFailed, *_expected_errors()[planned.kind]) as exc:
+    except (CheckFailed, *planned.errors) as exc:
         error = _reason(exc)
         logger.warning("readiness check %s failed: %s", name, exc)
     except Exception as exc:  # noqa: BLE001 - a health endpoint must answer: a bug is a failure
@@ -305,7 +266,8 @@ def run_checks(*, timeout: float | None = None) -> list[CheckResult]:
 
 
 def is_ready(results: list[CheckResult]) -> bool:
-    """Every required check answered (another chain that is down is reported, not fatal)."""
+    """Every required check answered (a chain other than the card's that is down is
+    reported, not fatal: see actions/health.py)."""
     return all(result.ok for result in results if result.required)
 
 

@@ -43,9 +43,12 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from eth_abi import encode
+from eth_account import Account
 from eth_utils import function_signature_to_4byte_selector
+from web3 import Web3
 
 from chain import contracts
+from chain.dev import mint
 from chain.stack import DEV_KEYS
 from core.local_server import LocalJsonServer
 
@@ -158,8 +161,6 @@ class LocalLifiServer(LocalJsonServer):
 
     @property
     def escrow(self) -> str:
-        from eth_account import Account
-
         return Account.from_key(RELAYER_KEY).address
 
     def start(self):
@@ -379,8 +380,6 @@ class LocalLifiServer(LocalJsonServer):
 
     @staticmethod
     def _w3(url: str):
-        from web3 import Web3
-
         return Web3(
             Web3.HTTPProvider(
                 url, request_kwargs={"timeout": 2}, exception_retry_configuration=None
@@ -522,10 +521,6 @@ class LocalLifiServer(LocalJsonServer):
 
     def _send(self, chain_id: int, token: str, to: str, amount: int) -> str:
         """The relayer sends `amount` of `token` to `to`, minting itself what it lacks."""
-        from web3 import Web3
-
-        from chain.dev import mint
-
         w3 = self._w3(self.rpc_urls[chain_id])
         erc20 = w3.eth.contract(address=Web3.to_checksum_address(token), abi=_ERC20_ABI)
         relayer = w3.eth.account.from_key(RELAYER_KEY)

@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from actions.evm_clients import bundler_client
 from actions.models import (
@@ -95,8 +96,6 @@ def action_create(
 
 def swap_quote_bounded(action: Action) -> bool:
     """A swap whose quote lapses when (or before) the action does: its expiry is the quote's."""
-    from django.utils.dateparse import parse_datetime
-
     lapses = action.params.get("quote_expires_at") if action.type == ActionType.SWAP else None
     when = parse_datetime(lapses) if isinstance(lapses, str) else None
     return when is not None and when <= action.expires_at

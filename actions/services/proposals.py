@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import re
+import secrets
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 
@@ -17,13 +18,26 @@ from ens.exceptions import ENSException
 from web3 import Web3
 
 from actions.chain_reads import CHAIN_RPC_ERRORS
-from actions.evm_clients import bundler_client, chain_rpc, on_chain
+from actions.evm_clients import bundler_client, on_chain
 from actions.models import Action, ActionType, Card, SmartAccount, SmartAccountKind, Token
+from actions.providers.gnosis_pay import (
+    GnosisPayClient,
+    GnosisPayError,
+    Unavailable,
+    siwe_message,
+)
+from actions.providers.lifi import LifiClient, ProviderUnavailable, QuoteError
+from actions.services.bridges import bridge_leg_open
 from actions.services.lifecycle import action_create
 from actions.services.passkeys import smart_accounts_cover_chains
 from core.chains import Chain, UnknownChain, chain_name, get_chain
 from core.formats import rfc3339
+from core.metrics import instrument_web3
+from evm import zodiac
 from evm.bundler import BundlerError
+from evm.passkey_account import PasskeyAccountClient
+from evm.rpc import http_web3
+from evm.safe import eip191_hash, safe_message_hash
 
 # Matched whole (fullmatch): `$` would let a trailing newline through, `\d` Unicode digits.
 ASSET_ID = re.compile(r"eip155:([1-9][0-9]{0,19})/erc20:(0x[0-9a-fA-F]{40})")
@@ -125,13 +139,12 @@ def _account(user, chain: Chain) -> SmartAccount:
 
 def web3(chain_id: int) -> Web3:
     """web3 on the chain of the thing in hand (the asset, the card)."""
-    return chain_rpc(chain_id, timeout=10)
+    w3 = http_web3(get_chain(chain_id).rpc_url, timeout=10, retries=True)
+    return instrument_web3(w3, provider="chain_rpc")
 
 
 def passkey_client(w3: Web3, account: SmartAccount):
     """The chain client of a passkey-owned Picnic account."""
-    from chain.passkey_account import PasskeyAccountClient
-
     return PasskeyAccountClient(
         w3,
         bytes.fromhex(account.passkey.public_key_x[2:]),
@@ -232,8 +245,6 @@ def _propose_swap(
     slippage_pct: Decimal,
     provider: str | None,
 ) -> Action:
-    from actions.providers.lifi import LifiClient, ProviderUnavailable, QuoteError
-    from actions.services.bridges import bridge_leg_open
 
     w3 = web3(chain.id)
     client = passkey_client(w3, account)
@@ -348,9 +359,6 @@ def propose_card_limit(
     """card_limit: the daily limit is the Roles allowance of the card's Safe (refilled every
     day); the change is enqueued in the Safe's Delay modifier by the passkey account (a signed
     Zodiac module transaction, relayed, not 4337) and runs after the cooldown."""
-    import secrets
-
-    from chain import zodiac
 
     card = _card(user, card_id)
     if not (card.delay_address and card.roles_address and card.token):
@@ -400,13 +408,6 @@ def propose_card_limit(
 def propose_card_state(*, user, application, frozen: bool, card_id: str | None = None) -> Action:
     """card_freeze / card_unfreeze: off-chain; the passkey signs a SIWE message for the card's
     Safe (EIP-1271), which Gnosis Pay exchanges for the token that freezes or unfreezes."""
-    from actions.providers.gnosis_pay import (
-        GnosisPayClient,
-        GnosisPayError,
-        Unavailable,
-        siwe_message,
-    )
-    from chain.safe import eip191_hash, safe_message_hash
 
     card = _card(user, card_id)
     chain = _chain(card.chain_id)
