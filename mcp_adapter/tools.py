@@ -9,9 +9,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from actions import contract as actions
-from messaging import contract as dm_contract
-from operations import contract as operations
+from actions.public import contract as actions
+from messaging.public import contract as dm_contract
+from operations.public import contract as operations
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,9 @@ TOOLS: list[ToolSpec] = [
     _action_tool(
         "swap",
         "Swap between two CAIP-19 assets (same chain or cross-chain); the signing page warns "
-        "when slippage is 1% or more.",
+        "when slippage is 1% or more. Cross-chain, the action is `executed` when the source "
+        "transaction is mined; the bridge's delivery on the other chain follows in "
+        "get_action_status's status_history (details starting 'destination leg:').",
         actions.SWAP_INPUT_SCHEMA,
     ),
     _action_tool(

@@ -7,6 +7,8 @@ fast with their 503."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import schemathesis
 from django.core import signals
@@ -17,7 +19,7 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from actions.tests.factories import make_offline_wallet
-from messaging.models import Membership, Provider, Role, SocialAccount, Workspace
+from messaging.tests.factories import TOKEN_ENV, X_TOKEN, make_social_account
 
 CLOSED = "http://127.0.0.1:9"  # nothing listens on the discard port: connections are refused
 
@@ -54,6 +56,10 @@ def offline(db, settings):
         "OPERATIONS_BACKEND_URL",
     ):
         setattr(settings, name, CLOSED)
+    # Every chain of the table: its node and bundler closed too.
+    settings.CHAINS = tuple(
+        dataclasses.replace(row, rpc_url=CLOSED, bundler_url=CLOSED) for row in settings.CHAINS
+    )
     for name in (
         "CHAIN_READ_TIMEOUT_SECONDS",
         "BUNDLER_TIMEOUT_SECONDS",
@@ -81,15 +87,8 @@ def bearer(user, application, make_token, monkeypatch):
     from django.conf import settings as django_settings
 
     make_offline_wallet(user, monkeypatch)
-    workspace = Workspace.objects.create(name="Acme growth")
-    Membership.objects.create(workspace=workspace, user=user, role=Role.AGENT)
-    monkeypatch.setenv("PICNIC_TEST_X_TOKEN", "x-user-token-for-tests")
-    SocialAccount.objects.create(
-        workspace=workspace,
-        provider=Provider.X,
-        handle="acme",
-        credential_ref="env:PICNIC_TEST_X_TOKEN",
-    )
+    monkeypatch.setenv(TOKEN_ENV, X_TOKEN)
+    make_social_account(member=user)
     token = make_token(user, application, scope=" ".join(django_settings.OAUTH2_SCOPES))
     return {"Authorization": f"Bearer {token.token}"}
 
@@ -138,5 +137,5 @@ def test_transactions_sync_error_names_no_internal_address(client, offline, bear
     response = client.get("/api/v1/transactions", headers=bearer)
     assert response.status_code == 200
     error = response.json()["sync"]["chain"]["error"]
-    assert error == "The chain could not be read: connection refused"
+    assert error == "The chain Gnosis (local) could not be read: connection refused"
     assert "127.0.0.1" not in response.content.decode()
