@@ -38,7 +38,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_adapter.event_store import PicnicEventStore, event_store_from_settings
-from mcp_adapter.tools import ACTION_URI, RESOURCE_SCOPE
+from mcp_adapter.tools import resource_scope
 
 SUPPORTED_VERSIONS = (*MODERN_PROTOCOL_VERSIONS, *reversed(HANDSHAKE_PROTOCOL_VERSIONS))
 # What a browser client may send and read (the transport's headers, SEP-2243's, tracing).
@@ -92,7 +92,7 @@ class ScopePolicy:
             return spec.scope if spec else None
         if method in ("resources/read", "resources/subscribe"):
             uri = params.get("uri")
-            return RESOURCE_SCOPE if isinstance(uri, str) and ACTION_URI.match(uri) else None
+            return resource_scope(uri) if isinstance(uri, str) else None
         return None
 
     def step_up(self, granted: list[str], *needed: str) -> str:

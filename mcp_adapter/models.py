@@ -34,6 +34,7 @@ TERMINAL = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCEL
 class TaskKind(models.TextChoices):
     ACTION = "action"  # the lifecycle names of core.lifecycle
     DELIVERY = "delivery"
+    OPERATION = "operation"
 
 
 class McpTask(models.Model):

@@ -38,7 +38,7 @@ from core.api import INVALID_INPUT, error_text, schema_errors
 from mcp_adapter.api import ApiAnswer, PicnicApi, path_segment
 from mcp_adapter.http import streamable_http_app
 from mcp_adapter.task_protocol import TaskProtocol
-from mcp_adapter.tools import ACTION_URI, TOOLS, ToolSpec
+from mcp_adapter.tools import TOOLS, ToolSpec, resource_api_path
 from oauth.public import agent_use_record, resource_served
 
 logger = logging.getLogger(__name__)
@@ -124,6 +124,14 @@ class PicnicMCP(MCPServer):
             description="A Picnic action's status (the get_action_status JSON).",
             mime_type="application/json",
         )(self._read_action)
+        if "tong_operation_status" in self.specs:
+            self.resource(
+                "tong://operation/{operation_id}",
+                name="operation",
+                description="A generation operation's status (the tong_operation_status JSON); "
+                "subscribe to it for every state change.",
+                mime_type="application/json",
+            )(self._read_operation)
         low = self._lowlevel_server
         low.add_request_handler(
             "resources/subscribe", types.SubscribeRequestParams, self._subscribe
@@ -272,16 +280,32 @@ class PicnicMCP(MCPServer):
             raise ResourceError(f"The Picnic API answered {answer.status} without a JSON object")
         return json.dumps(answer.body)
 
+    async def _read_operation(self, operation_id: str) -> str:
+        return await self._read_path(f"/api/v1/operations/{path_segment(operation_id)}")
+
+    async def _read_path(self, path: str) -> str:
+        token = self._token()
+        if not token:
+            raise ResourceError("Not authenticated")
+        answer = await self.api.call("GET", path, token=token)
+        if 400 <= answer.status < 500:  # none for this caller: -32602, as for an action
+            raise ResourceNotFoundError(answer.message)
+        if not answer.ok:
+            raise ResourceError(answer.message)
+        if not answer.is_json or not isinstance(answer.body, dict):
+            raise ResourceError(f"The Picnic API answered {answer.status} without a JSON object")
+        return json.dumps(answer.body)
+
     async def _refusal(self, uri: str) -> str | None:
         """Why the caller may not follow `uri`, or None: the check of reading it (the API's
-        GET with the caller's token: the action's user and OAuth client)."""
-        match = ACTION_URI.match(uri)
-        if not match:
+        GET with the caller's token: the action's or operation's user and OAuth client)."""
+        path = resource_api_path(uri)
+        if path is None:
             return f"Not a subscribable resource: {uri}"
         token = self._token()
         if not token:
             return "Not authenticated"
-        answer = await self.api.call("GET", _action_path(match[1]), token=token)
+        answer = await self.api.call("GET", path, token=token)
         # another user's action, or none: the API's words, nothing more
         return None if answer.ok else answer.message
 

@@ -28,6 +28,7 @@ from actions import public as actions
 from core.lifecycle import IllegalTransition
 from mcp_adapter.models import TERMINAL, McpTask, TaskKind, TaskStatus
 from messaging import public as messaging
+from operations import public as operations
 
 
 class TaskError(Exception):
@@ -191,15 +192,84 @@ class DeliveryTasks:
             ) from None
 
 
-KINDS: dict[str, ActionTasks | DeliveryTasks] = {
+class OperationTasks:
+    """tong_operation_start: the task is the operation, through review and reconciliation to
+    succeeded (completed), failed or cancelled. The message says in plain words what happens
+    now, and why a review holds it."""
+
+    def read(self, entity_id):
+        return operations.operation_for_task(entity_id)
+
+    def entity_id(self, body: dict[str, Any]) -> Any:
+        return body.get("id")
+
+    def project(self, operation) -> Projection:
+        state, St = operation.state, operations.State
+        if state == St.QUEUED:
+            return Projection(TaskStatus.WORKING, "Queued; waiting to be sent to the generator.")
+        if state == St.NEEDS_REVIEW:
+            review = operation.review or {}
+            why = review.get("rule") or review.get("reason") or "policy"
+            return Projection(
+                TaskStatus.WORKING,
+                f"Waiting for a reviewer: a staff member must approve it (review required by "
+                f"{why}).",
+            )
+        if state == St.WAITING:
+            return Projection(
+                TaskStatus.WORKING, "Accepted by the generator; waiting for it to start generating."
+            )
+        if state == St.RUNNING:
+            return Projection(TaskStatus.WORKING, "Generating.")
+        if state == St.PAUSED:
+            return Projection(
+                TaskStatus.WORKING, "Paused by staff; it goes on when they resume it."
+            )
+        if state == St.RECONCILING:
+            return Projection(
+                TaskStatus.WORKING,
+                "Reconciling a lost acknowledgement: asking the generator whether it received "
+                "the request (it is never sent twice).",
+            )
+        if state == St.SUCCEEDED:
+            return Projection(
+                TaskStatus.COMPLETED,
+                f"Succeeded; {operation.usage_credits:.6f} credits used. Read the output with "
+                "tong_operation_result.",
+            )
+        if state == St.CANCELLED:
+            return Projection(TaskStatus.CANCELLED, "Cancelled; the hold was released.", True)
+        return Projection(
+            TaskStatus.FAILED,
+            f"Failed: {operation.error_code or 'see the status'}; the hold was released.",
+            True,
+        )
+
+    def payload(self, operation) -> dict[str, Any]:
+        return operations.operation_status_payload(operation)
+
+    def cancel(self, operation, *, task: McpTask, context: AuthContext) -> None:
+        try:
+            operations.operation_cancel_by_owner(operation_id=operation.pk, owner=task.user)
+        except operations.NotCancellable as exc:
+            raise TaskNotCancellable(f"Cannot cancel task: {exc}") from None
+        except IllegalTransition as exc:
+            raise TaskNotCancellable(
+                f"Cannot cancel task: the operation is {exc.current} now"
+            ) from None
+
+
+KINDS: dict[str, ActionTasks | DeliveryTasks | OperationTasks] = {
     TaskKind.ACTION: ActionTasks(),
     TaskKind.DELIVERY: DeliveryTasks(),
+    TaskKind.OPERATION: OperationTasks(),
 }
 # The tools a client may call as a task, and the kind of work each one starts: every tool
 # that proposes an action (the actions app's table of action types), and the DM send.
 TASK_TOOLS: dict[str, str] = {
     **dict.fromkeys(actions.ACTION_TOOLS, TaskKind.ACTION),
     "sosoapi_dm_actions_send": TaskKind.DELIVERY,
+    "tong_operation_start": TaskKind.OPERATION,
 }
 
 

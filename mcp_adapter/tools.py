@@ -238,6 +238,87 @@ TOOLS: list[ToolSpec] = [
         profiles=frozenset({"full"}),
         path_args=("operation_id",),
     ),
+    ToolSpec(
+        name="tong_operation_quote",
+        description=(
+            "Price a generation before anything is held: the breakdown in credits (six "
+            "decimals, as the ledger) and the quote's expires_at. Nothing is charged; start "
+            "the operation with tong_operation_start and the quote's id before it expires."
+        ),
+        scope="operations:write",
+        method="POST",
+        path="/api/v1/quotes",
+        input_schema=operations.QUOTE_INPUT_SCHEMA,
+        output_schema=operations.QUOTE_SCHEMA,
+        annotations={
+            "readOnlyHint": False,
+            "destructiveHint": False,
+            "idempotentHint": False,
+            "openWorldHint": False,
+        },
+        profiles=frozenset({"full"}),
+        step_up=True,
+    ),
+    ToolSpec(
+        name="tong_operation_start",
+        description=(
+            "Start a generation at a quoted price: holds the quote's credits and queues the "
+            "work (a policy may send it to a staff reviewer first). Refused, with nothing held, "
+            "for an expired, used or unknown quote or a wallet that cannot cover the hold. The "
+            "same idempotency_key returns the same operation. Accepted is not finished: follow "
+            "it as a task, with tong_operation_status, or subscribe to tong://operation/{id}."
+        ),
+        scope="operations:write",
+        method="POST",
+        path="/api/v1/operations",
+        input_schema=operations.START_INPUT_SCHEMA,
+        output_schema=operations.OPERATION_STATUS_SCHEMA,
+        annotations={
+            "readOnlyHint": False,
+            "destructiveHint": False,
+            "idempotentHint": True,
+            "openWorldHint": True,
+        },
+        profiles=frozenset({"full"}),
+        step_up=True,
+    ),
+    ToolSpec(
+        name="tong_operation_cancel",
+        description=(
+            "Cancel an operation that is queued, waiting, paused or in review; its hold is "
+            "released. A finished or generating operation is not cancelled (the error says "
+            "its state)."
+        ),
+        scope="operations:write",
+        method="POST",
+        path="/api/v1/operations/{operation_id}/cancel",
+        input_schema=operations.CANCEL_INPUT_SCHEMA,
+        output_schema=operations.OPERATION_STATUS_SCHEMA,
+        annotations={
+            "readOnlyHint": False,
+            "destructiveHint": True,
+            "idempotentHint": True,
+            "openWorldHint": True,
+        },
+        profiles=frozenset({"full"}),
+        path_args=("operation_id",),
+        step_up=True,
+    ),
+    ToolSpec(
+        name="tong_operation_result",
+        description=(
+            "The generated output of an operation (ready once it succeeded), kept until "
+            "detail_expires_at; after that the answer says that it expired."
+        ),
+        scope="operations:read",
+        method="GET",
+        path="/api/v1/operations/{operation_id}/result",
+        input_schema=operations.RESULT_INPUT_SCHEMA,
+        output_schema=operations.RESULT_SCHEMA,
+        annotations=READ_ONLY,
+        profiles=frozenset({"full"}),
+        path_args=("operation_id",),
+    ),
 ]
 TOOLS_BY_NAME = {tool.name: tool for tool in TOOLS}
 PROFILES = ("core", "full")
@@ -245,3 +326,25 @@ PROFILES = ("core", "full")
 RESOURCE_SCOPE = TOOLS_BY_NAME["get_action_status"].scope
 # The one resource template: an action, by id.
 ACTION_URI = re.compile(r"^picnic://action/([0-9a-fA-F-]{36})$")
+# An operation, by id (core.lifecycle: the operation lifecycle's resource_uri_template); read
+# with tong_operation_status's scope.
+OPERATION_URI = re.compile(r"^tong://operation/([0-9a-fA-F-]{36})$")
+OPERATION_RESOURCE_SCOPE = TOOLS_BY_NAME["tong_operation_status"].scope
+
+
+def resource_scope(uri: str) -> str | None:
+    """The scope reading (or following) a resource URI needs, or None for no resource."""
+    if ACTION_URI.match(uri):
+        return RESOURCE_SCOPE
+    if OPERATION_URI.match(uri):
+        return OPERATION_RESOURCE_SCOPE
+    return None
+
+
+def resource_api_path(uri: str) -> str | None:
+    """The API path whose GET reads the resource `uri` (with the caller's token), or None."""
+    if match := ACTION_URI.match(uri):
+        return f"/api/v1/actions/{match[1]}"
+    if match := OPERATION_URI.match(uri):
+        return f"/api/v1/operations/{match[1]}"
+    return None

@@ -54,6 +54,20 @@ def estimate(*, input_text: str, max_output_tokens: int) -> Decimal:
     )
 
 
+def estimate_breakdown(*, input_text: str, max_output_tokens: int) -> dict[str, str | int]:
+    """What `estimate` adds up, line by line, for a quote to show (each line rounded to six
+    places; `total_credits` is the estimate itself)."""
+    input_tokens = max(len(input_text) // 4, 1)
+    per_k = Decimal(1000)
+    return {
+        "input_tokens": input_tokens,
+        "input_credits": fmt(input_tokens * price("input") / per_k),
+        "max_output_tokens": max_output_tokens,
+        "output_credits": fmt(max_output_tokens * price("reasoning") / per_k),
+        "total_credits": fmt(estimate(input_text=input_text, max_output_tokens=max_output_tokens)),
+    }
+
+
 def wallet_locked(owner) -> Wallet:
     """The owner's wallet (a user or their id), locked; made on first use."""
     owner_id = getattr(owner, "pk", owner)

@@ -233,6 +233,13 @@ SUBMIT_INPUT_SCHEMA = {
         "model": _optional(NAME),
         "input": _optional(_text(100_000)),
         "quote_id": _optional(UUID),
+        "idempotency_key": {
+            "type": ["string", "null"],
+            "minLength": 1,
+            "maxLength": 200,
+            "pattern": r"^[\x21-\x7e]+$",
+            "description": "the same key returns the same operation instead of a second one",
+        },
     },
     "required": ["tool", "category"],
     "additionalProperties": False,
@@ -260,4 +267,80 @@ QUOTE_INPUT_SCHEMA = {
     },
     "required": ["tool", "submit_field", "submit_value"],
     "additionalProperties": False,
+}
+
+
+# --- MCP: quote, start, cancel, result ------------------------------------------------------
+# Each is the API's own contract (the view validates with the same dict): the start tool is the
+# submit body with a quote and a key required, and no input (the quote brings it).
+
+QUOTE_BREAKDOWN = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": [
+        "input_tokens",
+        "input_credits",
+        "max_output_tokens",
+        "output_credits",
+        "total_credits",
+    ],
+    "properties": {
+        "input_tokens": {"type": "integer", "minimum": 1},
+        "input_credits": CREDITS,
+        "max_output_tokens": {"type": "integer", "minimum": 1},
+        "output_credits": CREDITS,
+        "total_credits": CREDITS,
+    },
+}
+
+QUOTE_SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "additionalProperties": False,
+    "required": [
+        *OPERATION_STATUS_SCHEMA["properties"]["quote"]["required"],
+        "breakdown",
+    ],
+    "properties": {
+        **{
+            k: v
+            for k, v in OPERATION_STATUS_SCHEMA["properties"]["quote"]["properties"].items()
+            if k != "operation_id"
+        },
+        "breakdown": QUOTE_BREAKDOWN,
+    },
+}
+QUOTE_SCHEMA["required"].remove("operation_id")
+
+START_INPUT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        name: SUBMIT_INPUT_SCHEMA["properties"][name]
+        for name in ("tool", "category", "model", "quote_id", "idempotency_key")
+    },
+    "required": ["tool", "category", "quote_id", "idempotency_key"],
+    "additionalProperties": False,
+}
+START_INPUT_SCHEMA["properties"]["quote_id"] = UUID
+START_INPUT_SCHEMA["properties"]["idempotency_key"] = {
+    **SUBMIT_INPUT_SCHEMA["properties"]["idempotency_key"],
+    "type": "string",
+}
+
+# cancel and result take the id in the path, like the status.
+CANCEL_INPUT_SCHEMA = STATUS_INPUT_SCHEMA
+RESULT_INPUT_SCHEMA = STATUS_INPUT_SCHEMA
+
+RESULT_SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["operation_id", "state", "ready", "result", "detail_expires_at"],
+    "properties": {
+        "operation_id": UUID,
+        "state": OPERATION_STATUS_SCHEMA["properties"]["state"],
+        "ready": {"type": "boolean", "description": "true once the operation succeeded"},
+        "result": OPERATION_STATUS_SCHEMA["properties"]["result"],
+        "detail_expires_at": NULLABLE_DATE,
+    },
 }

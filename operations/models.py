@@ -131,8 +131,9 @@ OPERATION_LIFECYCLE = register(
         },
         on_terminal=(_details_expire,),
         history_fk="operation",
-        # Not an MCP resource: agents follow an operation with tong_operation_status.
-        resource_uri_template=None,
+        # The MCP resource an agent subscribes to (mcp_adapter.server); every transition and
+        # visible change is published under it.
+        resource_uri_template="tong://operation/{id}",
         timeline_url_name="operations-staff:operation-timeline",
         stuck_selector="operations.selectors.operations_stuck",
     )
@@ -225,6 +226,9 @@ class Quote(models.Model):
     submit_field = models.CharField(max_length=100)
     submit_value = models.TextField()
     quoted_credits = models.DecimalField(max_digits=20, decimal_places=6, null=True, blank=True)
+    # The price as it was quoted, line by line (credits as six-decimal strings): the quote
+    # holds until it expires even if the prices change in between.
+    breakdown = models.JSONField(default=dict, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -254,6 +258,9 @@ class Operation(LifecycleModel):
     quote = models.OneToOneField(
         Quote, null=True, blank=True, on_delete=models.PROTECT, related_name="used_by"
     )
+    # The caller's key for a start: the same key (for the same owner) returns the same
+    # operation instead of a second one.
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
 
     state = models.CharField(
         max_length=16, choices=State.choices, default=State.QUEUED, db_index=True
@@ -306,6 +313,11 @@ class Operation(LifecycleModel):
             models.Index(fields=["backend_response_id"], name="operation_backend_response"),
         ]
         constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="operation_idempotency_key_unique",
+            ),
             models.CheckConstraint(
                 condition=_state_table_condition(), name="operation_state_status_stage"
             ),

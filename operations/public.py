@@ -23,13 +23,19 @@ from operations.decisions import (
 )
 from operations.models import BillingStatus, DispatchStatus, Operation, Quote, State
 from operations.selectors import operations_stuck
+from operations.serializers import operation_status_payload
+from operations.services import NotCancellable, operation_cancel_by_owner
 
 __all__ = [
     "CANCELLABLE_BY_STAFF",
     "DispatchStatus",
+    "NotCancellable",
     "State",
     "contract",
     "operation_cancel",
+    "operation_cancel_by_owner",
+    "operation_for_task",
+    "operation_status_payload",
     "operation_pause",
     "operation_resume",
     "operation_review_decide",
@@ -83,3 +89,9 @@ def operations_search(*, shape: str, value: Any, term: str) -> list[tuple[str, Q
 def quotes_unused(*, quote_id) -> list[Quote]:
     """The quote with this id if no operation used it yet (at most one)."""
     return list(Quote.objects.filter(pk=quote_id, used_by__isnull=True)[:1])
+
+
+def operation_for_task(operation_id) -> Operation:
+    """The operation an MCP task follows (tong_operation_start), with its quote for the
+    status payload."""
+    return Operation.objects.select_related("quote").get(pk=operation_id)

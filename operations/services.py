@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core import tracing
@@ -55,6 +55,10 @@ class QuoteInvalid(AdmissionError):
 
 class InsufficientCredits(AdmissionError):
     code = "insufficient_credits"
+
+
+class IdempotencyKeyReused(AdmissionError):
+    code = "idempotency_key_reused"
 
 
 def operation_transition(
@@ -126,8 +130,12 @@ def quote_create(
         raise QuoteInvalid(
             f"the quote came to {billing.fmt(quoted)} credits; it must not be negative"
         )
+    breakdown = billing.estimate_breakdown(
+        input_text=submit_value, max_output_tokens=int(max_tokens)
+    )
     return Quote.objects.create(
         owner=owner,
+        breakdown=breakdown,
         tool=tool,
         model=model,
         operation_name=operation_name,
@@ -150,14 +158,32 @@ def operation_submit(
     model: str | None = None,
     input_text: str | None = None,
     quote_id=None,
+    idempotency_key: str | None = None,
 ) -> Operation:
-    """Admission: check the quote and the wallet, hold credits, then review or dispatch."""
+    """Admission: check the quote and the wallet, hold credits, then review or dispatch.
+
+    With an `idempotency_key`, a start the owner already made with that key returns its
+    operation (`operation.repeated` is True) instead of holding credits again; the same key
+    for another quote is refused."""
     now = timezone.now()
     quote = None
     if quote_id is not None:
+        # The quote's row lock serialises every start of one quote: one wins, the others
+        # see it used (or, with the winner's key, get the winner's operation).
         quote = Quote.objects.select_for_update().filter(pk=quote_id, owner=owner).first()
         if quote is None:
             raise QuoteInvalid(f"Quote not found: {quote_id}")
+    if idempotency_key is not None:
+        earlier = Operation.objects.filter(owner=owner, idempotency_key=idempotency_key).first()
+        if earlier is not None:
+            if earlier.quote_id != (quote.pk if quote else None) or earlier.tool != tool:
+                raise IdempotencyKeyReused(
+                    f"The idempotency key {idempotency_key!r} was used for another request "
+                    f"(operation {earlier.pk})"
+                )
+            earlier.repeated = True
+            return earlier
+    if quote is not None:
         if quote.expires_at is not None and quote.expires_at <= now:
             raise QuoteInvalid(f"Quote {quote_id} expired at {quote.expires_at.isoformat()}")
         if Operation.objects.filter(quote=quote).exists():
@@ -175,6 +201,48 @@ def operation_submit(
             input_text=input_text, max_output_tokens=settings.OPERATIONS_MAX_OUTPUT_TOKENS
         )
     rule = needs_review(tool=tool, category=category)
+    try:
+        with transaction.atomic():  # a savepoint: a same-key start that won first is no error
+            operation = _admit(
+                owner=owner,
+                application=application,
+                tool=tool,
+                category=category,
+                channel=channel,
+                model=model,
+                input_text=input_text,
+                quote=quote,
+                idempotency_key=idempotency_key,
+                held=held,
+                review_rule=rule,
+                now=now,
+            )
+    except IntegrityError:
+        earlier = Operation.objects.filter(owner=owner, idempotency_key=idempotency_key).first()
+        if idempotency_key is None or earlier is None:
+            raise
+        earlier.repeated = True
+        return earlier
+    operation.repeated = False
+    return operation
+
+
+def _admit(
+    *,
+    owner,
+    application,
+    tool,
+    category,
+    channel,
+    model,
+    input_text,
+    quote,
+    idempotency_key,
+    held,
+    review_rule: str | None,
+    now,
+) -> Operation:
+    rule = review_rule
     operation = create(
         lifecycle=OPERATION_LIFECYCLE,
         actor=Actor.agent(),
@@ -188,6 +256,7 @@ def operation_submit(
             "model": model or settings.OPERATIONS_DEFAULT_MODEL,
             "input": {"text": input_text},
             "quote": quote,
+            "idempotency_key": idempotency_key,
             "state": S.QUEUED,
             "status": "accepted",
             "stage": Stage.ADMISSION if rule else Stage.DISPATCH,
@@ -219,6 +288,62 @@ def operation_submit(
         )
     enqueue_on_commit(DISPATCH_TASK, operation.pk)
     return operation
+
+
+# What the owner may cancel: work the backend has not finished. A waiting one (queued at the
+# backend) is cancelled there first; its answer decides (it may have completed meanwhile).
+CANCELLABLE_BY_OWNER = frozenset({S.QUEUED, S.WAITING, S.PAUSED, S.NEEDS_REVIEW})
+
+
+class NotCancellable(Exception):
+    pass
+
+
+def operation_cancel_by_owner(
+    *, operation_id, owner, client: OpenAIResponses | None = None
+) -> Operation:
+    """The owner's cancel: queued (not yet sent), needs_review, paused or waiting → cancelled,
+    the hold released. Raises NotCancellable with the reason otherwise."""
+    actor = Actor.agent()
+    with transaction.atomic():
+        operation = Operation.objects.select_for_update().filter(pk=operation_id, owner=owner).get()
+        if operation.state not in CANCELLABLE_BY_OWNER:
+            raise NotCancellable(
+                f"Operation {operation_id} is {operation.state}; only a queued, waiting, paused "
+                "or needs_review operation can be cancelled"
+            )
+        if operation.dispatch_status == DispatchStatus.PENDING:
+            if operation.state == S.QUEUED and operation.next_check_at > timezone.now():
+                # A worker holds the dispatch claim: its request may be reaching the backend.
+                raise NotCancellable(
+                    f"Operation {operation_id} is being sent to the backend; try again shortly"
+                )
+            return operation_transition(
+                operation_id=operation.pk,
+                to=S.CANCELLED,
+                actor=actor,
+                detail="cancelled by its owner",
+                updates={
+                    "review": None,
+                    "paused_from": "",
+                    **billing.release_hold(operation=operation),
+                },
+                only_from={operation.state},
+            )
+        if operation.dispatch_status != DispatchStatus.ACKNOWLEDGED:
+            raise NotCancellable(f"Operation {operation_id} is being reconciled; try again later")
+        if operation.state == S.PAUSED:
+            raise NotCancellable(
+                f"Operation {operation_id} was paused by staff while generating; staff resume "
+                "or cancel it"
+            )
+    # Acknowledged (waiting, or paused after it): the backend decides, no lock across the call.
+    try:
+        response = (client or backend()).cancel(operation.backend_response_id)
+    except (NotSent, OutcomeUnknown, Refused) as exc:
+        raise NotCancellable(f"The backend could not be asked to cancel: {exc}") from None
+    _finish(operation, response, actor)
+    return Operation.objects.get(pk=operation.pk)
 
 
 def _touch(operation_id, **changes: Any) -> bool:

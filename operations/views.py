@@ -1,13 +1,16 @@
 from __future__ import annotations
 
 import uuid
+from urllib.parse import urlsplit, urlunsplit
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -15,7 +18,16 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from core.api import ApiView, InvalidInput, NotFound, PaymentRequired, Unprocessable
+from core.api import (
+    ApiError,
+    ApiView,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PaymentRequired,
+    Unprocessable,
+)
+from core.formats import rfc3339
 from core.lifecycle import IllegalTransition
 from core.timeline import render_timeline
 from operations import contract
@@ -27,9 +39,60 @@ from operations.serializers import operation_status_payload, quote_payload
 from operations.services import (
     AdmissionError,
     InsufficientCredits,
+    NotCancellable,
+    operation_cancel_by_owner,
     operation_submit,
     quote_create,
 )
+
+
+class Gone(ApiError):
+    status_code = status.HTTP_410_GONE
+    default_code = "gone"
+
+
+def _owned(request: Request, operation_id: str) -> Operation:
+    """The caller's operation, or 404: a malformed id and another owner's operation answer
+    exactly like a missing one."""
+    try:
+        pk = uuid.UUID(operation_id)
+    except ValueError:
+        raise NotFound(f"Operation not found: {operation_id}") from None
+    operation = (
+        Operation.objects.select_related("quote")
+        .prefetch_related("components")
+        .filter(pk=pk, owner=request.user)
+        .first()
+    )
+    if operation is None:
+        raise NotFound(f"Operation not found: {operation_id}")
+    return operation
+
+
+def request_channel(request: Request) -> str:
+    """Which channel an operation came through, from the bearer token, never from the body:
+    a token issued for the MCP server (its RFC 8707 audience names MCP_RESOURCE_URL) is an
+    MCP call, any other an API call. An API caller cannot make one channel look like the
+    other, since the audience is fixed when the token is issued."""
+    # oauth.policy.canonical's comparison (scheme and host lowercased, no trailing slash);
+    # operations may not import oauth (a sibling on its layer), and this is all it needs.
+    mcp = _canonical(settings.MCP_RESOURCE_URL)
+    audiences = getattr(request.auth, "resource", None) or ()
+    return (
+        Channel.MCP
+        if any(isinstance(a, str) and _canonical(a) == mcp for a in audiences)
+        else Channel.API
+    )
+
+
+def _canonical(uri: str) -> str:
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return ""
+    return urlunsplit(
+        (parts.scheme.lower(), parts.netloc.lower(), parts.path.rstrip("/"), parts.query, "")
+    )
 
 
 class OperationStatusView(ApiView):
@@ -45,20 +108,68 @@ class OperationStatusView(ApiView):
         "work until the result is ready.",
     )
     def get(self, request: Request, operation_id: str) -> Response:
+        return Response(operation_status_payload(_owned(request, operation_id)))
+
+
+class OperationCancelView(ApiView):
+    required_scopes = ["operations:write"]
+
+    @extend_schema(
+        operation_id="tong_operation_cancel",
+        request=None,
+        responses={
+            200: OpenApiTypes.OBJECT,
+            404: OpenApiResponse(description="Operation not found: <id>"),
+            409: OpenApiResponse(description="Not cancellable in its state (detail says why)"),
+        },
+        description="Cancel a queued, waiting, paused or needs_review operation; the hold is "
+        "released.",
+    )
+    def post(self, request: Request, operation_id: str) -> Response:
+        operation = _owned(request, operation_id)
         try:
-            pk = uuid.UUID(operation_id)
-        except ValueError:
-            raise NotFound(f"Operation not found: {operation_id}") from None
-        # Another owner's operation answers exactly like a missing one.
-        operation = (
-            Operation.objects.select_related("quote")
-            .prefetch_related("components")
-            .filter(pk=pk, owner=request.user)
-            .first()
+            operation = operation_cancel_by_owner(operation_id=operation.pk, owner=request.user)
+        except NotCancellable as exc:
+            raise Conflict(str(exc), code="not_cancellable") from None
+        except IllegalTransition as exc:  # it moved meanwhile
+            raise Conflict(
+                f"Operation {operation_id} is {exc.current} now", code="not_cancellable"
+            ) from None
+        return Response(operation_status_payload(Operation.objects.get(pk=operation.pk)))
+
+
+class OperationResultView(ApiView):
+    required_scopes = ["operations:read"]
+
+    @extend_schema(
+        operation_id="tong_operation_result",
+        responses={
+            200: OpenApiTypes.OBJECT,
+            404: OpenApiResponse(description="Operation not found: <id>"),
+            410: OpenApiResponse(description="The result expired at detail_expires_at"),
+        },
+        description="The generated output, kept until detail_expires_at.",
+    )
+    def get(self, request: Request, operation_id: str) -> Response:
+        operation = _owned(request, operation_id)
+        if operation.detail_expired or (
+            operation.detail_expires_at is not None
+            and operation.detail_expires_at <= timezone.now()
+        ):
+            raise Gone(
+                f"The result of operation {operation.pk} expired at "
+                f"{rfc3339(operation.detail_expires_at)}; it is no longer kept",
+                code="result_expired",
+            )
+        return Response(
+            {
+                "operation_id": str(operation.pk),
+                "state": operation.state,
+                "ready": operation.state == State.SUCCEEDED,
+                "result": operation.result,
+                "detail_expires_at": rfc3339(operation.detail_expires_at),
+            }
         )
-        if operation is None:
-            raise NotFound(f"Operation not found: {operation_id}")
-        return Response(operation_status_payload(operation))
 
 
 class OperationSubmitView(ApiView):
@@ -79,22 +190,32 @@ class OperationSubmitView(ApiView):
         quote_id = data.get("quote_id")
         if quote_id is None and data.get("input") is None:
             raise InvalidInput({"input": ["required unless a quote_id brings the submit value"]})
+        channel = request_channel(request)
+        if data.get("channel") not in (None, channel):
+            raise InvalidInput(
+                {"channel": [f"is {channel}: the token this call came with sets it"]}
+            )
         try:
             operation = operation_submit(
                 owner=request.user,
                 application=request.auth.application,
                 tool=data["tool"],
                 category=data["category"],
-                channel=data.get("channel", Channel.API),
+                channel=channel,
                 model=data.get("model"),
                 input_text=data.get("input"),
                 quote_id=None if quote_id is None else uuid.UUID(quote_id),
+                idempotency_key=data.get("idempotency_key"),
             )
         except InsufficientCredits as exc:
             raise PaymentRequired(str(exc)) from None
         except AdmissionError as exc:
             raise Unprocessable(str(exc), code=exc.code) from None
-        return Response(operation_status_payload(operation), status=status.HTTP_202_ACCEPTED)
+        # A repeat of a start (same idempotency key) is the same operation, as it is now.
+        return Response(
+            operation_status_payload(operation),
+            status=status.HTTP_200_OK if operation.repeated else status.HTTP_202_ACCEPTED,
+        )
 
 
 class QuoteCreateView(ApiView):
@@ -123,7 +244,10 @@ class QuoteCreateView(ApiView):
             )
         except AdmissionError as exc:
             raise Unprocessable(str(exc), code=exc.code) from None
-        return Response(quote_payload(quote), status=status.HTTP_201_CREATED)
+        return Response(
+            {**quote_payload(quote), "breakdown": quote.breakdown},
+            status=status.HTTP_201_CREATED,
+        )
 
 
 @staff_member_required

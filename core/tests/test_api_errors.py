@@ -94,7 +94,7 @@ CASES = {
         "insufficient_credits",
     ),
     "operations 403": (
-        lambda c: call(c, "post", "/api/v1/operations/quotes", {}, token="narrow"),
+        lambda c: call(c, "post", "/api/v1/quotes", {}, token="narrow"),
         "insufficient_scope",
     ),
     "operations 404": (lambda c: call(c, "get", "/api/v1/operations/nope"), "not_found"),

@@ -87,6 +87,7 @@ def test_the_metadata_lists_the_scopes_and_the_401_names_the_first_ones(http_ser
         "agent:dm_read",
         "agent:dm_write",
         "operations:read",
+        "operations:write",
     }
     # No credentials at all: no error code (RFC 6750 §3.1), but where to go and what to ask.
     assert bare.status_code == 401

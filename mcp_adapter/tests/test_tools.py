@@ -35,7 +35,15 @@ CORE = {
     "card_unfreeze",
     "card_limit",
 }
-FULL = CORE | {"sosoapi_dm_actions_status", "sosoapi_dm_actions_send", "tong_operation_status"}
+FULL = CORE | {
+    "sosoapi_dm_actions_status",
+    "sosoapi_dm_actions_send",
+    "tong_operation_status",
+    "tong_operation_quote",
+    "tong_operation_start",
+    "tong_operation_cancel",
+    "tong_operation_result",
+}
 
 
 async def _tools(server):

@@ -168,3 +168,92 @@ def test_the_typescript_sdk_client_reads_calls_and_follows_an_action(
     updated = lines[-1]
     assert updated["uri"] == action.resource_uri
     assert json.loads(updated["contents"][0]["text"])["status"] == "rejected"
+
+
+def test_the_typescript_sdk_client_quotes_starts_and_follows_an_operation_through_review(
+    live_server, settings, events_dir, mcp_resource, user, application, make_token, staff_user
+):
+    """Quote and start with the TS client (its SDK checks both answers against the tools'
+    outputSchemas), then it follows tong://operation/{id} while staff approve in the console."""
+    from decimal import Decimal
+
+    from console.moves import MOVES, apply_move
+    from operations import billing
+    from operations.models import Operation
+    from operations.services import quote_create
+
+    if not SUITE.exists():
+        pytest.fail("mcp_adapter/conformance/node_modules is missing: run `make deps`")
+    settings.OPERATIONS_REVIEW_RULES = ["category:reviewed"]
+    billing.wallet_grant(owner=user, amount=Decimal("10"), note="test grant")
+    quote = quote_create(owner=user, tool="text-gen", submit_field="p", submit_value="hello")
+    key = str(uuid.uuid4())
+    token = make_token(user, application, scope="operations:read operations:write")
+    port = urlsplit(mcp_resource).port
+    settings.MCP_API_URL = live_server.url
+    settings.MCP_ALLOWED_ORIGINS = [f"http://127.0.0.1:{port}"]
+    server = PicnicMCP(http=True, output_schemas=True, api=PicnicApi(live_server.url))
+    start = {"tool": "text-gen", "category": "reviewed", "quote_id": str(quote.pk)}
+    calls = [
+        ["tong_operation_quote", {"tool": "text-gen", "submit_field": "p", "submit_value": "x"}],
+        ["tong_operation_start", {**start, "idempotency_key": key}],
+        ["tong_operation_start", {**start, "idempotency_key": key}],
+    ]
+    # The start's id is the idempotency key's operation: made here first, so the script can
+    # subscribe to it (the TS client's repeat of the key returns it).
+    from operations.services import operation_submit
+
+    operation = operation_submit(
+        owner=user,
+        application=application,
+        tool="text-gen",
+        category="reviewed",
+        channel="mcp",
+        quote_id=quote.pk,
+        idempotency_key=key,
+    )
+    uri = f"tong://operation/{operation.pk}"
+    with HttpServer(server, port) as http:
+        process = subprocess.Popen(
+            [str(NODE), "client.mjs"],
+            cwd=NPM_DIR,
+            env={
+                **os.environ,
+                "MCP_URL": http.url,
+                "MCP_TOKEN": token.token,
+                "MCP_CALLS": json.dumps(calls),
+                "MCP_SUBSCRIBE": uri,
+            },
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        lines = read_lines(process, "subscribed", deadline)
+        outcome = apply_move(
+            move=MOVES["operation:approve"],
+            key=f"operation:{operation.pk}",
+            entity=Operation.objects.get(pk=operation.pk),
+            user=staff_user,
+            note="fine",
+            extra={},
+        )
+        assert outcome.ok, outcome.text
+        lines += read_lines(process, "updated", deadline)
+        assert process.wait(timeout=10) == 0, process.stderr.read()[-3000:]
+
+    tools = {t["name"]: t for t in lines[1]["tools"]}
+    quoted, first, repeat = [line for line in lines if line["event"] == "call"]
+    for result in (quoted, first, repeat):
+        assert "thrown" not in result and not result.get("isError"), result
+        jsonschema.validate(result["structuredContent"], tools[result["tool"]]["outputSchema"])
+    assert quoted["structuredContent"]["breakdown"]["total_credits"]
+    assert (
+        first["structuredContent"]["id"] == repeat["structuredContent"]["id"] == str(operation.pk)
+    )
+    assert first["structuredContent"]["channel"] == "mcp"
+    updated = lines[-1]
+    assert updated["uri"] == uri
+    assert json.loads(updated["contents"][0]["text"])["state"] == "queued"
+    assert Operation.objects.filter(owner=user).count() == 1
+    assert billing.invariants(Operation.objects.get(pk=operation.pk)) == []

@@ -379,7 +379,14 @@ def test_a_backend_problem_bumps_updated_at_and_is_published(
     after = Operation.objects.get(pk=op.pk)
     assert "could not connect" in after.last_error
     assert after.updated_at > before.updated_at and after.state == "waiting"
-    assert published == [{"lifecycle": "operation", "id": str(op.pk), "status": "waiting"}]
+    assert published == [
+        {
+            "lifecycle": "operation",
+            "id": str(op.pk),
+            "status": "waiting",
+            "uri": f"tong://operation/{op.pk}",
+        }
+    ]
     assert history_statuses(op) == ["queued", "waiting"]  # not a transition
 
     # The same problem again changes nothing visible: no write, no event.
@@ -400,7 +407,12 @@ def test_the_dispatch_start_and_the_purge_are_published(
         assert operation_dispatch(operation_id=op.pk) == "retry"
     retried = Operation.objects.get(pk=op.pk)
     assert retried.dispatch_started_at is not None and "could not connect" in retried.last_error
-    event = {"lifecycle": "operation", "id": str(op.pk), "status": "queued"}
+    event = {
+        "lifecycle": "operation",
+        "id": str(op.pk),
+        "status": "queued",
+        "uri": f"tong://operation/{op.pk}",
+    }
     assert published == [event, event]  # the dispatch started; then the backend problem
     assert history_statuses(op) == ["queued"]
 
@@ -408,5 +420,12 @@ def test_the_dispatch_start_and_the_purge_are_published(
     published.clear()
     with django_capture_on_commit_callbacks(execute=True):
         assert operations_expire_details(now=done.detail_expires_at + timedelta(seconds=1)) == 1
-    assert published == [{"lifecycle": "operation", "id": str(done.pk), "status": "succeeded"}]
+    assert published == [
+        {
+            "lifecycle": "operation",
+            "id": str(done.pk),
+            "status": "succeeded",
+            "uri": f"tong://operation/{done.pk}",
+        }
+    ]
     assert Operation.objects.get(pk=done.pk).updated_at > done.updated_at

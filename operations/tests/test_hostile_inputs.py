@@ -22,7 +22,7 @@ def _counts():
 def test_a_quote_refuses_max_output_tokens_out_of_range(funded, ops_token, api, value):
     before = _counts()
     body = {**QUOTE, "configuration": {"max_output_tokens": value}}
-    response = api("post", "operations/quotes", ops_token, body)
+    response = api("post", "quotes", ops_token, body)
     assert response.status_code == 400, response.content
     assert response.json()["code"] == "invalid_input"
     assert list(response.json()["errors"]) == ["configuration.max_output_tokens"]
@@ -34,7 +34,7 @@ def test_a_quote_refuses_a_number_that_is_not_finite(funded, ops_token, client):
     raw = '{"tool": "image", "submit_field": "prompt", "submit_value": "a cat", '
     raw += '"configuration": {"max_output_tokens": 1e400}}'  # parses to inf
     response = client.post(
-        "/api/v1/operations/quotes",
+        "/api/v1/quotes",
         raw,
         content_type="application/json",
         HTTP_AUTHORIZATION=f"Bearer {ops_token.token}",
@@ -67,7 +67,7 @@ def test_a_submission_refuses_what_the_columns_cannot_hold(funded, ops_token, ap
 
 def test_a_quote_configuration_cannot_carry_nul_anywhere(funded, ops_token, api):
     body = {**QUOTE, "configuration": {"style": {"a\x00": 1}}}
-    response = api("post", "operations/quotes", ops_token, body)
+    response = api("post", "quotes", ops_token, body)
     assert response.status_code == 400
     assert response.json()["errors"] == {
         "configuration.style": ["a key must not contain NUL characters (U+0000)"]

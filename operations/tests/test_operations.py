@@ -353,11 +353,12 @@ def test_the_api_submits_and_reports_with_the_seed_schema(backend_server, funded
         "post",
         "operations",
         ops_token,
-        {"tool": "text-gen", "category": "writing", "channel": "mcp", "input": "Hello"},
+        {"tool": "text-gen", "category": "writing", "input": "Hello"},
     )
     assert response.status_code == 202
     body = response.json()
-    assert body["channel"] == "mcp" and body["state"] == "queued"
+    # A token with no MCP audience is an API call (the channel comes from the token).
+    assert body["channel"] == "api" and body["state"] == "queued"
     status = api("get", f"operations/{body['id']}", ops_token)
     assert status.status_code == 200
     assert not list(VALIDATOR.iter_errors(status.json()))
@@ -413,7 +414,7 @@ def test_the_status_needs_operations_read(funded, user, application, make_token,
 def test_a_quote_over_the_api(funded, ops_token, api):
     response = api(
         "post",
-        "operations/quotes",
+        "quotes",
         ops_token,
         {
             "tool": "text-gen",

@@ -60,7 +60,7 @@ def _existing_action_id(user, application) -> str:
         ("get", f"/api/v1/operations/{uuid.uuid4()}", None),
         (
             "post",
-            "/api/v1/operations/quotes",
+            "/api/v1/quotes",
             {"tool": "t", "submit_field": "f", "submit_value": "v"},
         ),
         ("post", "/api/v1/operations", {"tool": "t", "category": "c", "input": "x"}),

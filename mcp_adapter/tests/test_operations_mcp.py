@@ -1,0 +1,456 @@
+"""Generation operations over MCP on real streamable HTTP with the official Python SDK client:
+quote, start as a Task, needs_review, approval through the console's staff move, succeeded,
+result; cancel with the hold released; the refusals that hold nothing; a lost acknowledgement
+reported as reconciling; every status answer checked against the seed with a date-time
+checker that checks."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any, ClassVar, Literal
+
+import pytest
+from django.utils import timezone
+from jsonschema import Draft7Validator, FormatChecker
+
+from chain.stack import free_port
+from console.moves import MOVES, apply_move
+from mcp_adapter.models import McpTask
+from mcp_adapter.tests.conftest import run
+from operations import billing
+from operations.backends.local_openai import LocalResponsesServer
+from operations.contract import OPERATION_STATUS_SCHEMA, QUOTE_SCHEMA, RESULT_SCHEMA
+from operations.models import LedgerEntry, Operation, Quote, State, Wallet
+from operations.services import operations_process_due
+
+pytestmark = pytest.mark.django_db(transaction=True)
+EXTENSION = "io.modelcontextprotocol/tasks"
+SCOPES = "operations:read operations:write"
+CHECKER = FormatChecker()
+STATUS = Draft7Validator(OPERATION_STATUS_SCHEMA, format_checker=CHECKER)
+
+
+def test_the_date_time_checker_checks():
+    # Without rfc3339-validator installed jsonschema lets any string through as date-time.
+    assert not CHECKER.conforms("2026-13-45T99:00:00Z", "date-time")
+    assert CHECKER.conforms("2026-10-22T09:00:00Z", "date-time")
+    bad = {"type": "string", "format": "date-time"}
+    assert list(Draft7Validator(bad, format_checker=CHECKER).iter_errors("yesterday"))
+
+
+def seed_valid(body: dict[str, Any]) -> dict[str, Any]:
+    errors = [e.message for e in STATUS.iter_errors(body)]
+    assert errors == [], errors
+    return body
+
+
+@pytest.fixture
+def backend(settings):
+    with LocalResponsesServer(api_key="k", work_seconds=0.2) as server:
+        settings.OPERATIONS_BACKEND_URL = server.url
+        settings.OPERATIONS_BACKEND_API_KEY = "k"
+        settings.OPERATIONS_BACKEND_TIMEOUT_SECONDS = 1.0
+        settings.OPERATIONS_POLL_SECONDS = 0.0
+        settings.OPERATIONS_REVIEW_RULES = ["category:reviewed"]
+        yield server
+
+
+@pytest.fixture
+def agent(user, application, make_token):
+    billing.wallet_grant(owner=user, amount=Decimal("100"), note="test grant")
+    return make_token(user, application, scope=SCOPES)
+
+
+def sdk(url: str, token: str, *calls, tasks=None):
+    """Run `calls` ((tool, arguments) pairs) with the official SDK client over streamable HTTP;
+    `tasks`: a ClientExtension that resolves task handles (the start as a Task)."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def main():
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as http_client:
+            transport = streamable_http_client(url, http_client=http_client)
+            extensions = [tasks] if tasks else []
+            async with Client(transport, extensions=extensions) as client:
+                return [await client.call_tool(name, arguments) for name, arguments in calls]
+
+    return run(main)
+
+
+def task_extension(seen: list[dict[str, Any]]):
+    """The SDK's extension hook driving tasks/get until the task ends (as in test_tasks)."""
+    import anyio
+    import mcp_types as types
+    from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+    from pydantic import Field, TypeAdapter
+
+    class TaskHandle(types.Result):
+        result_type: Literal["task"] = Field(alias="resultType")
+        task_id: str = Field(alias="taskId")
+        status: str
+
+    class GetTask(types.Request):
+        name_param: ClassVar[str | None] = "taskId"
+        method: Literal["tasks/get"] = "tasks/get"
+        params: dict[str, Any]
+
+    async def resolve(handle: TaskHandle, ctx: ClaimContext) -> types.CallToolResult:
+        while True:
+            task = await ctx.session.send_request(
+                GetTask(params={"taskId": handle.task_id}), TypeAdapter(dict[str, Any])
+            )
+            seen.append(task)
+            if task["status"] in ("completed", "failed", "cancelled"):
+                return types.CallToolResult.model_validate(task["result"])
+            await anyio.sleep(0.05)
+
+    class Tasks(ClientExtension):
+        identifier = EXTENSION
+
+        def claims(self):
+            return [ResultClaim(result_type="task", model=TaskHandle, resolve=resolve)]
+
+    return Tasks()
+
+
+def quote_args(text: str = "Write a haiku about picnics") -> dict[str, Any]:
+    return {
+        "tool": "text-gen",
+        "submit_field": "prompt",
+        "submit_value": text,
+        "configuration": {"max_output_tokens": 200},
+    }
+
+
+def start_args(quote_id: str, category: str = "reviewed", key: str | None = None) -> dict:
+    return {
+        "tool": "text-gen",
+        "category": category,
+        "quote_id": quote_id,
+        "idempotency_key": key or str(uuid.uuid4()),
+    }
+
+
+def worker_until(operation_filter, *, until: set[str], timeout: float = 20) -> Operation:
+    """The beat's work (real services against the local backend) until the operation ends."""
+    deadline = time.monotonic() + timeout
+    while True:
+        operation = Operation.objects.filter(**operation_filter).first()
+        if operation is not None and operation.state in until:
+            return operation
+        assert time.monotonic() < deadline, operation and operation.state
+        operations_process_due()
+        time.sleep(0.05)
+
+
+def test_quote_start_as_a_task_review_approval_succeeded_result(
+    http_server, backend, agent, user, staff_user
+):
+    seen: list[dict[str, Any]] = []
+    reviewed = threading.Event()
+
+    def staff_and_worker():
+        # Staff approve in the console once the agent has seen the task wait for a reviewer.
+        deadline = time.monotonic() + 20
+        while not any("Waiting for a reviewer" in t.get("statusMessage", "") for t in seen):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        operation = Operation.objects.get(owner=user)
+        outcome = apply_move(
+            move=MOVES["operation:approve"],
+            key=f"operation:{operation.pk}",
+            entity=operation,
+            user=staff_user,
+            note="fine to run",
+            extra={},
+        )
+        assert outcome.ok, outcome.text
+        reviewed.set()
+        worker_until({"pk": operation.pk}, until={State.SUCCEEDED, State.FAILED})
+
+    with http_server(SOSOAPI_OUTPUT_SCHEMAS="1") as http:
+        (quote,) = sdk(http.url, agent.token, ("tong_operation_quote", quote_args()))
+        assert quote.is_error is False, quote.content
+        body = quote.structured_content
+        assert not list(Draft7Validator(QUOTE_SCHEMA, format_checker=CHECKER).iter_errors(body))
+        assert body["breakdown"]["total_credits"] == body["quoted_credits"]
+        assert body["breakdown"]["max_output_tokens"] == 200
+
+        thread = threading.Thread(target=staff_and_worker)
+        thread.start()
+        (started,) = sdk(
+            http.url,
+            agent.token,
+            ("tong_operation_start", start_args(body["id"])),
+            tasks=task_extension(seen),
+        )
+        thread.join()
+        assert reviewed.is_set()
+        assert started.is_error is False, started.content
+        final = seed_valid(started.structured_content)
+        assert final["state"] == "succeeded" and final["channel"] == "mcp"
+        messages = [t["statusMessage"] for t in seen]
+        assert any("review required by category:reviewed" in m for m in messages)
+        assert seen[-1]["status"] == "completed"
+
+        operation_id = final["id"]
+        status, result = sdk(
+            http.url,
+            agent.token,
+            ("tong_operation_status", {"operation_id": operation_id}),
+            ("tong_operation_result", {"operation_id": operation_id}),
+        )
+    seed_valid(status.structured_content)
+    assert not list(
+        Draft7Validator(RESULT_SCHEMA, format_checker=CHECKER).iter_errors(
+            result.structured_content
+        )
+    )
+    assert result.structured_content["ready"] is True
+    assert result.structured_content["result"]["output_text"]
+    operation = Operation.objects.get(pk=operation_id)
+    assert operation.channel == "mcp" and str(operation.quote_id) == body["id"]
+    assert operation.held_credits == Decimal(body["quoted_credits"])
+    assert billing.invariants(operation) == []
+    assert billing.wallet_invariants(Wallet.objects.get(owner=user)) == []
+    history = list(operation.history.order_by("timestamp", "id").values_list("status", flat=True))
+    assert history[:3] == ["queued", "needs_review", "queued"] and history[-1] == "succeeded"
+    task = McpTask.objects.get(entity_id=operation.pk)
+    assert task.kind == "operation" and task.status == "completed"
+
+
+def test_cancel_in_review_releases_the_hold(http_server, backend, agent, user):
+    with http_server(SOSOAPI_OUTPUT_SCHEMAS="1") as http:
+        (quote,) = sdk(http.url, agent.token, ("tong_operation_quote", quote_args()))
+        quote_id = quote.structured_content["id"]
+        (started,) = sdk(http.url, agent.token, ("tong_operation_start", start_args(quote_id)))
+        op = seed_valid(started.structured_content)
+        assert op["state"] == "needs_review"
+        assert Wallet.objects.get(owner=user).held_credits == Decimal(
+            quote.structured_content["quoted_credits"]
+        )
+        cancelled, again, result = sdk(
+            http.url,
+            agent.token,
+            ("tong_operation_cancel", {"operation_id": op["id"]}),
+            ("tong_operation_cancel", {"operation_id": op["id"]}),
+            ("tong_operation_result", {"operation_id": op["id"]}),
+        )
+    body = seed_valid(cancelled.structured_content)
+    assert body["state"] == "cancelled" and body["billing"]["status"] == "released"
+    assert again.is_error is True
+    assert "is cancelled; only a queued, waiting, paused" in again.content[0].text
+    assert result.structured_content["ready"] is False
+    wallet = Wallet.objects.get(owner=user)
+    assert wallet.held_credits == 0 and wallet.available_credits == Decimal("100")
+    assert LedgerEntry.objects.filter(operation_id=op["id"], kind="release").count() == 1
+    assert billing.invariants(Operation.objects.get(pk=op["id"])) == []
+
+
+def test_start_refusals_hold_nothing_and_a_repeat_returns_the_same_operation(
+    http_server, backend, agent, user, other_user, settings
+):
+    held_before = Wallet.objects.get(owner=user).held_credits
+    foreign = Quote.objects.create(
+        owner=other_user,
+        tool="text-gen",
+        submit_field="prompt",
+        submit_value="x",
+        quoted_credits=Decimal("1"),
+        expires_at=timezone.now() + timedelta(minutes=5),
+    )
+    with http_server(SOSOAPI_OUTPUT_SCHEMAS="1") as http:
+        (q1, q2, q3) = sdk(
+            http.url,
+            agent.token,
+            ("tong_operation_quote", quote_args()),
+            ("tong_operation_quote", quote_args()),
+            (
+                "tong_operation_quote",
+                {**quote_args(), "configuration": {"max_output_tokens": 999999}},
+            ),
+        )
+        expired_id, used_id, costly_id = (q.structured_content["id"] for q in (q1, q2, q3))
+        Quote.objects.filter(pk=expired_id).update(expires_at=timezone.now() - timedelta(seconds=1))
+        # The price changes after the quote: the quote still holds its own price.
+        quoted = Decimal(q2.structured_content["quoted_credits"])
+        settings.OPERATIONS_PRICES = {k: "999" for k in settings.OPERATIONS_PRICES}
+        key = str(uuid.uuid4())
+        calls = [
+            ("tong_operation_start", start_args(expired_id)),
+            ("tong_operation_start", start_args(str(foreign.pk))),
+            ("tong_operation_start", start_args(costly_id)),
+            ("tong_operation_start", start_args(used_id, category="plain", key=key)),
+            ("tong_operation_start", start_args(used_id, category="plain", key=key)),
+            ("tong_operation_start", start_args(used_id, category="plain")),
+            ("tong_operation_start", {**start_args(used_id), "quote_id": "not-a-uuid"}),
+            ("tong_operation_start", {"tool": "text-gen", "category": "c", "quote_id": used_id}),
+            ("tong_operation_quote", {**quote_args(), "configuration": {"max_output_tokens": 0}}),
+        ]
+        answers = sdk(http.url, agent.token, *calls)
+    expired, foreign_a, costly, first, repeat, used, bad_id, no_key, bad_quote = answers
+    assert expired.is_error and "expired at" in expired.content[0].text
+    assert foreign_a.is_error and f"Quote not found: {foreign.pk}" in foreign_a.content[0].text
+    assert costly.is_error and "needs a hold of" in costly.content[0].text
+    assert first.is_error is False and repeat.is_error is False
+    assert first.structured_content["id"] == repeat.structured_content["id"]
+    assert used.is_error and "was already used" in used.content[0].text
+    assert bad_id.is_error and "quote_id" in bad_id.content[0].text
+    assert no_key.is_error and "idempotency_key" in no_key.content[0].text
+    assert bad_quote.is_error and "max_output_tokens" in bad_quote.content[0].text
+    # One operation, holding the quoted price, not the new one.
+    (operation,) = Operation.objects.filter(owner=user)
+    assert operation.held_credits == quoted and operation.idempotency_key == key
+    wallet = Wallet.objects.get(owner=user)
+    assert wallet.held_credits == held_before + quoted
+    assert billing.wallet_invariants(wallet) == []
+
+
+def test_a_lost_acknowledgement_is_reported_as_reconciling_until_the_backend_answers(
+    http_server, backend, agent, user, settings
+):
+    seen: list[dict[str, Any]] = []
+
+    def worker():
+        worker_until({"owner": user}, until={State.RECONCILING})
+        deadline = time.monotonic() + 20
+        while not any("Reconciling a lost acknowledgement" in t["statusMessage"] for t in seen):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        # The backend is down now: the operation stays reconciling, the agent keeps waiting.
+        settings.OPERATIONS_BACKEND_URL = f"http://127.0.0.1:{free_port()}"
+        for _ in range(3):
+            operations_process_due()
+        stuck = Operation.objects.get(owner=user)
+        assert stuck.state == State.RECONCILING and "could not connect" in stuck.last_error
+        seen_before = len(seen)
+        deadline = time.monotonic() + 20
+        while len(seen) < seen_before + 2:  # the agent polls on, and still reads reconciling
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert seen[-1]["status"] == "working"
+        assert "Reconciling" in seen[-1]["statusMessage"]
+        settings.OPERATIONS_BACKEND_URL = backend.url  # it is back: the operation ends
+        worker_until({"owner": user}, until={State.SUCCEEDED, State.FAILED})
+
+    with http_server() as http:
+        (quote,) = sdk(http.url, agent.token, ("tong_operation_quote", quote_args("[lose-ack] go")))
+        thread = threading.Thread(target=worker)
+        thread.start()
+        (started,) = sdk(
+            http.url,
+            agent.token,
+            ("tong_operation_start", start_args(quote.structured_content["id"], category="plain")),
+            tasks=task_extension(seen),
+        )
+        thread.join()
+    assert seed_valid(started.structured_content)["state"] == "succeeded"
+    operation = Operation.objects.get(owner=user)
+    assert "reconciling" in operation.history.order_by("timestamp", "id").values_list(
+        "status", flat=True
+    )
+    assert len(backend.responses) == 1  # sent twice under one key, generated once
+    assert billing.invariants(operation) == []
+
+
+def test_a_subscriber_to_the_operation_hears_every_state_change(
+    make_server, agent, user, staff_user, settings, other_user, application, make_token
+):
+    import json
+
+    import anyio
+    import mcp_types as types
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    from operations.decisions import operation_review_decide
+    from operations.services import operation_cancel_by_owner, operation_dispatch, quote_create
+
+    settings.OPERATIONS_REVIEW_RULES = ["category:reviewed"]
+    quote = quote_create(owner=user, tool="text-gen", submit_field="p", submit_value="Hi")
+    from operations.services import operation_submit
+
+    operation = operation_submit(
+        owner=user,
+        application=application,
+        tool="text-gen",
+        category="reviewed",
+        channel="mcp",
+        quote_id=quote.pk,
+    )
+    uri = f"tong://operation/{operation.pk}"
+    received: list[str] = []
+
+    async def on_message(message):
+        if isinstance(message, types.ResourceUpdatedNotification):
+            received.append(str(message.params.uri))
+
+    def moves():
+        operation_review_decide(
+            operation_id=operation.pk, staff_user=staff_user, approve=True, note="ok"
+        )
+        with LocalResponsesServer(api_key="k", work_seconds=3600) as backend:
+            settings.OPERATIONS_BACKEND_URL, settings.OPERATIONS_BACKEND_API_KEY = backend.url, "k"
+            assert operation_dispatch(operation_id=operation.pk) == "waiting"
+            operation_cancel_by_owner(operation_id=operation.pk, owner=user)
+
+    server = make_server(agent.token)
+
+    async def body():
+        async with server.event_pump():
+            async with Client(server, mode="legacy", message_handler=on_message) as client:
+                read = await client.read_resource(uri)
+                assert json.loads(read.contents[0].text)["state"] == "needs_review"
+                await client.subscribe_resource(uri)
+                await anyio.to_thread.run_sync(moves)
+                # queued (approved), dispatch started, waiting, cancelled.
+                with anyio.fail_after(5):
+                    while len(received) < 4:
+                        await anyio.sleep(0.05)
+
+    run(body)
+    assert set(received) == {uri} and len(received) >= 4
+    assert Operation.objects.get(pk=operation.pk).state == State.CANCELLED
+
+    intruder = make_token(other_user, application, scope=SCOPES)
+
+    async def foreign():
+        async with Client(make_server(intruder.token), mode="legacy") as client:
+            with pytest.raises(MCPError) as raised:
+                await client.subscribe_resource(uri)
+            return str(raised.value)
+
+    assert f"Operation not found: {operation.pk}" in run(foreign)
+
+
+def test_a_2025_11_25_task_start_waits_for_review_and_tasks_cancel_releases_the_hold(
+    http_server, backend, agent, user
+):
+    from mcp_adapter.tests.test_tasks import LEGACY, HttpRpc
+
+    with http_server() as http:
+        rpc = HttpRpc(http.url, agent.token, LEGACY)
+        tools = {t["name"]: t for t in rpc.call("tools/list")["result"]["tools"]}
+        assert tools["tong_operation_start"]["execution"] == {"taskSupport": "optional"}
+        quote = rpc.call("tools/call", {"name": "tong_operation_quote", "arguments": quote_args()})
+        quote_id = quote["result"]["structuredContent"]["id"]
+        created = rpc.call(
+            "tools/call",
+            {"name": "tong_operation_start", "arguments": start_args(quote_id), "task": {}},
+        )["result"]["task"]
+        assert created["status"] == "working"
+        assert created["statusMessage"].startswith("Waiting for a reviewer")
+        assert Wallet.objects.get(owner=user).held_credits > 0
+        cancelled = rpc.call("tasks/cancel", {"taskId": created["taskId"]})["result"]
+        assert cancelled["status"] == "cancelled"
+        result = rpc.call("tasks/result", {"taskId": created["taskId"]})["result"]
+    body = seed_valid(result["structuredContent"])
+    assert body["state"] == "cancelled" and body["billing"]["status"] == "released"
+    assert Wallet.objects.get(owner=user).held_credits == 0
+    assert billing.invariants(Operation.objects.get(pk=body["id"])) == []
