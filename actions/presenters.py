@@ -196,13 +196,28 @@ def entry_payload(entry, transfers: list, ours: set[str]) -> dict:
     params = action.params if action else {}
     if entry.kind == HistoryKind.SWAP:
         received = [f for f in flows if f["direction"] == "in"]
+        received_amount = received[0]["formattedAmount"] if received else None
+        leg = getattr(action, "bridge_leg", None) if action else None
+        if leg is not None:
+            # Cross-chain: what arrived is the destination leg's (on the other chain), and only
+            # when it is the asset asked for (a refund or another token is not "received").
+            done = leg.status == "DONE" and leg.substatus == "COMPLETED"
+            received_amount = leg.received_amount if done else None
+            if leg.receiving_tx_hash:
+                body["receipts"].append(
+                    {
+                        "chainId": leg.receiving_chain_id,
+                        "caip2": f"eip155:{leg.receiving_chain_id}",
+                        "txHash": leg.receiving_tx_hash.lower(),
+                    }
+                )
         body["swap"] = {
             "fromAssetId": params.get("from_asset_id"),
             "toAssetId": params.get("to_asset_id"),
             "fromAmount": params.get("amount"),
             "toAmountQuoted": params.get("to_amount"),
             "toAmountMin": params.get("to_amount_min"),
-            "toAmountReceived": received[0]["formattedAmount"] if received else None,
+            "toAmountReceived": received_amount,
             "provider": params.get("provider"),
             "slippagePercent": params.get("slippage"),
             "crossChain": bool(params.get("cross_chain")),

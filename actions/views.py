@@ -36,6 +36,7 @@ from actions.presenters import (
     transactions_page,
 )
 from actions.providers.gnosis_pay import Unavailable as GnosisPayUnavailable
+from actions.providers.lifi import ProviderUnavailable as SwapProviderUnavailable
 from actions.selectors import (
     ActionAccessDenied,
     ActionNotFound,
@@ -45,6 +46,7 @@ from actions.selectors import (
     smart_accounts_for_user,
 )
 from actions.serializers import ActionStatusSerializer
+from actions.services.bridges import bridge_leg_of, leg_detail, leg_open
 from actions.services.history import history_sync
 from actions.services.lifecycle import (
     ActionResolutionError,
@@ -74,7 +76,7 @@ from core.api import (
     failure_reason,
     redact,
 )
-from core.chains import Chain
+from core.chains import Chain, chain_name
 from core.formats import rfc3339
 from core.timeline import render_timeline
 from evm.bundler import BundlerError
@@ -151,6 +153,13 @@ class ActionToolView(ApiView):
                 f"Gnosis Pay could not start the sign-in: {failure_reason(exc)}",
                 code="gnosis_pay_unavailable",
             ) from None
+        except SwapProviderUnavailable as exc:  # swap: LI.FI is down, slow or answering 5xx
+            logger.warning("swap provider unavailable: %r", exc)
+            raise ServiceUnavailable(
+                f"The swap provider (LI.FI) could not be reached, so no quote could be made: "
+                f"{failure_reason(exc)}. Nothing was proposed; try again later.",
+                code="swap_provider_unavailable",
+            ) from None
         return Response(action_created_payload(action), status=201)
 
 
@@ -158,7 +167,7 @@ TOOL_RESPONSES = {
     201: OpenApiTypes.OBJECT,
     503: OpenApiResponse(
         description="The bundler could not prepare the user operation, the chain could not "
-        "be read, or Gnosis Pay could not be reached"
+        "be read, Gnosis Pay could not be reached, or (swap) LI.FI could not be reached"
     ),
 }
 
@@ -402,13 +411,18 @@ class ActionStatusView(ApiView):
 def action_timeline(request: HttpRequest, action_id) -> HttpResponse:
     """Staff page: the live status timeline of one action (see core.timeline)."""
     action = action_expire_if_overdue(action=get_object_or_404(Action, pk=action_id))
+    leg = bridge_leg_of(action)
     return render_timeline(
         request,
         template="actions/action_timeline.html",
         version=action.updated_at.isoformat(),
-        is_terminal=action.is_terminal,
+        # An executed cross-chain swap stays live until its bridge has finished.
+        is_terminal=action.is_terminal and not leg_open(action, leg),
         context={
             "action": action_with_history(action_id=action.pk),
+            "bridge_leg": leg,
+            "bridge_detail": leg_detail(leg) if leg else "",
+            "bridge_destination": chain_name(leg.to_chain_id) if leg else "",
             "in_flight": action.status in IN_FLIGHT,
             "can_resolve": request.user.has_perm("actions.resolve_action"),
         },

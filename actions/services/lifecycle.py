@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from actions.evm_clients import bundler_client
 from actions.models import (
@@ -93,6 +94,13 @@ def action_create(
     )
 
 
+def swap_quote_bounded(action: Action) -> bool:
+    """A swap whose quote lapses when (or before) the action does: its expiry is the quote's."""
+    lapses = action.params.get("quote_expires_at") if action.type == ActionType.SWAP else None
+    when = parse_datetime(lapses) if isinstance(lapses, str) else None
+    return when is not None and when <= action.expires_at
+
+
 def action_expire_if_overdue(*, action: Action, now: datetime | None = None) -> Action:
     """Expire a `proposed` action past its TTL, so nobody ever reads a stale `proposed`."""
     now = now or timezone.now()
@@ -103,7 +111,9 @@ def action_expire_if_overdue(*, action: Action, now: datetime | None = None) -> 
             action_id=action.pk,
             to=ActionStatus.EXPIRED,
             actor=Actor.system(),
-            detail="TTL passed before the user signed",
+            detail="the swap quote expired before the user signed"
+            if swap_quote_bounded(action)
+            else "TTL passed before the user signed",
             only_from={ActionStatus.PROPOSED},
         )
     except IllegalTransition:

@@ -8,9 +8,11 @@ from __future__ import annotations
 import logging
 import re
 import secrets
+from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 from ens.exceptions import ENSException
 from web3 import Web3
@@ -24,10 +26,12 @@ from actions.providers.gnosis_pay import (
     Unavailable,
     siwe_message,
 )
-from actions.providers.lifi import LifiClient, QuoteError
+from actions.providers.lifi import LifiClient, ProviderUnavailable, QuoteError
+from actions.services.bridges import bridge_leg_open
 from actions.services.lifecycle import action_create
 from actions.services.passkeys import smart_accounts_cover_chains
 from core.chains import Chain, UnknownChain, chain_name, get_chain
+from core.formats import rfc3339
 from core.metrics import instrument_web3
 from evm import zodiac
 from evm.bundler import BundlerError
@@ -194,12 +198,17 @@ def propose_swap(
     slippage=None,
     provider: str | None = None,
 ) -> Action:
+    """swap, on one chain or across two (a bridge). Across chains the action is `executed`
+    when its source transaction is mined; the bridge's delivery on the other chain is its
+    destination leg (services/bridges.py). A LI.FI outage is not the input's fault:
+    ProviderUnavailable goes up to the view (503)."""
     token = _token(from_asset_id)
     to_match = ASSET_ID.fullmatch(to_asset_id or "")
     if not to_match:
         raise ToolError(f"to_asset_id must be a CAIP-19 ERC-20 id, got {to_asset_id!r}")
     if to_asset_id.lower() == token.asset_id.lower():
         raise ToolError("from_asset_id and to_asset_id are the same token")
+    destination = _chain(int(to_match[1]))
     value, units = _units(amount, token.decimals)
     slippage_pct = _slippage(slippage)
     chain = _chain(token.chain_id)
@@ -210,6 +219,7 @@ def propose_swap(
             application=application,
             token=token,
             chain=chain,
+            destination=destination,
             account=account,
             to_asset_id=to_asset_id,
             to_match=to_match,
@@ -226,6 +236,7 @@ def _propose_swap(
     application,
     token: Token,
     chain: Chain,
+    destination: Chain,
     account: SmartAccount,
     to_asset_id: str,
     to_match: re.Match,
@@ -241,8 +252,8 @@ def _propose_swap(
         quote = LifiClient(
             settings.SWAP_QUOTE_URL, timeout=settings.SWAP_QUOTE_TIMEOUT_SECONDS
         ).quote(
-            from_chain=token.chain_id,
-            to_chain=int(to_match[1]),
+            from_chain=chain.id,
+            to_chain=destination.id,
             from_token=token.address,
             to_token=to_match[2],
             from_amount=units,
@@ -250,29 +261,38 @@ def _propose_swap(
             slippage_percent=slippage_pct,
             provider=provider,
         )
+    except ProviderUnavailable:
+        raise  # an outage, not the input's fault: the view answers 503
     except QuoteError as exc:
         raise ToolError(str(exc)) from None
-    # Sign only what was asked: the quote must spend exactly this amount on this chain.
+    # Sign only what was asked: the quote must spend exactly this amount on this chain, and
+    # deliver on the chain asked for.
     if (
         quote.from_amount != units
-        or token.chain_id not in (quote.tx_chain_id, quote.from_chain_id)
-        or (quote.tx_chain_id != quote.from_chain_id)
+        or quote.from_chain_id != chain.id
+        or quote.tx_chain_id != chain.id
+        or quote.to_chain_id != destination.id
     ):
         raise ToolError(
             "the swap quote does not match the request (amount or chain); nothing was proposed"
         )
-    erc20 = w3.eth.contract(address=Web3.to_checksum_address(token.address), abi=_ERC20_ABI)
-    approve = erc20.encode_abi("approve", [Web3.to_checksum_address(quote.approval_address), units])
-    call = client.execute_batch(
-        [
-            (token.address, 0, Web3.to_bytes(hexstr=approve)),
-            (quote.tx_to, quote.tx_value, Web3.to_bytes(hexstr=quote.tx_data)),
-        ]
-    )
+    calls = []
+    # A route that moves the tokens in its own transaction (a bridge deposit) needs no
+    # allowance: LI.FI then names the zero address as the approval address.
+    if int(quote.approval_address, 16) != 0:
+        erc20 = w3.eth.contract(address=Web3.to_checksum_address(token.address), abi=_ERC20_ABI)
+        approve = erc20.encode_abi(
+            "approve", [Web3.to_checksum_address(quote.approval_address), units]
+        )
+        calls.append((token.address, 0, Web3.to_bytes(hexstr=approve)))
+    calls.append((quote.tx_to, quote.tx_value, Web3.to_bytes(hexstr=quote.tx_data)))
+    call = client.execute_batch(calls)
     to_symbol = quote.to_token.get("symbol", "?")
     to_amount = quote.amount(quote.to_amount, quote.to_token)
     to_min = quote.amount(quote.to_amount_min, quote.to_token)
     cross_chain = quote.to_chain_id != quote.from_chain_id
+    now = timezone.now()
+    quote_ttl = min(settings.SWAP_QUOTE_TTL_SECONDS, settings.ACTION_TTL_SECONDS)
     params = {
         "from_asset_id": token.asset_id,
         "to_asset_id": to_asset_id,
@@ -285,26 +305,41 @@ def _propose_swap(
         "provider": quote.tool,
         "quote_id": quote.id,
         "cross_chain": cross_chain,
+        # The action expires with the quote when the quote lapses first (signing refuses it).
+        "quote_expires_at": rfc3339(now + timedelta(seconds=quote_ttl)),
     }
+    if cross_chain:
+        params["to_chain_id"] = destination.id
     op = _build(client, call, params, chain=chain)
-    # Chains by name (core.chains): "Base (local) → Gnosis (local)".
-    where = chain_name(token.chain_id) + (
-        f" → {chain_name(quote.to_chain_id)}" if cross_chain else ""
-    )
-    return action_create(
-        user=user,
-        application=application,
-        type=ActionType.SWAP,
-        summary=(
-            f"Swap {value} {token.symbol} for at least {to_min} {to_symbol} (quoted {to_amount}) "
-            f"via {quote.tool} on {where}, slippage {slippage_pct}%"
-        ),
-        chain_id=token.chain_id,
-        smart_account=account.address,
-        params=params,
-        user_op=op,
-        entry_point_version=account.entry_point_version,
-    )
+    if cross_chain:
+        summary = (
+            f"Swap {value} {token.symbol} on {chain.name} for at least {to_min} {to_symbol} "
+            f"on {destination.name} (quoted {to_amount}) via {quote.tool}, slippage "
+            f"{slippage_pct}%. Two legs: the action is executed when the source transaction "
+            f"is mined on {chain.name}; the bridge then delivers on {destination.name}, "
+            "reported in the status history (destination leg)"
+        )
+    else:
+        summary = (
+            f"Swap {value} {token.symbol} for at least {to_min} {to_symbol} (quoted "
+            f"{to_amount}) via {quote.tool} on {chain_name(chain.id)}, slippage {slippage_pct}%"
+        )
+    with transaction.atomic():
+        action = action_create(
+            user=user,
+            application=application,
+            type=ActionType.SWAP,
+            summary=summary,
+            chain_id=chain.id,
+            smart_account=account.address,
+            params=params,
+            user_op=op,
+            entry_point_version=account.entry_point_version,
+            ttl_seconds=quote_ttl,
+        )
+        if cross_chain:
+            bridge_leg_open(action=action, quote=quote, to_asset_id=to_asset_id)
+    return action
 
 
 def _card(user, card_id: str | None) -> Card:
