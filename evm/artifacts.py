@@ -45,12 +45,17 @@ ENTRY_POINTS = {
 FACTORY_SALT = "0x" + "00" * 31 + "01"
 
 
+class MissingArtifact(RuntimeError):
+    """A contract file `make deps` installs or builds is not there: a broken installation,
+    never a chain that is down (so not an OSError, which the RPC error handling catches)."""
+
+
 @cache
 def artifact(version: str, name: str) -> dict[str, Any]:
     """A Hardhat artifact (abi, bytecode) from `@account-abstraction/contracts` for a version."""
     path = NODE_MODULES / ENTRY_POINTS[version]["package"] / "artifacts" / f"{name}.json"
     if not path.exists():
-        raise FileNotFoundError(
+        raise MissingArtifact(
             f"{path} is missing: install the chain stack's npm packages (make deps)"
         )
     return json.loads(path.read_text())
@@ -72,9 +77,7 @@ BUILD_DIR = CHAIN_DIR / "build"
 def build_artifact(name: str) -> dict[str, Any]:
     path = BUILD_DIR / f"{name}.json"
     if not path.exists():
-        raise FileNotFoundError(
-            f"{path} is missing: compile the contracts (node chain/compile.mjs)"
-        )
+        raise MissingArtifact(f"{path} is missing: compile the contracts (node chain/compile.mjs)")
     return json.loads(path.read_text())
 
 
