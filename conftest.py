@@ -3,6 +3,7 @@ API client with a bearer token, the event channel, the local chain."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
@@ -90,6 +91,12 @@ def chain(tmp_path_factory) -> LocalChain:
 def chain_settings(chain, settings):
     settings.CHAIN_RPC_URL = chain.rpc_url
     settings.BUNDLER_RPC_URL = chain.bundler_url
+    settings.CHAINS = tuple(  # the card chain's row reads this stack
+        dataclasses.replace(row, rpc_url=chain.rpc_url, bundler_url=chain.bundler_url)
+        if row.id == settings.CARD_CHAIN_ID
+        else row
+        for row in settings.CHAINS
+    )
     # A real bundler on a busy 2-core CI machine: generous, still bounded.
     settings.BUNDLER_TIMEOUT_SECONDS = 15
     return chain

@@ -62,6 +62,7 @@ from actions.services.proposals import (
 from actions.services.ramps import ramps_refresh_for_user
 from actions.services.transitions import ReconcileOutcome
 from evm.bundler import BundlerError
+from evm.ens import EnsUnavailable
 from picnic.api import (
     ApiError,
     ApiView,
@@ -123,7 +124,9 @@ class ActionToolView(ApiView):
         try:
             action = self.propose(request, self.input)
         except ToolError as exc:  # the values are well-formed but refused, in words
-            raise ApiError(redact(str(exc)), code="invalid") from None
+            raise ApiError(redact(str(exc)), code=exc.code, errors=exc.errors) from None
+        except EnsUnavailable as exc:  # the name's chain did not answer (named in the text)
+            raise ServiceUnavailable(str(exc), code=exc.code) from None
         except BundlerError as exc:
             logger.warning("bundler refused to prepare a user operation: %r", exc)
             raise ServiceUnavailable(

