@@ -145,6 +145,15 @@ def test_refused_names_have_their_code_and_write_nothing(
     assert not Action.objects.exists() and not ActionStatusHistory.objects.exists()
 
 
+def test_the_chain_table_names_the_local_registry_on_the_card_chain_only(chain_settings):
+    from django.conf import settings
+
+    card = next(c for c in settings.CHAINS if c.id == settings.CARD_CHAIN_ID)
+    assert card.ens_registry == local_ens.registry_address()
+    # The L2 row names none: it is the chain that says "no ENS here".
+    assert all(not c.ens_registry for c in settings.CHAINS if c.id != settings.CARD_CHAIN_ID)
+
+
 def test_a_chain_without_ens_says_so(registered, merchant, api_client, write_token, settings):
     settings.CHAINS = tuple(
         dataclasses.replace(row, ens_registry="") if row.id == 31337 else row
