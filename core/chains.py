@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -186,6 +186,30 @@ def chain_for_asset(asset_id: str) -> Chain:
     if not match:
         raise ValueError(f"not a CAIP-19 asset id: {asset_id[:80]!r}")
     return get_chain(match["id"])
+
+
+def with_endpoints(
+    chain_id: int,
+    *,
+    rpc_url: str | None = None,
+    bundler_url: str | None = None,
+    table: tuple[Chain, ...] | None = None,
+) -> tuple[Chain, ...]:
+    """The table (settings.CHAINS by default) with one chain's RPC and/or bundler URL changed:
+    how the local stack on free ports, and tests pointing one chain at a dead port, set it."""
+    rows = settings.CHAINS if table is None else table
+    if not any(row.id == chain_id for row in rows):
+        raise UnknownChain(chain_id)
+    return tuple(
+        replace(
+            row,
+            rpc_url=row.rpc_url if rpc_url is None else rpc_url,
+            bundler_url=row.bundler_url if bundler_url is None else bundler_url,
+        )
+        if row.id == chain_id
+        else row
+        for row in rows
+    )
 
 
 def card_chain() -> Chain:

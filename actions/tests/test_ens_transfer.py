@@ -154,6 +154,32 @@ def test_the_chain_table_names_the_local_registry_on_the_card_chain_only(chain_s
     assert all(not c.ens_registry for c in settings.CHAINS if c.id != settings.CARD_CHAIN_ID)
 
 
+def test_a_transfer_on_the_l2_to_a_name_says_that_chain_has_no_ens(
+    registered, merchant, api_client, write_token, l2_chain
+):
+    from actions.models import Token
+    from chain import contracts
+
+    usdc_l2 = Token.objects.create(
+        chain_id=l2_chain.chain_id,
+        address=contracts.demo_token_address("USDC"),
+        symbol="USDC",
+        name="Demo USD Coin",
+        decimals=6,
+    )
+    body = {"asset_id": usdc_l2.asset_id, "amount": "1", "to": "merchant.eth"}
+    response = api_client.post("/api/v1/actions/transfer", write_token, body)
+    assert response.status_code == 400, response.content
+    assert response.json()["code"] == "ens_not_supported"
+    assert response.json()["detail"] == (
+        "Base (local) has no ENS registry: send to a 0x address there"
+    )
+    assert not Action.objects.exists() and not ActionStatusHistory.objects.exists()
+    # Nothing answers at the registry's address on the L2 either: it has no ENS deployed.
+    l2 = Web3(Web3.HTTPProvider(l2_chain.rpc_url))
+    assert l2.eth.get_code(local_ens.registry_address()) == b""
+
+
 def test_a_chain_without_ens_says_so(registered, merchant, api_client, write_token, settings):
     settings.CHAINS = tuple(
         dataclasses.replace(row, ens_registry="") if row.id == 31337 else row

@@ -37,6 +37,48 @@ def test_the_stack_answers_and_binds_loopback_only(chain):
         assert listeners <= {"0100007F"}, f"port {port} listens beyond loopback: {listeners}"
 
 
+def test_the_world_runs_two_chains_with_the_same_contracts_at_the_same_addresses(
+    chain_world, l2_chain
+):
+    from web3 import Web3
+
+    from chain import contracts
+    from chain.passkey_account import PasskeyAccountClient, SoftwarePasskey
+
+    card, l2 = chain_world.chains
+    assert l2 is l2_chain
+    assert (card.chain_id, l2.chain_id) == (31337, 31338)
+    assert rpc(card.rpc_url, "eth_chainId") == hex(31337)
+    assert rpc(l2.rpc_url, "eth_chainId") == hex(31338)
+    assert rpc(l2.bundler_url, "eth_chainId") == hex(31338)
+    assert rpc(l2.bundler_url, "eth_supportedEntryPoints") == rpc(
+        card.bundler_url, "eth_supportedEntryPoints"
+    )
+    shared = [
+        *(ep["address"] for ep in contracts.ENTRY_POINTS.values()),
+        *(contracts.passkey_factory_address(v) for v in contracts.ENTRY_POINTS),
+        *(contracts.demo_token_address(s) for s in contracts.DEMO_TOKENS),
+        contracts.swap_router_address(),
+    ]
+    for address in shared:
+        for local in (card, l2):
+            assert rpc(local.rpc_url, "eth_getCode", [address, "latest"]) != "0x", (
+                f"{address} missing on {local.chain_id}"
+            )
+    # The card's Safe lives on the card chain only.
+    assert l2.card_contracts is False
+    safe = contracts.create2_address(contracts.SAFE_SALT, contracts.safe_initcode("Safe"))
+    assert rpc(card.rpc_url, "eth_getCode", [safe, "latest"]) != "0x"
+    assert rpc(l2.rpc_url, "eth_getCode", [safe, "latest"]) == "0x"
+    # One passkey, one counterfactual account address on both chains.
+    qx, qy = SoftwarePasskey().public_xy
+    addresses = {
+        PasskeyAccountClient(Web3(Web3.HTTPProvider(local.rpc_url)), qx=qx, qy=qy).address
+        for local in (card, l2)
+    }
+    assert len(addresses) == 1
+
+
 def test_deploy_is_idempotent(chain):
     first = chain.deploy()
     assert chain.deploy() == first

@@ -1,6 +1,6 @@
 """`make run`: the whole system on embedded defaults, stopped together by Ctrl-C.
 
-migrate → local chain stack → seed_demo → Celery worker with beat → web server (uvicorn on
+migrate → local chain stack (both chains: the card's and the L2-like one) → seed_demo → Celery worker with beat → web server (uvicorn on
 picnic.asgi, so the live pages stream).
 """
 
@@ -22,7 +22,8 @@ from actions.providers.local_coingecko import LocalCoinGeckoServer
 from actions.providers.local_gnosis_pay import LocalGnosisPayServer
 from actions.providers.local_lifi import LocalLifiServer
 from actions.providers.local_ramps import demo_servers as ramp_servers
-from chain.stack import ChainStackError, LocalChain
+from chain.stack import CARD_CHAIN_ID, L2_CHAIN_ID, ChainStackError, LocalWorld
+from core import chains
 from messaging.demo import DEMO_TOKEN_DEFAULT, DEMO_TOKEN_ENV
 from messaging.providers.local_x import LocalXServer
 from operations.backends.local_openai import LocalResponsesServer
@@ -33,6 +34,33 @@ def _port(url: str, name: str) -> int:
     if parts.hostname not in ("127.0.0.1", "localhost"):
         raise CommandError(f"{name}={url}: run_local starts the chain stack on 127.0.0.1 only")
     return parts.port or 80
+
+
+def _local_world() -> LocalWorld:
+    """The two local chains on the ports settings.CHAINS names for them."""
+    ports = {}
+    for chain_id in (CARD_CHAIN_ID, L2_CHAIN_ID):
+        try:
+            row = chains.get_chain(chain_id)
+        except chains.UnknownChain:
+            raise CommandError(
+                f"run_local starts the local chains {CARD_CHAIN_ID} and {L2_CHAIN_ID}: "
+                f"CHAINS names no chain {chain_id}"
+            ) from None
+        if not row.bundler_url:
+            raise CommandError(f"CHAINS: the local chain {chain_id} needs a bundler_url")
+        ports[chain_id] = (
+            _port(row.rpc_url, f"the RPC URL of chain {chain_id}"),
+            _port(row.bundler_url, f"the bundler URL of chain {chain_id}"),
+        )
+    if settings.CARD_CHAIN_ID != CARD_CHAIN_ID:
+        raise CommandError(f"run_local's card lives on chain {CARD_CHAIN_ID} (CARD_CHAIN_ID)")
+    return LocalWorld.on_ports(
+        card_rpc_port=ports[CARD_CHAIN_ID][0],
+        card_bundler_port=ports[CARD_CHAIN_ID][1],
+        l2_rpc_port=ports[L2_CHAIN_ID][0],
+        l2_bundler_port=ports[L2_CHAIN_ID][1],
+    )
 
 
 class Command(BaseCommand):
@@ -51,19 +79,19 @@ class Command(BaseCommand):
                 "(make run does)"
             )
         call_command("migrate", interactive=False, verbosity=1)
-        chain = LocalChain(
-            rpc_port=_port(settings.CHAIN_RPC_URL, "CHAIN_RPC_URL"),
-            bundler_port=_port(settings.BUNDLER_RPC_URL, "BUNDLER_RPC_URL"),
-        )
+        world = _local_world()
         started = time.monotonic()
         try:
-            chain.start()
+            world.start()
         except ChainStackError as exc:
             raise CommandError(f"the local chain stack did not come up: {exc}") from exc
-        self.stdout.write(
-            f"chain stack up in {time.monotonic() - started:.1f}s "
-            f"(node {chain.rpc_url}, bundler {chain.bundler_url})"
-        )
+        self.stdout.write(f"chain stack up in {time.monotonic() - started:.1f}s")
+        for local in world.chains:
+            self.stdout.write(
+                f"  {chains.chain_name(local.chain_id)} ({local.chain_id}): "
+                f"node {local.rpc_url}, bundler {local.bundler_url}"
+            )
+        chain = world.card
         # The local X DM API for demo deliveries; the worker reads the token by reference.
         os.environ.setdefault(DEMO_TOKEN_ENV, DEMO_TOKEN_DEFAULT)
         x_api = LocalXServer(
@@ -177,7 +205,7 @@ class Command(BaseCommand):
                     child.wait(timeout=15)
                 except subprocess.TimeoutExpired:
                     os.killpg(child.pid, signal.SIGKILL)
-            chain.stop()
+            world.stop()
             x_api.stop()
             backend.stop()
             quotes.stop()

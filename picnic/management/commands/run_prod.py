@@ -25,7 +25,7 @@ from actions.providers.local_coingecko import LocalCoinGeckoServer
 from actions.providers.local_gnosis_pay import LocalGnosisPayServer
 from actions.providers.local_lifi import LocalLifiServer
 from actions.providers.local_ramps import demo_servers as ramp_servers
-from chain.stack import ChainStackError, LocalChain, free_port
+from chain.stack import ChainStackError, LocalWorld, free_port
 from messaging.demo import DEMO_TOKEN_DEFAULT, DEMO_TOKEN_ENV
 from messaging.providers.local_x import LocalXServer
 from operations.backends.local_openai import LocalResponsesServer
@@ -80,14 +80,28 @@ class Command(BaseCommand):
 
         services = []
         env = dict(os.environ)
-        chain = LocalChain(
-            rpc_port=free_port(), bundler_port=free_port(), workdir=ROOT / "var" / "prod-chain"
+        # Both local chains (the card's and the L2-like one) on free ports; the processes find
+        # them through the default chain table's URL variables.
+        world = LocalWorld.on_ports(
+            card_rpc_port=free_port(),
+            card_bundler_port=free_port(),
+            l2_rpc_port=free_port(),
+            l2_bundler_port=free_port(),
+            workdir=ROOT / "var" / "prod-chain",
         )
+        chain = world.card
         try:
             started = time.monotonic()
-            chain.start()
+            world.start()
             self.stdout.write(f"local chain stack up in {time.monotonic() - started:.1f}s")
-            env.update(CHAIN_RPC_URL=chain.rpc_url, BUNDLER_RPC_URL=chain.bundler_url)
+            env.update(
+                CHAIN_ID=str(world.card.chain_id),
+                CHAIN_RPC_URL=world.card.rpc_url,
+                BUNDLER_RPC_URL=world.card.bundler_url,
+                L2_CHAIN_ID=str(world.l2.chain_id),
+                L2_CHAIN_RPC_URL=world.l2.rpc_url,
+                L2_BUNDLER_RPC_URL=world.l2.bundler_url,
+            )
             env.setdefault(DEMO_TOKEN_ENV, DEMO_TOKEN_DEFAULT)
             local = {
                 "X_API_BASE_URL": LocalXServer(token=env[DEMO_TOKEN_ENV]),
@@ -112,7 +126,7 @@ class Command(BaseCommand):
         finally:
             for server in services:
                 server.stop()
-            chain.stop()
+            world.stop()
             self.stdout.write("stopped the local providers and the chain stack")
 
     def _run(self, env: dict[str, str]) -> None:
