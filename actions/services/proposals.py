@@ -96,7 +96,7 @@ def _recipient(to: str, chain: Chain) -> tuple[str, str]:
         name = ens.normalize(to)
     except ens.EnsNameInvalid as exc:
         raise ToolError(
-            f"{to!r} is not a valid ENS name: {exc}",
+            f"{to[:80]!r}{'…' if len(to) > 80 else ''} is not a valid ENS name: {exc}",
             code=exc.code,
             errors={"to": [str(exc)]},
         ) from None
