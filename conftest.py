@@ -234,7 +234,7 @@ def staff_client(client, staff_user):
 @pytest.fixture
 def published(monkeypatch) -> list[dict]:
     """What goes on the event channel."""
-    from picnic import events
+    from core import events
 
     seen: list[dict] = []
     monkeypatch.setattr(events, "publish", seen.append)

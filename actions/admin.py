@@ -36,7 +36,7 @@ from actions.services.lifecycle import (
 )
 from actions.services.ramps import ramp_kyc_refresh
 from actions.views import resend_outcome_message
-from picnic.admin import (
+from core.admin import (
     LifecycleAdmin,
     address_cell,
     address_forms,
@@ -44,7 +44,7 @@ from picnic.admin import (
     text_cell,
     user_ids_matching,
 )
-from picnic.lifecycle import Actor
+from core.lifecycle import Actor
 
 
 class StuckFilter(admin.SimpleListFilter):

@@ -13,7 +13,7 @@ from web3.exceptions import Web3Exception
 
 from actions.presenters import card_summary, decimal_string
 from actions.selectors import card_get_for_user, smart_accounts_for_user, tokens_on_chains
-from picnic.formats import rfc3339
+from core.formats import rfc3339
 
 # What a node that is down, slow or answering garbage raises through web3 and requests (the
 # relayer catches the same): refused or timed-out connections, HTTP errors, JSON-RPC errors,
@@ -40,7 +40,7 @@ def chain_reader():
     """web3 for the read tools, bounded by CHAIN_READ_TIMEOUT_SECONDS (an agent is waiting)."""
     from web3 import Web3
 
-    from picnic.metrics import instrument_web3
+    from core.metrics import instrument_web3
 
     w3 = Web3(
         Web3.HTTPProvider(

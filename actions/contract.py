@@ -1,12 +1,12 @@
 """The actions API contract: the JSON Schemas of each tool's input and output, written from
-the seeds. The DRF views validate their input against these (picnic.api.ApiView) and the MCP
+the seeds. The DRF views validate their input against these (core.api.ApiView) and the MCP
 adapter publishes the same dicts (mcp_adapter.tools), so the two cannot drift."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from picnic.schema import AMOUNT, fullmatch_pattern
+from core.schema import AMOUNT, fullmatch_pattern
 
 NULL_STR = {"type": ["string", "null"]}
 NULL_INT = {"type": ["integer", "null"]}
@@ -107,7 +107,7 @@ ACTION_CREATED_SCHEMA = _object(
     ],
 )
 
-# Inputs are checked whole (picnic.schema.END: no trailing newline), in ASCII, and no longer
+# Inputs are checked whole (core.schema.END: no trailing newline), in ASCII, and no longer
 # than the column they are looked up in (Card.card_id: 100).
 CARD_ID = {
     "type": "string",

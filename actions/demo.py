@@ -32,8 +32,8 @@ from actions.services.transitions import action_transition
 from chain.dev import fund, mint
 from chain.simple_account import SimpleAccountOwner
 from core.chains import card_chain
-from picnic.lifecycle import Actor
-from picnic.testing import wait_until
+from core.lifecycle import Actor
+from core.testing import wait_until
 
 RECIPIENT = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"  # Hardhat dev account #1
 DEMO = {

@@ -1,6 +1,6 @@
 """The `evm` clients that actions use, configured from settings (`evm` itself reads none).
 
-Each is instrumented here (`picnic.metrics.instrument_web3`): `evm` imports neither Django nor
+Each is instrumented here (`core.metrics.instrument_web3`): `evm` imports neither Django nor
 the metrics, so the Django side wraps what it builds."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from __future__ import annotations
 from django.conf import settings
 from web3 import Web3
 
+from core import tracing
+from core.metrics import instrument_web3
 from evm.bundler import BundlerClient
 from evm.relayer import Relayer
-from picnic import tracing
-from picnic.metrics import instrument_web3
 
 
 def bundler_client(*, timeout: float | None = None) -> BundlerClient:

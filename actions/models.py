@@ -7,8 +7,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from picnic.lifecycle import Lifecycle, register
-from picnic.models import LifecycleModel, StatusHistory
+from core.lifecycle import Lifecycle, register
+from core.models import LifecycleModel, StatusHistory
 
 
 class ActionType(models.TextChoices):

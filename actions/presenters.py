@@ -12,7 +12,7 @@ from actions.selectors import (
     history_page,
     ramp_accounts_for_user,
 )
-from picnic.formats import rfc3339
+from core.formats import rfc3339
 
 
 def decimal_string(units: int, decimals: int) -> str:

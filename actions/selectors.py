@@ -34,7 +34,7 @@ from actions.models import (
     Token,
     TokenTransfer,
 )
-from picnic import json_input
+from core import json_input
 
 
 class ActionNotFound(Exception):

@@ -1,7 +1,7 @@
 """What the signing page shows about an action, in plain words: the chain by name, token
 amounts with their fiat value (from the price source; "price unavailable" when it fails), the
 recipient short and in full, a swap's pay/receive, the network fee. Reads only; the page
-formats the numbers in the user's language (picnic/l10n.py)."""
+formats the numbers in the user's language (core/l10n.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from eth_utils import is_address, to_checksum_address
 
 from actions.models import Action, ActionType, Token
 from actions.providers.prices import PriceError, prices
-from picnic import l10n
+from core import l10n
 
 _ASSET_ID = re.compile(r"eip155:([1-9][0-9]{0,19})/erc20:(0x[0-9a-fA-F]{40})")
 

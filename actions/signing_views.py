@@ -29,10 +29,10 @@ from actions.services.passkeys import (
 )
 from actions.services.signing import action_reject, action_sign, authentication_options
 from actions.signing_facts import sign_facts
-from picnic.api import error_json
-from picnic.json_input import BodyRefused, json_body
-from picnic.live import entity_stream
-from picnic.timeline import render_timeline
+from core.api import error_json
+from core.json_input import BodyRefused, json_body
+from core.live import entity_stream
+from core.timeline import render_timeline
 
 REGISTRATION_SESSION_KEY = "passkey_registration_challenge"
 

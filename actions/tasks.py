@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from actions.services import history, lifecycle, retention
-from picnic.lifecycle import Actor
+from core.lifecycle import Actor
 
 
 @shared_task(name="actions.tasks.actions_expire_overdue")

@@ -61,9 +61,7 @@ from actions.services.proposals import (
 )
 from actions.services.ramps import ramps_refresh_for_user
 from actions.services.transitions import ReconcileOutcome
-from evm.bundler import BundlerError
-from evm.ens import EnsUnavailable
-from picnic.api import (
+from core.api import (
     ApiError,
     ApiView,
     Forbidden,
@@ -74,8 +72,10 @@ from picnic.api import (
     failure_reason,
     redact,
 )
-from picnic.formats import rfc3339
-from picnic.timeline import render_timeline
+from core.formats import rfc3339
+from core.timeline import render_timeline
+from evm.bundler import BundlerError
+from evm.ens import EnsUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -386,7 +386,7 @@ class ActionStatusView(ApiView):
 
 @staff_member_required
 def action_timeline(request: HttpRequest, action_id) -> HttpResponse:
-    """Staff page: the live status timeline of one action (see picnic.timeline)."""
+    """Staff page: the live status timeline of one action (see core.timeline)."""
     action = action_expire_if_overdue(action=get_object_or_404(Action, pk=action_id))
     return render_timeline(
         request,

@@ -56,11 +56,11 @@ def main() -> None:
     from actions.services.lifecycle import actions_reconcile_pending
     from actions.services.transitions import action_transition
     from actions.tests.factories import make_action
+    from core.lifecycle import Actor
+    from core.testing import ScriptedServer
     from operations import billing
     from operations.backends.local_openai import LocalResponsesServer
     from operations.services import operation_submit, operations_process_due
-    from picnic.lifecycle import Actor
-    from picnic.testing import ScriptedServer
 
     user = get_user_model().objects.create(username="bench")
     application = Application.objects.create(

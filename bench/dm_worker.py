@@ -51,6 +51,7 @@ def make_template():
     from django.contrib.auth import get_user_model
     from oauth2_provider.models import Application
 
+    from core.lifecycle import Actor, create
     from messaging.models import (
         DELIVERY_LIFECYCLE,
         Conversation,
@@ -59,7 +60,6 @@ def make_template():
         Workspace,
     )
     from messaging.services import payload_hash
-    from picnic.lifecycle import Actor, create
 
     user = get_user_model().objects.create(username="bench")
     application = Application.objects.create(
@@ -234,10 +234,10 @@ def event_latency(make_one, count: int) -> list[float]:
     from django.conf import settings
     from django.db import transaction
 
+    from core.events import CHANNEL
+    from core.lifecycle import Actor
     from messaging.models import D
     from messaging.services import delivery_transition
-    from picnic.events import CHANNEL
-    from picnic.lifecycle import Actor
 
     client = redis.Redis.from_url(settings.EVENTS_URL)
     pubsub = client.pubsub(ignore_subscribe_messages=True)

@@ -103,8 +103,8 @@ def main() -> None:
     from actions.services.lifecycle import action_create
     from actions.services.transitions import action_transition
     from chain.stack import free_port
+    from core.lifecycle import Actor
     from picnic import processes
-    from picnic.lifecycle import Actor
 
     users = get_user_model()
     staff, _ = users.objects.get_or_create(

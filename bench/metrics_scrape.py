@@ -45,8 +45,8 @@ def _naive_families():
     from django.db.models import Count, Min, Sum
     from django.utils.module_loading import import_string
 
+    from core.lifecycle import lifecycles
     from operations.models import Wallet
-    from picnic.lifecycle import lifecycles
 
     for lifecycle in lifecycles():
         field = lifecycle.status_field
@@ -87,10 +87,10 @@ def main() -> None:
         from oauth2_provider.models import get_application_model
 
         from actions.services.lifecycle import action_create
+        from core.metrics import _database_families
         from messaging.models import Membership, Provider, Role, SocialAccount, Workspace
         from messaging.services import delivery_send
         from operations.models import Operation, Wallet
-        from picnic.metrics import _database_families
 
         user = get_user_model().objects.create_user("bench")
         app = get_application_model().objects.create(

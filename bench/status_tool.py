@@ -53,7 +53,7 @@ def make_data(copies: int):
     from actions.models import ActionStatus
     from actions.services.transitions import action_transition
     from actions.tests.factories import make_action
-    from picnic.lifecycle import Actor
+    from core.lifecycle import Actor
 
     user = get_user_model().objects.create(username="bench")
     application = Application.objects.create(

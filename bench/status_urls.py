@@ -5,7 +5,7 @@ from django.urls import path
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from picnic.api import RequiredScopes
+from core.api import RequiredScopes
 from picnic.urls import urlpatterns as project
 
 

@@ -1,4 +1,4 @@
-"""What a request pays for its trace: `picnic.middleware.TraceMiddleware` (parse or start a
+"""What a request pays for its trace: `core.middleware.TraceMiddleware` (parse or start a
 `traceparent`, response headers, one JSON access line written to a file) against the same
 middleware stack without it, both measured in this run, interleaved, on `/healthz` (no I/O, so
 the difference is ours alone). No database.
@@ -46,7 +46,7 @@ def main() -> None:
 
     ours = Client()
     baseline = Client()
-    stack = [m for m in settings.MIDDLEWARE if m != "picnic.middleware.TraceMiddleware"]
+    stack = [m for m in settings.MIDDLEWARE if m != "core.middleware.TraceMiddleware"]
     with override_settings(MIDDLEWARE=stack):
         baseline.get("/healthz")  # loads the middleware chain now, without ours
     ours.get("/healthz")

@@ -17,6 +17,7 @@ from actions.services.lifecycle import (
     action_reconcile_now,
     action_resend,
 )
+from core.lifecycle import IllegalTransition
 from messaging.models import CANCELLABLE, D, Delivery
 from messaging.selectors import Forbidden
 from messaging.services import delivery_cancel, delivery_resolve_unknown
@@ -28,7 +29,6 @@ from operations.decisions import (
     operation_review_decide,
 )
 from operations.models import DispatchStatus, State
-from picnic.lifecycle import IllegalTransition
 
 # What a service raises when the move is (no longer) legal or its input is refused: reported
 # for that row, the other rows go on.

@@ -23,12 +23,12 @@ from django.utils import timezone
 
 from actions.models import Action, ActionStatus
 from actions.selectors import actions_stuck
+from core.admin import address_forms, search_term_kind, user_ids_matching
+from core.lifecycle import Lifecycle, lifecycle_named, lifecycles
 from messaging.models import Delivery
 from messaging.selectors import deliveries_stuck
 from operations.models import BillingStatus, Operation, Quote, State
 from operations.selectors import operations_stuck
-from picnic.admin import address_forms, search_term_kind, user_ids_matching
-from picnic.lifecycle import Lifecycle, lifecycle_named, lifecycles
 
 # Each source of the needs-attention list and of a search reads at most this many rows; the
 # page says "more than N" when one was cut.
@@ -396,7 +396,7 @@ _TRACE_ID = 32  # W3C trace id: 32 lowercase hex digits
 
 
 def search(term: str, kinds: frozenset[str] = frozenset(KINDS)) -> SearchResult:
-    """Exact, indexed lookups by the term's shape (picnic.admin.search_term_kind), over the
+    """Exact, indexed lookups by the term's shape (core.admin.search_term_kind), over the
     kinds of work in `kinds` only."""
     kind, value = search_term_kind(term)
     term = term.strip()

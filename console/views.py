@@ -64,7 +64,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 def _statuses() -> list[tuple[str, list[str]]]:
-    from picnic.lifecycle import lifecycles
+    from core.lifecycle import lifecycles
 
     return [(lc.name, list(lc.moves)) for lc in lifecycles()]
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from django.contrib import admin
 from django.utils.html import format_html
 
+from core.admin import EstimatedCountPaginator, id_cell, search_term_kind, text_cell
+from core.lifecycle import lifecycle_named
 from mcp_adapter.models import McpTask
-from picnic.admin import EstimatedCountPaginator, id_cell, search_term_kind, text_cell
-from picnic.lifecycle import lifecycle_named
 
 
 @admin.register(McpTask)

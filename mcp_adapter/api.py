@@ -10,8 +10,8 @@ import anyio
 import requests
 from django.conf import settings
 
-from picnic import tracing
-from picnic.api import error_text
+from core import tracing
+from core.api import error_text
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class ApiAnswer:
 
     @property
     def message(self) -> str:
-        """The API's error body (picnic.api) in one line for an isError result: its detail
+        """The API's error body (core.api) in one line for an isError result: its detail
         (the seeds' texts) and, when the input was refused, each field's messages."""
         body = self.body if isinstance(self.body, dict) else {}
         detail = str(body.get("detail") or f"the API answered {self.status}")

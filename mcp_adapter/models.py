@@ -32,7 +32,7 @@ TERMINAL = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCEL
 
 
 class TaskKind(models.TextChoices):
-    ACTION = "action"  # the lifecycle names of picnic.lifecycle
+    ACTION = "action"  # the lifecycle names of core.lifecycle
     DELIVERY = "delivery"
 
 

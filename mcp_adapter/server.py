@@ -4,7 +4,7 @@
 Tools are listed from `tools.TOOLS` (exact schemas from the seeds) rather than derived from
 Python signatures. Subscriptions: `resources/subscribe` (protocol 2025-11-25) keeps the session
 per URI; `subscriptions/listen` (2026-07-28) goes through the SDK's bus. Both are fed by one
-task reading `picnic.events` (Redis pub/sub or local sockets): no database polling.
+task reading `core.events` (Redis pub/sub or local sockets): no database polling.
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated
 
+from core import events, metrics, tracing
+from core.api import INVALID_INPUT, error_text, schema_errors
 from mcp_adapter.api import ApiAnswer, PicnicApi, path_segment
 from mcp_adapter.task_protocol import TaskProtocol
 from mcp_adapter.tools import TOOLS, ToolSpec
-from picnic import events, metrics, tracing
-from picnic.api import INVALID_INPUT, error_text, schema_errors
 
 logger = logging.getLogger(__name__)
 ACTION_URI = re.compile(r"^picnic://action/([0-9a-fA-F-]{36})$")

@@ -306,7 +306,7 @@ class TaskProtocol:
     # --- push -------------------------------------------------------------------------------
 
     async def on_event(self, event: dict[str, Any]) -> None:
-        """A published transition (picnic.events): re-project the tasks that follow its entity
+        """A published transition (core.events): re-project the tasks that follow its entity
         and tell whoever listens. Never raises (it runs in the server's one event pump)."""
         if event.get("lifecycle") not in task_store.KINDS or not event.get("id"):
             return

@@ -23,8 +23,8 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from core.lifecycle import Actor, IllegalTransition
 from mcp_adapter.models import TERMINAL, McpTask, TaskKind, TaskStatus
-from picnic.lifecycle import Actor, IllegalTransition
 
 
 class TaskError(Exception):

@@ -11,6 +11,8 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from core.admin import LifecycleAdmin, search_term_kind, text_cell
+from core.lifecycle import IllegalTransition
 from messaging.models import (
     Conversation,
     D,
@@ -21,8 +23,6 @@ from messaging.models import (
 )
 from messaging.selectors import deliveries_stuck
 from messaging.services import delivery_cancel, delivery_resolve_unknown
-from picnic.admin import LifecycleAdmin, search_term_kind, text_cell
-from picnic.lifecycle import IllegalTransition
 
 
 class MembershipInline(admin.TabularInline):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from picnic.formats import rfc3339
-from picnic.schema import fullmatch_pattern
+from core.formats import rfc3339
+from core.schema import fullmatch_pattern
 
 CONTRACT_VERSION = "private-messaging/v1"
 STATUSES = ["queued", "claimed", "sending", "sent", "unknown", "failed", "cancelled"]
@@ -78,7 +78,7 @@ SEND_INPUT_SCHEMA: dict[str, Any] = {
         "workspace_id": {"type": "string", "format": "uuid"},
         "social_account_id": {"type": "string", "format": "uuid"},
         "conversation_id": {"type": "string", "format": "uuid"},
-        # Matched whole: `$` alone lets "4244\n" through in Python (picnic.schema.END).
+        # Matched whole: `$` alone lets "4244\n" through in Python (core.schema.END).
         "recipient_id": {"type": "string", "pattern": fullmatch_pattern(r"[0-9]{1,19}")},
         "text": {"type": "string", "minLength": 1, "maxLength": 10000},
         "idempotency_key": {"type": "string", "format": "uuid"},

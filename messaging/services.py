@@ -20,6 +20,17 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from core import metrics, tracing
+from core.lifecycle import (
+    Actor,
+    IllegalTransition,
+    Step,
+    create,
+    enqueue_on_commit,
+    touch,
+    transition,
+    transition_path,
+)
 from messaging.models import (
     CANCELLABLE,
     DELIVERY_LIFECYCLE,
@@ -39,17 +50,6 @@ from messaging.selectors import (
     delivery_for_attempt,
     membership_role,
     social_account_for,
-)
-from picnic import metrics, tracing
-from picnic.lifecycle import (
-    Actor,
-    IllegalTransition,
-    Step,
-    create,
-    enqueue_on_commit,
-    touch,
-    transition,
-    transition_path,
 )
 
 logger = logging.getLogger(__name__)

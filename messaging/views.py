@@ -11,15 +11,15 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from core.api import ApiView, Conflict, Forbidden, InvalidInput, NotFound
+from core.lifecycle import IllegalTransition
+from core.timeline import render_timeline
 from messaging import contract
 from messaging.models import MANAGE_ROLES, SEND_ROLES, Delivery, Role
 from messaging.selectors import Forbidden as LookupForbidden
 from messaging.selectors import NotFound as LookupNotFound
 from messaging.selectors import delivery_lookup, social_account_for
 from messaging.services import IdempotencyConflict, delivery_cancel, delivery_send
-from picnic.api import ApiView, Conflict, Forbidden, InvalidInput, NotFound
-from picnic.lifecycle import IllegalTransition
-from picnic.timeline import render_timeline
 
 READ_ROLES = frozenset(Role.values)
 

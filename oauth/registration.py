@@ -23,9 +23,9 @@ from oauth2_provider.views import (
     DynamicClientRegistrationView,
 )
 
+from core import json_input
 from oauth.policy import MAX_URI_LENGTH, redirect_uri_problem
 from oauth.services import client_profile_record
-from picnic import json_input
 
 MAX_BODY_BYTES = 16 * 1024
 MAX_REDIRECT_URIS = 10

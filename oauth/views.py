@@ -21,11 +21,11 @@ from oauth2_provider.views import AuthorizationView, RevokeTokenView
 from oauth2_provider.views import TokenView as DotTokenView
 from oauthlib.oauth2.rfc6749 import errors
 
+from core.middleware import CSP
 from oauth import selectors, services
 from oauth.policy import is_loopback, resource_served
 from oauth.scopes import ACT, READ, scope_words
 from oauth.validators import unserved_resource_error
-from picnic.middleware import CSP
 
 PKCE_CHALLENGE = re.compile(r"[A-Za-z0-9._~-]{43,128}")
 

@@ -6,6 +6,14 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils.html import format_html
 
+from core.admin import (
+    LifecycleAdmin,
+    ReadOnlyInline,
+    search_term_kind,
+    text_cell,
+    user_ids_matching,
+)
+from core.lifecycle import IllegalTransition
 from operations.decisions import operation_pause, operation_resume
 from operations.models import (
     BillingComponent,
@@ -16,14 +24,6 @@ from operations.models import (
     Wallet,
 )
 from operations.selectors import operations_stuck
-from picnic.admin import (
-    LifecycleAdmin,
-    ReadOnlyInline,
-    search_term_kind,
-    text_cell,
-    user_ids_matching,
-)
-from picnic.lifecycle import IllegalTransition
 
 
 class ComponentInline(ReadOnlyInline):

@@ -1,5 +1,5 @@
 """The operations API contract: tong_operation_status's response written from the seed (003_…),
-and the input of each endpoint. The DRF views validate against these (picnic.api.ApiView); the
+and the input of each endpoint. The DRF views validate against these (core.api.ApiView); the
 MCP adapter publishes the status tool's (mcp_adapter.tools)."""
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ def _optional(schema: dict) -> dict:
 
 # Lengths are the columns' (Operation/Quote.tool, category, model, operation_name and
 # submit_field are CharField(max_length=100)); NUL and lone surrogates are refused for every
-# input by picnic.schema.
+# input by core.schema.
 NAME = _text(100)
 # A quote's output budget: a whole number of tokens, at least 1; the ceiling keeps the hold a
 # price (quoted_credits is DECIMAL(20, 6)) and is above any model's output limit.

@@ -6,10 +6,10 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from core.lifecycle import Actor, IllegalTransition, enqueue_on_commit
 from operations import billing
 from operations.models import DispatchStatus, Operation, Stage, State
 from operations.services import DISPATCH_TASK, operation_transition
-from picnic.lifecycle import Actor, IllegalTransition, enqueue_on_commit
 
 S = State
 

@@ -11,8 +11,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from picnic.lifecycle import Lifecycle, register
-from picnic.models import AppendOnly, LifecycleModel, StatusHistory
+from core.lifecycle import Lifecycle, register
+from core.models import AppendOnly, LifecycleModel, StatusHistory
 
 CREDITS = {"max_digits": 20, "decimal_places": 6, "default": Decimal("0")}
 

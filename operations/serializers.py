@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.formats import rfc3339
 from operations.billing import fmt
 from operations.models import Operation
-from picnic.formats import rfc3339
 
 
 def _ms(start, end) -> int | None:

@@ -11,6 +11,15 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from core import tracing
+from core.lifecycle import (
+    Actor,
+    IllegalTransition,
+    create,
+    enqueue_on_commit,
+    touch,
+    transition,
+)
 from operations import billing
 from operations.backends.openai import (
     BackendResponse,
@@ -29,15 +38,6 @@ from operations.models import (
     Quote,
     Stage,
     State,
-)
-from picnic import tracing
-from picnic.lifecycle import (
-    Actor,
-    IllegalTransition,
-    create,
-    enqueue_on_commit,
-    touch,
-    transition,
 )
 
 logger = logging.getLogger(__name__)

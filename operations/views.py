@@ -15,6 +15,9 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from core.api import ApiView, InvalidInput, NotFound, PaymentRequired, Unprocessable
+from core.lifecycle import IllegalTransition
+from core.timeline import render_timeline
 from operations import contract
 from operations.decisions import (
     operation_review_decide,
@@ -27,9 +30,6 @@ from operations.services import (
     operation_submit,
     quote_create,
 )
-from picnic.api import ApiView, InvalidInput, NotFound, PaymentRequired, Unprocessable
-from picnic.lifecycle import IllegalTransition
-from picnic.timeline import render_timeline
 
 
 class OperationStatusView(ApiView):

@@ -13,6 +13,6 @@ app.autodiscover_tasks()
 @worker_process_shutdown.connect
 def _metrics_process_dead(pid=None, **kwargs):
     # A pool process exits: prometheus-client drops its live-gauge files (multiprocess mode).
-    from picnic.metrics import mark_process_dead
+    from core.metrics import mark_process_dead
 
     mark_process_dead(pid or os.getpid())

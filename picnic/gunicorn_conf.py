@@ -34,7 +34,7 @@ max_requests = env_int("WEB_MAX_REQUESTS", 10_000, minimum=0)
 max_requests_jitter = env_int("WEB_MAX_REQUESTS_JITTER", 1_000, minimum=0)
 # The X-Forwarded-* of these addresses are trusted (the TLS proxy in front).
 forwarded_allow_ips = env_str("FORWARDED_ALLOW_IPS", "127.0.0.1")
-# The app writes its own access line (picnic.middleware.TraceMiddleware: JSON, with the trace
+# The app writes its own access line (core.middleware.TraceMiddleware: JSON, with the trace
 # id); gunicorn's is off unless WEB_ACCESS_LOG names a file or "-".
 accesslog = env_str("WEB_ACCESS_LOG", "") or None
 errorlog = "-"
@@ -47,6 +47,6 @@ def child_exit(server, worker):
     """A worker process ended (normally, killed or recycled): its Prometheus multiprocess
     files are marked dead so live gauges stop counting it."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        from picnic.metrics import gunicorn_child_exit
+        from core.metrics import gunicorn_child_exit
 
         gunicorn_child_exit(server, worker)

@@ -14,6 +14,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from core.chains import parse_chains
+from core.logs import logging_config
 from picnic.env import (
     env_bool,
     env_choice,
@@ -26,7 +27,6 @@ from picnic.env import (
     env_url,
     machine_secret,
 )
-from picnic.logs import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("PICNIC_VAR_DIR", str(BASE_DIR / "var")))
@@ -51,7 +51,7 @@ if not DEBUG and "*" in ALLOWED_HOSTS:
     raise ImproperlyConfigured("DJANGO_ALLOWED_HOSTS must name the hosts when DEBUG is off, not *")
 # Every error report (500 page under DEBUG, admin e-mails, logs) masks secrets, including the
 # password part of URL-valued settings such as DATABASE_URL and CELERY_BROKER_URL.
-DEFAULT_EXCEPTION_REPORTER_FILTER = "picnic.debug.SecretMaskingExceptionReporterFilter"
+DEFAULT_EXCEPTION_REPORTER_FILTER = "core.debug.SecretMaskingExceptionReporterFilter"
 
 INSTALLED_APPS = [
     # django.contrib.admin whose site orders the index (picnic.admin.PicnicAdminSite).
@@ -66,6 +66,9 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "django_htmx",
     "template_partials",
+    # The shared machinery (lifecycle, events, health, metrics, admin helpers, template tags).
+    "core",
+    # This deployment: its run commands and static files.
     "picnic",
     "actions",
     "messaging",
@@ -77,7 +80,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     # First: the trace covers everything below, and the access line sees every response.
-    "picnic.middleware.TraceMiddleware",
+    "core.middleware.TraceMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files from the web process itself (no separate file server), before sessions.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -85,14 +88,14 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    # After sessions, before common: end-user pages in the user's language (picnic/i18n.py).
-    "picnic.i18n.EndUserLocaleMiddleware",
-    # The admin and staff pages in the staff member's time zone (a cookie; picnic.timezones).
-    "picnic.timezones.StaffTimezoneMiddleware",
+    # After sessions, before common: end-user pages in the user's language (core/i18n.py).
+    "core.i18n.EndUserLocaleMiddleware",
+    # The admin and staff pages in the staff member's time zone (a cookie; core.timezones).
+    "core.timezones.StaffTimezoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "picnic.middleware.ContentSecurityPolicyMiddleware",
+    "core.middleware.ContentSecurityPolicyMiddleware",
 ]
 
 ROOT_URLCONF = "picnic.urls"
@@ -152,14 +155,14 @@ LOGIN_REDIRECT_URL = "passkeys"
 # The end user's logout (a POST from the page header) lands back on the sign-in page.
 LOGOUT_REDIRECT_URL = "login"
 # Every password check (the login page, the admin's, any authenticate() call) counts failures
-# per username and client address; see picnic/login.py.
-AUTHENTICATION_BACKENDS = ["picnic.login.ThrottledModelBackend"]
+# per username and client address; see core/login.py.
+AUTHENTICATION_BACKENDS = ["core.login.ThrottledModelBackend"]
 LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5, minimum=1)
 LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
 LANGUAGE_CODE = "en-us"
 # End-user pages (login, passkeys, signing) speak the users' languages: Brazil and Europe
 # (BRL and EUR ramps). The choice comes from the switcher (a cookie, Django's set_language
-# view), else Accept-Language; back-office pages stay English (picnic/i18n.py).
+# view), else Accept-Language; back-office pages stay English (core/i18n.py).
 LANGUAGES = [("pt-br", "Português (Brasil)"), ("es", "Español"), ("en", "English")]
 LOCALE_PATHS = [BASE_DIR / "locale"]
 LANGUAGE_COOKIE_NAME = "picnic_language"
@@ -169,7 +172,7 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 # Dates to the second with their zone, no microseconds, no a.m./p.m. (picnic/locale_formats).
-FORMAT_MODULE_PATH = ["picnic.locale_formats"]
+FORMAT_MODULE_PATH = ["core.locale_formats"]
 STATIC_URL = "static/"
 # `manage.py collectstatic` (the release step) writes here; the web process serves it.
 STATIC_ROOT = Path(env_str("DJANGO_STATIC_ROOT", str(VAR_DIR / "static")))
@@ -319,12 +322,12 @@ REST_FRAMEWORK = {
         "oauth2_provider.contrib.rest_framework.OAuth2Authentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "picnic.api.ApiAutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "core.api.ApiAutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     # JSON only, behind one size/UTF-8/nesting limit (a form body is a 415, as documented).
-    "DEFAULT_PARSER_CLASSES": ["picnic.json_input.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["core.json_input.JSONParser"],
     "UNAUTHENTICATED_USER": None,
-    "EXCEPTION_HANDLER": "picnic.api.exception_handler",
+    "EXCEPTION_HANDLER": "core.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Picnic back-office API",
@@ -347,10 +350,10 @@ SPECTACULAR_SETTINGS = {
 
 # --- Cache (short-lived provider tokens) ----------------------------------------------------
 # Status transitions, published for live listeners (the MCP adapter): Redis pub/sub, or Unix
-# datagram sockets under EVENTS_DIR on the embedded default (see picnic/events.py).
+# datagram sockets under EVENTS_DIR on the embedded default (see core/events.py).
 EVENTS_URL = env_url("EVENTS_URL", "local://", schemes=("local", "redis", "rediss"))
 EVENTS_DIR = Path(env_str("EVENTS_DIR", str(VAR_DIR / "events")))
-# Live pages (picnic/live.py): a comment this often keeps an idle stream open through proxies;
+# Live pages (core/live.py): a comment this often keeps an idle stream open through proxies;
 # a stream ends after LIVE_STREAM_SECONDS and the browser reconnects after LIVE_RETRY_MS.
 LIVE_HEARTBEAT_SECONDS = env_float("LIVE_HEARTBEAT_SECONDS", 15.0)
 LIVE_STREAM_SECONDS = env_float("LIVE_STREAM_SECONDS", 300.0)

@@ -11,16 +11,16 @@ from oauth2_provider.urls import metadata_urlpatterns as oauth_metadata
 from actions.urls import api_urlpatterns as actions_api
 from actions.urls import signing_urlpatterns
 from actions.urls import staff_urlpatterns as actions_staff
+from core.health import healthz, readyz
+from core.live import staff_stream
+from core.login import ThrottledAdminAuthenticationForm, ThrottledLoginView
+from core.metrics import metrics_view
 from messaging.urls import api_urlpatterns as messaging_api
 from messaging.urls import staff_urlpatterns as messaging_staff
 from oauth import registration
 from oauth import views as agent_views
 from operations.urls import api_urlpatterns as operations_api
 from operations.urls import staff_urlpatterns as operations_staff
-from picnic.health import healthz, readyz
-from picnic.live import staff_stream
-from picnic.login import ThrottledAdminAuthenticationForm, ThrottledLoginView
-from picnic.metrics import metrics_view
 
 admin.site.login_form = ThrottledAdminAuthenticationForm
 

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from picnic.http import JsonHttpClient, NotSent, OutcomeUnknown, problem_reason
+from core.http import JsonHttpClient, NotSent, OutcomeUnknown, problem_reason
 
 
 class GnosisPayError(Exception):

@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
-from picnic.http import JsonHttpClient, NotSent, OutcomeUnknown
+from core.http import JsonHttpClient, NotSent, OutcomeUnknown
 
 
 class QuoteError(Exception):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from urllib.parse import parse_qs, urlsplit
 
-from picnic.local_server import LocalJsonServer
+from core.local_server import LocalJsonServer
 
 # Demo prices (fixed): a dollar coin, a euro coin, and ether (the network fee on the signing page).
 PRICES = {

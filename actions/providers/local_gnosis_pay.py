@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from web3 import Web3
 
-from picnic.local_server import LocalJsonServer
+from core.local_server import LocalJsonServer
 
 CARD_PATH = re.compile(r"^/api/v1/cards/([^/]+)/(freeze|unfreeze|status)$")
 _EIP1271 = [

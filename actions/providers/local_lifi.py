@@ -18,7 +18,7 @@ from eth_abi import encode
 from eth_utils import function_signature_to_4byte_selector
 
 from chain import contracts
-from picnic.local_server import LocalJsonServer
+from core.local_server import LocalJsonServer
 
 SWAP = function_signature_to_4byte_selector("swap(address,address,uint256,uint256,address)")
 

@@ -13,7 +13,7 @@ import secrets
 import threading
 from urllib.parse import parse_qs, urlsplit
 
-from picnic.local_server import LocalJsonServer
+from core.local_server import LocalJsonServer
 
 # The demo user's accounts (seed_demo links them): EUR approved, BRL KYC in review.
 DEMO_MONERIUM_PROFILE = "demo-monerium-profile"

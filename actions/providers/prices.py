@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.core.cache import cache
 
-from picnic.http import JsonHttpClient, NotSent, OutcomeUnknown, problem_reason
+from core.http import JsonHttpClient, NotSent, OutcomeUnknown, problem_reason
 
 FIAT = ("USD", "EUR", "BRL")
 

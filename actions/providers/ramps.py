@@ -21,7 +21,7 @@ from urllib.parse import quote, urlencode
 from django.core.cache import cache
 
 from actions.models import KycStatus, RampProvider
-from picnic.http import JsonHttpClient, NotSent, OutcomeUnknown, problem_reason
+from core.http import JsonHttpClient, NotSent, OutcomeUnknown, problem_reason
 
 # --- The mapping tables (README "KYC status mapping"); every value is tested. ---------------
 

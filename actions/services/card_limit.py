@@ -18,7 +18,7 @@ from actions.services.transitions import (
     action_transition,
     outcome_of,
 )
-from picnic.lifecycle import Actor
+from core.lifecycle import Actor
 
 
 def _card_relayer(timeout: float | None = None):

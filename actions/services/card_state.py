@@ -17,7 +17,7 @@ from actions.services.transitions import (
     action_touch,
     action_transition,
 )
-from picnic.lifecycle import Actor
+from core.lifecycle import Actor
 
 
 def gnosis_pay_client(timeout: float | None = None):

@@ -29,8 +29,8 @@ from actions.models import (
 from actions.selectors import gnosis_pay_session_token
 from actions.services.card_state import gnosis_pay_client
 from actions.services.kinds import kind_of
-from picnic.api import failure_reason
-from picnic.formats import rfc3339
+from core.api import failure_reason
+from core.formats import rfc3339
 
 logger = logging.getLogger(__name__)
 

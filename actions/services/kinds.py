@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from actions.models import Action, ActionType, HistoryKind, SmartAccount
 from actions.services import card_limit, card_state, user_operations
 from actions.services.transitions import ReconcileOutcome
+from core.lifecycle import Actor
 from evm.bundler import BundlerClient
-from picnic.lifecycle import Actor
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,10 @@ from actions.services.transitions import (
     action_transition,
     outcome_of,
 )
+from core import metrics, tracing
+from core.lifecycle import Actor, IllegalTransition, create, record_history
 from evm.bundler import BundlerClient
 from evm.userops import entry_point_address, user_op_hash
-from picnic import metrics, tracing
-from picnic.lifecycle import Actor, IllegalTransition, create, record_history
 
 
 class ActionResolutionError(Exception):

@@ -17,11 +17,11 @@ from actions.chain_reads import CHAIN_RPC_ERRORS
 from actions.evm_clients import bundler_client
 from actions.models import Action, ActionType, Card, SmartAccount, SmartAccountKind, Token
 from actions.services.lifecycle import action_create
+from core.api import failure_reason
 from core.chains import Chain, UnknownChain, chain_for_asset
+from core.metrics import instrument_web3
 from evm import ens
 from evm.bundler import BundlerError
-from picnic.api import failure_reason
-from picnic.metrics import instrument_web3
 
 # Matched whole (fullmatch): `$` would let a trailing newline through, `\d` Unicode digits.
 ASSET_ID = re.compile(r"eip155:([1-9][0-9]{0,19})/erc20:(0x[0-9a-fA-F]{40})")

@@ -30,7 +30,7 @@ from actions.services.kinds import kind_of
 from actions.services.lifecycle import action_expire_if_overdue
 from actions.services.passkeys import PasskeyError
 from actions.services.transitions import action_transition
-from picnic.lifecycle import Actor, IllegalTransition, enqueue_on_commit
+from core.lifecycle import Actor, IllegalTransition, enqueue_on_commit
 
 
 def action_challenge(action: Action) -> bytes:

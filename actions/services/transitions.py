@@ -7,7 +7,7 @@ import enum
 from typing import Any
 
 from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
-from picnic.lifecycle import Actor, touch, transition
+from core.lifecycle import Actor, touch, transition
 
 
 class ReconcileOutcome(enum.StrEnum):

@@ -18,6 +18,7 @@ from actions.services.transitions import (
     action_transition,
     outcome_of,
 )
+from core.lifecycle import Actor, IllegalTransition
 from evm.bundler import (
     BundlerClient,
     BundlerError,
@@ -28,7 +29,6 @@ from evm.bundler import (
     entry_point_nonce,
 )
 from evm.userops import to_rpc
-from picnic.lifecycle import Actor, IllegalTransition
 
 logger = logging.getLogger(__name__)
 

@@ -96,7 +96,7 @@ def nonce_word(n: int) -> str:
 @pytest.fixture
 def rpc(settings):
     """A scripted bundler and chain: the op is nowhere, its nonce (0) is not used yet."""
-    from picnic.testing import ScriptedServer
+    from core.testing import ScriptedServer
 
     with ScriptedServer() as server:
         settings.BUNDLER_RPC_URL = server.url

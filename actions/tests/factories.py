@@ -40,7 +40,7 @@ def make_action(*, user, application, ttl_seconds: int | None = None, **override
 
 def said(response) -> str:
     """An API error answer as an agent reads it: the detail, then each field's messages."""
-    from picnic.api import error_text
+    from core.api import error_text
 
     body = response.json()
     return error_text(body["detail"], body["errors"])

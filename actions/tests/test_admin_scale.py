@@ -14,9 +14,9 @@ from eth_utils import to_checksum_address
 from actions.models import Action, ActionStatus, ActionStatusHistory
 from actions.services.transitions import action_transition
 from actions.tests.factories import make_action, user_op
-from picnic.admin import HISTORY_INLINE_LIMIT
-from picnic.lifecycle import Actor
-from picnic.models import ActorKind
+from core.admin import HISTORY_INLINE_LIMIT
+from core.lifecycle import Actor
+from core.models import ActorKind
 
 S = ActionStatus
 URL = "/admin/actions/action/"

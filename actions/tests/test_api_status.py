@@ -12,7 +12,7 @@ from django.utils import timezone
 from actions.models import Action, ActionStatus
 from actions.services.transitions import action_transition
 from actions.tests.factories import make_action
-from picnic.lifecycle import Actor
+from core.lifecycle import Actor
 
 SEED_FIELDS = [
     "action_id",
@@ -229,7 +229,7 @@ def test_the_openapi_schema_describes_the_response_exactly(client):
 
 def _executed_with_an_audit_row(action):
     from actions.models import ACTION_LIFECYCLE
-    from picnic.lifecycle import record_history
+    from core.lifecycle import record_history
 
     for step in (ActionStatus.SIGNED, ActionStatus.SUBMITTED, ActionStatus.BROADCAST):
         action_transition(action_id=action.pk, to=step, actor=Actor.worker(), detail=None)

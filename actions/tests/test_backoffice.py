@@ -10,8 +10,8 @@ from django.utils import timezone
 from actions.models import Action, ActionStatus
 from actions.services.transitions import action_transition
 from actions.tests.factories import make_action, user_op
-from picnic.lifecycle import Actor
-from picnic.testing import ScriptedServer
+from core.lifecycle import Actor
+from core.testing import ScriptedServer
 
 S = ActionStatus
 TX = "0x" + "cd" * 32

@@ -15,8 +15,8 @@ from actions.services.lifecycle import action_reconcile, action_submit
 from actions.services.signing import action_sign
 from actions.tests.factories import said
 from chain import zodiac
-from picnic.lifecycle import Actor
-from picnic.testing import history_statuses
+from core.lifecycle import Actor
+from core.testing import history_statuses
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 

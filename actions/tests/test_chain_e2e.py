@@ -16,9 +16,9 @@ from actions.tests.factories import make_action
 from chain.dev import fund
 from chain.simple_account import SimpleAccountOwner
 from chain.stack import free_port
+from core.lifecycle import Actor
+from core.testing import wait_until
 from evm.userops import to_rpc
-from picnic.lifecycle import Actor
-from picnic.testing import wait_until
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 

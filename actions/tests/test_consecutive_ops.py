@@ -14,8 +14,8 @@ from actions.models import Action, ActionStatus
 from actions.services.lifecycle import action_reconcile, action_submit
 from actions.services.signing import action_sign
 from chain.dev import token_balance
-from picnic.lifecycle import Actor
-from picnic.testing import wait_until
+from core.lifecycle import Actor
+from core.testing import wait_until
 
 from .conftest import usdc_id
 

@@ -22,7 +22,7 @@ from web3 import Web3
 
 from actions.models import Action, Passkey, SmartAccount
 from actions.providers.local_coingecko import LocalCoinGeckoServer
-from picnic.testing import add_virtual_authenticator, chromium_options
+from core.testing import add_virtual_authenticator, chromium_options
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 RECIPIENT = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"
@@ -207,7 +207,7 @@ def test_the_pages_in_spanish_and_english(
     from actions.tests.factories import make_action, make_offline_wallet
     from chain import contracts
     from chain.stack import free_port
-    from picnic.lifecycle import Actor
+    from core.lifecycle import Actor
 
     closed = f"http://127.0.0.1:{free_port()}"
     from django.conf import settings

@@ -296,7 +296,7 @@ def test_a_failure_is_explained_in_the_users_language_with_what_to_do_next(
     owner, user, application
 ):
     from actions.services.transitions import action_transition
-    from picnic.lifecycle import Actor
+    from core.lifecycle import Actor
 
     action = transfer(user, application)
     for step in (ActionStatus.SIGNED, ActionStatus.SUBMITTED):

@@ -8,7 +8,7 @@ import pytest
 
 from actions.models import Action
 from actions.tests.factories import made_up_address, make_offline_wallet
-from picnic.testing import ScriptedServer
+from core.testing import ScriptedServer
 
 pytestmark = pytest.mark.django_db
 
@@ -140,7 +140,7 @@ def test_an_unreachable_chain_on_a_write_tool_is_a_503_without_the_address(
 
 
 def test_redact_removes_internal_addresses_and_keeps_the_reason():
-    from picnic.api import failure_reason, redact
+    from core.api import failure_reason, redact
 
     raw = (
         "HTTPConnectionPool(host='127.0.0.1', port=8545): Max retries exceeded with url: / "

@@ -10,7 +10,7 @@ import pytest
 
 from actions.models import SmartAccount
 from actions.tests.factories import make_offline_wallet
-from picnic.testing import ScriptedServer
+from core.testing import ScriptedServer
 
 pytestmark = pytest.mark.django_db
 MODES = ["refused", "hang", "drop", "http500", "garbage", "rpc_error", "wrong_shape"]

@@ -128,7 +128,7 @@ def test_get_card_reads_balance_and_daily_limit_from_the_chain_and_virtual_cards
     from actions.models import Card
     from actions.services.lifecycle import action_reconcile, action_submit
     from actions.tests.test_card_limit import advance, proposed, sign
-    from picnic.lifecycle import Actor
+    from core.lifecycle import Actor
 
     settings.CARD_DELAY_COOLDOWN_SECONDS = 2
     w3 = registered[2]

@@ -14,8 +14,8 @@ from actions.services.lifecycle import action_reconcile, action_submit, actions_
 from actions.services.retention import actions_purge_retained
 from actions.services.transitions import ReconcileOutcome, action_transition
 from actions.tests.factories import make_action
-from picnic.lifecycle import Actor
-from picnic.testing import ScriptedServer
+from core.lifecycle import Actor
+from core.testing import ScriptedServer
 
 S = ActionStatus
 TX = "0x" + "ab" * 32

@@ -17,7 +17,7 @@ from actions.models import Action, SmartAccount
 from actions.providers.local_lifi import LocalLifiServer
 from chain import contracts, ens
 from chain.dev import fund, mint, token_balance
-from picnic.testing import add_virtual_authenticator, chromium_options
+from core.testing import add_virtual_authenticator, chromium_options
 
 pytestmark = [pytest.mark.chain, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 RECIPIENT = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"
@@ -175,7 +175,7 @@ def test_the_page_counts_down_expires_by_itself_and_stops_polling_at_failed(
     from actions.services.transitions import action_transition
     from actions.tests.factories import make_action
     from chain.stack import free_port
-    from picnic.lifecycle import Actor
+    from core.lifecycle import Actor
 
     # Polls refresh in-flight actions against the bundler: make it unreachable, so what the
     # page shows is what this test stores.

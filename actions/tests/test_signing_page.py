@@ -18,7 +18,7 @@ from actions.models import Action, ActionStatus, ActionType
 from actions.services.transitions import action_transition
 from actions.tests.factories import make_action
 from chain.stack import free_port
-from picnic.lifecycle import Actor
+from core.lifecycle import Actor
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from actions.models import Action, ActionStatus
 from actions.services.lifecycle import action_submit
 from actions.services.transitions import action_transition
 from actions.tests.factories import make_action
-from picnic.lifecycle import Actor
+from core.lifecycle import Actor
 
 S = ActionStatus
 CHANGELIST = "/admin/actions/action/"

@@ -8,8 +8,8 @@ from actions.services.lifecycle import actions_reconcile_pending
 from actions.services.transitions import action_transition
 from actions.tests.factories import make_action
 from actions.tests.test_reconcile import bundler, receipt  # noqa: F401 - shared fixture
-from picnic import tracing
-from picnic.lifecycle import Actor
+from core import tracing
+from core.lifecycle import Actor
 
 S = ActionStatus
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -22,7 +22,7 @@ from actions.services.lifecycle import action_submit, actions_reconcile_pending
 from actions.services.signing import action_sign
 from chain import contracts
 from chain.dev import mint
-from picnic.testing import wait_until
+from core.testing import wait_until
 
 from .conftest import usdc_id
 

@@ -10,8 +10,8 @@ from actions import tasks
 from actions.models import Action, ActionStatus
 from actions.services.transitions import action_transition
 from actions.tests.factories import make_action
-from picnic.lifecycle import Actor
-from picnic.testing import ScriptedServer, start_celery_worker, wait_until
+from core.lifecycle import Actor
+from core.testing import ScriptedServer, start_celery_worker, wait_until
 
 
 @pytest.mark.django_db(transaction=True)

@@ -22,7 +22,7 @@ def _send(account, op, bundler) -> str:
 
 
 def _receipt(bundler, op_hash: str, *, timeout: float = 60):
-    """Polled here, not with picnic.testing.wait_until: chain/ imports no app (test_boundary)."""
+    """Polled here, not with core.testing.wait_until: chain/ imports no app (test_boundary)."""
     deadline = time.monotonic() + timeout
     while (receipt := bundler.get_user_operation_receipt(op_hash)) is None:
         assert time.monotonic() < deadline, f"no receipt for {op_hash} within {timeout}s"

@@ -12,12 +12,12 @@ from django.utils import timezone
 from actions.models import Action, ActionStatus
 from actions.services.transitions import action_transition
 from actions.tests.factories import make_action
+from core.lifecycle import Actor
 from messaging.models import D, Delivery, Membership, Provider, Role, SocialAccount, Workspace
 from messaging.services import delivery_send, delivery_transition
 from operations import billing
 from operations.models import Operation
 from operations.services import operation_submit
-from picnic.lifecycle import Actor
 
 TX_HASH = "0x" + "ab" * 32
 

@@ -13,9 +13,9 @@ from django.utils import timezone
 
 from actions.models import Action, ActionStatus
 from console.tests.conftest import REVERT, TX_HASH
+from core.models import ActorKind
 from messaging.models import D, Delivery
 from operations.models import Operation, State
-from picnic.models import ActorKind
 
 pytestmark = pytest.mark.django_db
 
@@ -140,8 +140,8 @@ def test_the_list_partial_refreshes_alone_and_keeps_the_checked_rows(staff_clien
 def test_credit_holds_pending_too_long_and_running_too_long_are_listed(
     staff_client, make_operation, settings
 ):
+    from core.lifecycle import Actor
     from operations.services import operation_transition
-    from picnic.lifecycle import Actor
 
     holding = make_operation("writing")  # queued, holding credits
     running = make_operation("writing")
@@ -229,7 +229,7 @@ def test_search_by_username_or_email_lists_their_work(staff_client, stuck_all):
 
 
 def test_search_by_request_id_finds_what_the_request_wrote(staff_client, stuck_all):
-    from picnic import tracing
+    from core import tracing
 
     trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
     delivery = stuck_all["unknown_delivery"]

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from console.tests.conftest import TX_HASH
+from core.models import ActorKind
+from core.testing import chromium_options
 from messaging.models import D, Delivery
-from picnic.models import ActorKind
-from picnic.testing import chromium_options
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 # PICNIC_SCREENSHOT_DIR=docs refreshes the committed screenshots (docs/console-*.png).

@@ -1,5 +1,5 @@
 """picnic://action/{id}: readable, subscribable, and every transition of a subscribed action
-reaches the subscriber as notifications/resources/updated (through picnic.events, no polling)."""
+reaches the subscriber as notifications/resources/updated (through core.events, no polling)."""
 
 from __future__ import annotations
 

@@ -23,12 +23,12 @@ from django.conf import settings as django_settings
 from django.utils import timezone
 
 from actions.models import ActionStatus
+from core.lifecycle import Actor
+from core.testing import database_url
 from mcp_adapter import task_store
 from mcp_adapter.models import McpTask
 from messaging.models import Delivery, DeliveryStatus, Membership, Role
 from messaging.services import delivery_transition
-from picnic.lifecycle import Actor
-from picnic.testing import database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(django_settings.BASE_DIR)

@@ -19,9 +19,9 @@ from actions.tests.conftest import (  # noqa: F401 - shared fixtures
     usdc_id,
     webauthn_settings,
 )
+from core.testing import wait_until
 from mcp_adapter.models import McpTask
 from mcp_adapter.tests.test_tasks import LEGACY, RELATED, HttpRpc
-from picnic.testing import wait_until
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db(transaction=True)]
 RECIPIENT = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"

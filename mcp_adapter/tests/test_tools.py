@@ -13,12 +13,12 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from actions.contract import ACTION_STATUS_SCHEMA
+from core.api import schema_errors
 from mcp_adapter.api import ApiAnswer
 from mcp_adapter.tests.conftest import make_action as _action
 from mcp_adapter.tests.conftest import run
 from mcp_adapter.tools import TOOLS_BY_NAME
 from messaging import contract
-from picnic.api import schema_errors
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

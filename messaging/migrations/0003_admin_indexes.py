@@ -3,7 +3,7 @@
 from django.conf import settings
 from django.db import migrations, models
 
-from picnic.migration_operations import AddIndexConcurrentlyOnPostgres
+from core.migration_operations import AddIndexConcurrentlyOnPostgres
 
 
 class Migration(migrations.Migration):

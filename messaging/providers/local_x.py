@@ -19,7 +19,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from picnic.local_server import LocalJsonServer
+from core.local_server import LocalJsonServer
 
 PATH = re.compile(r"^/2/dm_conversations/with/([^/]+)/messages$")
 MARKERS = ("refuse", "hang", "drop", "error")

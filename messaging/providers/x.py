@@ -4,7 +4,7 @@
 `{"text": …}`; a 201 answers `{"data": {"dm_conversation_id": …, "dm_event_id": …}}`; errors
 come as RFC 7807 problems (`title`, `detail`, `type`, `status`) or `{"errors": [{"message"}]}`.
 
-The call is split in two on purpose (picnic.http): `connect()` runs while the delivery is still
+The call is split in two on purpose (core.http): `connect()` runs while the delivery is still
 `claimed`, so a refusal there provably sent nothing and may be retried; `send()` runs after the
 caller has committed `sending`, and everything that goes wrong from then on is unknown.
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from picnic.http import JsonHttpClient, NotSent, OutcomeUnknown, Refused, problem_reason
+from core.http import JsonHttpClient, NotSent, OutcomeUnknown, Refused, problem_reason
 
 __all__ = ["NotSent", "OutcomeUnknown", "Refused", "Sent", "XDirectMessages"]
 

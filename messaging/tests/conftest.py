@@ -4,10 +4,10 @@ import uuid
 
 import pytest
 
+from core.lifecycle import Actor
 from messaging.models import Delivery, Membership, Provider, Role, SocialAccount, Workspace
 from messaging.providers.local_x import LocalXServer
 from messaging.services import delivery_send, delivery_transition
-from picnic.lifecycle import Actor
 
 TOKEN_ENV = "PICNIC_TEST_X_TOKEN"
 X_TOKEN = "x-user-token-for-tests"

@@ -9,9 +9,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from core.admin import HISTORY_INLINE_LIMIT
+from core.models import ActorKind
 from messaging.models import D, Delivery, DeliveryStatusHistory
-from picnic.admin import HISTORY_INLINE_LIMIT
-from picnic.models import ActorKind
 
 URL = "/admin/messaging/delivery/"
 

@@ -9,10 +9,10 @@ import pytest
 from django.db import close_old_connections, connection
 from jsonschema import Draft7Validator, FormatChecker
 
+from core.lifecycle import Actor
 from messaging import contract
 from messaging.models import D, Delivery, Membership, Role
 from messaging.services import delivery_send, delivery_transition
-from picnic.lifecycle import Actor
 
 VALIDATOR = Draft7Validator(contract.STATUS_OUTPUT_SCHEMA, format_checker=FormatChecker())
 

@@ -6,10 +6,10 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from core.lifecycle import Actor
 from messaging.models import D, Delivery
 from messaging.selectors import deliveries_stuck
 from messaging.services import delivery_transition
-from picnic.lifecycle import Actor
 
 
 def test_the_delivery_list_filters_unknown_stuck_and_failed_reasons(staff_client, make_delivery):

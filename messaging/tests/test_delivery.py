@@ -11,6 +11,8 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from chain.stack import free_port
+from core.lifecycle import Actor
+from core.testing import history_statuses
 from messaging.models import D, Delivery
 from messaging.providers.local_x import LocalXServer
 from messaging.services import (
@@ -20,8 +22,6 @@ from messaging.services import (
     delivery_process,
     delivery_transition,
 )
-from picnic.lifecycle import Actor
-from picnic.testing import history_statuses
 
 from .conftest import X_TOKEN
 

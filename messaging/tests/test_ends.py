@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from chain.stack import free_port
+from core.testing import history_statuses
 from messaging import services
 from messaging.models import D, Delivery
 from messaging.providers.x import NotSent
@@ -18,7 +19,6 @@ from messaging.services import (
     delivery_attempt,
     delivery_cancel,
 )
-from picnic.testing import history_statuses
 
 
 class Unreachable:

@@ -9,11 +9,11 @@ import uuid
 
 import pytest
 
+from core import tracing
+from core.testing import start_celery_worker, wait_until
 from messaging.models import D, Delivery
 from messaging.providers.local_x import LocalXServer
 from messaging.services import deliveries_process_due
-from picnic import tracing
-from picnic.testing import start_celery_worker, wait_until
 
 from .conftest import TOKEN_ENV, X_TOKEN
 

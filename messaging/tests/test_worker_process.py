@@ -11,11 +11,11 @@ import pytest
 from django.utils import timezone
 
 from chain.stack import free_port
+from core.testing import start_celery_worker, wait_until
 from messaging import tasks
 from messaging.models import D, Delivery
 from messaging.providers.local_x import LocalXServer
 from messaging.services import deliveries_process_due, deliveries_reap_leases, delivery_send
-from picnic.testing import start_celery_worker, wait_until
 
 from .conftest import TOKEN_ENV, X_TOKEN
 

@@ -24,9 +24,9 @@ from mcp.shared.auth import AuthorizationCodeResult
 from oauth2_provider.models import AccessToken, Application, RefreshToken
 
 from chain.stack import free_port
+from core.testing import chromium_options
 from mcp_adapter.tests.conftest import MemoryTokenStorage, make_action
 from oauth.tests.tls import DocumentServer
-from picnic.testing import chromium_options
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 # PICNIC_SCREENSHOT_DIR=docs refreshes docs/oauth-consent.png and docs/oauth-agents.png.

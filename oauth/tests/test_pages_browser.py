@@ -16,8 +16,8 @@ import pytest
 from django.test import Client
 
 from actions.tests.test_enduser_browser import WCAG_AA
+from core.testing import chromium_options
 from oauth.models import ClientProfile
-from picnic.testing import chromium_options
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOT_DIR = os.environ.get("PICNIC_SCREENSHOT_DIR")

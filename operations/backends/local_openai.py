@@ -16,7 +16,7 @@ import time
 import uuid
 from typing import Any
 
-from picnic.local_server import LocalJsonServer
+from core.local_server import LocalJsonServer
 
 MARKERS = ("fail", "lose-ack", "hang", "slow", "reject")
 

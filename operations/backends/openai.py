@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from picnic.http import JsonHttpClient, NotSent, OutcomeUnknown, Refused, problem_reason
+from core.http import JsonHttpClient, NotSent, OutcomeUnknown, Refused, problem_reason
 
 __all__ = ["BackendResponse", "NotSent", "OpenAIResponses", "OutcomeUnknown", "Refused"]
 

@@ -12,12 +12,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from core.admin import HISTORY_INLINE_LIMIT
+from core.lifecycle import Actor
+from core.models import ActorKind
 from operations import billing
 from operations.models import DispatchStatus, Operation, OperationStatusHistory, State
 from operations.services import operation_submit, operation_transition
-from picnic.admin import HISTORY_INLINE_LIMIT
-from picnic.lifecycle import Actor
-from picnic.models import ActorKind
 
 URL = "/admin/operations/operation/"
 

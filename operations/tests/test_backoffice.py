@@ -6,10 +6,10 @@ from decimal import Decimal
 
 import pytest
 
+from core.lifecycle import Actor
 from operations import billing
 from operations.models import DispatchStatus, Operation, State
 from operations.services import operation_submit, operation_transition
-from picnic.lifecycle import Actor
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from chain.stack import free_port
+from core.testing import history_statuses
 from operations import services
 from operations.backends.local_openai import LocalResponsesServer
 from operations.backends.openai import BackendResponse, NotSent, OutcomeUnknown, Refused
@@ -31,7 +32,6 @@ from operations.services import (
     operations_expire_details,
     operations_process_due,
 )
-from picnic.testing import history_statuses
 
 from .conftest import API_KEY
 

@@ -12,6 +12,7 @@ from django.utils import timezone
 from jsonschema import Draft7Validator, FormatChecker
 
 from chain.stack import free_port
+from core.testing import history_statuses, wait_until
 from operations import billing
 from operations.backends.local_openai import LocalResponsesServer
 from operations.contract import OPERATION_STATUS_SCHEMA
@@ -34,7 +35,6 @@ from operations.services import (
     operations_process_due,
     quote_create,
 )
-from picnic.testing import history_statuses, wait_until
 
 from .conftest import API_KEY
 

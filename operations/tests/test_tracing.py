@@ -3,9 +3,9 @@ it: the backend call carries it and so does every history row."""
 
 from __future__ import annotations
 
+from core import tracing
 from operations.models import Operation
 from operations.services import operation_submit, operations_process_due
-from picnic import tracing
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"

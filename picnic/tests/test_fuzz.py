@@ -1,6 +1,6 @@
 """Schemathesis against the live `/api/schema/`: every documented operation gets generated
 inputs (valid and not: the request bodies and GET query parameters are the contracts' own JSON
-Schemas, picnic.api.ApiAutoSchema), and no answer may be a 5xx or break its documented
+Schemas, core.api.ApiAutoSchema), and no answer may be a 5xx or break its documented
 response schema (the Error component for every error). Bounded and derandomized so CI is
 deterministic; every outside service points at a closed port, so the calls that need one fail
 fast with their 503."""

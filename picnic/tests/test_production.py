@@ -15,9 +15,9 @@ import pytest
 from django.conf import settings
 
 from chain.stack import free_port
+from core.testing import database_url, wait_until
 from picnic import processes
 from picnic.beat import FileBeatLock, beat_lock_key
-from picnic.testing import database_url, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -20,7 +20,7 @@ from django.core.management.base import CommandError
 from django.test import RequestFactory
 from django.views.debug import ExceptionReporter
 
-from picnic.debug import mask_url_secrets
+from core.debug import mask_url_secrets
 
 ROOT = Path(__file__).resolve().parents[2]
 

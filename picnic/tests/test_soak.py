@@ -35,10 +35,10 @@ from django.conf import settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from chain.stack import free_port
+from core.testing import database_url, wait_until
 from messaging.providers.local_x import LocalXServer
 from operations.backends.local_openai import LocalResponsesServer
 from picnic import processes
-from picnic.testing import database_url, wait_until
 
 pytestmark = [
     pytest.mark.soak,

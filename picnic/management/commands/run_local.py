@@ -167,7 +167,7 @@ class Command(BaseCommand):
                         host,
                         "--port",
                         port,
-                        "--no-access-log",  # the app writes its own (picnic.middleware)
+                        "--no-access-log",  # the app writes its own (core.middleware)
                     ],
                     start_new_session=True,
                 )

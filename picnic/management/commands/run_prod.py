@@ -26,10 +26,10 @@ from actions.providers.local_gnosis_pay import LocalGnosisPayServer
 from actions.providers.local_lifi import LocalLifiServer
 from actions.providers.local_ramps import demo_servers as ramp_servers
 from chain.stack import ChainStackError, LocalWorld, free_port
+from core import metrics
 from messaging.demo import DEMO_TOKEN_DEFAULT, DEMO_TOKEN_ENV
 from messaging.providers.local_x import LocalXServer
 from operations.backends.local_openai import LocalResponsesServer
-from picnic import metrics
 
 ROOT = Path(settings.BASE_DIR)
 # The Procfile's long-running types (`release` runs first, once).

@@ -1,0 +1,410 @@
+"""Shared API plumbing: one error type and body, OAuth2 scope checks, input validated against
+the app's contract (the JSON Schema its MCP tool publishes), and the OpenAPI that says so.
+
+Every 4xx/5xx of the three apps' APIs has one body, `{"detail", "code", "errors"}`:
+`detail` is the text a person or agent reads (the seeds' exact texts), `code` a stable word to
+branch on, `errors` maps a field (or `(body)` / `(query)`) to its messages, `{}` when the
+problem is not one of fields. Views raise `ApiError` (or a subclass); they never build error
+responses. DRF's own exceptions (401, 405, 415, parse errors) get the same body here.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import uritemplate
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, JsonResponse
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiResponse
+from jsonschema import Draft7Validator, FormatChecker
+from oauth2_provider.contrib.rest_framework import TokenHasScope
+from rest_framework import exceptions, serializers, status
+from rest_framework.views import APIView
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from core.schema import input_problems
+
+INVALID_INPUT = "Invalid input"
+
+
+class ApiError(exceptions.APIException):
+    """The one domain error a view raises: a status, a code, the text, and field errors."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_code = "invalid"
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        code: str | None = None,
+        errors: dict[str, list[str]] | None = None,
+        **extra: Any,
+    ):
+        super().__init__(detail=detail, code=code or self.default_code)
+        self.errors = errors or {}
+        self.extra = extra
+
+
+class InvalidInput(ApiError):
+    default_code = "invalid_input"
+
+    def __init__(self, errors: dict[str, list[str]]):
+        super().__init__(INVALID_INPUT, errors=errors)
+
+
+class NotFound(ApiError):
+    status_code = status.HTTP_404_NOT_FOUND
+    default_code = "not_found"
+
+
+class Forbidden(ApiError):
+    status_code = status.HTTP_403_FORBIDDEN
+    default_code = "permission_denied"
+
+
+class Conflict(ApiError):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+
+
+class PaymentRequired(ApiError):
+    status_code = status.HTTP_402_PAYMENT_REQUIRED
+    default_code = "insufficient_credits"
+
+
+class Unprocessable(ApiError):
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_code = "unprocessable"
+
+
+class ServiceUnavailable(ApiError):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "unavailable"
+
+
+class InsufficientScope(ApiError):
+    status_code = status.HTTP_403_FORBIDDEN
+    default_code = "insufficient_scope"
+
+    def __init__(self, required: list[str]):
+        self.required = required
+        super().__init__(
+            f"Insufficient scope: this call requires the scope {' '.join(required)}",
+            required_scopes=required,
+        )
+
+
+class UserTokenRequired(Forbidden):
+    default_code = "user_token_required"
+
+    def __init__(self):
+        super().__init__(
+            "This API acts for a user: the bearer token was issued to an application alone "
+            "(client_credentials); authorize as a user to get one"
+        )
+
+
+class RequiredScopes(TokenHasScope):
+    """TokenHasScope, but a token that lacks the scope gets a 403 that names it (RFC 6750 §3.1),
+    and a token with no user (client_credentials) is refused before anything is looked up:
+    every endpoint acts for a user, so one answer for all of them (no 404-vs-500 oracle)."""
+
+    def has_permission(self, request, view) -> bool:
+        token = request.auth
+        if token is not None and hasattr(token, "scope") and token.user_id is None:
+            raise UserTokenRequired()
+        if super().has_permission(request, view):
+            return True
+        token = request.auth
+        if token is not None and hasattr(token, "scope") and not token.is_expired():
+            raise InsufficientScope(list(self.get_scopes(request, view)))
+        return False
+
+
+# --- the one body ---------------------------------------------------------------------------
+
+
+def _messages(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [f"{k}: {m}" for k, v in value.items() for m in _messages(v)]
+    if isinstance(value, list):
+        return [m for item in value for m in _messages(item)]
+    return [str(value)]
+
+
+def error_body(exc: exceptions.APIException) -> dict[str, Any]:
+    if isinstance(exc, ApiError):
+        return {
+            "detail": str(exc.detail),
+            "code": exc.detail.code,
+            "errors": exc.errors,
+            **exc.extra,
+        }
+    if isinstance(exc, exceptions.ValidationError):  # a serializer's or DRF's own field errors
+        fields = exc.detail if isinstance(exc.detail, dict) else {"(body)": exc.detail}
+        errors = {str(name): _messages(value) for name, value in fields.items()}
+        return {"detail": INVALID_INPUT, "code": "invalid_input", "errors": errors}
+    detail = exc.detail
+    code = getattr(detail, "code", None) or exc.default_code
+    return {"detail": " ".join(_messages(detail)), "code": str(code), "errors": {}}
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    elif isinstance(exc, RequestDataTooBig):  # DRF reads request.body: a JSON 400, not HTML
+        from core.json_input import too_large
+
+        exc = too_large()
+    response = drf_exception_handler(exc, context)  # headers, rollback; None for a bug (a 500)
+    if response is None:
+        return None
+    response.data = error_body(exc)
+    if isinstance(exc, InsufficientScope):
+        response["WWW-Authenticate"] = (
+            f'Bearer error="insufficient_scope", scope="{" ".join(exc.required)}"'
+        )
+    return response
+
+
+def error_json(detail: str, *, code: str, status: int, **extra: Any) -> JsonResponse:
+    """The same body from a plain Django view (the signing page's JSON endpoints)."""
+    return JsonResponse({"detail": detail, "code": code, "errors": {}, **extra}, status=status)
+
+
+# --- input validated against the contract ---------------------------------------------------
+
+_FORMATS = FormatChecker()
+
+
+def _field(error, root: str) -> str:
+    path = [str(p) for p in error.path]
+    if error.validator == "required":  # name the missing field rather than its parent
+        path += [n for n in error.validator_value if error.message.startswith(repr(n))][:1]
+    return ".".join(path) or root
+
+
+def schema_errors(schema: dict[str, Any], data: Any, *, root: str = "(body)") -> dict[str, list]:
+    """Draft-7 errors (formats checked) keyed by field; `{}` when `data` is valid. First, for
+    any input: no NUL or lone surrogate in a string or key, no number that is not finite
+    (core.schema); the schema's own messages would echo such values back."""
+    if problems := input_problems(data, root=root):
+        return problems
+    errors: dict[str, list[str]] = {}
+    validator = Draft7Validator(schema, format_checker=_FORMATS)
+    for error in sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.path]):
+        errors.setdefault(_field(error, root), []).append(_message(error))
+    return errors
+
+
+def _message(error) -> str:
+    # A regex says little to a person or an agent: where the field describes what it expects,
+    # say that instead (the value is shortened: it may be long).
+    described = isinstance(error.schema, dict) and error.schema.get("description")
+    if error.validator == "pattern" and described:
+        shown = repr(error.instance)
+        shown = shown if len(shown) <= 80 else shown[:77] + "…"
+        return f"{shown} does not match the expected form: {described}"
+    return error.message
+
+
+# What an error from a dependency may carry that a client must not see: URLs, host:port pairs,
+# IP addresses, urllib3's "host='…', port=…" and object reprs.
+_INTERNALS = re.compile(
+    r"[a-z][a-z0-9+.-]*://\S+"
+    r"|\bhost='[^']*'(, port=\d+)?"
+    r"|<[^<>]* object at 0x[0-9a-f]+>"
+    r"|\[[0-9a-f:.]+\](:\d+)?"
+    r"|\b\d{1,3}(\.\d{1,3}){3}(:\d+)?\b"
+    r"|\blocalhost(:\d+)?\b"
+    r"|\b[a-z][a-z0-9-]*(\.[a-z0-9-]+)*:\d{2,5}\b",
+    re.IGNORECASE,
+)
+
+
+def redact(text: str) -> str:
+    """`text` without internal addresses, for an error a client reads (the log keeps all)."""
+    return _INTERNALS.sub("<internal>", text)
+
+
+def failure_reason(exc: BaseException) -> str:
+    """What failed, in words a client may read: a transport failure by its kind, anything
+    else by its message with internal addresses removed."""
+    import requests
+
+    if isinstance(exc, requests.Timeout):
+        return "timed out"
+    if isinstance(exc, requests.ConnectionError):
+        return "connection refused" if "refused" in str(exc).lower() else "connection failed"
+    if isinstance(exc, requests.HTTPError) and exc.response is not None:
+        return f"HTTP {exc.response.status_code}"
+    return redact(str(exc)) or type(exc).__name__
+
+
+def error_text(detail: str, errors: dict[str, list[str]]) -> str:
+    """One line for an agent: the detail, then each field's messages."""
+    if not errors:
+        return detail
+    return f"{detail}: " + "; ".join(f"{f}: {m}" for f, ms in errors.items() for m in ms)
+
+
+def query_input(schema: dict[str, Any], params) -> dict[str, Any]:
+    """Query parameters as the schema's types (they arrive as strings)."""
+    data: dict[str, Any] = {}
+    for name, value in params.items():
+        kind = schema.get("properties", {}).get(name, {}).get("type")
+        data[name] = (
+            int(value) if kind == "integer" and value.isascii() and value.isdigit() else value
+        )
+    return data
+
+
+class ApiView(APIView):
+    """An API view of the three apps: scopes checked, then the input validated once, strictly,
+    against `input_schema` (the body, or the query of a GET) into `self.input`."""
+
+    permission_classes = [RequiredScopes]
+    input_schema: dict[str, Any] | None = None
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        self.input: dict[str, Any] = {}
+        if self.input_schema is None or not hasattr(self, request.method.lower()):
+            return  # nothing to validate, or a 405 that dispatch answers next
+        if request.method == "GET":
+            data, root = query_input(self.input_schema, request.query_params), "(query)"
+        else:
+            data, root = request.data, "(body)"
+        errors = schema_errors(self.input_schema, data, root=root)
+        if errors:
+            raise InvalidInput(errors)
+        self.input = data
+
+
+# --- OpenAPI: one Error component on every error answer -------------------------------------
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="What went wrong, in words.")
+    code = serializers.CharField(help_text="A stable word to branch on, e.g. not_found.")
+    errors = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="Messages per field (`(body)`/`(query)` for the whole input); {} if none.",
+    )
+    required_scopes = serializers.ListField(
+        child=serializers.CharField(), required=False, help_text="On insufficient_scope only."
+    )
+
+
+def error_response(description: str) -> OpenApiResponse:
+    return OpenApiResponse(ErrorSerializer, description=description)
+
+
+# JSON Schema keywords OpenAPI 3.0's Schema Object does not have (validation is unaffected:
+# the view still checks the contract's own dict).
+_NOT_OAS30 = {"$schema", "$id", "$comment", "const", "examples", "dependentRequired"}
+
+
+def openapi_schema(schema: Any) -> Any:
+    """A contract's JSON Schema as an OpenAPI 3.0 Schema Object: a type list with "null" becomes
+    `nullable`, `const` a one-value `enum`; keywords 3.0 lacks, and an empty `required`, are
+    dropped."""
+    if isinstance(schema, list):
+        return [openapi_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "const":
+            out["enum"] = [value]
+        elif key == "type" and isinstance(value, list):
+            types = [t for t in value if t != "null"]
+            if "null" in value:
+                out["nullable"] = True
+            if len(types) == 1:
+                out["type"] = types[0]
+            else:
+                out["anyOf"] = [{"type": t} for t in types]
+        elif key in ("anyOf", "oneOf") and {"type": "null"} in value:
+            rest = [item for item in value if item != {"type": "null"}]
+            out["nullable"] = True
+            if len(rest) == 1:
+                out.update(openapi_schema(rest[0]))
+            else:
+                out[key] = openapi_schema(rest)
+        elif key == "required" and not value:
+            continue  # 3.0: `required` must list at least one name
+        elif key == "properties":
+            out[key] = {name: openapi_schema(sub) for name, sub in value.items()}
+        elif key not in _NOT_OAS30:
+            out[key] = openapi_schema(value)
+    return out
+
+
+class ApiAutoSchema(AutoSchema):
+    """Adds the error answers every API view can give and points each at the Error component.
+    An ApiView's request body (or a GET's query parameters) is documented from its
+    `input_schema`, the same dict that validates it, so the docs and a fuzzer see the real input.
+    """
+
+    def _input_schema(self) -> dict[str, Any] | None:
+        return getattr(self.view, "input_schema", None)
+
+    def _get_request_body(self, direction="request"):
+        schema = self._input_schema()
+        if schema is None or self.method not in ("POST", "PUT", "PATCH"):
+            return super()._get_request_body(direction)
+        return {
+            "content": {"application/json": {"schema": openapi_schema(schema)}},
+            "required": True,
+        }
+
+    def _get_parameters(self):
+        parameters = super()._get_parameters()
+        schema = self._input_schema()
+        if schema is None or self.method != "GET":
+            return parameters
+        path_variables = set(uritemplate.variables(self.path))
+        required = set(schema.get("required", []))
+        from_schema = {
+            name: {
+                "in": "query",
+                "name": name,
+                "schema": openapi_schema({k: v for k, v in sub.items() if k != "description"}),
+                "description": sub.get("description", ""),
+                "required": name in required,
+            }
+            for name, sub in schema.get("properties", {}).items()
+            if name not in path_variables
+        }
+        for parameter in from_schema.values():
+            if not parameter["description"]:
+                del parameter["description"]
+        kept = [p for p in parameters if not (p["in"] == "query" and p["name"] in from_schema)]
+        return sorted(kept + list(from_schema.values()), key=lambda p: (p["in"], p["name"]))
+
+    def _get_response_bodies(self, direction="response"):
+        responses = super()._get_response_bodies(direction)
+        scopes = " ".join(getattr(self.view, "required_scopes", []))
+        implied = {
+            "401": "Missing or invalid bearer token",
+            "403": f"Insufficient scope (needs {scopes})" if scopes else "Forbidden",
+        }
+        if getattr(self.view, "input_schema", None) is not None:
+            implied["400"] = "Invalid input: `errors` names each field"
+        if self.method in ("POST", "PUT", "PATCH"):
+            implied["415"] = "The body is not application/json"
+        for code, description in implied.items():
+            responses.setdefault(code, {"description": description})
+        for code, response in responses.items():
+            if code >= "400" and "content" not in response:
+                responses[code] = self._get_response_for_code(
+                    error_response(response.get("description", "")), code, direction=direction
+                )
+        return dict(sorted(responses.items()))

@@ -1,0 +1,200 @@
+"""One event channel for status transitions, published after commit by the lifecycle machinery
+and listened to by the MCP adapter (which turns them into `notifications/resources/updated`).
+
+- `EVENTS_URL=redis://…`: Redis pub/sub on channel `picnic:events` (production, CI).
+- default `local://`: Unix datagram sockets in `EVENTS_DIR` (var/events/): every listener binds
+  one socket file there, a publisher sends each event to every socket it finds. It crosses
+  processes on one machine (web, worker, MCP adapter) with no broker and no polling.
+
+Delivery is best-effort, like the notifications it feeds: a listener that was not there misses
+the event, and clients re-read the resource on reconnect.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from core.lifecycle import lifecycle_named
+
+logger = logging.getLogger(__name__)
+CHANNEL = "picnic:events"
+_MAX_DATAGRAM = 4096
+
+
+def publish(event: dict[str, Any]) -> None:
+    """Send one event to every listener (at the end of the enclosing `batch()`, if any); never
+    raises (a transition is already committed)."""
+    pending = _pending.get()
+    if pending is not None:
+        pending.append(event)
+    else:
+        _send([event])
+
+
+# The events of the current `batch()`, or None outside one.
+_pending: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar(
+    "picnic_events_batch", default=None
+)
+
+
+@contextmanager
+def batch() -> Iterator[None]:
+    """Publish the events of the block together when it ends, in their order: on Redis one
+    round trip (a pipeline of PUBLISHes) instead of one per event. A nested batch joins the
+    outer one."""
+    if _pending.get() is not None:
+        yield
+        return
+    token = _pending.set([])
+    try:
+        yield
+    finally:
+        pending = _pending.get()
+        _pending.reset(token)
+        if pending:
+            _send(pending)
+
+
+def _send(events: list[dict[str, Any]]) -> None:
+    data = [json.dumps(event, separators=(",", ":")).encode() for event in events]
+    try:
+        if settings.EVENTS_URL.startswith("redis"):
+            if len(data) == 1:
+                _redis().publish(CHANNEL, data[0])
+            else:
+                pipeline = _redis().pipeline(transaction=False)
+                for item in data:
+                    pipeline.publish(CHANNEL, item)
+                pipeline.execute()
+        else:
+            for item in data:
+                _publish_local(item)
+    except Exception:  # noqa: BLE001 - notifications are best-effort by design
+        logger.warning("could not publish events %s", events, exc_info=True)
+
+
+_redis_client = None
+
+
+def _redis():
+    global _redis_client
+    if _redis_client is None:
+        import redis
+
+        _redis_client = redis.Redis.from_url(settings.EVENTS_URL, socket_timeout=2)
+    return _redis_client
+
+
+def _events_dir() -> Path:
+    path = Path(settings.EVENTS_DIR)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _publish_local(data: bytes) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.setblocking(False)
+        for path in _events_dir().glob("*.sock"):
+            try:
+                sock.sendto(data, str(path))
+            except (ConnectionRefusedError, FileNotFoundError):
+                path.unlink(missing_ok=True)  # its listener is gone
+            except BlockingIOError:
+                logger.warning("event listener %s is not keeping up; event dropped", path.name)
+
+
+def subscribe() -> Subscription:
+    """`async with subscribe() as sub: event = await sub.receive()`; listening starts on
+    entry, so nothing published after entry is missed."""
+    if settings.EVENTS_URL.startswith("redis"):
+        return _RedisSubscription()
+    return _LocalSubscription()
+
+
+class Subscription:
+    async def __aenter__(self) -> Subscription:
+        raise NotImplementedError
+
+    async def __aexit__(self, *exc: object) -> None:
+        raise NotImplementedError
+
+    async def receive(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class _RedisSubscription(Subscription):
+    async def __aenter__(self) -> Subscription:
+        import redis.asyncio
+
+        self.client = redis.asyncio.Redis.from_url(settings.EVENTS_URL)
+        self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        await self.pubsub.subscribe(CHANNEL)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.pubsub.aclose()
+        await self.client.aclose()
+
+    async def receive(self) -> dict[str, Any]:
+        while True:
+            message = await self.pubsub.get_message(timeout=None)
+            if message and message.get("type") == "message":
+                return json.loads(message["data"])
+
+
+class _LocalSubscription(Subscription):
+    async def __aenter__(self) -> Subscription:
+        self.path = _events_dir() / f"{os.getpid()}-{uuid.uuid4().hex[:8]}.sock"
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(self.path))
+        self.sock.setblocking(False)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.sock.close()
+        self.path.unlink(missing_ok=True)
+
+    async def receive(self) -> dict[str, Any]:
+        import anyio
+
+        while True:
+            await anyio.wait_readable(self.sock)
+            try:
+                return json.loads(self.sock.recv(_MAX_DATAGRAM))
+            except BlockingIOError:
+                continue
+
+
+def _publish_entity(lifecycle, pk, status) -> None:
+    event = {"lifecycle": lifecycle.name, "id": str(pk), "status": str(status)}
+    # The registered lifecycle says whether one entity is an MCP resource, and its URI.
+    try:
+        uri = lifecycle_named(lifecycle.name).resource_uri(pk)
+    except KeyError:
+        logger.error("lifecycle %r is not registered: its events carry no uri", lifecycle.name)
+        uri = None
+    if uri:
+        event["uri"] = uri
+    publish(event)
+
+
+def on_status_changed(sender, pk, from_status, to_status, lifecycle, **kwargs) -> None:
+    """Receiver of `core.lifecycle.status_changed`: every transition goes on the channel."""
+    _publish_entity(lifecycle, pk, to_status)
+
+
+def on_entity_changed(sender, pk, status, lifecycle, **kwargs) -> None:
+    """Receiver of `core.lifecycle.entity_changed`: a visible change without a transition
+    (an error recorded) is an event too, with the status it still has."""
+    _publish_entity(lifecycle, pk, status)

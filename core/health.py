@@ -1,0 +1,279 @@
+"""Health: `/healthz` (liveness: the process answers, no I/O) and `/readyz` (readiness: every
+dependency this deployment needs answers within HEALTH_CHECK_TIMEOUT_SECONDS).
+
+One table of checks (`CHECKS`), each a function that returns on success (None, or a detail to
+report, such as the broker's queue backlog) and raises on failure;
+`run_checks()` runs them all at once in a small thread pool, so a hanging dependency costs one
+timeout, not the sum. The views and `manage.py health` share it.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.http import JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET
+
+from core.api import failure_reason
+
+logger = logging.getLogger(__name__)
+
+
+class CheckFailed(Exception):
+    """A dependency answered, but not what readiness needs (the message is client-safe)."""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    ok: bool
+    latency_ms: int
+    error: str | None
+    # What the check saw besides ok (the broker: messages waiting per queue kind), or None.
+    detail: dict | None = None
+
+
+# --- The checks: each raises the errors its dependency raises; `_run_one` names them ---------
+
+
+def check_database(timeout: float) -> None:
+    from django.db import connections
+
+    connection = connections["default"]
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            if cursor.fetchone() != (1,):
+                raise CheckFailed("SELECT 1 did not answer 1")
+    finally:
+        # This runs in a pool thread: its connection must not outlive the thread.
+        connection.close()
+
+
+def check_broker(timeout: float) -> dict | None:
+    from picnic.celery import app
+
+    if settings.CELERY_BROKER_URL.startswith("filesystem://"):
+        # The embedded broker is two folders: ready when the queue folder takes a file.
+        options = settings.CELERY_BROKER_TRANSPORT_OPTIONS
+        _writable(Path(options["data_folder_in"]))
+        return
+    with app.connection_for_read(
+        settings.CELERY_BROKER_URL,
+        connect_timeout=timeout,
+        transport_options={"socket_timeout": timeout, "socket_connect_timeout": timeout},
+    ) as conn:
+        conn.ensure_connection(max_retries=0, timeout=timeout)
+    if settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+        return {"queues": queue_backlog(timeout)}
+    return None
+
+
+def queue_backlog(timeout: float) -> dict[str, int]:
+    """Messages waiting in each queue kind's Redis list (not yet taken by a worker): a queue
+    whose workers are down grows here. One round trip of LLENs, whatever the backlog."""
+    import redis
+
+    # kombu keeps a queue's messages of priority p > 0 in a list of its own: "<queue>\x06\x16<p>".
+    steps = ("", *(f"\x06\x16{p}" for p in (3, 6, 9)))
+    client = redis.Redis.from_url(
+        settings.CELERY_BROKER_URL, socket_timeout=timeout, socket_connect_timeout=timeout
+    )
+    try:
+        pipe = client.pipeline(transaction=False)
+        for queue in settings.CELERY_QUEUES_BY_KIND.values():
+            for step in steps:
+                pipe.llen(queue + step)
+        lengths = iter(pipe.execute())
+    finally:
+        client.close()
+    return {kind: sum(next(lengths) for _ in steps) for kind in settings.CELERY_QUEUES_BY_KIND}
+
+
+def check_cache(timeout: float) -> None:
+    from django.core.cache import cache
+
+    key = f"picnic:health:{uuid.uuid4().hex}"
+    cache.set(key, "ok", timeout=max(int(timeout) + 1, 5))
+    value = cache.get(key)
+    cache.delete(key)
+    if value != "ok":
+        raise CheckFailed("a value set in the cache could not be read back")
+
+
+def check_events(timeout: float) -> None:
+    if settings.EVENTS_URL.startswith("redis"):
+        import redis
+
+        client = redis.Redis.from_url(
+            settings.EVENTS_URL, socket_timeout=timeout, socket_connect_timeout=timeout
+        )
+        try:
+            if not client.ping():
+                raise CheckFailed("PING was not answered with PONG")
+        finally:
+            client.close()
+        return
+    # The local channel is socket files in EVENTS_DIR: ready when listeners can bind there.
+    path = Path(settings.EVENTS_DIR)
+    path.mkdir(parents=True, exist_ok=True)
+    _writable(path)
+
+
+def check_chain_rpc(timeout: float) -> None:
+    from web3 import Web3
+
+    w3 = Web3(
+        Web3.HTTPProvider(
+            settings.CHAIN_RPC_URL,
+            request_kwargs={"timeout": timeout},
+            exception_retry_configuration=None,
+        )
+    )
+    chain_id = w3.eth.chain_id
+    if chain_id != settings.CHAIN_ID:
+        raise CheckFailed(f"the node is on chain {chain_id}, CHAIN_ID is {settings.CHAIN_ID}")
+
+
+def check_bundler(timeout: float) -> None:
+    from actions.evm_clients import bundler_client
+    from evm.userops import entry_point_address
+
+    supported = bundler_client(timeout=timeout).supported_entry_points()
+    wanted = entry_point_address(settings.ENTRY_POINT_VERSION)
+    if not isinstance(supported, list) or wanted.lower() not in {
+        str(address).lower() for address in supported
+    }:
+        raise CheckFailed(
+            f"the bundler does not support the EntryPoint v{settings.ENTRY_POINT_VERSION}"
+        )
+
+
+def _writable(path: Path) -> None:
+    with tempfile.NamedTemporaryFile(dir=path, prefix=".health-"):
+        pass
+
+
+def _expected_errors() -> dict[str, tuple[type[BaseException], ...]]:
+    """What each check's dependency raises when it is down, slow or answering garbage."""
+    import kombu.exceptions
+    import redis
+    from django.db import Error as DatabaseError
+
+    from actions.chain_reads import CHAIN_RPC_ERRORS
+    from evm.bundler import BundlerError
+    from evm.userops import UserOpError
+
+    return {
+        "database": (DatabaseError,),
+        "broker": (kombu.exceptions.KombuError, redis.RedisError, OSError),
+        "cache": (redis.RedisError, OSError),
+        "events": (redis.RedisError, OSError),
+        "chain_rpc": CHAIN_RPC_ERRORS,
+        "bundler": (BundlerError, UserOpError),
+    }
+
+
+CHECKS: dict[str, Callable[[float], dict | None]] = {
+    "database": check_database,
+    "broker": check_broker,
+    "cache": check_cache,
+    "events": check_events,
+    "chain_rpc": check_chain_rpc,
+    "bundler": check_bundler,
+}
+
+
+def _reason(exc: BaseException) -> str:
+    # The bundler client wraps the transport error; its kind ("timed out") is the reason.
+    cause = exc.__cause__
+    if cause is not None and not isinstance(exc, CheckFailed):
+        reason = failure_reason(cause)
+        if reason in {"timed out", "connection refused", "connection failed"}:
+            return reason
+    text = str(exc).lower()
+    if "timeout" in text or "timed out" in text:
+        return "timed out"
+    if "refused" in text:
+        return "connection refused"
+    from django.db import Error as DatabaseError
+
+    if isinstance(exc, DatabaseError):
+        # A driver's message names the host, port, database and user: the log keeps it.
+        return f"database error ({type(exc).__name__})"
+    return failure_reason(exc)
+
+
+def _run_one(name: str, check: Callable[[float], None], timeout: float) -> CheckResult:
+    started = time.monotonic()
+    detail = None
+    try:
+        detail = check(timeout)
+    except (CheckFailed, *_expected_errors()[name]) as exc:
+        error = _reason(exc)
+        logger.warning("readiness check %s failed: %s", name, exc)
+    except Exception as exc:  # noqa: BLE001 - a health endpoint must answer: a bug is a failure
+        logger.exception("readiness check %s raised an unexpected error", name)
+        error = f"unexpected error: {type(exc).__name__}"
+    else:
+        error = None
+    latency = round((time.monotonic() - started) * 1000)
+    return CheckResult(name, error is None, latency, error, detail)
+
+
+def run_checks(*, timeout: float | None = None) -> list[CheckResult]:
+    """Every check at once; one that has not answered after `timeout` is reported timed out
+    (its thread is left to end on its own client timeout)."""
+    timeout = settings.HEALTH_CHECK_TIMEOUT_SECONDS if timeout is None else timeout
+    pool = ThreadPoolExecutor(max_workers=len(CHECKS), thread_name_prefix="readyz")
+    started = time.monotonic()
+    futures = {name: pool.submit(_run_one, name, check, timeout) for name, check in CHECKS.items()}
+    try:
+        wait(futures.values(), timeout=timeout + 0.25)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    results = []
+    for name, future in futures.items():
+        if future.done():
+            results.append(future.result())
+        else:
+            logger.warning("readiness check %s did not answer within %ss", name, timeout)
+            latency = round((time.monotonic() - started) * 1000)
+            results.append(CheckResult(name, False, latency, "timed out"))
+    return results
+
+
+# --- Views: no authentication, no session, no CSRF (load balancers call them) -------------
+
+
+@csrf_exempt
+@never_cache
+@require_GET
+def healthz(request):
+    """Liveness: this process can answer a request. No database, no cache, no network."""
+    return JsonResponse({"status": "ok"})
+
+
+@csrf_exempt
+@never_cache
+@require_GET
+def readyz(request):
+    """Readiness: 200 when every dependency answers, 503 otherwise, each check with its
+    latency and a reason a client may read."""
+    results = run_checks()
+    ready = all(result.ok for result in results)
+    body = {
+        "status": "ok" if ready else "unavailable",
+        "checks": [asdict(result) for result in results],
+    }
+    return JsonResponse(body, status=200 if ready else 503)

@@ -1,0 +1,137 @@
+"""A small JSON-over-HTTP client for provider adapters, with the at-most-once split.
+
+`connect()` opens the connection before anything is sent: failing there (refused, unreachable,
+TLS) raises NotSent, which callers may retry. `request()` sends and reads the answer: a timeout
+or a dropped connection after that raises OutcomeUnknown. An HTTP answer is returned as is, so
+each adapter maps its provider's status codes and bodies.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import ssl
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from core import metrics, tracing
+
+
+class NotSent(Exception):
+    """The request never left (e.g. connection refused): safe to retry."""
+
+
+class Refused(Exception):
+    """The provider answered and definitively refused (4xx with a reason)."""
+
+    def __init__(self, reason: str, *, status: int, payload: Any):
+        self.status = status
+        self.payload = payload
+        super().__init__(reason)
+
+
+class OutcomeUnknown(Exception):
+    """The request may have been processed: timeout, dropped connection, 5xx, garbage."""
+
+    def __init__(self, reason: str, *, payload: Any = None):
+        self.payload = payload
+        super().__init__(reason)
+
+
+@dataclass(frozen=True)
+class HttpAnswer:
+    status: int
+    raw: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.raw)
+
+
+def problem_reason(answer: HttpAnswer) -> tuple[str, Any]:
+    """A readable reason from an error body: RFC 7807, `{"error": {...}}`, `{"message": …}`
+    or `{"errors": [...]}`."""
+    try:
+        payload = answer.json()
+    except ValueError:
+        return f"HTTP {answer.status}: {answer.raw[:200].decode(errors='replace')}", None
+    if isinstance(payload, dict):
+        if payload.get("detail") or payload.get("title"):
+            reason = f"{payload.get('title') or answer.status}: {payload.get('detail') or ''}"
+            return reason.strip(), payload
+        error = payload.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"]), payload
+        if isinstance(payload.get("message"), str) and payload["message"]:
+            return payload["message"], payload
+        errors = payload.get("errors")
+        if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+            return str(errors[0].get("message") or errors[0]), payload
+    return f"HTTP {answer.status}", payload
+
+
+class JsonHttpClient:
+    def __init__(self, base_url: str, *, timeout: float, provider: str = "other"):
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"base URL must be http(s)://host[:port], got {base_url!r}")
+        self.scheme = parts.scheme
+        self.host = parts.hostname
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.prefix = parts.path.rstrip("/")
+        self.timeout = timeout
+        self.provider = provider  # the `provider` label of its metrics
+
+    def connect(self) -> http.client.HTTPConnection:
+        if self.scheme == "https":
+            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                self.host, self.port, timeout=self.timeout, context=ssl.create_default_context()
+            )
+        else:
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        try:
+            conn.connect()
+        except OSError as exc:
+            conn.close()
+            metrics.count_provider_error(self.provider, "not_sent")
+            raise NotSent(f"could not connect to {self.host}:{self.port}: {exc}") from exc
+        return conn
+
+    def request(
+        self,
+        conn: http.client.HTTPConnection,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> HttpAnswer:
+        # bytes go as they are (e.g. a form-encoded OAuth token request), anything else as JSON
+        data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
+        all_headers = {"Content-Type": "application/json", "User-Agent": "picnic-backoffice/1"}
+        all_headers.update(tracing.outgoing_headers())  # the provider may log our trace too
+        all_headers.update(headers or {})
+        try:
+            with metrics.provider_timer(self.provider):
+                conn.request(method, self.prefix + path, body=data, headers=all_headers)
+                response = conn.getresponse()
+                raw = response.read()
+        except TimeoutError as exc:
+            metrics.count_provider_error(self.provider, "timeout")
+            raise OutcomeUnknown(f"no answer within {self.timeout:g}s after sending") from exc
+        except (http.client.HTTPException, OSError) as exc:
+            metrics.count_provider_error(self.provider, "connection_lost")
+            raise OutcomeUnknown(
+                f"connection lost after sending: {type(exc).__name__}: {exc}"
+            ) from exc
+        finally:
+            conn.close()
+        if response.status >= 400:
+            metrics.count_provider_error(
+                self.provider, "http_5xx" if response.status >= 500 else "http_4xx"
+            )
+        return HttpAnswer(response.status, raw)
+
+    def call(self, method: str, path: str, **kwargs: Any) -> HttpAnswer:
+        """connect + request, for calls where the split does not matter to the caller."""
+        return self.request(self.connect(), method, path, **kwargs)

@@ -1,0 +1,574 @@
+"""One lifecycle protocol for every kind of work the project tracks.
+
+A lifecycle declares its model and history model, its legal moves, terminal states, the
+timestamp field each state sets, what reaching a terminal state also sets (`on_terminal`), the
+MCP resource URI and staff timeline of one entity. Declared lifecycles are registered
+(`register()`): the registry is the one list of "the kinds of work this system tracks", read by
+the event channel, the admin and the support console.
+
+`create()` writes an entity with its first history row. `transition()` is the only code that
+changes a status: it checks the move is legal, applies it with a conditional UPDATE (… WHERE
+status = <the status we checked>), appends the history row in the same transaction and
+publishes `status_changed` after commit. Two workers racing on the same row therefore produce
+exactly one transition: the loser's UPDATE matches no row, it re-reads, and the move is no
+longer legal. `transition_path()` makes several legal moves at once (the same rows, events and
+counts in two statements). `touch()` records a visible change that is not a transition.
+`enqueue_on_commit()` hands an entity to its Celery task once the writing transaction commits.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.apps import apps
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connections, models, transaction
+from django.db.models.sql import UpdateQuery
+from django.dispatch import Signal
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from core import metrics, tracing
+from core.models import ActorKind
+
+logger = logging.getLogger(__name__)
+
+# Sent after commit: sender=model class, pk, from_status, to_status, lifecycle.
+status_changed = Signal()
+# Sent after commit when what a status tool or timeline shows changed without a transition
+# (an error recorded, an attempt counted): sender=model class, pk, status, lifecycle.
+entity_changed = Signal()
+
+
+@dataclass(frozen=True)
+class Actor:
+    kind: str
+    user: Any = None
+
+    @classmethod
+    def system(cls) -> Actor:
+        return cls(ActorKind.SYSTEM)
+
+    @classmethod
+    def worker(cls) -> Actor:
+        return cls(ActorKind.WORKER)
+
+    @classmethod
+    def staff(cls, user) -> Actor:
+        return cls(ActorKind.STAFF, user)
+
+    @classmethod
+    def end_user(cls, user) -> Actor:
+        return cls(ActorKind.USER, user)
+
+    @classmethod
+    def agent(cls) -> Actor:
+        return cls(ActorKind.AGENT)
+
+
+class IllegalTransition(Exception):
+    def __init__(self, *, model: str, pk: Any, current: str, target: str):
+        self.current = current
+        self.target = target
+        super().__init__(f"{model} {pk}: cannot move from {current!r} to {target!r}")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One move of `transition_path()`: its target status, what its history row says, and the
+    values it writes besides the status."""
+
+    to: str
+    detail: str | None = None
+    payload: Any = None
+    updates: Mapping[str, Any] | None = None
+
+
+# Given the values a terminal transition is about to write (explicit updates and timestamps
+# included) and its instant, returns more values to write; a value already there wins.
+TerminalHook = Callable[[Mapping[str, Any], datetime], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    name: str
+    model_label: str  # "app_label.Model": the entity
+    history_label: str  # "app_label.Model": its StatusHistory, with a foreign key `history_fk`
+    moves: Mapping[str, frozenset[str]]
+    timestamps: Mapping[str, str] = field(default_factory=dict)
+    on_terminal: tuple[TerminalHook, ...] = ()
+    history_fk: str = "entity"
+    status_field: str = "status"
+    # The MCP resource of one entity ("picnic://action/{id}"), or None if it is not one; events
+    # carry it so the MCP adapter notifies that resource's subscribers.
+    resource_uri_template: str | None = None
+    # The staff live timeline of one entity: a URL name taking the entity's pk.
+    timeline_url_name: str | None = None
+    # Dotted path of a selector returning the "stuck" items (what staff must look at).
+    stuck_selector: str | None = None
+
+    @property
+    def terminal(self) -> frozenset[str]:
+        return frozenset(s for s, targets in self.moves.items() if not targets)
+
+    def can(self, current: str, target: str) -> bool:
+        return target in self.moves.get(current, frozenset())
+
+    def is_terminal(self, status: str) -> bool:
+        return status in self.terminal
+
+    @property
+    def model(self) -> type[models.Model]:
+        return apps.get_model(self.model_label)
+
+    @property
+    def history_model(self) -> type[models.Model]:
+        return apps.get_model(self.history_label)
+
+    def resource_uri(self, pk: Any) -> str | None:
+        if self.resource_uri_template is None:
+            return None
+        return self.resource_uri_template.format(id=pk)
+
+    def timeline_url(self, pk: Any) -> str | None:
+        return reverse(self.timeline_url_name, args=[pk]) if self.timeline_url_name else None
+
+    def admin_url(self, pk: Any | None = None) -> str:
+        """The admin changelist, or the change page of one entity."""
+        meta = self.model._meta
+        if pk is None:
+            return reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist")
+        return reverse(f"admin:{meta.app_label}_{meta.model_name}_change", args=[pk])
+
+
+_REGISTRY: dict[str, Lifecycle] = {}
+
+
+def register(lifecycle: Lifecycle) -> Lifecycle:
+    """Declare a kind of work (each app does, beside its model). Returns the lifecycle."""
+    known = _REGISTRY.get(lifecycle.name)
+    if known is not None and known != lifecycle:
+        raise ImproperlyConfigured(f"two lifecycles are named {lifecycle.name!r}")
+    _REGISTRY[lifecycle.name] = lifecycle
+    return lifecycle
+
+
+def lifecycles() -> tuple[Lifecycle, ...]:
+    """Every registered lifecycle, in the order the apps declared them."""
+    return tuple(_REGISTRY.values())
+
+
+def lifecycle_named(name: str) -> Lifecycle:
+    return _REGISTRY[name]
+
+
+def lifecycle_of(model: type[models.Model]) -> Lifecycle:
+    label = model._meta.label
+    for lifecycle in _REGISTRY.values():
+        if lifecycle.model_label == label:
+            return lifecycle
+    raise LookupError(f"no lifecycle is registered for {label}")
+
+
+def record_history(
+    *,
+    lifecycle: Lifecycle,
+    instance: models.Model,
+    from_status: str | None,
+    status: str,
+    actor: Actor,
+    detail: str | None = None,
+    payload: Any = None,
+    timestamp=None,
+) -> models.Model:
+    return lifecycle.history_model._default_manager.create(
+        **{lifecycle.history_fk: instance},
+        from_status=from_status,
+        status=status,
+        timestamp=timestamp or timezone.now(),
+        detail=detail,
+        payload=payload,
+        actor_kind=actor.kind,
+        actor_user=actor.user,
+        trace_id=tracing.current_trace_id(),
+    )
+
+
+@transaction.atomic
+def create(
+    *,
+    lifecycle: Lifecycle,
+    actor: Actor,
+    values: Mapping[str, Any],
+    detail: str | None = None,
+    payload: Any = None,
+) -> models.Model:
+    """Write a new entity and its first history row (from nothing to its initial status) in one
+    transaction. `created_at` and `updated_at` are one instant (`values` may give it), which the
+    history row carries too. No event: nobody can have subscribed to an entity not yet made."""
+    now = values.get("created_at") or timezone.now()
+    instance = lifecycle.model._default_manager.create(
+        **{"created_at": now, "updated_at": now, "trace_id": tracing.current_trace_id(), **values}
+    )
+    record_history(
+        lifecycle=lifecycle,
+        instance=instance,
+        from_status=None,
+        status=getattr(instance, lifecycle.status_field),
+        actor=actor,
+        detail=detail,
+        payload=payload,
+        timestamp=now,
+    )
+    metrics.count_transition(lifecycle.name, getattr(instance, lifecycle.status_field))
+    return instance
+
+
+def _model_of(lifecycle: Lifecycle, model: type[models.Model] | None) -> type[models.Model]:
+    # `model` is accepted for callers written before lifecycles knew their model.
+    if model is not None and model._meta.label != lifecycle.model_label:
+        raise ValueError(f"{model._meta.label} is not the model of lifecycle {lifecycle.name!r}")
+    return lifecycle.model
+
+
+def _has_updated_at(model: type[models.Model]) -> bool:
+    return any(f.name == "updated_at" for f in model._meta.concrete_fields)
+
+
+def _sources(lifecycle: Lifecycle, to: str, only_from) -> list[str]:
+    """The states `to` may be reached from (narrowed by `only_from`), in declaration order."""
+    return [
+        state
+        for state, targets in lifecycle.moves.items()
+        if to in targets and (only_from is None or state in only_from)
+    ]
+
+
+def _update_returning(
+    model: type[models.Model], pk: Any, status_field: str, current: str, values: Mapping[str, Any]
+) -> models.Model | None:
+    """UPDATE … WHERE pk AND status = current, returning the updated row as an instance (None
+    when no row matched): the conditional UPDATE and the read of the row in one statement."""
+    manager = model._default_manager
+    using = manager.db
+    connection = connections[using]
+    if not connection.features.can_return_rows_from_bulk_insert:  # no UPDATE … RETURNING
+        rows = manager.filter(pk=pk, **{status_field: current})
+        return manager.get(pk=pk) if rows.update(**values) == 1 else None
+    if any(hasattr(value, "resolve_expression") for value in values.values()):
+        rows = manager.filter(pk=pk, **{status_field: current})
+        query = rows.query.chain(UpdateQuery)
+        query.add_update_values(values)
+        sql, params = query.get_compiler(using).as_sql()
+    else:
+        # The statement for this set of columns is built once; each call only adapts values.
+        sql, fields = _update_plan(model, using, status_field, tuple(values))
+        params = [_db_value(field, values[name], connection) for name, field in fields]
+        meta = model._meta
+        params += [
+            meta.pk.get_db_prep_value(pk, connection),
+            meta.get_field(status_field).get_db_prep_value(current, connection),
+        ]
+    returning, names, converters = _returning_plan(model, using)
+    with connection.cursor() as cursor:
+        cursor.execute(f"{sql} {returning}", params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    row = list(row)
+    for index, (functions, expression) in converters.items():
+        for convert in functions:
+            row[index] = convert(row[index], expression, connection)
+    return model.from_db(using, names, row)
+
+
+def _db_value(field: models.Field, value: Any, connection) -> Any:
+    """A value as the ORM's UPDATE and INSERT compilers adapt it (instances for foreign keys)."""
+    if field.remote_field and hasattr(value, "prepare_database_save"):
+        value = value.prepare_database_save(field)
+    return field.get_db_prep_save(value, connection)
+
+
+_RETURNING: dict[tuple[str, str], tuple] = {}
+
+
+def _returning_plan(model: type[models.Model], using: str) -> tuple:
+    """`RETURNING <every column>`, the attribute names and the converters of a model's rows,
+    worked out once per model and database (per transition it was a third of the CPU)."""
+    key = (model._meta.label, using)
+    if key not in _RETURNING:
+        fields = model._meta.concrete_fields
+        quote = connections[using].ops.quote_name
+        columns = [field.get_col(model._meta.db_table) for field in fields]
+        _RETURNING[key] = (
+            f"RETURNING {', '.join(quote(field.column) for field in fields)}",
+            [field.attname for field in fields],
+            # {position: (converters, column)}; each is called with the caller's connection.
+            model._default_manager.none().query.get_compiler(using).get_converters(columns),
+        )
+    return _RETURNING[key]
+
+
+_UPDATES: dict[tuple, tuple] = {}
+
+
+def _update_plan(model: type[models.Model], using: str, status_field: str, names: tuple) -> tuple:
+    """`UPDATE <table> SET <names> WHERE <pk> = %s AND <status> = %s` and the fields of `names`,
+    per model, database and set of columns (compiling the ORM's UPDATE cost more CPU than
+    running it)."""
+    key = (model._meta.label, using, status_field, names)
+    if key not in _UPDATES:
+        meta = model._meta
+        quote = connections[using].ops.quote_name
+        fields = [(name, meta.get_field(name)) for name in names]
+        assignments = ", ".join(f"{quote(field.column)} = %s" for _name, field in fields)
+        _UPDATES[key] = (
+            f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE "
+            f"{quote(meta.pk.column)} = %s AND {quote(meta.get_field(status_field).column)} = %s",
+            fields,
+        )
+    return _UPDATES[key]
+
+
+_INSERTS: dict[tuple, tuple] = {}
+
+
+def _append_history(lifecycle: Lifecycle, using: str, rows: list[dict[str, Any]]) -> None:
+    """The history rows of a transition (one per step): one INSERT, built once per history
+    model, database and number of rows; each row's values by attribute name, every other
+    column its field's default. The rows get ascending ids in their order."""
+    key = (lifecycle.history_label, using, len(rows))
+    if key not in _INSERTS:
+        meta = lifecycle.history_model._meta
+        quote = connections[using].ops.quote_name
+        fields = [f for f in meta.concrete_fields if not f.primary_key]
+        row = f"({', '.join(['%s'] * len(fields))})"
+        _INSERTS[key] = (
+            f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+            f"VALUES {', '.join([row] * len(rows))}",
+            fields,
+        )
+    sql, fields = _INSERTS[key]
+    connection = connections[using]
+    params = [
+        _db_value(f, values[f.attname] if f.attname in values else f.get_default(), connection)
+        for values in rows
+        for f in fields
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def transition(
+    *,
+    lifecycle: Lifecycle,
+    pk: Any,
+    to: str,
+    actor: Actor,
+    detail: str | None = None,
+    payload: Any = None,
+    updates: Mapping[str, Any] | None = None,
+    only_from: frozenset[str] | set[str] | None = None,
+    model: type[models.Model] | None = None,
+    expected: str | None = None,
+) -> models.Model:
+    """Move entity `pk` to `to`; raise IllegalTransition if the move is not (or no longer) legal.
+
+    `only_from` narrows the legal sources further (e.g. "expire only if still proposed").
+    The state's timestamp field and, on a terminal state, the lifecycle's `on_terminal` hooks
+    fill in what `updates` does not give explicitly.
+
+    Two statements when the source is known: the conditional UPDATE (which also returns the
+    row) and the history INSERT. It is known when one legal state leads to `to`, or when the
+    caller says which status it last read (`expected`, one of the legal sources). Otherwise,
+    or when that guess no longer holds, the current status is read first, so the history row
+    says which it was.
+
+    Inside a caller's transaction no savepoint is taken (two round trips each): a move that is
+    not legal has written nothing and is raised after the block, so the caller's transaction
+    goes on; a database error dooms the caller's transaction, as the UPDATE and its history row
+    must never be split.
+    """
+    return transition_path(
+        lifecycle=lifecycle,
+        pk=pk,
+        steps=(Step(to, detail=detail, payload=payload, updates=updates),),
+        actor=actor,
+        only_from=only_from,
+        model=model,
+        expected=expected,
+    )
+
+
+def transition_path(
+    *,
+    lifecycle: Lifecycle,
+    pk: Any,
+    steps: Sequence[Step],
+    actor: Actor,
+    only_from: frozenset[str] | set[str] | None = None,
+    model: type[models.Model] | None = None,
+    expected: str | None = None,
+) -> models.Model:
+    """`transition()` through several moves at once, all or none (e.g. a delivery claimed and
+    `sending` in the transaction that precedes its request): each step must be legal from the
+    one before it; `only_from` and `expected` apply to the first.
+
+    The same rows, events, counts and log as the moves one after another, in fewer round
+    trips: one conditional UPDATE writing the last status (every step's `updates` and state
+    timestamp; a later step's value wins), one INSERT of a history row per step (one instant,
+    ascending ids), and after commit one `status_changed` per step, the events published
+    together (`core.events.batch`). One log line names the whole path.
+    """
+    if not steps:
+        raise ValueError("transition_path() needs at least one step")
+    for before, after in zip(steps, steps[1:], strict=False):
+        if not lifecycle.can(before.to, after.to):
+            raise ValueError(f"{lifecycle.name}: no move from {before.to!r} to {after.to!r}")
+    model = _model_of(lifecycle, model)
+    using = model._default_manager.db
+    with transaction.atomic(using=using, savepoint=False):
+        instance, current, now, illegal = _apply(lifecycle, model, pk, steps, only_from, expected)
+        if instance is not None:
+            fk = _history_fk_attname(lifecycle)
+            common = {
+                fk: instance.pk,
+                "timestamp": now,
+                "actor_kind": actor.kind,
+                "actor_user_id": actor.user.pk if actor.user is not None else None,
+                "trace_id": tracing.current_trace_id(),
+            }
+            moves = list(
+                zip(
+                    [current, *(step.to for step in steps[:-1])], [s.to for s in steps], strict=True
+                )
+            )
+            _append_history(
+                lifecycle,
+                using,
+                [
+                    {
+                        **common,
+                        "from_status": source,
+                        "status": step.to,
+                        "detail": step.detail,
+                        "payload": step.payload,
+                    }
+                    for (source, _to), step in zip(moves, steps, strict=True)
+                ],
+            )
+            transaction.on_commit(lambda: _announce(lifecycle, model, pk, moves))
+    if illegal is not None:
+        raise illegal
+    logger.info(
+        "%s %s: %s (%s)",
+        model.__name__,
+        pk,
+        " -> ".join([str(current), *(str(step.to) for step in steps)]),
+        actor.kind,
+    )
+    return instance
+
+
+def _announce(lifecycle: Lifecycle, model, pk, moves: list[tuple[str, str]]) -> None:
+    """After commit: count each move and send its `status_changed`; the events the receivers
+    publish leave together (one Redis round trip, not one per move)."""
+    from core import events  # late: core.events imports this module
+
+    for _source, target in moves:
+        metrics.TRANSITIONS.labels(lifecycle.name, target).inc()
+    with events.batch():
+        for source, target in moves:
+            status_changed.send_robust(
+                sender=model, pk=pk, from_status=source, to_status=target, lifecycle=lifecycle
+            )
+
+
+def _history_fk_attname(lifecycle: Lifecycle) -> str:
+    return lifecycle.history_model._meta.get_field(lifecycle.history_fk).attname
+
+
+def _apply(lifecycle, model, pk, steps, only_from, expected) -> tuple:
+    """The legality check and the conditional UPDATE of `transition_path()`: (instance, the
+    status it moved from, the instant, None) or (None, …, the exception to raise)."""
+    status_field = lifecycle.status_field
+    manager = model._default_manager
+    first, to = steps[0].to, steps[-1].to
+    sources = _sources(lifecycle, first, only_from)
+    guess = expected if expected in sources else (sources[0] if len(sources) == 1 else None)
+    now = None
+    for _attempt in range(3):
+        if guess is not None:
+            current, guess = guess, None
+        else:
+            current = manager.filter(pk=pk).values_list(status_field, flat=True).first()
+            if current is None:
+                return None, None, now, model.DoesNotExist(f"{model.__name__} {pk} does not exist")
+        if current not in sources:
+            illegal = IllegalTransition(model=model.__name__, pk=pk, current=current, target=first)
+            return None, current, now, illegal
+        now = timezone.now()
+        values = {status_field: to}
+        for step in steps:
+            values.update(step.updates or {})
+        for step in steps:
+            if step.to in lifecycle.timestamps:
+                values.setdefault(lifecycle.timestamps[step.to], now)
+        if lifecycle.is_terminal(to):
+            for hook in lifecycle.on_terminal:
+                for name, value in hook(values, now).items():
+                    values.setdefault(name, value)
+        if _has_updated_at(model):
+            values["updated_at"] = now
+        instance = _update_returning(model, pk, status_field, current, values)
+        if instance is not None:
+            return instance, current, now, None
+        # Not (or no longer) `current`: another writer moved it, or the guess was wrong.
+        # The next attempt reads the status and re-checks.
+    illegal = IllegalTransition(model=model.__name__, pk=pk, current="(contended)", target=first)
+    return None, current, now, illegal
+
+
+def touch(
+    *,
+    lifecycle: Lifecycle,
+    pk: Any,
+    changes: Mapping[str, Any],
+    model: type[models.Model] | None = None,
+) -> bool:
+    """Record a visible change that is not a transition (an error, an attempt count).
+
+    Writes only when a value differs from what is stored, and then bumps `updated_at` (so
+    timelines polling with `?u=` re-render) and publishes `entity_changed` after commit (so
+    subscribers hear of it). Returns whether anything changed. The status is never touched
+    here: that is `transition()`'s alone.
+    """
+    model = _model_of(lifecycle, model)
+    if lifecycle.status_field in changes:
+        raise ValueError("touch() cannot change the status; use transition()")
+    values = dict(changes)
+    if _has_updated_at(model):
+        values["updated_at"] = timezone.now()
+    # exclude(a=x, b=y) keeps the row unless every value is already as asked.
+    rows = model._default_manager.filter(pk=pk).exclude(**changes)
+    if not rows.update(**values):
+        return False
+    status = (
+        model._default_manager.filter(pk=pk).values_list(lifecycle.status_field, flat=True).first()
+    )
+    transaction.on_commit(
+        lambda: entity_changed.send_robust(sender=model, pk=pk, status=status, lifecycle=lifecycle)
+    )
+    return True
+
+
+def enqueue_on_commit(task: str, pk: Any) -> None:
+    """Hand entity `pk` to the Celery task at dotted path `task` once the current transaction
+    commits (at once outside one). Imported late: tasks modules import the services that call
+    this. Robust: a broker that refuses never undoes committed work; beat catches it up."""
+    transaction.on_commit(lambda: import_string(task).delay(str(pk)), robust=True)

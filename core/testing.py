@@ -1,0 +1,186 @@
+"""A scriptable local JSON-RPC/HTTP server for fault-injection tests.
+
+It speaks plain HTTP on 127.0.0.1 and, per request, answers as told: a JSON-RPC result, a
+JSON-RPC error, an HTTP 5xx, bytes that are not JSON, a response that never comes (hang), or
+a connection dropped after the request was read. Used by every adapter's tests.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from core.local_server import LocalJsonServer
+
+
+class RpcError(Exception):
+    """Raised by a ScriptedServer handler: answer this JSON-RPC error."""
+
+    def __init__(self, code: int, message: str):
+        self.code, self.message = code, message
+        super().__init__(message)
+
+
+class ScriptedServer(LocalJsonServer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mode = "result"
+        self.result: Any = None
+        # Per-method results (e.g. the chain's eth_call beside the bundler's methods).
+        self.results: dict[str, Any] = {}
+        self.errors: dict[str, dict[str, Any]] = {}  # per-method JSON-RPC errors
+        self.error: dict[str, Any] = {"code": -32000, "message": "scripted error"}
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []  # each request's HTTP headers, in order
+        self.handler: Callable[[dict[str, Any]], Any] | None = None
+
+    def on_post(self, handler) -> None:
+        body = self.read_body(handler)
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:
+            request = {"raw": body.decode(errors="replace")}
+        self.requests.append(request)
+        self.headers.append(dict(handler.headers))
+        rpc_id = request.get("id") if isinstance(request, dict) else None
+        if self.mode == "hang":
+            return self.hang()
+        if self.mode == "drop":
+            return self.drop(handler)
+        if self.mode == "http500":
+            return self.send(handler, 500, b'{"message": "internal error"}')
+        if self.mode == "garbage":
+            return self.send(handler, 200, b"<html>502 Bad Gateway</html>")
+        if self.mode == "rpc_error":
+            return self.send_json(
+                handler, 200, {"jsonrpc": "2.0", "id": rpc_id, "error": self.error}
+            )
+        method = request.get("method") if isinstance(request, dict) else None
+        try:
+            if self.handler:
+                result = self.handler(request)
+            elif method in self.errors:
+                raise RpcError(self.errors[method]["code"], self.errors[method]["message"])
+            else:
+                result = self.results.get(method, self.result)
+        except RpcError as exc:
+            error = {"code": exc.code, "message": exc.message}
+            return self.send_json(handler, 200, {"jsonrpc": "2.0", "id": rpc_id, "error": error})
+        return self.send_json(handler, 200, {"jsonrpc": "2.0", "id": rpc_id, "result": result})
+
+
+def wait_until(
+    predicate: Callable[[], Any], *, timeout: float = 30.0, interval: float = 0.2
+) -> Any:
+    """Poll `predicate` until truthy; raise AssertionError with the last value on timeout."""
+    deadline = time.monotonic() + timeout
+    value = predicate()
+    while not value and time.monotonic() < deadline:
+        time.sleep(interval)
+        value = predicate()
+    if not value:
+        raise AssertionError(f"condition not met within {timeout}s (last value {value!r})")
+    return value
+
+
+def database_url() -> str:
+    """A DATABASE_URL for a subprocess (e.g. a real Celery worker) to reach the test database."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    if connection.vendor == "postgresql":
+        user = db["USER"] or "postgres"
+        return f"postgres://{user}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    return f"sqlite:///{db['NAME']}"
+
+
+def start_celery_worker(*, queue: str, log_path, env: dict[str, str] | None = None):
+    """A real `celery worker` process on `queue`, sharing the test database and broker."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from django.conf import settings
+
+    environ = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        **(env or {}),
+    }
+    log = open(log_path, "w")  # noqa: SIM115 - closed by the caller via proc.log
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "picnic",
+            "worker",
+            "--pool=solo",
+            "-Q",
+            queue,
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-l",
+            "info",
+        ],
+        cwd=Path(settings.BASE_DIR),
+        env=environ,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    proc.log = log
+    return proc
+
+
+def history_statuses(entity) -> list[str]:
+    """The statuses an action, delivery or operation went through, oldest first."""
+    return list(entity.history.order_by("timestamp", "id").values_list("status", flat=True))
+
+
+# Browser tests drive Debian's Chromium (never a downloaded build), headless as root in a
+# container: no sandbox, no GPU, nothing fetched in the background.
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def chromium_options() -> dict[str, Any]:
+    """Playwright's `chromium.launch(**chromium_options())`; a missing browser fails the test
+    with the command that installs it (never a skip)."""
+    import os
+
+    import pytest
+
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)")
+    return {"executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
+
+
+def add_virtual_authenticator(cdp) -> None:
+    """A CDP virtual platform authenticator (passkeys) that verifies the user and answers at once."""
+    cdp.send("WebAuthn.enable")
+    cdp.send(
+        "WebAuthn.addVirtualAuthenticator",
+        {
+            "options": {
+                "protocol": "ctap2",
+                "transport": "internal",
+                "hasResidentKey": True,
+                "hasUserVerification": True,
+                "isUserVerified": True,
+                "automaticPresenceSimulation": True,
+            }
+        },
+    )

@@ -1,0 +1,110 @@
+"""The event channel: what a transition publishes reaches a listener in another process's
+place (a separate socket / Redis connection), on both backends."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from actions.services.lifecycle import action_create
+from actions.services.transitions import action_transition
+from core import events
+from core.lifecycle import Actor
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_committed_transition_is_published(backend, user, application):
+    action = action_create(
+        user=user,
+        application=application,
+        type="cardFreeze",
+        summary="s",
+        chain_id=31337,
+        smart_account="0x" + "ab" * 20,
+        params={},
+    )
+
+    async def body():
+        async with events.subscribe() as subscription:
+            await anyio.to_thread.run_sync(
+                lambda: action_transition(
+                    action_id=action.pk, to="rejected", actor=Actor.system(), detail="test"
+                )
+            )
+            # Redis pub/sub ignores the database number: other systems on the same server
+            # (a `make run`, a parallel run) may publish too, so wait for this action's event.
+            with anyio.fail_after(2):
+                while True:
+                    event = await subscription.receive()
+                    if event.get("id") == str(action.pk):
+                        return event
+
+    event = anyio.run(body)
+    assert event == {
+        "lifecycle": "action",
+        "id": str(action.pk),
+        "status": "rejected",
+        "uri": f"picnic://action/{action.pk}",
+    }
+
+
+def test_a_vanished_local_listener_is_forgotten(settings, tmp_path):
+    settings.EVENTS_URL = "local://"
+    settings.EVENTS_DIR = tmp_path / "events"
+    settings.EVENTS_DIR.mkdir()
+    stale = settings.EVENTS_DIR / "gone.sock"
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(stale))
+    sock.close()  # the file stays, nobody reads it
+    events.publish({"uri": "picnic://action/x"})
+    assert not stale.exists()
+
+
+def test_a_batch_publishes_its_events_together_when_it_ends(backend, settings):
+    import json
+    import socket
+    import time
+    import uuid
+
+    import redis
+
+    ours = [str(uuid.uuid4()) for _ in range(3)]
+    if backend == "redis":
+        client = redis.Redis.from_url(settings.EVENTS_URL)
+        listener = client.pubsub(ignore_subscribe_messages=True)
+        listener.subscribe(events.CHANNEL)
+
+        def received() -> list[str]:
+            seen, deadline = [], time.monotonic() + 0.5
+            while time.monotonic() < deadline:
+                message = listener.get_message(timeout=0.1)
+                if message and json.loads(message["data"]).get("id") in ours:
+                    seen.append(json.loads(message["data"])["id"])
+            return seen
+    else:
+        folder = events._events_dir()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        listener.bind(str(folder / "test.sock"))
+        listener.setblocking(False)
+
+        def received() -> list[str]:
+            seen = []
+            while True:
+                try:
+                    seen.append(json.loads(listener.recv(4096))["id"])
+                except BlockingIOError:
+                    return seen
+
+    try:
+        with events.batch():
+            events.publish({"id": ours[0]})
+            with events.batch():  # joins the outer batch
+                events.publish({"id": ours[1]})
+            assert received() == []
+        assert received() == ours[:2]
+        events.publish({"id": ours[2]})  # no batch: at once
+        assert received() == ours[2:]
+    finally:
+        listener.close()

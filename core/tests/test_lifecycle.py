@@ -1,0 +1,280 @@
+"""The shared transition function, exercised through the action lifecycle."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+from django.db import close_old_connections, connection, transaction
+
+from actions.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionStatusHistory
+from actions.services.transitions import action_transition
+from actions.tests.factories import make_action
+from core.lifecycle import Actor, IllegalTransition, Step, status_changed, transition_path
+from core.models import ActorKind, AppendOnlyError
+
+S = ActionStatus
+
+
+@pytest.fixture
+def action(user, application):
+    return make_action(user=user, application=application)
+
+
+def test_it_records_the_initial_proposed_row(action):
+    rows = list(action.history.values_list("from_status", "status", "actor_kind"))
+    assert rows == [(None, "proposed", ActorKind.AGENT)]
+
+
+def test_it_sets_the_timestamp_of_each_state_and_appends_history(action):
+    action_transition(action_id=action.pk, to=S.SIGNED, actor=Actor.end_user(action.user))
+    action_transition(action_id=action.pk, to=S.SUBMITTED, actor=Actor.worker())
+    action_transition(action_id=action.pk, to=S.BROADCAST, actor=Actor.worker(), detail="ok")
+    action.refresh_from_db()
+    assert action.status == S.BROADCAST
+    assert action.signed_at is not None and action.broadcast_at is not None
+    assert action.executed_at is None
+    assert action.signed_at <= action.broadcast_at
+    history = list(action.history.order_by("timestamp", "id"))
+    assert [(h.from_status, h.status) for h in history] == [
+        (None, "proposed"),
+        ("proposed", "signed"),
+        ("signed", "submitted"),
+        ("submitted", "broadcast"),
+    ]
+    assert history[1].actor_user == action.user
+    assert history[3].detail == "ok"
+    assert history[3].timestamp == action.broadcast_at
+
+
+@pytest.mark.parametrize(
+    ("path", "illegal"),
+    [
+        ([], S.EXECUTED),
+        ([], S.BROADCAST),
+        ([S.SIGNED], S.EXPIRED),
+        ([S.SIGNED], S.REJECTED),
+        ([S.REJECTED], S.SIGNED),
+        ([S.EXPIRED], S.SIGNED),
+        ([S.SIGNED, S.SUBMITTED, S.BROADCAST, S.EXECUTED], S.FAILED),
+        ([S.SIGNED, S.SUBMITTED, S.FAILED], S.EXECUTED),
+    ],
+)
+def test_it_refuses_moves_outside_the_seed_lifecycle(action, path, illegal):
+    for step in path:
+        updates = {"tx_hash": "0x" + "ab" * 32, "block_number": 1} if step == S.EXECUTED else None
+        action_transition(action_id=action.pk, to=step, actor=Actor.system(), updates=updates)
+    rows_before = action.history.count()
+    with pytest.raises(IllegalTransition):
+        action_transition(action_id=action.pk, to=illegal, actor=Actor.system())
+    action.refresh_from_db()
+    assert action.status == (path[-1] if path else S.PROPOSED)
+    assert action.history.count() == rows_before
+
+
+def test_terminal_states_are_the_seeds():
+    assert ACTION_LIFECYCLE.terminal == {S.EXECUTED, S.FAILED, S.EXPIRED, S.REJECTED}
+
+
+def test_the_database_refuses_an_executed_action_without_tx_hash(action):
+    from django.db import IntegrityError
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Action.objects.filter(pk=action.pk).update(status=S.EXECUTED)
+
+
+def test_history_rows_are_append_only(action):
+    row = action.history.get()
+    row.detail = "rewritten"
+    with pytest.raises(AppendOnlyError):
+        row.save()
+    with pytest.raises(AppendOnlyError):
+        row.delete()
+    assert ActionStatusHistory.objects.get(pk=row.pk).detail == "proposed by the action tool"
+
+
+def test_it_publishes_status_changed_only_after_commit(action, django_capture_on_commit_callbacks):
+    seen = []
+
+    def receiver(sender, pk, from_status, to_status, **kwargs):
+        seen.append((sender, pk, from_status, to_status))
+
+    status_changed.connect(receiver)
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            action_transition(action_id=action.pk, to=S.REJECTED, actor=Actor.end_user(action.user))
+            assert seen == []
+    finally:
+        status_changed.disconnect(receiver)
+    assert seen == [(Action, action.pk, "proposed", "rejected")]
+
+
+def test_a_failing_subscriber_does_not_break_the_transition(
+    action, django_capture_on_commit_callbacks
+):
+    def broken(**kwargs):
+        raise RuntimeError("subscriber down")
+
+    status_changed.connect(broken)
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            action_transition(action_id=action.pk, to=S.REJECTED, actor=Actor.system())
+    finally:
+        status_changed.disconnect(broken)
+    action.refresh_from_db()
+    assert action.status == S.REJECTED
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_concurrent_writers_give_exactly_one_transition(user, application):
+    """Real concurrent PostgreSQL connections: both read `broadcast`, both try to execute."""
+    action = make_action(user=user, application=application)
+    for step in (S.SIGNED, S.SUBMITTED, S.BROADCAST):
+        action_transition(action_id=action.pk, to=step, actor=Actor.system())
+    barrier = threading.Barrier(2)
+    results: list[str] = []
+
+    def worker(n: int) -> None:
+        try:
+            with transaction.atomic():
+                # Both transactions have read the row before either writes.
+                assert Action.objects.get(pk=action.pk).status == S.BROADCAST
+                barrier.wait(timeout=10)
+                action_transition(
+                    action_id=action.pk,
+                    to=S.EXECUTED,
+                    actor=Actor.worker(),
+                    detail=f"worker {n}",
+                    updates={"tx_hash": "0x" + f"{n:02x}" * 32, "block_number": n},
+                )
+            results.append("moved")
+        except IllegalTransition:
+            results.append("refused")
+        finally:
+            close_old_connections()
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert sorted(results) == ["moved", "refused"]
+    action.refresh_from_db()
+    assert action.status == S.EXECUTED
+    executed_rows = action.history.filter(status=S.EXECUTED)
+    assert executed_rows.count() == 1
+    # The row that won is the one whose receipt fields landed.
+    assert executed_rows.get().detail == f"worker {action.block_number}"
+
+
+def test_a_move_from_its_one_legal_source_is_one_update_and_one_insert(
+    action, django_assert_num_queries
+):
+    # The conditional UPDATE returns the row (no read before or after it), then the history
+    # row; inside the test's transaction no savepoint is taken.
+    with django_assert_num_queries(2) as captured:
+        moved = action_transition(action_id=action.pk, to=S.SIGNED, actor=Actor.system())
+    sql = [q["sql"].split()[0] for q in captured.captured_queries]
+    assert sql == ["UPDATE", "INSERT"]
+    assert moved.status == S.SIGNED and moved.signed_at is not None
+    assert moved.summary == action.summary and moved.user_op == action.user_op
+    assert list(action.history.values_list("from_status", "status"))[-1] == ("proposed", "signed")
+
+
+def test_a_move_with_several_legal_sources_reads_the_status_first(
+    action, django_assert_num_queries
+):
+    action_transition(action_id=action.pk, to=S.SIGNED, actor=Actor.system())
+    action_transition(action_id=action.pk, to=S.SUBMITTED, actor=Actor.system())
+    # failed is reachable from signed, submitted and broadcast: the history names which.
+    with django_assert_num_queries(3) as captured:
+        action_transition(action_id=action.pk, to=S.FAILED, actor=Actor.system())
+    sql = [q["sql"].split()[0] for q in captured.captured_queries]
+    assert sql == ["SELECT", "UPDATE", "INSERT"]
+    assert list(action.history.values_list("from_status", "status"))[-1] == (
+        "submitted",
+        "failed",
+    )
+
+
+def test_a_lost_race_on_the_one_source_says_what_the_status_is_now(action):
+    action_transition(action_id=action.pk, to=S.REJECTED, actor=Actor.system())
+    with pytest.raises(IllegalTransition) as raised:
+        action_transition(
+            action_id=action.pk, to=S.SIGNED, actor=Actor.system(), only_from={S.PROPOSED}
+        )
+    assert raised.value.current == S.REJECTED
+    with pytest.raises(Action.DoesNotExist):
+        action_transition(action_id=uuid.uuid4(), to=S.SIGNED, actor=Actor.system())
+
+
+def test_a_path_is_one_update_and_one_insert_with_a_row_per_step(
+    action, django_assert_num_queries, django_capture_on_commit_callbacks, caplog
+):
+    seen = []
+
+    def receiver(sender, pk, from_status, to_status, **kwargs):
+        seen.append((from_status, to_status))
+
+    status_changed.connect(receiver)
+    try:
+        with (
+            django_capture_on_commit_callbacks(execute=True),
+            django_assert_num_queries(2) as captured,
+            caplog.at_level("INFO", logger="core.lifecycle"),
+        ):
+            moved = transition_path(
+                lifecycle=ACTION_LIFECYCLE,
+                pk=action.pk,
+                steps=(
+                    Step(S.SIGNED, detail="signed it", payload={"n": 1}),
+                    Step(S.SUBMITTED, detail="submitted it", updates={"error": "x"}),
+                ),
+                actor=Actor.end_user(action.user),
+            )
+    finally:
+        status_changed.disconnect(receiver)
+    assert [q["sql"].split()[0] for q in captured.captured_queries] == ["UPDATE", "INSERT"]
+    # Every step's state timestamp and updates; the events and counts one per step, in order.
+    assert moved.status == S.SUBMITTED and moved.error == "x"
+    assert moved.signed_at is not None and moved.signed_at == moved.updated_at
+    assert seen == [("proposed", "signed"), ("signed", "submitted")]
+    rows = list(action.history.order_by("timestamp", "id"))[1:]
+    assert [(r.from_status, r.status, r.detail, r.payload) for r in rows] == [
+        ("proposed", "signed", "signed it", {"n": 1}),
+        ("signed", "submitted", "submitted it", None),
+    ]
+    assert {r.timestamp for r in rows} == {moved.signed_at}
+    assert {r.actor_user_id for r in rows} == {action.user.pk}
+    assert [r.getMessage() for r in caplog.records if r.name == "core.lifecycle"] == [
+        f"Action {action.pk}: proposed -> signed -> submitted (user)"
+    ]
+
+
+def test_a_path_whose_first_move_is_not_legal_writes_nothing(action):
+    action_transition(action_id=action.pk, to=S.REJECTED, actor=Actor.system())
+    with pytest.raises(IllegalTransition):
+        transition_path(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
+            steps=(Step(S.SIGNED), Step(S.SUBMITTED)),
+            actor=Actor.system(),
+        )
+    action.refresh_from_db()
+    assert action.status == S.REJECTED
+    assert action.history.count() == 2
+
+
+def test_a_path_through_an_impossible_move_is_refused_before_anything_is_read(
+    action, django_assert_num_queries
+):
+    with django_assert_num_queries(0), pytest.raises(ValueError, match="no move"):
+        transition_path(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
+            steps=(Step(S.SIGNED), Step(S.EXECUTED)),
+            actor=Actor.system(),
+        )
