@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import threading
+from functools import lru_cache
 from typing import Any
 
 from eth_abi import decode, encode
@@ -50,6 +51,7 @@ class EnsUnavailable(EnsError):
     code = "ens_unavailable"
 
 
+@lru_cache(maxsize=4096)  # web3.py's ENSIP-15 takes milliseconds a name; names repeat
 def normalize(name: str) -> str:
     """The ENSIP-15 normalised name, or EnsNameInvalid with the reason."""
     from ens.exceptions import InvalidName
