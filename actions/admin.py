@@ -12,6 +12,7 @@ from django.http import Http404
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.timesince import timesince
 
@@ -44,7 +45,54 @@ from core.admin import (
     text_cell,
     user_ids_matching,
 )
+from core.chains import all_chains, chain_name
 from core.lifecycle import Actor
+from core.templatetags.chains import explorer_url
+
+
+class ChainFilter(admin.SimpleListFilter):
+    """The chain filter by name (core.chains), not by bare id."""
+
+    title = "chain"
+    parameter_name = "chain_id"
+
+    def lookups(self, request, model_admin):
+        return [(str(chain.id), chain.name) for chain in all_chains()]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value and value.isdigit():
+            return queryset.filter(chain_id=int(value))
+        return queryset
+
+
+def chain_cell(chain_id) -> str:
+    """A chain in a list or a change page: its name, the id on hover."""
+    if chain_id is None:
+        return ""
+    return format_html(
+        '<span class="picnic-chain" title="chain id {} (eip155:{})">{}</span>',
+        chain_id,
+        chain_id,
+        chain_name(chain_id),
+    )
+
+
+def explorer_cell(chain_id, kind: str, value, cell: str) -> str:
+    """`cell` (an address_cell, a block number) as a link to the chain's explorer, where the
+    chain table has one; unchanged otherwise."""
+    url = explorer_url(chain_id, kind, value)
+    if not cell or url is None:
+        return cell
+    return format_html('<a class="explorer" href="{}" rel="noopener noreferrer">{}</a>', url, cell)
+
+
+class ChainColumn:
+    """The `chain` column of a model with a chain_id."""
+
+    @admin.display(description="chain", ordering="chain_id")
+    def chain(self, obj) -> str:
+        return chain_cell(obj.chain_id)
 
 
 class StuckFilter(admin.SimpleListFilter):
@@ -99,10 +147,19 @@ class ResolveActionsForm(forms.Form):
 
 
 @admin.register(Action)
-class ActionAdmin(LifecycleAdmin):
+class ActionAdmin(ChainColumn, LifecycleAdmin):
     lifecycle = Action.lifecycle
-    list_display = ("short_id", "type", "status", "user", "age", "account", "error_short")
-    list_filter = ("status", "type", StuckFilter)
+    list_display = (
+        "short_id",
+        "type",
+        "status",
+        "chain",
+        "user",
+        "age",
+        "account",
+        "error_short",
+    )
+    list_filter = ("status", "type", ChainFilter, StuckFilter)
     # Searches are exact lookups on indexes, by the shape of the term (get_search_results).
     search_fields = ("user_op_hash", "tx_hash", "smart_account", "user__username")
     search_help_text = (
@@ -111,7 +168,11 @@ class ActionAdmin(LifecycleAdmin):
     )
     list_select_related = ("user",)
     actions = ["reconcile_now", "mark_failed", "resend"]
-    readonly_fields = [f.name for f in Action._meta.concrete_fields] + ["timeline"]
+    readonly_fields = [f.name for f in Action._meta.concrete_fields] + [
+        "timeline",
+        "chain",
+        "on_explorer",
+    ]
     fieldsets = (
         (None, {"fields": ("id", "type", "status", "summary", "timeline", "error")}),
         ("Owner", {"fields": ("user", "application")}),
@@ -119,7 +180,8 @@ class ActionAdmin(LifecycleAdmin):
             "Chain",
             {
                 "fields": (
-                    "chain_id",
+                    "chain",
+                    "on_explorer",
                     "smart_account",
                     "entry_point",
                     "entry_point_version",
@@ -177,7 +239,29 @@ class ActionAdmin(LifecycleAdmin):
 
     @admin.display(description="smart account")
     def account(self, obj: Action) -> str:
-        return address_cell(obj.smart_account)
+        return explorer_cell(
+            obj.chain_id, "address", obj.smart_account, address_cell(obj.smart_account)
+        )
+
+    @admin.display(description="on the explorer")
+    def on_explorer(self, obj: Action) -> str:
+        """The account, the transaction and the block on the chain's explorer, if it has one."""
+        links = [
+            (kind, label, value)
+            for kind, label, value in (
+                ("address", "smart account", obj.smart_account),
+                ("tx", "transaction", obj.tx_hash),
+                ("block", "block", obj.block_number),
+            )
+            if value not in (None, "") and explorer_url(obj.chain_id, kind, value)
+        ]
+        if not links:
+            return f"none: {chain_name(obj.chain_id)} has no explorer in the chain table"
+        return format_html_join(
+            " · ",
+            '<a class="explorer" href="{}" rel="noopener noreferrer">{}</a>',
+            ((explorer_url(obj.chain_id, kind, value), label) for kind, label, value in links),
+        )
 
     @admin.display(description="error")
     def error_short(self, obj: Action) -> str:
@@ -338,16 +422,16 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(SmartAccount)
-class SmartAccountAdmin(ReadOnlyAdmin):
-    list_display = ("address", "kind", "chain_id", "user", "owner", "created_at")
-    list_filter = ("kind", "chain_id")
+class SmartAccountAdmin(ChainColumn, ReadOnlyAdmin):
+    list_display = ("address", "kind", "chain", "user", "owner", "created_at")
+    list_filter = ("kind", ChainFilter)
     search_fields = ("address", "user__username", "owner")
 
 
 @admin.register(Card)
 class CardAdmin(ReadOnlyAdmin):
     list_display = ("card_id", "last4", "user", "safe_address", "is_virtual", "token")
-    list_filter = ("is_virtual", "chain_id")
+    list_filter = ("is_virtual", ChainFilter)
     search_fields = ("card_id", "safe_address", "user__username")
     readonly_fields = ("delay_address", "roles_address")
 
@@ -360,9 +444,9 @@ class PasskeyAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Token)
-class TokenAdmin(admin.ModelAdmin):
-    list_display = ("symbol", "name", "chain_id", "address", "decimals", "price_id")
-    list_filter = ("chain_id",)
+class TokenAdmin(ChainColumn, admin.ModelAdmin):
+    list_display = ("symbol", "name", "chain", "address", "decimals", "price_id")
+    list_filter = (ChainFilter,)
     search_fields = ("symbol", "address")
 
 
@@ -396,7 +480,7 @@ class HistoryEntryAdmin(ReadOnlyAdmin):
     and Gnosis Pay, so nothing here is edited by hand."""
 
     list_display = ("occurred_at", "user", "kind", "tx_hash", "action", "card_purchase")
-    list_filter = ("kind", "chain_id")
+    list_filter = ("kind", ChainFilter)
     search_fields = ("user__username", "tx_hash", "action__id")
     list_select_related = ("user", "action", "card_purchase")
     date_hierarchy = "occurred_at"

@@ -7,6 +7,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from core.chains import chain_name
 from core.lifecycle import Lifecycle, register
 from core.models import LifecycleModel, StatusHistory
 
@@ -211,7 +212,7 @@ class Token(models.Model):
         constraints = [models.UniqueConstraint(fields=["chain_id", "address"], name="token_unique")]
 
     def __str__(self) -> str:
-        return f"{self.symbol} on {self.chain_id}"
+        return f"{self.symbol} on {chain_name(self.chain_id)}"
 
     @property
     def asset_id(self) -> str:
@@ -254,7 +255,7 @@ class SmartAccount(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.address} on {self.chain_id}"
+        return f"{self.kind} {self.address} on {chain_name(self.chain_id)}"
 
 
 class Card(models.Model):

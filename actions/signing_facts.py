@@ -17,38 +17,24 @@ from eth_utils import is_address, to_checksum_address
 from actions.models import Action, ActionType, Token
 from actions.providers.prices import PriceError, prices
 from core import l10n
+from core.chains import Chain, NativeCurrency, UnknownChain, get_chain
 
 _ASSET_ID = re.compile(r"eip155:([1-9][0-9]{0,19})/erc20:(0x[0-9a-fA-F]{40})")
 
 
-@dataclass(frozen=True)
-class Chain:
-    id: int
-    name: str
-    icon: str  # a static path
-    native: str  # the symbol of the coin that pays its fees
-    native_price_id: str
-
-
-_ETH = ("ETH", "ethereum")
-CHAINS = {
-    1: Chain(1, "Ethereum", "picnic/chains/ethereum.svg", *_ETH),
-    10: Chain(10, "OP Mainnet", "picnic/chains/optimism.svg", *_ETH),
-    100: Chain(100, "Gnosis", "picnic/chains/gnosis.svg", "xDAI", "xdai"),
-    8453: Chain(8453, "Base", "picnic/chains/base.svg", *_ETH),
-    42161: Chain(42161, "Arbitrum One", "picnic/chains/arbitrum.svg", *_ETH),
-    11155111: Chain(11155111, "Sepolia", "picnic/chains/ethereum.svg", *_ETH),
-}
-
-
 def chain_for(chain_id: int) -> Chain:
-    if chain_id in CHAINS:
-        return CHAINS[chain_id]
-    if chain_id == 31337:  # Hardhat's and Anvil's local node: `make run` and the tests
-        return Chain(chain_id, str(_("Local test network")), "picnic/chains/local.svg", *_ETH)
-    return Chain(
-        chain_id, str(_("Network %(id)s") % {"id": chain_id}), "picnic/chains/generic.svg", "", ""
-    )
+    """The action's chain from the one chain table (core.chains); a chain not in it still
+    reads as words ("Network 5", translated) with the generic icon and no native coin."""
+    try:
+        return get_chain(chain_id)
+    except UnknownChain:
+        return Chain(
+            id=int(chain_id),
+            name=str(_("Network %(id)s") % {"id": chain_id}),
+            rpc_url="",
+            bundler_url=None,
+            native=NativeCurrency(symbol="", name=""),
+        )
 
 
 @dataclass(frozen=True)
@@ -128,10 +114,10 @@ def sign_facts(action: Action) -> dict:
         price_table = prices(price_ids)
     except PriceError as exc:
         price_error = str(exc)
-    if fee and not fee[1] and chain.native_price_id and not price_error:
+    if fee and not fee[1] and chain.native.price_id and not price_error:
         # Asked apart: a source without the native coin still values the tokens.
         try:
-            price_table |= prices([chain.native_price_id])
+            price_table |= prices([chain.native.price_id])
         except PriceError:
             pass
 
@@ -182,6 +168,6 @@ def sign_facts(action: Action) -> dict:
             )
     if fee:
         amount, sponsored = fee
-        facts["fee"] = value(amount, chain.native, chain.native_price_id)
+        facts["fee"] = value(amount, chain.native.symbol, chain.native.price_id)
         facts["fee_sponsored"] = sponsored
     return facts

@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
@@ -32,6 +33,7 @@ from actions.signing_facts import sign_facts
 from core.api import error_json
 from core.json_input import BodyRefused, json_body
 from core.live import entity_stream
+from core.templatetags.chains import explorer_url
 from core.timeline import render_timeline
 
 REGISTRATION_SESSION_KEY = "passkey_registration_challenge"
@@ -335,6 +337,15 @@ def _short_hash(value: str | None) -> str:
     return f"{value[:10]}…{value[-8:]}" if value and len(value) > 20 else (value or "")
 
 
+def _tx_link(action: Action) -> str:
+    """The short tx hash, a link to the chain's explorer where the chain table has one."""
+    shown = _short_hash(action.tx_hash)
+    url = explorer_url(action.chain_id, "tx", action.tx_hash)
+    if url is None:
+        return shown
+    return format_html('<a class="explorer" href="{}" rel="noopener noreferrer">{}</a>', url, shown)
+
+
 def _page_version(action: Action) -> str:
     """Changes whenever anything the status partial shows changes (not only `updated_at`: an
     error recorded without a transition must reach the page too)."""
@@ -394,7 +405,7 @@ def sign_page(request: HttpRequest, action_id) -> HttpResponse:
             if action.status == ActionStatus.FAILED
             else "",
             "next_step": _NEXT_STEP.get(action.status, ""),
-            "short_tx_hash": _short_hash(action.tx_hash),
+            "short_tx_hash": _tx_link(action),
             "slippage_warning": slippage is not None and slippage >= 1,
             "reject_confirm": request.GET.get("reject") == "confirm",
         },

@@ -61,6 +61,8 @@ class Row:
     owner: str
     error: str
     why: str  # why it is listed (stuck, failed recently, needs review…) or how it was found
+    chain_id: int | None = None  # an action's chain (shown by name, core.chains)
+    tx_hash: str = ""  # an action's transaction (linked to the chain's explorer, if any)
 
     @property
     def lifecycle(self) -> Lifecycle:
@@ -134,6 +136,8 @@ def _action_row(action: Action, why: str) -> Row:
         owner=action.user.username,
         error=action.error or action.last_reconcile_error or "",
         why=why,
+        chain_id=action.chain_id,
+        tx_hash=action.tx_hash or "",
     )
 
 
@@ -231,7 +235,7 @@ _OWNER = {"action": "user", "delivery": "created_by", "operation": "owner"}
 # What a row shows: loading only these skips the JSON columns (params, user operation,
 # input, result), a third of a long list's cost.
 _SHOWN_FIELDS = {
-    "action": ("status", "error", "last_reconcile_error", "user__username"),
+    "action": ("status", "error", "last_reconcile_error", "chain_id", "tx_hash", "user__username"),
     "delivery": ("status", "reason", "last_error", "created_by__username"),
     "operation": ("state", "last_error", "error_code", "review", "owner__username"),
 }

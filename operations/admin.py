@@ -4,7 +4,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import Q
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from core.admin import (
     LifecycleAdmin,
@@ -14,6 +14,7 @@ from core.admin import (
     user_ids_matching,
 )
 from core.lifecycle import IllegalTransition
+from core.templatetags.picnic_dates import timestamp
 from operations.decisions import operation_pause, operation_resume
 from operations.models import (
     BillingComponent,
@@ -90,7 +91,13 @@ class OperationAdmin(LifecycleAdmin):
     list_select_related = ("owner",)
     inlines = [ComponentInline]
     actions = ["pause", "resume"]
-    readonly_fields = [f.name for f in Operation._meta.concrete_fields] + ["links"]
+    # The review (JSON) is shown with its request and decision times to the second, in the
+    # staff member's zone, instead of the raw isoformat (review_shown).
+    exclude = ("review",)
+    readonly_fields = [f.name for f in Operation._meta.concrete_fields if f.name != "review"] + [
+        "review_shown",
+        "links",
+    ]
 
     def get_search_results(self, request, queryset, search_term):
         if not search_term.strip():
@@ -115,6 +122,19 @@ class OperationAdmin(LifecycleAdmin):
     @admin.display(description="last error")
     def error_short(self, obj: Operation) -> str:
         return text_cell(obj.last_error, limit=60)
+
+    @admin.display(description="review")
+    def review_shown(self, obj: Operation) -> str:
+        if not obj.review:
+            return "—"
+        return format_html_join(
+            " · ",
+            "{}: {}",
+            (
+                (key, timestamp(value) if key.endswith("_at") else value)
+                for key, value in obj.review.items()
+            ),
+        )
 
     @admin.display(description="links")
     def links(self, obj: Operation) -> str:

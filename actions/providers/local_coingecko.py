@@ -11,8 +11,10 @@ from urllib.parse import parse_qs, urlsplit
 
 from core.local_server import LocalJsonServer
 
-# Demo prices (fixed): a dollar coin, a euro coin, and ether (the network fee on the signing page).
+# Demo prices (fixed): a dollar coin, a euro coin, and the native coins of the chain table's
+# two local chains, xDAI and ether (the network fee on the signing page).
 PRICES = {
+    "xdai": {"usd": 1.0, "eur": 0.92, "brl": 5.3},
     "usd-coin": {"usd": 1.0, "eur": 0.92, "brl": 5.3},
     "monerium-eur-money": {"usd": 1.08, "eur": 1.0, "brl": 5.75},
     "ethereum": {"usd": 3000.0, "eur": 2760.0, "brl": 15900.0},

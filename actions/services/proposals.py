@@ -18,7 +18,7 @@ from actions.evm_clients import bundler_client
 from actions.models import Action, ActionType, Card, SmartAccount, SmartAccountKind, Token
 from actions.services.lifecycle import action_create
 from core.api import failure_reason
-from core.chains import Chain, UnknownChain, chain_for_asset
+from core.chains import Chain, UnknownChain, chain_for_asset, chain_name
 from core.metrics import instrument_web3
 from evm import ens
 from evm.bundler import BundlerError
@@ -276,7 +276,10 @@ def propose_swap(
         "cross_chain": cross_chain,
     }
     op = _build(client, call, params)
-    where = f"chain {token.chain_id}" + (f" → {quote.to_chain_id}" if cross_chain else "")
+    # Chains by name (core.chains): "Base (local) → Gnosis (local)".
+    where = chain_name(token.chain_id) + (
+        f" → {chain_name(quote.to_chain_id)}" if cross_chain else ""
+    )
     return action_create(
         user=user,
         application=application,
@@ -440,7 +443,7 @@ def propose_transfer(*, user, application, asset_id: str, amount: str, to: str) 
         user=user,
         application=application,
         type=ActionType.TRANSFER,
-        summary=f"Send {value} {token.symbol} to {shown_to} on chain {token.chain_id}",
+        summary=f"Send {value} {token.symbol} to {shown_to} on {chain_name(token.chain_id)}",
         chain_id=token.chain_id,
         smart_account=account.address,
         params=params,

@@ -72,11 +72,12 @@ def eure():
     return f"eip155:31337/erc20:{contracts.demo_token_address('EURe')}"
 
 
-def transfer(user, application, **params) -> Action:
+def transfer(user, application, chain_id: int = 31337, **params) -> Action:
     return make_action(
         user=user,
         application=application,
-        summary=f"Send 1234.5 USDC to {RECIPIENT} on chain 31337",
+        chain_id=chain_id,
+        summary=f"Send 1234.5 USDC to {RECIPIENT} on Gnosis (local)",
         params={"asset_id": usdc(), "amount": "1234.5", "to": RECIPIENT, "symbol": "USDC"} | params,
     )
 
@@ -86,7 +87,7 @@ def swap(user, application) -> Action:
         user=user,
         application=application,
         type="swap",
-        summary="Swap 2 USDC for at least 1.81 EURe (quoted 1.84) via local on chain 31337, "
+        summary="Swap 2 USDC for at least 1.81 EURe (quoted 1.84) via local on Gnosis (local), "
         "slippage 1.5%",
         params={
             "from_asset_id": usdc(),
@@ -185,10 +186,10 @@ def test_favicon_answers(client):
     [
         (
             "pt-BR",
-            ["Enviar 1.234,5 USDC para 0x15d3…6A65", "R$ 6.542,85", "Rede de teste local"],
+            ["Enviar 1.234,5 USDC para 0x15d3…6A65", "R$ 6.542,85", "Gnosis (local)"],
         ),
-        ("es", ["Enviar 1.234,5 USDC a 0x15d3…6A65", "1.135,74 €", "Red de pruebas local"]),
-        ("en", ["Send 1,234.5 USDC to 0x15d3…6A65", "$1,234.50", "Local test network"]),
+        ("es", ["Enviar 1.234,5 USDC a 0x15d3…6A65", "1.135,74 €", "Gnosis (local)"]),
+        ("en", ["Send 1,234.5 USDC to 0x15d3…6A65", "$1,234.50", "Gnosis (local)"]),
     ],
 )
 def test_a_transfer_shows_amount_fiat_recipient_and_chain_per_language(
@@ -200,7 +201,8 @@ def test_a_transfer_shows_amount_fiat_recipient_and_chain_per_language(
     for text in expected:
         assert text in shown, text
     assert f'id="recipient-address">{RECIPIENT}</code>' in response.content.decode()
-    assert "picnic/chains/local.svg" in response.content.decode()
+    # The chain table's name and icon (core.chains), the same in every language.
+    assert "picnic/chains/gnosis.svg" in response.content.decode()
     # The agent's summary is untouched: the API keeps the seed's English sentence.
     assert Action.objects.get(pk=action.pk).summary.startswith("Send 1234.5 USDC to 0x15d3")
 
@@ -217,10 +219,18 @@ def test_a_transfer_to_ones_own_account_says_so(owner, user, application, wallet
     assert "one of your own accounts" in words(owner.get(f"/sign/{action.pk}/"))
 
 
-def test_the_network_fee_is_the_most_the_operation_can_cost(owner, user, application, price_server):
-    action = transfer(user, application)  # gas 350 000 × 2 gwei = 0.0007 ETH
+@pytest.mark.parametrize(
+    ("chain_id", "fee"),
+    [(31338, "0.0007 ETH ≈ $2.10"), (31337, "0.0007 xDAI ≈ $0.00")],
+)
+def test_the_network_fee_is_the_most_the_operation_can_cost(
+    owner, user, application, price_server, chain_id, fee
+):
+    # gas 350 000 × 2 gwei = 0.0007 of the chain's native coin (core.chains: ETH on the L2,
+    # xDAI on the card's chain), valued at that coin's price.
+    action = transfer(user, application, chain_id=chain_id)
     shown = words(owner.get(f"/sign/{action.pk}/", HTTP_ACCEPT_LANGUAGE="en"))
-    assert "Network fee at most 0.0007 ETH ≈ $2.10" in shown
+    assert f"Network fee at most {fee}" in shown
 
 
 def test_a_sponsored_fee_says_picnic_pays(owner, user, application, price_server):

@@ -71,7 +71,7 @@ def test_transfer_sign_submit_execute_on_chain(
     response = transfer(api_client, write_token)
     assert response.status_code == 201, response.content
     body = response.json()
-    assert body["summary"] == f"Send 1.5 USDC to {RECIPIENT} on chain 31337"
+    assert body["summary"] == f"Send 1.5 USDC to {RECIPIENT} on Gnosis (local)"
     assert body["sign_url"] == f"{ORIGIN}/sign/{body['action_id']}/"
     assert body["resource_uri"] == f"picnic://action/{body['action_id']}"
     action = Action.objects.get(pk=body["action_id"])
@@ -180,7 +180,7 @@ def test_the_sign_page_shows_what_is_signed_with_a_strict_csp(
     # In plain words: the short form in the headline, the full checksummed address below.
     assert f"Send 1.5 USDC to {RECIPIENT[:6]}…{RECIPIENT[-4:]}" in page.text
     assert f'<code class="address" id="recipient-address">{RECIPIENT}</code>' in page.text
-    assert "Local test network" in page.text and ">31337<" in page.text
+    assert "Gnosis (local)" in page.text and ">31337<" in page.text
     assert "Time left to sign" in page.text and 'id="approve"' in page.text
     assert "script-src 'self'" in page["Content-Security-Policy"]
     assert "<script>" not in page.text  # no inline script

@@ -41,7 +41,7 @@ def test_a_quoted_swap_is_signed_and_executed_on_chain(
     action = Action.objects.get(pk=response.json()["action_id"])
     assert action.type == "swap"
     assert action.summary == (
-        "Swap 10 USDC for at least 9.154 EURe (quoted 9.2) via demo-dex on chain 31337, slippage 0.5%"
+        "Swap 10 USDC for at least 9.154 EURe (quoted 9.2) via demo-dex on Gnosis (local), slippage 0.5%"
     )
     assert action.params["slippage"] == "0.5" and action.params["provider"] == "demo-dex"
     query = quotes.requests[-1]

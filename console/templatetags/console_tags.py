@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django import template
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 register = template.Library()
@@ -46,7 +47,8 @@ def hours_chart(hours: list[tuple[datetime, int, int]], label: str) -> str:
         x = i * width
         h = CHART_H * total / peak
         hf = CHART_H * failed / peak
-        title = f"{hour:%H}:00 UTC — {total} transitions, {failed} to a failure"
+        local = timezone.localtime(hour)  # the staff member's zone (core.timezones)
+        title = f"{local:%H}:00 {local:%Z} — {total} transitions, {failed} to a failure"
         numbers = (x, CHART_H - h, width - BAR_GAP, h, x, CHART_H - hf, width - BAR_GAP, hf)
         bars.append((title, *(f"{n:.1f}" for n in numbers)))
     body = format_html_join(
@@ -55,7 +57,8 @@ def hours_chart(hours: list[tuple[datetime, int, int]], label: str) -> str:
         '<rect class="bar-failed" x="{}" y="{}" width="{}" height="{}"/></g>',
         bars,
     )
-    end = hours[-1][0] + timedelta(hours=1) if hours else None
+    start = timezone.localtime(hours[0][0]) if hours else None
+    end = timezone.localtime(hours[-1][0] + timedelta(hours=1)) if hours else None
     return format_html(
         '<svg class="chart" viewBox="0 0 {} {}" width="{}" height="{}" role="img" '
         'aria-label="{}">{}</svg><div class="chart-axis"><span>{}</span><span>{}</span></div>',
@@ -65,6 +68,6 @@ def hours_chart(hours: list[tuple[datetime, int, int]], label: str) -> str:
         CHART_H,
         label,
         body,
-        f"{hours[0][0]:%H}:00 yesterday" if hours else "",
-        f"now ({end:%H}:00 UTC)" if end else "",
+        f"{start:%H}:00 yesterday" if start else "",
+        f"now ({end:%H}:00 {end:%Z})" if end else "",
     )

@@ -523,3 +523,22 @@ def test_counts_and_charts_are_cached_for_a_few_seconds(
     # the list itself is always fresh
     assert {r.status for r in again.context["listing"].rows if r.kind == "operation"} == {"paused"}
     cache.delete("console:summaries")
+
+
+def test_no_staff_page_shows_a_microsecond_timestamp(staff_client, stuck_all):
+    """Each kind's timeline, the review queue, the console: to the second, in <time>."""
+    import re
+
+    pages = [entity.lifecycle.timeline_url(entity.pk) for entity in stuck_all.values()]
+    pages += ["/staff/", "/staff/operations/review/", "/staff/search/?q=alice"]
+    admin = [entity.lifecycle.admin_url(entity.pk) for entity in stuck_all.values()]
+    for url in pages:
+        response = staff_client.get(url)
+        assert response.status_code == 200, url
+        assert not re.search(r"\d\d:\d\d:\d\d\.\d{3,6}", response.text), url
+        if url != "/staff/" and "search" not in url:
+            assert "<time datetime=" in response.text, url
+    for url in admin:  # the change pages, read-only JSON (a review's request time) included
+        response = staff_client.get(url)
+        assert response.status_code == 200, url
+        assert not re.search(r"\d\d:\d\d:\d\d\.\d{3,6}", response.text), url

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from django import template
+from django.utils.html import format_html
 
 from core import l10n
+from core.templatetags.picnic_dates import utc_iso
 
 register = template.Library()
 
@@ -27,6 +29,23 @@ def percent(value) -> str:
 @register.filter
 def local_datetime(value) -> str:
     return l10n.format_datetime(value)
+
+
+@register.filter
+def local_time(value) -> str:
+    """<time> around local_datetime (UTC, to the second): picnic/local_time.js rewrites it in
+    the browser's own time zone and language; without JavaScript the UTC text stays right."""
+    if value is None:
+        return ""
+    return format_html(
+        '<time datetime="{}" data-local>{}</time>', utc_iso(value), l10n.format_datetime(value)
+    )
+
+
+@register.filter
+def iso(value) -> str:
+    """RFC 3339 in UTC to the second, for a <time datetime> (never the microseconds)."""
+    return utc_iso(value) if value is not None else ""
 
 
 @register.filter

@@ -1,0 +1,64 @@
+"""End-user times in the browser's own zone (picnic/static/picnic/local_time.js): the server
+writes UTC in <time datetime data-local>; the script rewrites it in the browser's zone, also on
+the parts htmx swaps in; without JavaScript the UTC text stays."""
+
+from __future__ import annotations
+
+import dataclasses
+import zoneinfo
+
+import pytest
+
+from actions.tests.test_enduser_browser import (
+    browser_env,  # noqa: F401 (a fixture)
+    sign_in,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+ZONE = "America/Sao_Paulo"
+
+
+def test_the_signing_page_shows_times_in_the_browsers_zone(
+    browser_env,  # noqa: F811
+    django_user_model,
+    application,
+    monkeypatch,
+    settings,
+):
+    from playwright.sync_api import sync_playwright
+
+    from actions.tests.factories import make_action, make_offline_wallet
+    from chain.stack import free_port
+    from core.testing import chromium_options
+
+    closed = f"http://127.0.0.1:{free_port()}"  # no chain: the page needs none
+    settings.BUNDLER_RPC_URL = settings.CHAIN_RPC_URL = closed
+    settings.CHAINS = tuple(
+        dataclasses.replace(row, rpc_url=closed, bundler_url=closed) for row in settings.CHAINS
+    )
+    settings.BUNDLER_TIMEOUT_SECONDS = 0.5
+    user = django_user_model.objects.create_user("eva", password="eva-password")
+    make_offline_wallet(user, monkeypatch)
+    action = make_action(user=user, application=application)
+    local = action.expires_at.astimezone(zoneinfo.ZoneInfo(ZONE))
+    utc = action.expires_at.strftime("%H:%M:%S")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(**chromium_options())
+        try:
+            for scripts in (True, False):
+                context = browser.new_context(
+                    locale="en-US", timezone_id=ZONE, java_script_enabled=scripts
+                )
+                page = context.new_page()
+                sign_in(page, browser_env.url, "eva", "eva-password")
+                page.goto(f"{browser_env.url}/sign/{action.pk}/")
+                shown = page.inner_text("#expires-at time")
+                if scripts:
+                    assert local.strftime(":%M:%S") in shown and "GMT-3" in shown, shown
+                    assert f"{local.hour % 12 or 12}:" in shown and "UTC" not in shown, shown
+                else:
+                    assert utc in shown or action.expires_at.strftime("%-I:%M:%S") in shown
+                    assert "UTC" in shown, shown
+                context.close()
+        finally:
+            browser.close()
