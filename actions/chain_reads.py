@@ -6,14 +6,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
+from decimal import Decimal
 
 import requests
 from django.conf import settings
+from web3 import Web3
 from web3.exceptions import Web3Exception
 
 from actions.presenters import card_summary, decimal_string
+from actions.providers.prices import FIAT, PriceError, prices
 from actions.selectors import card_get_for_user, smart_accounts_for_user, tokens_on_chains
 from core.formats import rfc3339
+from core.metrics import instrument_web3
+from evm import zodiac
+from evm.rpc import http_web3
 
 # What a node that is down, slow or answering garbage raises through web3 and requests (the
 # relayer catches the same): refused or timed-out connections, HTTP errors, JSON-RPC errors,
@@ -38,21 +45,13 @@ def node_answer(what: str) -> Iterator[None]:
 
 def chain_reader():
     """web3 for the read tools, bounded by CHAIN_READ_TIMEOUT_SECONDS (an agent is waiting)."""
-    from web3 import Web3
-
-    from core.metrics import instrument_web3
-
-    w3 = Web3(
-        Web3.HTTPProvider(
-            settings.CHAIN_RPC_URL, request_kwargs={"timeout": settings.CHAIN_READ_TIMEOUT_SECONDS}
-        )
-    )
+    timeout = settings.CHAIN_READ_TIMEOUT_SECONDS
+    w3 = http_web3(settings.CHAIN_RPC_URL, timeout=timeout, retries=True)
     return instrument_web3(w3, provider="chain_rpc")
 
 
 def _balance_of(w3, token_address: str, owner: str):
     """An `eth_call` of ERC-20 `balanceOf(owner)`, to add to a JSON-RPC batch."""
-    from web3 import Web3
 
     data = Web3.keccak(text="balanceOf(address)")[:4] + bytes(12) + bytes.fromhex(owner[2:])
     return w3.eth.call({"to": Web3.to_checksum_address(token_address), "data": data})
@@ -61,11 +60,6 @@ def _balance_of(w3, token_address: str, owner: str):
 def balances_for_user(*, user, w3=None) -> dict:
     """Token balances of the user's accounts, read from the chain in one JSON-RPC batch per
     chain, with fiat values when the price source answers (none at all when it does not)."""
-    from decimal import Decimal
-
-    from web3 import Web3
-
-    from actions.providers.prices import FIAT, PriceError, prices
 
     accounts = smart_accounts_for_user(user=user)
     tokens = tokens_on_chains(chain_ids={a.chain_id for a in accounts})
@@ -138,11 +132,6 @@ def card_for_user(*, user, card_id: str | None = None, w3=None) -> dict:
     """get_card: the card's state, the balance of its account (a virtual card shows its
     physical sibling's), and its daily allowance read from the Safe's Roles modifier (and the
     Delay queue), all in one JSON-RPC batch."""
-    from datetime import UTC, datetime
-
-    from web3 import Web3
-
-    from chain import zodiac
 
     card = card_get_for_user(user=user, card_id=card_id)
     source = card.physical if card.is_virtual and card.physical else card  # virtual: inherits

@@ -14,26 +14,34 @@ from web3 import Web3
 
 from actions.evm_clients import bundler_client
 from actions.models import (
+    RAMP_PROVIDER_FOR,
     Action,
     ActionStatus,
     ActionType,
     Card,
+    RampAccount,
+    RampCurrency,
     SmartAccount,
     SmartAccountKind,
     Token,
 )
+from actions.providers.local_ramps import DEMO_AVENIA_SUBACCOUNT, DEMO_MONERIUM_PROFILE
 from actions.services.lifecycle import (
     action_create,
     action_expire_if_overdue,
     action_reconcile,
     action_submit,
 )
+from actions.services.proposals import passkey_client
 from actions.services.transitions import action_transition
+from chain import contracts, ens, zodiac
 from chain.dev import fund, mint
+from chain.safe import DelayConfig, deploy_safe
 from chain.simple_account import SimpleAccountOwner
 from core.chains import card_chain
 from core.lifecycle import Actor
 from core.testing import wait_until
+from evm.rpc import http_web3
 
 RECIPIENT = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"  # Hardhat dev account #1
 DEMO = {
@@ -51,7 +59,6 @@ DEMO = {
 
 def ensure_demo_tokens() -> list[Token]:
     """Token rows for the demo ERC-20s the chain stack deploys (USDC-like, EURe-like)."""
-    from chain import contracts
 
     tokens = []
     for symbol, (name, decimals, _salt) in contracts.DEMO_TOKENS.items():
@@ -93,14 +100,11 @@ DEMO_RAMP_PROVIDERS = {"EURe": "monerium"}
 def provision_card(*, user, card_id: str, last4: str) -> Card:
     """Dev chain only: deploy the user's passkey account and its 1/1 Safe, and record a card.
     (In production Gnosis Pay onboarding creates the Safe; here the dev key pays for it.)"""
-    from actions.services.proposals import passkey_client
-    from chain import contracts, zodiac
-    from chain.safe import DelayConfig, deploy_safe
 
     account = SmartAccount.objects.select_related("passkey").get(
         user=user, kind=SmartAccountKind.PICNIC, passkey__isnull=False
     )
-    w3 = Web3(Web3.HTTPProvider(settings.CHAIN_RPC_URL, request_kwargs={"timeout": 10}))
+    w3 = http_web3(settings.CHAIN_RPC_URL, timeout=10, retries=True)
     client = passkey_client(w3, account)
     dev = w3.eth.accounts[0]
     if not client.is_deployed():
@@ -146,7 +150,7 @@ def demo_owner_key(username: str) -> str:
 
 def seed_actions(*, user, application, say: Callable[[str], None]) -> SmartAccount:
     ensure_demo_tokens()
-    w3 = Web3(Web3.HTTPProvider(settings.CHAIN_RPC_URL, request_kwargs={"timeout": 10}))
+    w3 = http_web3(settings.CHAIN_RPC_URL, timeout=10, retries=True)
     bundler = bundler_client(timeout=15)
     version = settings.ENTRY_POINT_VERSION
     owner = SimpleAccountOwner(w3, owner_key=demo_owner_key(user.username), version=version)
@@ -245,8 +249,6 @@ def seed_ens_names(*, user, account: SmartAccount, owner_key: str, say) -> None:
     passkey is registered), `merchant.eth` → the demo merchant's EOA, each with its reverse
     record where the address itself can set it (the merchant's EOA; the SimpleAccount through
     its owner). A passkey account's reverse record needs the passkey: not set here."""
-    from chain import ens
-
     chain = card_chain()
     if chain.ens_registry.lower() != ens.registry_address().lower():
         say(f"ENS: {chain.name} names no local registry; no demo names")
@@ -269,8 +271,6 @@ def seed_ens_names(*, user, account: SmartAccount, owner_key: str, say) -> None:
 
 def seed_ramps(*, user) -> None:
     """Link the demo user to the local ramp servers' demo accounts (no chain needed)."""
-    from actions.models import RAMP_PROVIDER_FOR, RampAccount, RampCurrency
-    from actions.providers.local_ramps import DEMO_AVENIA_SUBACCOUNT, DEMO_MONERIUM_PROFILE
 
     ids = {RampCurrency.EUR: DEMO_MONERIUM_PROFILE, RampCurrency.BRL: DEMO_AVENIA_SUBACCOUNT}
     for currency, external_id in ids.items():

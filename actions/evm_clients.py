@@ -12,6 +12,7 @@ from core import tracing
 from core.metrics import instrument_web3
 from evm.bundler import BundlerClient
 from evm.relayer import Relayer
+from evm.rpc import http_web3
 
 
 def bundler_client(*, timeout: float | None = None) -> BundlerClient:
@@ -27,14 +28,7 @@ def bundler_client(*, timeout: float | None = None) -> BundlerClient:
 
 def chain_rpc(*, timeout: float) -> Web3:
     """web3 on CHAIN_RPC_URL, bounded by `timeout` (no silent retries)."""
-    w3 = Web3(
-        Web3.HTTPProvider(
-            settings.CHAIN_RPC_URL,
-            request_kwargs={"timeout": timeout},
-            exception_retry_configuration=None,
-        )
-    )
-    return instrument_web3(w3, provider="chain_rpc")
+    return instrument_web3(http_web3(settings.CHAIN_RPC_URL, timeout=timeout), provider="chain_rpc")
 
 
 def card_relayer(*, timeout: float | None = None) -> Relayer:

@@ -4,6 +4,8 @@ chain_reads.py."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from actions.models import RAMP_PROVIDER_FOR, ActionType, HistoryKind, KycStatus, RampCurrency
 from actions.selectors import (
     card_state_last_executed,
@@ -16,8 +18,6 @@ from core.formats import rfc3339
 
 
 def decimal_string(units: int, decimals: int) -> str:
-    from decimal import Decimal
-
     value = Decimal(units).scaleb(-decimals)
     text = format(value, "f")
     return text.rstrip("0").rstrip(".") if "." in text else text

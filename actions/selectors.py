@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connections
-from django.db.models import Aggregate, F, JSONField, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Aggregate, Exists, F, JSONField, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import JSONObject
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -356,7 +356,6 @@ def history_page(*, user, cursor: str | None = None, limit: int = 20) -> History
 
 def passkeys_for_user(*, user) -> QuerySet[Passkey]:
     """The passkeys page's list, oldest first, each with whether its key owns an account."""
-    from django.db.models import Exists
 
     owns = SmartAccount.objects.filter(passkey=OuterRef("pk"))
     return (

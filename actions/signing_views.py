@@ -28,6 +28,7 @@ from actions.services.passkeys import (
     passkey_rename,
     registration_options,
 )
+from actions.services.proposals import web3
 from actions.services.signing import action_reject, action_sign, authentication_options
 from actions.signing_facts import sign_facts
 from core.api import error_json
@@ -35,6 +36,7 @@ from core.json_input import BodyRefused, json_body
 from core.live import entity_stream
 from core.templatetags.chains import explorer_url
 from core.timeline import render_timeline
+from evm.passkey_account import PasskeyAccountClient
 
 REGISTRATION_SESSION_KEY = "passkey_registration_challenge"
 
@@ -112,9 +114,6 @@ def _unreadable(exc: BodyRefused) -> JsonResponse:
 
 
 def _account_address(qx: bytes, qy: bytes) -> tuple[str, str]:
-    from actions.services.proposals import web3
-    from chain.passkey_account import PasskeyAccountClient
-
     client = PasskeyAccountClient(web3(), qx, qy, version=settings.ENTRY_POINT_VERSION)
     return client.address, client.factory.address
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from web3 import Web3
 
+from chain import contracts
 from chain.stack import DEPLOYER_KEY, LOCAL_CHAIN_IDS
 
 
@@ -30,7 +31,6 @@ def fund(w3: Web3, address: str, wei: int, *, key: str = DEPLOYER_KEY) -> None:
 
 def mint(w3: Web3, symbol: str, to: str, amount: int) -> None:
     """Mint a demo ERC-20 (the deployer owns them)."""
-    from chain import contracts
 
     token = w3.eth.contract(
         address=contracts.demo_token_address(symbol),
@@ -50,8 +50,6 @@ def mint(w3: Web3, symbol: str, to: str, amount: int) -> None:
 
 
 def token_balance(w3: Web3, symbol: str, owner: str) -> int:
-    from chain import contracts
-
     token = w3.eth.contract(
         address=contracts.demo_token_address(symbol),
         abi=contracts.build_artifact("DemoToken")["abi"],

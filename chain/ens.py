@@ -85,6 +85,13 @@ def _send(w3: Web3, fn, sender: str) -> None:
         raise RuntimeError(f"ENS set-up transaction {receipt['transactionHash'].hex()} reverted")
 
 
+def _fund(w3: Web3, address: str) -> None:
+    """Gas money from ENS_OWNER (unlocked on the dev node) for an EOA that sets its own record."""
+    w3.eth.wait_for_transaction_receipt(
+        w3.eth.send_transaction({"from": ENS_OWNER, "to": address, "value": 10**18}), timeout=30
+    )
+
+
 def deploy(rpc_url: str, create2: Callable[[str, bytes], str]) -> dict[str, str]:
     """Registry, public resolver and reverse registrar (idempotent), the root handed to
     ENS_OWNER, `eth` owned by it and `addr.reverse` owned by the reverse registrar."""
@@ -147,15 +154,13 @@ def register(w3: Web3, name: str, address: str) -> None:
 def set_reverse_name_of_eoa(w3: Web3, key: str, name: str) -> str:
     """The EIP-181 reverse record of the EOA of `key`: only an address itself can set it, so the
     EOA sends ReverseRegistrar.setName (funded first from dev account #0 when needed)."""
-    from chain.dev import fund
-
     account = w3.eth.account.from_key(key)
     registrar = _contract(w3, "ReverseRegistrar", reverse_registrar_address())
     resolver = _contract(w3, "PublicResolver", resolver_address())
     if resolver.functions.name(namehash(reverse_name(account.address))).call() == name:
         return account.address
     if w3.eth.get_balance(account.address) < 10**17:
-        fund(w3, account.address, 10**18)
+        _fund(w3, account.address)
     tx = registrar.functions.setName(name).build_transaction(
         {
             "from": account.address,
@@ -174,14 +179,12 @@ def set_reverse_name_of_eoa(w3: Web3, key: str, name: str) -> str:
 def set_reverse_name_of_simple_account(w3: Web3, owner_key: str, account: str, name: str) -> None:
     """The reverse record of a SimpleAccount: its owner EOA calls the account's execute()
     directly (SimpleAccount allows its owner), so msg.sender at the registrar is the account."""
-    from chain.dev import fund
-
     resolver = _contract(w3, "PublicResolver", resolver_address())
     if resolver.functions.name(namehash(reverse_name(account))).call() == name:
         return
     owner = w3.eth.account.from_key(owner_key)
     if w3.eth.get_balance(owner.address) < 10**17:
-        fund(w3, owner.address, 10**18)
+        _fund(w3, owner.address)
     registrar = _contract(w3, "ReverseRegistrar", reverse_registrar_address())
     call = registrar.encode_abi("setName", [name])
     execute = w3.eth.contract(

@@ -1,9 +1,8 @@
-"""Passkey-owned accounts on the local stack, and a software WebAuthn authenticator.
+"""A software WebAuthn authenticator, for tests and demo data where no browser is involved.
 
-The software authenticator produces the same assertion a browser does (authenticatorData,
-clientDataJSON, DER signature over authenticatorData ‖ sha256(clientDataJSON)); tests and demo
-data use it where no browser is involved. The browser path is tested with Chromium's virtual
-authenticator.
+It produces the same assertion a browser does (authenticatorData, clientDataJSON, DER signature
+over authenticatorData ‖ sha256(clientDataJSON)). The browser path is tested with Chromium's
+virtual authenticator. The passkey account's client is evm/passkey_account.py.
 """
 
 from __future__ import annotations
@@ -15,23 +14,9 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+import cbor2
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
-from web3 import Web3
-
-from chain import contracts
-from chain.simple_account import Erc4337Account
-from evm.signature import dummy_signature, pack_assertion
-
-# What a real assertion costs in validateUserOp beyond the estimation stub, which stops at the
-# challenge check: base64url of the challenge compared, two SHA-256 and the P256VERIFY
-# precompile (EIP-7951). Measured on the local stack (OpenZeppelin 5.7, osaka): 9,400 gas more
-# for a deployed account (52,164-52,176 vs 42,770-42,800 for validateUserOp alone), the same on
-# EntryPoint v0.7 and v0.8. Doubled for the EntryPoint's 63/64 forwarding and for longer
-# clientDataJSON from other browsers; unused verification gas is not charged, so the margin
-# costs the user nothing. A chain without P256VERIFY runs OpenZeppelin's Solidity verifier
-# (hundreds of thousands of gas) and needs a measured budget of its own.
-PASSKEY_VERIFICATION_GAS = 20_000
 
 
 def b64url(data: bytes) -> str:
@@ -56,7 +41,6 @@ class SoftwarePasskey:
 
     def create(self, challenge: bytes, *, origin: str | None = None) -> dict[str, Any]:
         """A registration response ("none" attestation) in the JSON shape browsers send."""
-        import cbor2
 
         x, y = self.public_xy
         cose_key = cbor2.dumps({1: 2, 3: -7, -1: 1, -2: x, -3: y})
@@ -132,54 +116,3 @@ class SoftwarePasskey:
             "client_data_json": client_data_json,
             "signature": signature,
         }
-
-
-@dataclass
-class PasskeyAccountClient(Erc4337Account):
-    w3: Web3
-    qx: bytes
-    qy: bytes
-    version: str = "0.7"
-    salt: int = 0
-    origin: str = "http://127.0.0.1:8000"
-
-    def __post_init__(self) -> None:
-        self._setup()
-        self.factory = self.w3.eth.contract(
-            address=contracts.passkey_factory_address(self.version),
-            abi=contracts.build_artifact("PasskeyAccountFactory")["abi"],
-        )
-        self.account_abi = contracts.build_artifact("PasskeyAccount")["abi"]
-        self.dummy_signature = dummy_signature(self.origin)
-
-    @property
-    def address(self) -> str:
-        return self.factory.functions.getAddress(self.qx, self.qy, self.salt).call()
-
-    def build(self, call_data, bundler, *, gas=None):
-        op = super().build(call_data, bundler, gas=gas)
-        if gas is None:  # the bundler's estimate ran the stub, not the real verification
-            op["verificationGasLimit"] += PASSKEY_VERIFICATION_GAS
-        return op
-
-    def factory_data(self) -> str:
-        return self.factory.encode_abi("createAccount", [self.qx, self.qy, self.salt])
-
-    def execute_batch(self, calls: list[tuple[str, int, bytes]]) -> str:
-        account = self.w3.eth.contract(address=self.address, abi=self.account_abi)
-        targets = [Web3.to_checksum_address(target) for target, _, _ in calls]
-        return account.encode_abi(
-            "executeBatch",
-            [targets, [value for _, value, _ in calls], [data for _, _, data in calls]],
-        )
-
-    def sign_with(
-        self, passkey: SoftwarePasskey, op: dict[str, Any], op_hash: str
-    ) -> dict[str, Any]:
-        assertion = passkey.get_assertion(bytes.fromhex(op_hash[2:]))
-        signature = pack_assertion(
-            authenticator_data=assertion["authenticator_data"],
-            client_data_json=assertion["client_data_json"],
-            signature_der=assertion["signature"],
-        )
-        return {**op, "signature": signature}

@@ -1,8 +1,10 @@
-"""1/1 Safes owned by a passkey account, and Safe message signatures (EIP-1271) made by it.
+"""Deploying 1/1 Safes owned by a passkey account on the local stack, optionally with the Gnosis
+Pay layout (Delay + Roles, chain/zodiac.py) set up in the same call.
 
 Gnosis Pay accounts are Safes; here the Safe's single owner is the user's PasskeyAccount, so a
 SIWE message for the Safe is signed by the passkey: the assertion's challenge is the Safe's
-message hash, and Safe → CompatibilityFallbackHandler → PasskeyAccount verify it on chain.
+message hash (evm/safe.py), and Safe → CompatibilityFallbackHandler → PasskeyAccount verify it
+on chain.
 """
 
 from __future__ import annotations
@@ -14,14 +16,9 @@ from eth_utils import keccak
 from web3 import Web3
 
 from chain import contracts, zodiac
+from evm.safe import safe_contract
 
 ZERO = "0x0000000000000000000000000000000000000000"
-
-
-def safe_contract(w3: Web3, address: str):
-    return w3.eth.contract(
-        address=Web3.to_checksum_address(address), abi=contracts.safe_artifact("Safe")["abi"]
-    )
 
 
 @dataclass(frozen=True)
@@ -99,20 +96,3 @@ def deploy_safe(
     if receipt["status"] != 1:
         raise RuntimeError(f"Safe deployment for {owner} reverted (tx {tx.hex()})")
     return address
-
-
-def eip191_hash(message: str) -> bytes:
-    data = message.encode()
-    return keccak(b"\x19Ethereum Signed Message:\n" + str(len(data)).encode() + data)
-
-
-def safe_message_hash(w3: Web3, safe: str, data_hash: bytes) -> bytes:
-    """What the owner signs for Safe.isValidSignature(data_hash, …): the Safe's EIP-712
-    SafeMessage hash of abi.encode(data_hash)."""
-    handler = w3.eth.contract(
-        address=contracts.safe_address("CompatibilityFallbackHandler"),
-        abi=contracts.safe_artifact("CompatibilityFallbackHandler")["abi"],
-    )
-    return handler.functions.getMessageHashForSafe(
-        Web3.to_checksum_address(safe), encode(["bytes32"], [data_hash])
-    ).call()

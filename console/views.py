@@ -18,6 +18,7 @@ from django.views.decorators.http import require_POST
 from console import selectors
 from console.moves import MOVES, apply_move, refusal_for
 from console.selectors import Filters, Row
+from core.lifecycle import lifecycles
 
 # Saved views: a view is its query string; these are the ones staff reach for first.
 PRESETS = [
@@ -64,8 +65,6 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 def _statuses() -> list[tuple[str, list[str]]]:
-    from core.lifecycle import lifecycles
-
     return [(lc.name, list(lc.moves)) for lc in lifecycles()]
 
 

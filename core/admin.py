@@ -3,6 +3,7 @@ its live timeline) comes from the lifecycle registry (`core.lifecycle`), not fro
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from functools import cache, cached_property
@@ -16,6 +17,7 @@ from django.db.models import Q, QuerySet
 from django.utils.html import format_html
 from django.utils.text import Truncator
 from django.utils.translation import gettext as _
+from eth_utils import to_checksum_address
 
 from core.lifecycle import Lifecycle, lifecycle_named, lifecycles
 
@@ -262,8 +264,6 @@ def _plan_estimate(connection, queryset: QuerySet) -> int:
         cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
         plan = cursor.fetchone()[0]
     if isinstance(plan, str):  # psycopg returns json as text under some adapters
-        import json
-
         plan = json.loads(plan)
     return int(plan[0]["Plan"]["Plan Rows"])
 
@@ -297,7 +297,6 @@ def search_term_kind(term: str) -> tuple[str, object]:
 def address_forms(address: str) -> list[str]:
     """The spellings an address may be stored in (lowercase, EIP-55 checksummed): an IN over
     them uses the column's index, where UPPER(column) = UPPER(term) scans the table."""
-    from eth_utils import to_checksum_address
 
     return sorted({address.lower(), to_checksum_address(address)})
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import requests
 import uritemplate
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
@@ -25,6 +26,7 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from core.json_input import too_large
 from core.schema import input_problems
 
 INVALID_INPUT = "Invalid input"
@@ -159,8 +161,6 @@ def exception_handler(exc, context):
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()
     elif isinstance(exc, RequestDataTooBig):  # DRF reads request.body: a JSON 400, not HTML
-        from core.json_input import too_large
-
         exc = too_large()
     response = drf_exception_handler(exc, context)  # headers, rollback; None for a bug (a 500)
     if response is None:
@@ -236,7 +236,6 @@ def redact(text: str) -> str:
 def failure_reason(exc: BaseException) -> str:
     """What failed, in words a client may read: a transport failure by its kind, anything
     else by its message with internal addresses removed."""
-    import requests
 
     if isinstance(exc, requests.Timeout):
         return "timed out"

@@ -23,9 +23,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
+import redis
+import redis.asyncio
 from django.conf import settings
-
-from core.lifecycle import lifecycle_named
 
 logger = logging.getLogger(__name__)
 CHANNEL = "picnic:events"
@@ -90,8 +91,6 @@ _redis_client = None
 def _redis():
     global _redis_client
     if _redis_client is None:
-        import redis
-
         _redis_client = redis.Redis.from_url(settings.EVENTS_URL, socket_timeout=2)
     return _redis_client
 
@@ -135,8 +134,6 @@ class Subscription:
 
 class _RedisSubscription(Subscription):
     async def __aenter__(self) -> Subscription:
-        import redis.asyncio
-
         self.client = redis.asyncio.Redis.from_url(settings.EVENTS_URL)
         self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
         await self.pubsub.subscribe(CHANNEL)
@@ -166,35 +163,9 @@ class _LocalSubscription(Subscription):
         self.path.unlink(missing_ok=True)
 
     async def receive(self) -> dict[str, Any]:
-        import anyio
-
         while True:
             await anyio.wait_readable(self.sock)
             try:
                 return json.loads(self.sock.recv(_MAX_DATAGRAM))
             except BlockingIOError:
                 continue
-
-
-def _publish_entity(lifecycle, pk, status) -> None:
-    event = {"lifecycle": lifecycle.name, "id": str(pk), "status": str(status)}
-    # The registered lifecycle says whether one entity is an MCP resource, and its URI.
-    try:
-        uri = lifecycle_named(lifecycle.name).resource_uri(pk)
-    except KeyError:
-        logger.error("lifecycle %r is not registered: its events carry no uri", lifecycle.name)
-        uri = None
-    if uri:
-        event["uri"] = uri
-    publish(event)
-
-
-def on_status_changed(sender, pk, from_status, to_status, lifecycle, **kwargs) -> None:
-    """Receiver of `core.lifecycle.status_changed`: every transition goes on the channel."""
-    _publish_entity(lifecycle, pk, to_status)
-
-
-def on_entity_changed(sender, pk, status, lifecycle, **kwargs) -> None:
-    """Receiver of `core.lifecycle.entity_changed`: a visible change without a transition
-    (an error recorded) is an event too, with the status it still has."""
-    _publish_entity(lifecycle, pk, status)

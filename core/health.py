@@ -18,7 +18,13 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import kombu.exceptions
+import redis
+from celery import current_app
 from django.conf import settings
+from django.core.cache import cache
+from django.db import Error as DatabaseError
+from django.db import connections
 from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
@@ -47,8 +53,6 @@ class CheckResult:
 
 
 def check_database(timeout: float) -> None:
-    from django.db import connections
-
     connection = connections["default"]
     try:
         with connection.cursor() as cursor:
@@ -61,14 +65,12 @@ def check_database(timeout: float) -> None:
 
 
 def check_broker(timeout: float) -> dict | None:
-    from picnic.celery import app
-
     if settings.CELERY_BROKER_URL.startswith("filesystem://"):
         # The embedded broker is two folders: ready when the queue folder takes a file.
         options = settings.CELERY_BROKER_TRANSPORT_OPTIONS
         _writable(Path(options["data_folder_in"]))
         return
-    with app.connection_for_read(
+    with current_app.connection_for_read(
         settings.CELERY_BROKER_URL,
         connect_timeout=timeout,
         transport_options={"socket_timeout": timeout, "socket_connect_timeout": timeout},
@@ -82,8 +84,6 @@ def check_broker(timeout: float) -> dict | None:
 def queue_backlog(timeout: float) -> dict[str, int]:
     """Messages waiting in each queue kind's Redis list (not yet taken by a worker): a queue
     whose workers are down grows here. One round trip of LLENs, whatever the backlog."""
-    import redis
-
     # kombu keeps a queue's messages of priority p > 0 in a list of its own: "<queue>\x06\x16<p>".
     steps = ("", *(f"\x06\x16{p}" for p in (3, 6, 9)))
     client = redis.Redis.from_url(
@@ -101,8 +101,6 @@ def queue_backlog(timeout: float) -> dict[str, int]:
 
 
 def check_cache(timeout: float) -> None:
-    from django.core.cache import cache
-
     key = f"picnic:health:{uuid.uuid4().hex}"
     cache.set(key, "ok", timeout=max(int(timeout) + 1, 5))
     value = cache.get(key)
@@ -113,8 +111,6 @@ def check_cache(timeout: float) -> None:
 
 def check_events(timeout: float) -> None:
     if settings.EVENTS_URL.startswith("redis"):
-        import redis
-
         client = redis.Redis.from_url(
             settings.EVENTS_URL, socket_timeout=timeout, socket_connect_timeout=timeout
         )
@@ -130,68 +126,39 @@ def check_events(timeout: float) -> None:
     _writable(path)
 
 
-def check_chain_rpc(timeout: float) -> None:
-    from web3 import Web3
-
-    w3 = Web3(
-        Web3.HTTPProvider(
-            settings.CHAIN_RPC_URL,
-            request_kwargs={"timeout": timeout},
-            exception_retry_configuration=None,
-        )
-    )
-    chain_id = w3.eth.chain_id
-    if chain_id != settings.CHAIN_ID:
-        raise CheckFailed(f"the node is on chain {chain_id}, CHAIN_ID is {settings.CHAIN_ID}")
-
-
-def check_bundler(timeout: float) -> None:
-    from actions.evm_clients import bundler_client
-    from evm.userops import entry_point_address
-
-    supported = bundler_client(timeout=timeout).supported_entry_points()
-    wanted = entry_point_address(settings.ENTRY_POINT_VERSION)
-    if not isinstance(supported, list) or wanted.lower() not in {
-        str(address).lower() for address in supported
-    }:
-        raise CheckFailed(
-            f"the bundler does not support the EntryPoint v{settings.ENTRY_POINT_VERSION}"
-        )
-
-
 def _writable(path: Path) -> None:
     with tempfile.NamedTemporaryFile(dir=path, prefix=".health-"):
         pass
 
 
-def _expected_errors() -> dict[str, tuple[type[BaseException], ...]]:
-    """What each check's dependency raises when it is down, slow or answering garbage."""
-    import kombu.exceptions
-    import redis
-    from django.db import Error as DatabaseError
-
-    from actions.chain_reads import CHAIN_RPC_ERRORS
-    from evm.bundler import BundlerError
-    from evm.userops import UserOpError
-
-    return {
-        "database": (DatabaseError,),
-        "broker": (kombu.exceptions.KombuError, redis.RedisError, OSError),
-        "cache": (redis.RedisError, OSError),
-        "events": (redis.RedisError, OSError),
-        "chain_rpc": CHAIN_RPC_ERRORS,
-        "bundler": (BundlerError, UserOpError),
-    }
-
+# What each check's dependency raises when it is down, slow or answering garbage: reported
+# by its reason. Anything else a check raises is a bug, reported as an unexpected error.
+EXPECTED_ERRORS: dict[str, tuple[type[BaseException], ...]] = {
+    "database": (DatabaseError,),
+    "broker": (kombu.exceptions.KombuError, redis.RedisError, OSError),
+    "cache": (redis.RedisError, OSError),
+    "events": (redis.RedisError, OSError),
+}
 
 CHECKS: dict[str, Callable[[float], dict | None]] = {
     "database": check_database,
     "broker": check_broker,
     "cache": check_cache,
     "events": check_events,
-    "chain_rpc": check_chain_rpc,
-    "bundler": check_bundler,
 }
+
+
+def register_check(
+    name: str,
+    check: Callable[[float], dict | None],
+    *,
+    errors: tuple[type[BaseException], ...] = (),
+) -> None:
+    """Add an app's dependency to readiness, from its AppConfig.ready(): `check(timeout)`
+    returns None (or a detail to report) and raises on failure; `errors` are what the
+    dependency raises when it is down. The core knows no app: apps register here."""
+    CHECKS[name] = check
+    EXPECTED_ERRORS[name] = tuple(errors)
 
 
 def _reason(exc: BaseException) -> str:
@@ -206,8 +173,6 @@ def _reason(exc: BaseException) -> str:
         return "timed out"
     if "refused" in text:
         return "connection refused"
-    from django.db import Error as DatabaseError
-
     if isinstance(exc, DatabaseError):
         # A driver's message names the host, port, database and user: the log keeps it.
         return f"database error ({type(exc).__name__})"
@@ -219,7 +184,7 @@ def _run_one(name: str, check: Callable[[float], None], timeout: float) -> Check
     detail = None
     try:
         detail = check(timeout)
-    except (CheckFailed, *_expected_errors()[name]) as exc:
+    except (CheckFailed, *EXPECTED_ERRORS.get(name, ())) as exc:
         error = _reason(exc)
         logger.warning("readiness check %s failed: %s", name, exc)
     except Exception as exc:  # noqa: BLE001 - a health endpoint must answer: a bug is a failure

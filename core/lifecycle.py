@@ -33,7 +33,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from core import metrics, tracing
+from core import events, metrics, tracing
 from core.models import ActorKind
 
 logger = logging.getLogger(__name__)
@@ -478,8 +478,6 @@ def transition_path(
 def _announce(lifecycle: Lifecycle, model, pk, moves: list[tuple[str, str]]) -> None:
     """After commit: count each move and send its `status_changed`; the events the receivers
     publish leave together (one Redis round trip, not one per move)."""
-    from core import events  # late: core.events imports this module
-
     for _source, target in moves:
         metrics.TRANSITIONS.labels(lifecycle.name, target).inc()
     with events.batch():
@@ -572,3 +570,30 @@ def enqueue_on_commit(task: str, pk: Any) -> None:
     commits (at once outside one). Imported late: tasks modules import the services that call
     this. Robust: a broker that refuses never undoes committed work; beat catches it up."""
     transaction.on_commit(lambda: import_string(task).delay(str(pk)), robust=True)
+
+
+# --- The event channel: every transition and visible change is published ------------------
+
+
+def _publish_entity(lifecycle, pk, status) -> None:
+    event = {"lifecycle": lifecycle.name, "id": str(pk), "status": str(status)}
+    # The registered lifecycle says whether one entity is an MCP resource, and its URI.
+    try:
+        uri = lifecycle_named(lifecycle.name).resource_uri(pk)
+    except KeyError:
+        logger.error("lifecycle %r is not registered: its events carry no uri", lifecycle.name)
+        uri = None
+    if uri:
+        event["uri"] = uri
+    events.publish(event)
+
+
+def on_status_changed(sender, pk, from_status, to_status, lifecycle, **kwargs) -> None:
+    """Receiver of `core.lifecycle.status_changed`: every transition goes on the channel."""
+    _publish_entity(lifecycle, pk, to_status)
+
+
+def on_entity_changed(sender, pk, status, lifecycle, **kwargs) -> None:
+    """Receiver of `core.lifecycle.entity_changed`: a visible change without a transition
+    (an error recorded) is an event too, with the status it still has."""
+    _publish_entity(lifecycle, pk, status)

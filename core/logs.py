@@ -10,6 +10,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from pythonjsonlogger.core import RESERVED_ATTRS
+from pythonjsonlogger.json import JsonFormatter
+
 from core import tracing
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s [trace %(trace_id)s]"
@@ -27,9 +30,6 @@ class TraceFilter(logging.Filter):
 
 
 def json_formatter(**_: Any) -> logging.Formatter:
-    from pythonjsonlogger.core import RESERVED_ATTRS
-    from pythonjsonlogger.json import JsonFormatter
-
     # time (ISO 8601, UTC), level, logger, message; extras (trace, work ids, access fields)
     # follow as their own keys. Django's records carry the request object (`extra=
     # {"request": …}`), whose text has the query string: never written.

@@ -20,11 +20,16 @@ import hmac
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import redis
+import requests
+from django.conf import settings
+from django.db import transaction
+from django.http import Http404, HttpResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import (
     CONTENT_TYPE_PLAIN_0_0_4,
@@ -93,14 +98,11 @@ MCP_TOOL_LATENCY = Histogram(
 def count_transition(lifecycle_name: str, status: str) -> None:
     """Count a status change once the transaction that wrote it commits (a rolled-back
     transition never happened). Outside a transaction on_commit runs at once."""
-    from django.db import transaction
 
     transaction.on_commit(lambda: TRANSITIONS.labels(lifecycle_name, status).inc())
 
 
 def count_dm_outcome(outcome: str) -> None:
-    from django.db import transaction
-
     transaction.on_commit(lambda: DM_OUTCOMES.labels(outcome).inc())
 
 
@@ -131,8 +133,6 @@ def record_mcp_tool_call(tool: str, outcome: str, seconds: float) -> None:
 
 
 def _web3_error_kind(exc: BaseException) -> str:
-    import requests
-
     if isinstance(exc, requests.ConnectTimeout):
         return "not_sent"
     if isinstance(exc, requests.Timeout | TimeoutError):
@@ -188,66 +188,24 @@ def _collector_up(results: dict[str, bool]) -> GaugeMetricFamily:
     return family
 
 
+# The database gauges, read at scrape time: each registered function returns its families.
+# The core's lifecycle registry and the apps add theirs from AppConfig.ready(); this module
+# imports neither.
+DATABASE_GAUGES: list[Callable[[], list[GaugeMetricFamily]]] = []
+
+
+def register_database_gauges(read: Callable[[], list[GaugeMetricFamily]]) -> None:
+    if read not in DATABASE_GAUGES:
+        DATABASE_GAUGES.append(read)
+
+
 def _database_families() -> list[GaugeMetricFamily]:
-    """Per lifecycle: one GROUP BY over its non-terminal statuses (count and oldest
-    `created_at`) and one stuck count; then the credits held. 2 × lifecycles + 1 queries,
-    each answered from an index on the status (non-terminal rows are few)."""
-    from django.db.models import Count, Min, Sum
-    from django.utils import timezone
-    from django.utils.module_loading import import_string
-
-    from core.lifecycle import lifecycles
-    from operations.models import Wallet
-
-    items = GaugeMetricFamily(
-        "picnic_lifecycle_items",
-        "Non-terminal items per lifecycle and status.",
-        labels=["lifecycle", "status"],
-    )
-    oldest = GaugeMetricFamily(
-        "picnic_lifecycle_oldest_age_seconds",
-        "Age (now - created_at) of the oldest non-terminal item per lifecycle and status; "
-        "0 when there is none.",
-        labels=["lifecycle", "status"],
-    )
-    stuck = GaugeMetricFamily(
-        "picnic_lifecycle_stuck_items",
-        "Items matching the lifecycle's own 'stuck' definition (what staff must look at).",
-        labels=["lifecycle"],
-    )
-    held = GaugeMetricFamily(
-        "picnic_credits_held",
-        "Credits held on wallets for admitted operations (sum of Wallet.held_credits).",
-    )
-    now = timezone.now()
-    for lifecycle in lifecycles():
-        open_statuses = sorted(set(lifecycle.moves) - lifecycle.terminal)
-        field = lifecycle.status_field
-        rows = {
-            row[field]: row
-            for row in lifecycle.model._default_manager.filter(**{f"{field}__in": open_statuses})
-            .order_by()
-            .values(field)
-            .annotate(n=Count("pk"), oldest=Min("created_at"))
-        }
-        for status in open_statuses:
-            row = rows.get(status)
-            items.add_metric([lifecycle.name, status], row["n"] if row else 0)
-            age = (now - row["oldest"]).total_seconds() if row else 0.0
-            oldest.add_metric([lifecycle.name, status], max(age, 0.0))
-        if lifecycle.stuck_selector:
-            count = import_string(lifecycle.stuck_selector)().count()
-            stuck.add_metric([lifecycle.name], count)
-    # The partial index wallet_holding holds only wallets with a hold.
-    total = Wallet.objects.filter(held_credits__gt=0).aggregate(t=Sum("held_credits"))
-    held.add_metric([], float(total["t"] or 0))
-    return [items, oldest, stuck, held]
+    return [family for read in DATABASE_GAUGES for family in read()]
 
 
 def monitored_queues() -> list[str]:
     """The Celery queues whose backlog is reported: METRICS_CELERY_QUEUES when set, else the
     queue of each kind of work (CELERY_QUEUES_BY_KIND, prefix included)."""
-    from django.conf import settings
 
     if settings.METRICS_CELERY_QUEUES:
         return list(settings.METRICS_CELERY_QUEUES)
@@ -261,8 +219,6 @@ _redis_clients: dict[str, Any] = {}
 
 
 def _redis_backlog(url: str, queues: list[str]) -> dict[str, int]:
-    import redis
-
     client = _redis_clients.get(url)
     if client is None:
         client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
@@ -293,7 +249,6 @@ def _queue_families() -> list[GaugeMetricFamily]:
     """Messages waiting in each monitored Celery queue of the broker (one Redis round trip;
     on the filesystem broker, one directory listing). A queue whose workers are down grows.
     Other brokers (amqp, memory) are not read: no family, and the collector reports 0."""
-    from django.conf import settings
 
     url = settings.CELERY_BROKER_URL
     queues = monitored_queues()
@@ -358,8 +313,6 @@ def render() -> bytes:
 def metrics_view(request):
     """`/metrics` for Prometheus, behind a bearer token (METRICS_TOKEN). Without a configured
     token the endpoint does not exist (404), so nothing is exposed by default."""
-    from django.conf import settings
-    from django.http import Http404, HttpResponse
 
     expected = settings.METRICS_TOKEN
     if not expected:

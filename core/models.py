@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # for annotations only: core.lifecycle imports this module
     from core.lifecycle import Lifecycle
 
 

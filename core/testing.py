@@ -8,9 +8,17 @@ a connection dropped after the request was read. Used by every adapter's tests.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+import pytest
+from django.conf import settings
+from django.db import connection
 
 from core.local_server import LocalJsonServer
 
@@ -87,7 +95,6 @@ def wait_until(
 
 def database_url() -> str:
     """A DATABASE_URL for a subprocess (e.g. a real Celery worker) to reach the test database."""
-    from django.db import connection
 
     db = connection.settings_dict
     if connection.vendor == "postgresql":
@@ -98,12 +105,6 @@ def database_url() -> str:
 
 def start_celery_worker(*, queue: str, log_path, env: dict[str, str] | None = None):
     """A real `celery worker` process on `queue`, sharing the test database and broker."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from django.conf import settings
 
     environ = {
         **os.environ,
@@ -159,9 +160,6 @@ CHROMIUM_ARGS = [
 def chromium_options() -> dict[str, Any]:
     """Playwright's `chromium.launch(**chromium_options())`; a missing browser fails the test
     with the command that installs it (never a skip)."""
-    import os
-
-    import pytest
 
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)")

@@ -19,6 +19,8 @@ from eth_abi.exceptions import DecodingError
 from web3 import Web3
 from web3.exceptions import Web3Exception
 
+from evm.rpc import http_web3
+
 _HASH = re.compile(r"^0x[0-9a-fA-F]{64}$")
 _ERROR_SELECTOR = bytes.fromhex("08c379a0")  # Error(string)
 _PANIC_SELECTOR = bytes.fromhex("4e487b71")  # Panic(uint256)
@@ -136,32 +138,14 @@ def parse_receipt(result: Any) -> UserOpReceipt | None:
     return UserOpReceipt(success, tx_hash.lower(), block_number, reason, result)
 
 
-class _HTTPProvider(Web3.HTTPProvider):
-    """web3's HTTP provider with headers computed per request (`headers()`), e.g. the caller's
-    trace context, which changes from one call to the next on one client."""
-
-    def __init__(self, *args: Any, headers: Callable[[], dict[str, str]], **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self._headers = headers
-
-    def get_request_headers(self) -> dict[str, str]:
-        return {**super().get_request_headers(), **self._headers()}
-
-
 class BundlerClient:
     def __init__(
         self, url: str, *, timeout: float, headers: Callable[[], dict[str, str]] | None = None
     ):
         self.url = url
         self.timeout = timeout
-        provider = _HTTPProvider(
-            self.url,
-            request_kwargs={"timeout": self.timeout},
-            # No silent retries: the timeout above must bound the whole call.
-            exception_retry_configuration=None,
-            headers=headers or dict,
-        )
-        self.w3 = Web3(provider)
+        # No silent retries: the timeout above must bound the whole call.
+        self.w3 = http_web3(self.url, timeout=self.timeout, headers=headers or dict)
 
     def call(self, method: str, params: list[Any]) -> Any:
         try:
@@ -226,11 +210,7 @@ def entry_point_nonce(
 
     `w3` lets the caller give its own client (instrumented, say); else one is made for rpc_url.
     Raises BundlerUnavailable when the chain cannot be read (the caller decides nothing then)."""
-    w3 = w3 or Web3(
-        Web3.HTTPProvider(
-            rpc_url, request_kwargs={"timeout": timeout}, exception_retry_configuration=None
-        )
-    )
+    w3 = w3 or http_web3(rpc_url, timeout=timeout)
     contract = w3.eth.contract(address=Web3.to_checksum_address(entry_point), abi=_GET_NONCE_ABI)
     try:
         nonce = contract.functions.getNonce(Web3.to_checksum_address(sender), key).call()

@@ -17,6 +17,8 @@ import threading
 from functools import lru_cache
 from typing import Any
 
+from ens.exceptions import InvalidName
+from ens.utils import normalize_name
 from eth_abi import decode, encode
 from eth_abi.exceptions import DecodingError
 from eth_utils import keccak, to_checksum_address
@@ -54,9 +56,6 @@ class EnsUnavailable(EnsError):
 @lru_cache(maxsize=4096)  # web3.py's ENSIP-15 takes milliseconds a name; names repeat
 def normalize(name: str) -> str:
     """The ENSIP-15 normalised name, or EnsNameInvalid with the reason."""
-    from ens.exceptions import InvalidName
-    from ens.utils import normalize_name
-
     if len(name) > MAX_NAME_LENGTH:
         raise EnsNameInvalid(f"the name is longer than {MAX_NAME_LENGTH} characters")
     try:

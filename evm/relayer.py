@@ -15,6 +15,8 @@ import requests
 from web3 import Web3
 from web3.exceptions import ContractLogicError, TimeExhausted, TransactionNotFound, Web3Exception
 
+from evm.rpc import http_web3
+
 DEV_CHAIN_ID = 31337
 # Hardhat's dev keys are public: never let one sign on a real chain.
 _HARDHAT_KEYS = {
@@ -47,7 +49,7 @@ _RPC_ERRORS = (requests.RequestException, Web3Exception, OSError, ValueError)
 
 class Relayer:
     def __init__(self, *, rpc_url: str, key: str, timeout: float = 10):
-        self.w3 = Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": timeout}))
+        self.w3 = http_web3(rpc_url, timeout=timeout, retries=True)
         self.key = key
         self.account = self.w3.eth.account.from_key(self.key)
         self.timeout = timeout

@@ -24,6 +24,8 @@ from collections import OrderedDict, deque
 from typing import Any
 
 import mcp_types as types
+import redis
+import redis.asyncio
 from django.conf import settings
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 
@@ -78,8 +80,6 @@ class RedisEvents:
     """Events in Redis streams, one per MCP stream (production)."""
 
     def __init__(self, url: str, max_events: int, ttl_seconds: int):
-        import redis.asyncio
-
         self.client = redis.asyncio.Redis.from_url(url)
         self.max_events = max_events
         self.ttl_seconds = ttl_seconds
@@ -97,8 +97,6 @@ class RedisEvents:
         return entry_id.decode()
 
     async def after(self, key: str, position: str) -> tuple[str, list[tuple[str, str]]] | None:
-        import redis
-
         try:
             entries = await self.client.xrange(REDIS_PREFIX + key, min=f"({position}")
         except redis.ResponseError:  # not a stream entry id: not one of ours

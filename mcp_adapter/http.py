@@ -38,8 +38,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_adapter.event_store import PicnicEventStore, event_store_from_settings
-from mcp_adapter.server import ACTION_URI
-from mcp_adapter.tools import RESOURCE_SCOPE
+from mcp_adapter.tools import ACTION_URI, RESOURCE_SCOPE
 
 SUPPORTED_VERSIONS = (*MODERN_PROTOCOL_VERSIONS, *reversed(HANDSHAKE_PROTOCOL_VERSIONS))
 # What a browser client may send and read (the transport's headers, SEP-2243's, tracing).

@@ -9,10 +9,10 @@ task reading `core.events` (Redis pub/sub or local sockets): no database polling
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
-import re
 import time
 from collections import defaultdict
 from contextlib import asynccontextmanager
@@ -31,15 +31,18 @@ from mcp.server.mcpserver.prompts import Prompt
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated
+from oauth2_provider.models import get_access_token_model
 
 from core import events, metrics, tracing
 from core.api import INVALID_INPUT, error_text, schema_errors
 from mcp_adapter.api import ApiAnswer, PicnicApi, path_segment
+from mcp_adapter.http import streamable_http_app
 from mcp_adapter.task_protocol import TaskProtocol
-from mcp_adapter.tools import TOOLS, ToolSpec
+from mcp_adapter.tools import ACTION_URI, TOOLS, ToolSpec
+from oauth.policy import resource_served
+from oauth.services import agent_use_record
 
 logger = logging.getLogger(__name__)
-ACTION_URI = re.compile(r"^picnic://action/([0-9a-fA-F-]{36})$")
 TOKEN_ENV = "PICNIC_MCP_TOKEN"
 # Each URI of a listen request costs one API call to check: bound them.
 MAX_LISTEN_URIS = 100
@@ -56,13 +59,6 @@ class DjangoTokenVerifier:
 
     @staticmethod
     def _verify(token: str) -> AccessToken | None:
-        import hashlib
-
-        from oauth2_provider.models import get_access_token_model
-
-        from oauth.policy import resource_served
-        from oauth.services import agent_use_record
-
         model = get_access_token_model()
         checksum = hashlib.sha256(token.encode()).hexdigest()
         found = model.objects.select_related("application").filter(token_checksum=checksum).first()
@@ -384,6 +380,4 @@ def _error(message: str) -> types.CallToolResult:
 
 def http_app(server: PicnicMCP):
     """The streamable-HTTP app (mcp_adapter/http.py)."""
-    from mcp_adapter.http import streamable_http_app
-
     return streamable_http_app(server)

@@ -22,9 +22,21 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
+from oauth2_provider.models import get_access_token_model
 
+from actions.models import ActionStatus as S
+from actions.models import ActionType as T
+from actions.presenters import action_status_payload
+from actions.selectors import action_with_history
+from actions.services.lifecycle import action_expire_if_overdue
+from actions.services.transitions import action_transition
+from actions.views import action_created_payload
 from core.lifecycle import Actor, IllegalTransition
 from mcp_adapter.models import TERMINAL, McpTask, TaskKind, TaskStatus
+from messaging.contract import action_payload
+from messaging.models import Delivery
+from messaging.models import DeliveryStatus as D
+from messaging.services import delivery_cancel
 
 
 class TaskError(Exception):
@@ -50,8 +62,6 @@ class AuthContext:
 
 
 def auth_context_for_token(token: str | None) -> AuthContext | None:
-    from oauth2_provider.models import get_access_token_model
-
     if not token:
         return None
     checksum = hashlib.sha256(token.encode()).hexdigest()
@@ -96,9 +106,6 @@ class ActionTasks:
     """transfer, swap, card_freeze, card_unfreeze, card_limit: the task is the action."""
 
     def read(self, entity_id):
-        from actions.selectors import action_with_history
-        from actions.services.lifecycle import action_expire_if_overdue
-
         action = action_with_history(action_id=entity_id)
         if action_expire_if_overdue(action=action) is not action:
             action = action_with_history(action_id=entity_id)
@@ -108,10 +115,6 @@ class ActionTasks:
         return body.get("action_id")
 
     def project(self, action) -> Projection:
-        from actions.models import ActionStatus as S
-        from actions.models import ActionType as T
-        from actions.views import action_created_payload
-
         kind = {T.TRANSFER: "op", T.SWAP: "op", T.CARD_LIMIT_SET: "limit"}.get(action.type, "card")
         if action.status == S.PROPOSED:
             sign_url = action_created_payload(action)["sign_url"]
@@ -149,14 +152,9 @@ class ActionTasks:
         return Projection(TaskStatus.FAILED, f"Failed: {action.error or 'see the history'}", True)
 
     def payload(self, action) -> dict[str, Any]:
-        from actions.presenters import action_status_payload
-
         return action_status_payload(action)
 
     def cancel(self, action, *, task: McpTask, context: AuthContext) -> None:
-        from actions.models import ActionStatus as S
-        from actions.services.transitions import action_transition
-
         try:
             action_transition(
                 action_id=action.pk,
@@ -184,8 +182,6 @@ class DeliveryTasks:
     )
 
     def read(self, entity_id):
-        from messaging.models import Delivery
-
         return Delivery.objects.get(pk=entity_id)
 
     def entity_id(self, body: dict[str, Any]) -> Any:
@@ -193,8 +189,6 @@ class DeliveryTasks:
         return action.get("id") if isinstance(action, dict) else None
 
     def project(self, delivery) -> Projection:
-        from messaging.models import DeliveryStatus as D
-
         working = {
             D.QUEUED: "Queued; waiting for a worker to send it.",
             D.CLAIMED: "Claimed by a worker; about to send.",
@@ -213,13 +207,9 @@ class DeliveryTasks:
         return Projection(TaskStatus.FAILED, f"Not sent: {delivery.reason or 'failed'}", True)
 
     def payload(self, delivery) -> dict[str, Any]:
-        from messaging.contract import action_payload
-
         return action_payload(delivery)
 
     def cancel(self, delivery, *, task: McpTask, context: AuthContext) -> None:
-        from messaging.services import delivery_cancel
-
         try:
             delivery_cancel(
                 delivery=delivery,

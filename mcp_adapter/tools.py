@@ -5,6 +5,7 @@ contract module, the same dicts the API validates against."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -240,3 +241,5 @@ TOOLS_BY_NAME = {tool.name: tool for tool in TOOLS}
 PROFILES = ("core", "full")
 # What reading picnic://action/{action_id} (and following it) needs: get_action_status's scope.
 RESOURCE_SCOPE = TOOLS_BY_NAME["get_action_status"].scope
+# The one resource template: an action, by id.
+ACTION_URI = re.compile(r"^picnic://action/([0-9a-fA-F-]{36})$")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import socket
 
 from django.conf import settings
 from oauth2_provider import cimd as dot_cimd
@@ -40,8 +41,6 @@ def install_loopback_switch() -> None:
 
     def resolve(hostname, port):
         if settings.OAUTH2_CIMD_ALLOW_LOOPBACK:
-            import socket
-
             try:
                 infos = socket.getaddrinfo(hostname, port, proto=socket.IPPROTO_TCP)
             except socket.gaierror as exc:

@@ -25,6 +25,8 @@ from pathlib import Path
 
 from celery.beat import PersistentScheduler
 from django.conf import settings
+from django.db import Error as DatabaseError
+from django.db import connections
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +40,6 @@ def beat_lock_key() -> int:
 
 class PostgresBeatLock:
     def __init__(self) -> None:
-        from django.db import connections
-
         # A connection of its own: Django closes and reopens the default one at will, and
         # closing it would release the lock.
         self._wrapper = connections.create_connection("default")
@@ -55,8 +55,6 @@ class PostgresBeatLock:
         return acquired
 
     def still_held(self) -> bool:
-        from django.db import Error as DatabaseError
-
         try:
             with self._wrapper.cursor() as cursor:
                 cursor.execute("SELECT 1")

@@ -6,6 +6,9 @@ from celery.signals import worker_process_shutdown
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "picnic.settings")
 
 app = Celery("picnic")
+# The app of every thread, not only of this one: core code reaches it as celery.current_app
+# (the readiness checks run in a thread pool, where the thread-local current app is unset).
+app.set_default()
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
@@ -13,6 +16,7 @@ app.autodiscover_tasks()
 @worker_process_shutdown.connect
 def _metrics_process_dead(pid=None, **kwargs):
     # A pool process exits: prometheus-client drops its live-gauge files (multiprocess mode).
+    # Late: every process imports this module (picnic/__init__) before Django is set up.
     from core.metrics import mark_process_dead
 
     mark_process_dead(pid or os.getpid())

@@ -47,6 +47,7 @@ def child_exit(server, worker):
     """A worker process ended (normally, killed or recycled): its Prometheus multiprocess
     files are marked dead so live gauges stop counting it."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Late: the gunicorn master loads this file before Django, and needs metrics only here.
         from core.metrics import gunicorn_child_exit
 
         gunicorn_child_exit(server, worker)

@@ -406,7 +406,7 @@ CACHES = {
 # server; production and CI point CELERY_BROKER_URL at Redis.
 CELERY_BROKER_URL = env_url(
     "CELERY_BROKER_URL",
-    "filesystem://",
+    "filesystem://localhost/",  # a host named: kombu warns when it has to assume one
     schemes=("filesystem", "redis", "rediss", "amqp", "memory"),
 )
 if CELERY_BROKER_URL.startswith("filesystem://"):

@@ -12,8 +12,10 @@ transactionType, cardToken, kind, status, country, transactions[{hash, …}]}]}`
 
 from __future__ import annotations
 
+import base64
+import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -57,9 +59,6 @@ PURCHASE_FIELDS = (
 
 def jwt_expiry(token: str) -> datetime | None:
     """The `exp` claim of a JWT (not verified: Gnosis Pay checks its own tokens)."""
-    import base64
-    import json
-    from datetime import UTC
 
     try:
         claims = token.split(".")[1]

@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 from web3 import Web3
 
 from core.local_server import LocalJsonServer
+from evm.rpc import http_web3
 
 CARD_PATH = re.compile(r"^/api/v1/cards/([^/]+)/(freeze|unfreeze|status)$")
 _EIP1271 = [
@@ -177,7 +178,7 @@ class LocalGnosisPayServer(LocalJsonServer):
         if nonce not in self.nonces:
             return self.send_json(handler, 401, {"message": "Invalid or already used nonce"})
         self.nonces.discard(nonce)
-        w3 = Web3(Web3.HTTPProvider(self.rpc_url))
+        w3 = http_web3(self.rpc_url, timeout=30, retries=True)
         digest = Web3.keccak(text=f"\x19Ethereum Signed Message:\n{len(message.encode())}{message}")
         try:
             ok = w3.eth.contract(

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from django.conf import settings
 from django.core.cache import cache
 
 from actions.models import KycStatus, RampProvider
@@ -179,7 +180,6 @@ class AveniaClient:
 
 def kyc_provider_status(provider: str, external_id: str) -> str:
     """The provider's own status word for this account (raises RampError)."""
-    from django.conf import settings
 
     if provider == RampProvider.MONERIUM:
         return MoneriumClient(

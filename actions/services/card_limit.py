@@ -10,6 +10,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from actions.chain_reads import CHAIN_RPC_ERRORS
+from actions.evm_clients import card_relayer
 from actions.models import PENDING_ON_CHAIN, Action, ActionStatus
 from actions.services.transitions import (
     ReconcileOutcome,
@@ -19,11 +20,11 @@ from actions.services.transitions import (
     outcome_of,
 )
 from core.lifecycle import Actor
+from evm import zodiac
+from evm.relayer import RelayError, RelayRefused, RelayUnavailable
 
 
 def _card_relayer(timeout: float | None = None):
-    from actions.evm_clients import card_relayer
-
     return card_relayer(timeout=timeout)
 
 
@@ -73,9 +74,6 @@ def card_limit_submit(*, action_id) -> Action:
 
 
 def _card_limit_relay(action: Action, *, actor: Actor, wait: float) -> Action:
-    from chain import zodiac
-    from evm.relayer import RelayError, RelayRefused
-
     p = action.params
     relayer = _card_relayer(wait)
     call = zodiac.exec_module_tx_call(
@@ -95,9 +93,6 @@ def _card_limit_relay(action: Action, *, actor: Actor, wait: float) -> Action:
 
 
 def _card_limit_follow_relay(action: Action, relayer, *, actor: Actor, wait: float) -> Action:
-    from chain import zodiac
-    from evm.relayer import RelayError
-
     p = action.params
     try:
         receipt = relayer.receipt(p["relay_tx"])
@@ -149,7 +144,6 @@ def _card_limit_follow_relay(action: Action, relayer, *, actor: Actor, wait: flo
 def card_limit_reconcile(*, action: Action, actor: Actor) -> ReconcileOutcome:
     """Follow the delay-module queue: enqueued → cooldown → dispatch (`executeNextTx`, by the
     relayer) → executed; `failed` when the scheduled transaction reverts or expires."""
-    from evm.relayer import RelayError
 
     # Bounded like the bundler: this runs inside get_action_status too.
     relayer = _card_relayer(settings.BUNDLER_TIMEOUT_SECONDS)
@@ -176,9 +170,6 @@ def card_limit_reconcile(*, action: Action, actor: Actor) -> ReconcileOutcome:
 
 
 def _card_limit_follow_queue(action: Action, relayer, *, actor: Actor) -> Action:
-    from chain import zodiac
-    from evm.relayer import RelayRefused
-
     p = action.params
     delay = relayer.w3.eth.contract(
         address=relayer.w3.to_checksum_address(p["delay"]), abi=zodiac.abi("Delay")
@@ -191,8 +182,6 @@ def _card_limit_follow_queue(action: Action, relayer, *, actor: Actor) -> Action
         expiration = delay.functions.txExpiration().call()
         chain_time = relayer.w3.eth.get_block("latest")["timestamp"]
     except CHAIN_RPC_ERRORS as exc:  # the node did not answer usably: try again later
-        from evm.relayer import RelayUnavailable
-
         raise RelayUnavailable(f"chain RPC unavailable: {exc}") from None
     if "dispatch_tx" in p:
         return _card_limit_follow_dispatch(action, relayer, actor=actor)
@@ -264,8 +253,6 @@ def _card_limit_executed(action: Action, receipt: dict, *, actor: Actor) -> Acti
 def _card_limit_dispatched_elsewhere(action: Action, relayer, *, actor: Actor) -> Action:
     """The queue moved past ours without our dispatch: someone else ran it (anyone may), or it
     was skipped as expired. The Roles SetAllowance event of our change tells which."""
-    from chain import zodiac
-
     p = action.params
     try:
         logs = relayer.w3.eth.get_logs(
@@ -277,8 +264,6 @@ def _card_limit_dispatched_elsewhere(action: Action, relayer, *, actor: Actor) -
             }
         )
     except CHAIN_RPC_ERRORS as exc:
-        from evm.relayer import RelayUnavailable
-
         raise RelayUnavailable(f"chain RPC unavailable: {exc}") from None
     inner = bytes.fromhex(p["inner_data"][2:])
     for log in logs:

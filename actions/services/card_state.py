@@ -10,6 +10,13 @@ from django.conf import settings
 from django.utils import timezone
 
 from actions.models import Action, ActionStatus, GnosisPaySession, SmartAccount
+from actions.providers.gnosis_pay import (
+    Conflict,
+    GnosisPayClient,
+    GnosisPayError,
+    Unavailable,
+    jwt_expiry,
+)
 from actions.selectors import gnosis_pay_session_token
 from actions.services.transitions import (
     ReconcileOutcome,
@@ -18,11 +25,10 @@ from actions.services.transitions import (
     action_transition,
 )
 from core.lifecycle import Actor
+from evm.safe_signature import contract_signature
 
 
 def gnosis_pay_client(timeout: float | None = None):
-    from actions.providers.gnosis_pay import GnosisPayClient
-
     return GnosisPayClient(
         settings.GNOSIS_PAY_URL, timeout=timeout or settings.GNOSIS_PAY_TIMEOUT_SECONDS
     )
@@ -33,7 +39,6 @@ def card_action_submit(*, action_id) -> Action:
 
     Gnosis Pay down or slow: the action stays `submitted` with the error; reconciliation checks
     the card's status later with the same short-lived token (freezing is idempotent)."""
-    from actions.providers.gnosis_pay import Conflict, GnosisPayError, Unavailable
 
     action = action_transition(
         action_id=action_id,
@@ -70,7 +75,6 @@ def gnosis_pay_session_store(
     *, safe_address: str, token: str, now: datetime | None = None
 ) -> GnosisPaySession:
     """Keep a sign-in's JWT for the Safe until it expires (its `exp`, else 50 minutes)."""
-    from actions.providers.gnosis_pay import jwt_expiry
 
     now = now or timezone.now()
     session, _ = GnosisPaySession.objects.update_or_create(
@@ -97,8 +101,6 @@ def _card_failed(action: Action, message: str, exc) -> Action:
 
 
 def _card_settle(action: Action, client, token: str) -> Action:
-    from actions.providers.gnosis_pay import GnosisPayError
-
     try:
         status = client.status(card_id=action.params["card_id"], token=token)
     except GnosisPayError as exc:
@@ -119,8 +121,6 @@ def _card_settle(action: Action, client, token: str) -> Action:
 
 
 def card_action_reconcile(*, action: Action) -> ReconcileOutcome:
-    from actions.providers.gnosis_pay import Conflict, GnosisPayError
-
     token = gnosis_pay_session_token(safe_address=action.smart_account)
     if token is None:
         # The SIWE nonce was single use: only a new signature signs in again. Staff decide.
@@ -152,7 +152,6 @@ def card_action_reconcile(*, action: Action) -> ReconcileOutcome:
 
 def card_action_signed_updates(*, action: Action, account: SmartAccount, signature: str) -> dict:
     """The Safe checks its owner's signature (EIP-1271): wrap the passkey account's."""
-    from evm.safe_signature import contract_signature
 
     safe_signature = contract_signature(
         owner=account.address, owner_signature=bytes.fromhex(signature[2:])

@@ -5,13 +5,16 @@ and what was indexed before is still served."""
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models.functions import Lower
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from web3 import Web3
 
 from actions.chain_reads import CHAIN_RPC_ERRORS, ChainAnswerError, chain_reader, node_answer
 from actions.models import (
@@ -26,6 +29,7 @@ from actions.models import (
     Token,
     TokenTransfer,
 )
+from actions.providers.gnosis_pay import GnosisPayError, Unauthorized
 from actions.selectors import gnosis_pay_session_token
 from actions.services.card_state import gnosis_pay_client
 from actions.services.kinds import kind_of
@@ -57,7 +61,6 @@ def _sync_transfers(*, user, w3) -> int:
     """Index the Transfer logs of known tokens to or from the user's accounts, from the oldest
     unindexed block of any of them to the newest confirmed one: two eth_getLogs per range, in
     one JSON-RPC batch. Re-reading a log is harmless (unique on chain, tx, log index)."""
-    from web3 import Web3
 
     chain_id = settings.CHAIN_ID
     accounts = list(SmartAccount.objects.filter(user=user, chain_id=chain_id))
@@ -105,7 +108,6 @@ def _transfers_in_range(w3, *, base: dict, topics: list[str], tokens: dict) -> l
     """The ERC-20 flows of one block range, as TokenTransfer fields. The node's answers are
     picked apart inside `node_answer`: a field it left out or sent with the wrong type is an
     unusable answer (reported like an outage), not a bug of ours."""
-    from datetime import UTC
 
     with w3.batch_requests() as batch:
         batch.add(w3.eth.get_logs({**base, "topics": [TRANSFER_TOPIC, topics]}))
@@ -168,15 +170,12 @@ def _sync_actions(*, user) -> None:
 
 
 def _parse_time(value: Any) -> datetime | None:
-    from django.utils.dateparse import parse_datetime
-
     return parse_datetime(value) if isinstance(value, str) and value else None
 
 
 def _sync_card_purchases(*, user) -> dict[str, Any]:
     """Card purchases from Gnosis Pay, with the JWT of the last passkey sign-in for the card's
     Safe (it lasts under an hour; without one we show what we synced before, and say so)."""
-    from actions.providers.gnosis_pay import GnosisPayError, Unauthorized
 
     cards = list(Card.objects.filter(user=user, is_virtual=False).order_by("pk"))
     if not cards:
@@ -285,7 +284,6 @@ def _store_purchase(*, user, card: Card, item: dict[str, Any]) -> None:
 def card_purchases_sync_signed_in() -> int:
     """Beat task: fetch card purchases for every card account with a live Gnosis Pay session,
     so purchases made while a session lasts are kept even if nobody reads the history then."""
-    from django.contrib.auth import get_user_model
 
     GnosisPaySession.objects.filter(expires_at__lte=timezone.now()).delete()  # lapsed: forget
     live = GnosisPaySession.objects.values("safe_address")

@@ -28,7 +28,7 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
-from actions.models import Passkey, SmartAccount, SmartAccountKind
+from actions.models import Action, ActionStatus, Passkey, SmartAccount, SmartAccountKind
 
 
 class PasskeyError(Exception):
@@ -141,7 +141,6 @@ def passkey_remove(*, user, passkey_id: int) -> None:
     """Forget a passkey. Never the one whose key owns a smart account (the account could not
     sign any more: its owner is that key, on chain), nor the last one while an action waits
     for a signature."""
-    from actions.models import Action, ActionStatus
 
     passkey = Passkey.objects.select_for_update().filter(pk=passkey_id, user=user).first()
     if passkey is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import re
+import secrets
 from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
@@ -16,12 +17,22 @@ from web3 import Web3
 from actions.chain_reads import CHAIN_RPC_ERRORS
 from actions.evm_clients import bundler_client
 from actions.models import Action, ActionType, Card, SmartAccount, SmartAccountKind, Token
+from actions.providers.gnosis_pay import (
+    GnosisPayClient,
+    GnosisPayError,
+    Unavailable,
+    siwe_message,
+)
+from actions.providers.lifi import LifiClient, QuoteError
 from actions.services.lifecycle import action_create
 from core.api import failure_reason
 from core.chains import Chain, UnknownChain, chain_for_asset, chain_name
 from core.metrics import instrument_web3
-from evm import ens
+from evm import ens, zodiac
 from evm.bundler import BundlerError
+from evm.passkey_account import PasskeyAccountClient
+from evm.rpc import http_web3
+from evm.safe import eip191_hash, safe_message_hash
 
 # Matched whole (fullmatch): `$` would let a trailing newline through, `\d` Unicode digits.
 ASSET_ID = re.compile(r"eip155:([1-9][0-9]{0,19})/erc20:(0x[0-9a-fA-F]{40})")
@@ -131,8 +142,7 @@ def _primary_name(address: str, chain: Chain) -> str:
 
 
 def _chain_web3(chain: Chain) -> Web3:
-    w3 = Web3(Web3.HTTPProvider(chain.rpc_url, request_kwargs={"timeout": 10}))
-    return instrument_web3(w3, provider="chain_rpc")
+    return instrument_web3(http_web3(chain.rpc_url, timeout=10), provider="chain_rpc")
 
 
 def _account(user) -> SmartAccount:
@@ -152,14 +162,12 @@ def _account(user) -> SmartAccount:
 
 
 def web3() -> Web3:
-    w3 = Web3(Web3.HTTPProvider(settings.CHAIN_RPC_URL, request_kwargs={"timeout": 10}))
+    w3 = http_web3(settings.CHAIN_RPC_URL, timeout=10, retries=True)
     return instrument_web3(w3, provider="chain_rpc")
 
 
 def passkey_client(w3: Web3, account: SmartAccount):
     """The chain client of a passkey-owned Picnic account."""
-    from chain.passkey_account import PasskeyAccountClient
-
     return PasskeyAccountClient(
         w3,
         bytes.fromhex(account.passkey.public_key_x[2:]),
@@ -213,8 +221,6 @@ def propose_swap(
     slippage=None,
     provider: str | None = None,
 ) -> Action:
-    from actions.providers.lifi import LifiClient, QuoteError
-
     token = _token(from_asset_id)
     to_match = ASSET_ID.fullmatch(to_asset_id or "")
     if not to_match:
@@ -313,9 +319,6 @@ def propose_card_limit(
     """card_limit: the daily limit is the Roles allowance of the card's Safe (refilled every
     day); the change is enqueued in the Safe's Delay modifier by the passkey account (a signed
     Zodiac module transaction, relayed, not 4337) and runs after the cooldown."""
-    import secrets
-
-    from chain import zodiac
 
     card = _card(user, card_id)
     if not (card.delay_address and card.roles_address and card.token):
@@ -365,13 +368,6 @@ def propose_card_limit(
 def propose_card_state(*, user, application, frozen: bool, card_id: str | None = None) -> Action:
     """card_freeze / card_unfreeze: off-chain; the passkey signs a SIWE message for the card's
     Safe (EIP-1271), which Gnosis Pay exchanges for the token that freezes or unfreezes."""
-    from actions.providers.gnosis_pay import (
-        GnosisPayClient,
-        GnosisPayError,
-        Unavailable,
-        siwe_message,
-    )
-    from chain.safe import eip191_hash, safe_message_hash
 
     card = _card(user, card_id)
     account = _account(user)

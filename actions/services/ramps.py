@@ -7,13 +7,13 @@ from datetime import datetime
 from django.utils import timezone
 
 from actions.models import RampAccount
+from actions.providers.ramps import RampError, kyc_provider_status, normalise
 
 
 def ramp_kyc_refresh(*, ramp_id: int, now: datetime | None = None) -> RampAccount:
     """Ask the ramp's provider for its KYC status and store both its word and ours. The
     provider is called outside any transaction; a failure (or a word with no mapping) keeps
     the last status we knew and records why."""
-    from actions.providers.ramps import RampError, kyc_provider_status, normalise
 
     ramp = RampAccount.objects.get(pk=ramp_id)
     now = now or timezone.now()

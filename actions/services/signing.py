@@ -31,6 +31,7 @@ from actions.services.lifecycle import action_expire_if_overdue
 from actions.services.passkeys import PasskeyError
 from actions.services.transitions import action_transition
 from core.lifecycle import Actor, IllegalTransition, enqueue_on_commit
+from evm.signature import pack_assertion
 
 
 def action_challenge(action: Action) -> bytes:
@@ -83,7 +84,6 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
 
     Single use: only a `proposed`, unexpired action can be signed, so a replayed or late
     assertion is refused and changes nothing."""
-    from evm.signature import pack_assertion
 
     action = Action.objects.get(pk=action_id, user=user)
     action = action_expire_if_overdue(action=action)

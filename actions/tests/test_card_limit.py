@@ -14,9 +14,9 @@ from actions.models import Action, ActionStatus
 from actions.services.lifecycle import action_reconcile, action_submit
 from actions.services.signing import action_sign
 from actions.tests.factories import said
-from chain import zodiac
 from core.lifecycle import Actor
 from core.testing import history_statuses
+from evm import zodiac
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 

@@ -8,7 +8,7 @@ the same pages without a chain (a made-up wallet; signing needs the chain): the 
 switcher, the pages, keyboard-only reject with confirmation, a failure's explanation. That keeps
 the browser part of CI to one chain run.
 
-PICNIC_SCREENSHOT_DIR=docs refreshes the committed screenshots (docs/enduser-<lang>-<page>.png).
+PICNIC_SCREENSHOT_DIR=docs/img refreshes the committed screenshots (docs/img/enduser-<lang>-<page>.png).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from core.testing import add_virtual_authenticator, chromium_options
 
 pytestmark = [pytest.mark.chain, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 RECIPIENT = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"
-# PICNIC_SCREENSHOT_DIR=docs refreshes the committed screenshot (docs/signing-page.png); the
+# PICNIC_SCREENSHOT_DIR=docs/img refreshes the committed screenshot (docs/img/signing-page.png); the
 # end-user pages in three languages are in test_enduser_browser.py.
 SCREENSHOT_DIR = os.environ.get("PICNIC_SCREENSHOT_DIR")
 

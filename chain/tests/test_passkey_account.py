@@ -9,8 +9,9 @@ from web3 import Web3
 
 from chain import contracts
 from chain.dev import fund, mint
-from chain.passkey_account import PasskeyAccountClient, SoftwarePasskey
+from chain.passkey_account import SoftwarePasskey
 from evm.bundler import BundlerClient, BundlerError
+from evm.passkey_account import PasskeyAccountClient
 from evm.userops import to_rpc, user_op_hash
 
 pytestmark = pytest.mark.chain

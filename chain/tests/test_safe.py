@@ -6,8 +6,10 @@ import pytest
 from web3 import Web3
 
 from chain.dev import fund
-from chain.passkey_account import PasskeyAccountClient, SoftwarePasskey
-from chain.safe import deploy_safe, eip191_hash, safe_contract, safe_message_hash
+from chain.passkey_account import SoftwarePasskey
+from chain.safe import deploy_safe
+from evm.passkey_account import PasskeyAccountClient
+from evm.safe import eip191_hash, safe_contract, safe_message_hash
 from evm.safe_signature import contract_signature
 from evm.signature import pack_assertion
 

@@ -43,7 +43,8 @@ def test_the_world_runs_two_chains_with_the_same_contracts_at_the_same_addresses
     from web3 import Web3
 
     from chain import contracts
-    from chain.passkey_account import PasskeyAccountClient, SoftwarePasskey
+    from chain.passkey_account import SoftwarePasskey
+    from evm.passkey_account import PasskeyAccountClient
 
     card, l2 = chain_world.chains
     assert l2 is l2_chain

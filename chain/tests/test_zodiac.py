@@ -9,8 +9,11 @@ from web3 import Web3
 from web3.exceptions import ContractLogicError
 
 from chain import contracts, zodiac
-from chain.passkey_account import PasskeyAccountClient, SoftwarePasskey
-from chain.safe import DelayConfig, deploy_safe, safe_contract
+from chain.passkey_account import SoftwarePasskey
+from chain.safe import DelayConfig, deploy_safe
+from evm import zodiac as modifiers
+from evm.passkey_account import PasskeyAccountClient
+from evm.safe import safe_contract
 from evm.signature import pack_assertion
 
 pytestmark = pytest.mark.chain
@@ -49,35 +52,37 @@ def test_a_limit_change_waits_for_the_cooldown_then_runs_from_the_safe(chain):
     roles_address = zodiac.roles_address(safe)
     modules = safe_contract(w3, safe).functions.getModulesPaginated(SENTINEL, 10).call()[0]
     assert set(modules) == {delay_address, roles_address}
-    delay = w3.eth.contract(address=delay_address, abi=zodiac.abi("Delay"))
-    roles = w3.eth.contract(address=roles_address, abi=zodiac.abi("RolesV2"))
+    delay = w3.eth.contract(address=delay_address, abi=modifiers.abi("Delay"))
+    roles = w3.eth.contract(address=roles_address, abi=modifiers.abi("RolesV2"))
     assert delay.functions.isModuleEnabled(account.address).call()
     assert delay.functions.owner().call() == safe and delay.functions.txCooldown().call() == 3
     assert roles.functions.owner().call() == safe
 
-    inner = zodiac.set_daily_allowance_call(250 * 10**18)
-    data = zodiac.exec_from_module_call(roles_address, 0, inner)
+    inner = modifiers.set_daily_allowance_call(250 * 10**18)
+    data = modifiers.exec_from_module_call(roles_address, 0, inner)
     salt = b"\x07" * 32
-    challenge = zodiac.module_tx_hash(chain_id=31337, modifier=delay_address, data=data, salt=salt)
+    challenge = modifiers.module_tx_hash(
+        chain_id=31337, modifier=delay_address, data=data, salt=salt
+    )
     passkey_account = w3.eth.contract(
         address=account.address, abi=contracts.build_artifact("PasskeyAccount")["abi"]
     )
     assert passkey_account.functions.moduleTxHash(delay_address, data, salt).call() == challenge
 
     # A signature over anything else is refused by the account, on chain.
-    forged = zodiac.exec_module_tx_call(
+    forged = modifiers.exec_module_tx_call(
         modifier=delay_address, data=data, salt=salt, signature=_sign(passkey, b"\x01" * 32)
     )
     with pytest.raises(ContractLogicError, match="invalid passkey signature"):
         w3.eth.call({"from": w3.eth.accounts[1], "to": account.address, "data": forged})
 
-    relayed = zodiac.exec_module_tx_call(
+    relayed = modifiers.exec_module_tx_call(
         modifier=delay_address, data=data, salt=salt, signature=_sign(passkey, challenge)
     )
     receipt = _send(w3, relayed, account.address)
     assert receipt["status"] == 1
     added = [
-        log for log in receipt["logs"] if log["topics"][0].hex() == zodiac.TRANSACTION_ADDED[2:]
+        log for log in receipt["logs"] if log["topics"][0].hex() == modifiers.TRANSACTION_ADDED[2:]
     ]
     assert len(added) == 1 and int.from_bytes(added[0]["topics"][1], "big") == 0
     assert delay.functions.queueNonce().call() == 1 and delay.functions.txNonce().call() == 0
@@ -85,14 +90,14 @@ def test_a_limit_change_waits_for_the_cooldown_then_runs_from_the_safe(chain):
     with pytest.raises(ContractLogicError, match="already relayed"):
         w3.eth.call({"from": w3.eth.accounts[1], "to": account.address, "data": relayed})
 
-    dispatch = zodiac.execute_next_call(roles_address, 0, inner)
+    dispatch = modifiers.execute_next_call(roles_address, 0, inner)
     with pytest.raises(ContractLogicError, match="cooldown"):
         w3.eth.call({"from": w3.eth.accounts[1], "to": delay_address, "data": dispatch})
     w3.provider.make_request("evm_increaseTime", [4])  # chain time, which the Delay reads
     receipt = _send(w3, dispatch, delay_address)
     assert receipt["status"] == 1
     refill, max_refill, period, balance, _ts = roles.functions.allowances(
-        zodiac.SPENDING_ALLOWANCE_KEY
+        modifiers.SPENDING_ALLOWANCE_KEY
     ).call()
     assert (refill, max_refill, period, balance) == (250 * 10**18,) * 2 + (86400, 250 * 10**18)
     assert delay.functions.txNonce().call() == 1

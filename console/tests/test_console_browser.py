@@ -14,7 +14,7 @@ from core.testing import chromium_options
 from messaging.models import D, Delivery
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-# PICNIC_SCREENSHOT_DIR=docs refreshes the committed screenshots (docs/console-*.png).
+# PICNIC_SCREENSHOT_DIR=docs/img refreshes the committed screenshots (docs/img/console-*.png).
 SCREENSHOT_DIR = os.environ.get("PICNIC_SCREENSHOT_DIR")
 
 

@@ -1,7 +1,7 @@
 """The back-office in Debian's Chromium (Playwright) at 1280 px: the action and operation lists
 fit the window (no column cut off), and Reject in the review queue asks before it acts.
-PICNIC_SCREENSHOT_DIR=docs refreshes docs/admin-actions.png, docs/admin-operations.png and
-docs/review-queue.png."""
+PICNIC_SCREENSHOT_DIR=docs/img refreshes docs/img/admin-actions.png,
+docs/img/admin-operations.png and docs/img/review-queue.png."""
 
 from __future__ import annotations
 

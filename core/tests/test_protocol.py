@@ -234,14 +234,14 @@ def published(monkeypatch):
 
 
 def test_events_carry_the_registered_resource_uri(published):
-    events.on_status_changed(
+    lifecycle.on_status_changed(
         sender=Action,
         pk="a1",
         from_status="proposed",
         to_status="rejected",
         lifecycle=ACTION_LIFECYCLE,
     )
-    events.on_entity_changed(
+    lifecycle.on_entity_changed(
         sender=Delivery, pk="d1", status="claimed", lifecycle=DELIVERY_LIFECYCLE
     )
     assert published == [
@@ -260,7 +260,7 @@ def test_events_follow_the_registry_not_the_name(published, monkeypatch):
         resource_uri_template="picnic://ticket/{id}",
     )
     register(ticket)
-    events.on_status_changed(
+    lifecycle.on_status_changed(
         sender=Action, pk="t1", from_status="new", to_status="open", lifecycle=ticket
     )
     assert published == [
@@ -270,7 +270,7 @@ def test_events_follow_the_registry_not_the_name(published, monkeypatch):
 
 def test_an_unregistered_lifecycle_is_published_without_a_uri(published, caplog):
     stray = replace(ACTION_LIFECYCLE, name="stray")
-    events.on_entity_changed(sender=Action, pk="s1", status="proposed", lifecycle=stray)
+    lifecycle.on_entity_changed(sender=Action, pk="s1", status="proposed", lifecycle=stray)
     assert published == [{"lifecycle": "stray", "id": "s1", "status": "proposed"}]
     assert "not registered" in caplog.text
 

@@ -18,6 +18,16 @@ from mcp_adapter.tests.conftest import HttpServer
 CALLBACK = "http://127.0.0.1:9999/callback"
 
 
+@pytest.fixture(autouse=True)
+def fresh_agent_use_memo():
+    """agent_use_record skips a write within a minute of this process's last one for the same
+    (user id, application id); each test's database starts empty with the same ids, so the memo
+    of an earlier test must not hide this test's first use."""
+    from oauth import services
+
+    services._last_written.clear()
+
+
 @pytest.fixture
 def mcp_resource(settings) -> str:
     port = free_port()

@@ -29,7 +29,7 @@ from mcp_adapter.tests.conftest import MemoryTokenStorage, make_action
 from oauth.tests.tls import DocumentServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-# PICNIC_SCREENSHOT_DIR=docs refreshes docs/oauth-consent.png and docs/oauth-agents.png.
+# PICNIC_SCREENSHOT_DIR=docs/img refreshes docs/img/oauth-consent.png and docs/img/oauth-agents.png.
 SCREENSHOT_DIR = os.environ.get("PICNIC_SCREENSHOT_DIR")
 
 

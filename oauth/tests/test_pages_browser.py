@@ -3,8 +3,8 @@ checked with axe-core (zero WCAG 2.2 A/AA violations), as the other end-user pag
 (actions/tests/test_enduser_browser.py). One visit per page: the whole OAuth flow in a browser
 is oauth/tests/test_end_to_end.py's.
 
-PICNIC_SCREENSHOT_DIR=docs also writes docs/enduser-pt-BR-consent.png and
-docs/enduser-pt-BR-agents.png."""
+PICNIC_SCREENSHOT_DIR=docs/img also writes docs/img/enduser-pt-BR-consent.png and
+docs/img/enduser-pt-BR-agents.png."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ from actions.demo import DEMO
 from actions.models import Action, ActionStatus, SmartAccount
 from messaging.models import Delivery
 from operations.models import Operation, Wallet
+from picnic.management.commands.seed_demo import demo_logins, demo_token
 
 
 @pytest.mark.chain
@@ -88,3 +89,24 @@ def test_it_refuses_to_run_outside_debug(settings):
     settings.DEBUG = False
     with pytest.raises(CommandError, match="refuses DJANGO_DEBUG=false"):
         call_command("seed_demo", "--skip-chain")
+
+
+@pytest.mark.django_db
+def test_it_ends_with_the_demo_logins_make_run_prints_last(settings):
+    settings.DEBUG = True
+    out = io.StringIO()
+    call_command("seed_demo", "--skip-chain", stdout=out)
+    token = AccessToken.objects.get(user__username="alice")
+    assert demo_token() == token.token
+    assert token.resource == [settings.MCP_RESOURCE_URL]
+    assert out.getvalue().splitlines()[-4:] == [
+        "  staff login   http://127.0.0.1:8000/admin/ and /staff/  "
+        "user staff password picnic-staff-demo",
+        "  end user      http://localhost:8000/passkeys/  user alice password alice-demo-password",
+        f"  bearer token  {token.token}  (alice's agent, every scope: "
+        f"the MCP server {settings.MCP_RESOURCE_URL} and the API)",
+        f"  scopes        {token.scope}",
+    ]
+    assert demo_logins(token.token, web="127.0.0.1:9000")[1].startswith(
+        "end user      http://localhost:9000/passkeys/"
+    )

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import anyio
+import uvicorn
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from mcp_adapter.server import PicnicMCP, http_app
 from mcp_adapter.tools import PROFILES
 
 
@@ -19,8 +21,6 @@ class Command(BaseCommand):
         parser.add_argument("--host", default=settings.MCP_HTTP_HOST)
 
     def handle(self, *args, transport: str, profile: str, port: int, host: str, **options):
-        from mcp_adapter.server import PicnicMCP, http_app
-
         server = PicnicMCP(profile=profile, http=transport == "http")
         if transport == "stdio":
 
@@ -29,7 +29,6 @@ class Command(BaseCommand):
                     await server.run_stdio_async()
 
         else:
-            import uvicorn
 
             async def main() -> None:
                 # log_config=None: uvicorn's records go through LOGGING (JSON lines, trace ids)

@@ -1,17 +1,25 @@
 """`make run`: the whole system on embedded defaults, stopped together by Ctrl-C.
 
-migrate → local chain stack (both chains: the card's and the L2-like one) → seed_demo → Celery worker with beat → web server (uvicorn on
-picnic.asgi, so the live pages stream).
+migrate → local chain stack (both chains: the card's and the L2-like one) → seed_demo → Celery
+worker with beat → web server (uvicorn on picnic.asgi, so the live pages stream) → MCP server.
+The terminal shows one line per step and ends with the URLs and demo logins once everything
+answers; the processes' logs (migrations, demo data, web, worker, beat, MCP) go to
+var/log/run_local.log.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -27,6 +35,9 @@ from core import chains
 from messaging.demo import DEMO_TOKEN_DEFAULT, DEMO_TOKEN_ENV
 from messaging.providers.local_x import LocalXServer
 from operations.backends.local_openai import LocalResponsesServer
+from picnic.management.commands.seed_demo import demo_logins, demo_token
+
+WORKER_READY = re.compile(r"celery@\S+ ready\.")
 
 
 def _port(url: str, name: str) -> int:
@@ -63,6 +74,37 @@ def _local_world() -> LocalWorld:
     )
 
 
+def _log_to(log) -> None:
+    """This process's log lines (seed_demo's transitions, the local providers) go to the log
+    file too, so nothing scrolls the start-up summary away."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler) and not isinstance(
+            handler, logging.FileHandler
+        ):
+            handler.setStream(log)
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def _listens(url: str) -> bool:
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname, parts.port or 80), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
 class Command(BaseCommand):
     help = "Run web server, Celery worker + beat and the local chain stack until Ctrl-C."
 
@@ -78,7 +120,13 @@ class Command(BaseCommand):
                 "run_local is the embedded development setup: run it with DJANGO_DEBUG=true "
                 "(make run does)"
             )
-        call_command("migrate", interactive=False, verbosity=1)
+        log_path = Path(settings.VAR_DIR) / "log" / "run_local.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = log_path.open("w", buffering=1)  # line-buffered: the readiness check reads it
+        self.stdout.write(f"logs of every process: {log_path} (tail -f it in another terminal)")
+        _log_to(log)
+        call_command("migrate", interactive=False, verbosity=1, stdout=log)
+        self.stdout.write(f"database migrated ({settings.DATABASES['default']['NAME']})")
         world = _local_world()
         started = time.monotonic()
         try:
@@ -130,12 +178,24 @@ class Command(BaseCommand):
         # /metrics answers only with a token: a fresh one per run unless METRICS_TOKEN is set.
         os.environ.setdefault("METRICS_TOKEN", secrets.token_urlsafe(24))
         try:
-            call_command("seed_demo")
+            call_command("seed_demo", stdout=log)
+            self.stdout.write("demo data ready (users, DMs, operations, actions on the dev chain)")
             python = sys.executable
+            # Celery warns against a worker running as root (uid 0, as in a container); this
+            # demo worker accepts JSON only (no pickle), the case Celery lets through.
+            # (-W matches the message: a category outside the standard library cannot be named
+            # there, the interpreter parses -W before site-packages can be imported.)
+            quiet_root = ["-W", "ignore:You're running the worker with superuser privileges"]
+            if os.geteuid() == 0:
+                self.stdout.write(
+                    "running as root: Celery's superuser warning is silenced for this dev worker "
+                    "(JSON only); run production workers as an unprivileged user"
+                )
             children.append(
                 subprocess.Popen(
                     [
                         python,
+                        *(quiet_root if os.geteuid() == 0 else []),
                         "-m",
                         "celery",
                         "-A",
@@ -151,6 +211,8 @@ class Command(BaseCommand):
                         ",".join(settings.CELERY_QUEUES_BY_KIND.values()),
                     ],
                     start_new_session=True,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
                 )
             )
             host, _, port = addr.rpartition(":")
@@ -168,32 +230,56 @@ class Command(BaseCommand):
                         "--port",
                         port,
                         "--no-access-log",  # the app writes its own (core.middleware)
+                        # Django's ASGI handler has no lifespan events: saying so spares
+                        # uvicorn's "lifespan unsupported" probe and its message.
+                        "--lifespan",
+                        "off",
                     ],
                     start_new_session=True,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
                 )
             )
             children.append(
                 subprocess.Popen(
-                    [python, "manage.py", "mcp", "--transport", "http"], start_new_session=True
+                    [python, "manage.py", "mcp", "--transport", "http"],
+                    start_new_session=True,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
                 )
             )
-            self.stdout.write(f"MCP (streamable HTTP) on {settings.MCP_RESOURCE_URL}")
-            self.stdout.write(
-                f"metrics: curl -H 'Authorization: Bearer {os.environ['METRICS_TOKEN']}' "
-                f"http://{addr}/metrics"
-            )
-            self.stdout.write(
-                self.style.SUCCESS(
-                    f"Picnic back-office on http://{addr}/ — Ctrl-C stops everything"
-                )
-            )
-            while not stopping:
+            self.stdout.write("starting the web server, the worker with beat and the MCP server")
+
+            def exited() -> bool:
                 for child in children:
                     if child.poll() is not None:
                         self.stderr.write(
-                            f"{child.args[2:4]} exited with {child.returncode}; stopping"
+                            f"{' '.join(child.args[1:5])} exited with {child.returncode}; "
+                            f"stopping. The end of {log_path}:\n{_tail(log_path)}"
                         )
-                        stopping = True
+                        return True
+                return False
+
+            # Everything answers before the summary is printed, so it stays the last lines.
+            ready = {
+                "web": lambda: _answers(f"http://{addr}/healthz"),
+                "MCP": lambda: _listens(settings.MCP_RESOURCE_URL),
+                "worker": lambda: bool(WORKER_READY.search(log_path.read_text(errors="replace"))),
+            }
+            deadline = time.monotonic() + 120
+            while ready and not stopping:
+                if exited():
+                    stopping = True
+                    break
+                ready = {name: check for name, check in ready.items() if not check()}
+                if ready and time.monotonic() > deadline:
+                    self.stderr.write(f"not ready after 120 s: {', '.join(ready)}; see {log_path}")
+                    break
+                time.sleep(0.25)
+            if not stopping:
+                self._summary(addr)
+            while not stopping:
+                stopping = exited()
                 time.sleep(0.5)
         finally:
             for child in children:
@@ -213,6 +299,20 @@ class Command(BaseCommand):
             price_server.stop()
             monerium.stop()
             avenia.stop()
+            log.close()
             self.stdout.write(
                 "stopped web server, MCP server, worker, local providers and chain stack"
             )
+
+    def _summary(self, addr: str) -> None:
+        """The last lines of the start-up: where things are and how to sign in."""
+        write = self.stdout.write
+        write("")
+        write(
+            f"metrics       curl -H 'Authorization: Bearer {os.environ['METRICS_TOKEN']}' "
+            f"http://{addr}/metrics"
+        )
+        write('first steps   README.md, "A first walk"')
+        write(self.style.SUCCESS(f"Picnic is up on http://{addr}/ — Ctrl-C stops everything"))
+        for line in demo_logins(demo_token() or "(none: seed_demo did not run)", web=addr):
+            write(f"  {line}")

@@ -18,8 +18,10 @@ import sys
 import time
 from pathlib import Path
 
+import psycopg
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from psycopg import sql
 
 from actions.providers.local_coingecko import LocalCoinGeckoServer
 from actions.providers.local_gnosis_pay import LocalGnosisPayServer
@@ -46,8 +48,6 @@ PROCESS_TYPES = (
 
 def ensure_database(db: dict | None = None) -> bool:
     """Create the PostgreSQL database DATABASE_URL names if it is missing; True if created."""
-    import psycopg
-    from psycopg import sql
 
     db = db or settings.DATABASES["default"]
     params = {

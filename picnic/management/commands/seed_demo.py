@@ -17,6 +17,7 @@ from operations.demo import seed_operations
 
 STAFF = ("staff", "picnic-staff-demo")
 END_USER = ("alice", "alice-demo-password")
+CLIENT_ID = "picnic-demo-agent"
 SCOPES = (
     "read:actions write:actions agent:dm_read agent:dm_write operations:read operations:write "
     "read:balances read:accounts read:card read:transactions read:profile"
@@ -47,7 +48,7 @@ class Command(BaseCommand):
             alice.set_password(END_USER[1])
             alice.save()
         app, _ = Application.objects.get_or_create(
-            client_id="picnic-demo-agent",
+            client_id=CLIENT_ID,
             defaults={
                 "name": "Demo MCP agent",
                 "client_type": Application.CLIENT_CONFIDENTIAL,
@@ -59,17 +60,7 @@ class Command(BaseCommand):
         # Bound (RFC 8707) to the MCP server, which accepts only tokens issued for it; the API
         # accepts it too, as it serves that resource (oauth.policy).
         audience = [settings.MCP_RESOURCE_URL]
-        token = (
-            AccessToken.objects.filter(
-                user=alice,
-                application=app,
-                scope=SCOPES,
-                resource=audience,
-                expires__gt=timezone.now(),
-            )
-            .order_by("-expires")
-            .first()
-        )
+        token = _demo_tokens().first()
         if token is None:
             token = AccessToken.objects.create(
                 user=alice,
@@ -93,14 +84,39 @@ class Command(BaseCommand):
                     "or pass --skip-chain"
                 ) from exc
         say(self.style.SUCCESS("demo data ready"))
-        say(f"  staff login   http://127.0.0.1:8000/admin/  user {STAFF[0]} password {STAFF[1]}")
-        say(
-            f"  end user      http://localhost:8000/passkeys/  user {END_USER[0]} password "
-            f"{END_USER[1]} (OAuth client {app.name}, client_id {app.client_id})"
-        )
-        say(f"  bearer token  {token.token}")
+        for line in demo_logins(token.token):
+            say(f"  {line}")
         say(f"  scopes        {token.scope}")
-        say(
-            "  try          curl -H 'Authorization: Bearer "
-            f"{token.token}' http://127.0.0.1:8000/api/v1/actions/<action_id>"
-        )
+
+
+def _demo_tokens():
+    """Alice's valid demo tokens bound to the MCP server, newest first."""
+    return AccessToken.objects.filter(
+        user__username=END_USER[0],
+        application__client_id=CLIENT_ID,
+        scope=SCOPES,
+        resource=[settings.MCP_RESOURCE_URL],
+        expires__gt=timezone.now(),
+    ).order_by("-expires")
+
+
+def demo_token() -> str | None:
+    """The bearer token `seed_demo` made or kept (None before it ran)."""
+    token = _demo_tokens().first()
+    return token.token if token else None
+
+
+def demo_logins(token: str, *, web: str = "127.0.0.1:8000") -> list[str]:
+    """The demo logins, one line each: what `seed_demo` and `make run` print last.
+
+    Staff use 127.0.0.1; end users use localhost, because WebAuthn refuses an IP address as
+    the passkeys' relying-party id (WEBAUTHN_RP_ID)."""
+    port = web.rpartition(":")[2]
+    return [
+        f"staff login   http://127.0.0.1:{port}/admin/ and /staff/  "
+        f"user {STAFF[0]} password {STAFF[1]}",
+        f"end user      http://localhost:{port}/passkeys/  "
+        f"user {END_USER[0]} password {END_USER[1]}",
+        f"bearer token  {token}  ({END_USER[0]}'s agent, every scope: "
+        f"the MCP server {settings.MCP_RESOURCE_URL} and the API)",
+    ]

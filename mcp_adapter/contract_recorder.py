@@ -1,5 +1,5 @@
 """A pytest plugin that records the API's answers while the suite runs, for refactors that must
-not change them: `pytest -p core.contract_recorder` with `PICNIC_CONTRACT_RECORD=<file>`.
+not change them: `pytest -p mcp_adapter.contract_recorder` with `PICNIC_CONTRACT_RECORD=<file>`.
 
 It keeps, per test, the set of distinct bodies the three status tools answered and every 4xx
 body any API view answered, with ids, times and hashes replaced by placeholders, and the MCP
@@ -14,6 +14,7 @@ import re
 from collections import defaultdict
 from typing import Any
 
+import anyio
 import pytest
 
 STATUS_VIEWS = {"ActionStatusView", "DeliveryStatusView", "OperationStatusView"}
@@ -43,8 +44,7 @@ class Recorder:
         self.records[self.current].add(line)
 
     def write(self) -> None:
-        import anyio
-
+        # Here, not at the top: pytest loads this plugin before Django is set up.
         from mcp_adapter.server import PicnicMCP
 
         tools = {}
@@ -68,7 +68,7 @@ def pytest_configure(config):
     if not path:
         return
     _recorder = Recorder(path)
-    from rest_framework.views import APIView
+    from rest_framework.views import APIView  # after Django's set-up, like the server's
 
     original = APIView.finalize_response
 
