@@ -39,9 +39,9 @@ from actions.services.ramps import ramp_kyc_refresh
 from actions.views import resend_outcome_message
 from core.admin import (
     LifecycleAdmin,
+    ReadOnlyAdminMixin,
     address_cell,
     address_forms,
-    search_term_kind,
     text_cell,
     user_ids_matching,
 )
@@ -160,7 +160,7 @@ class ActionAdmin(ChainColumn, LifecycleAdmin):
         "error_short",
     )
     list_filter = ("status", "type", ChainFilter, StuckFilter)
-    # Searches are exact lookups on indexes, by the shape of the term (get_search_results).
+    # Searches are exact lookups on indexes, by the shape of the term (search_exact).
     search_fields = ("user_op_hash", "tx_hash", "smart_account", "user__username")
     search_help_text = (
         "Exact: an action id, a userOpHash or tx hash, a smart account address, "
@@ -219,19 +219,14 @@ class ActionAdmin(ChainColumn, LifecycleAdmin):
         ),
     )
 
-    def get_search_results(self, request, queryset, search_term):
-        if not search_term.strip():
-            return queryset, False
-        kind, term = search_term_kind(search_term)
-        if kind == "none":
-            return queryset.none(), False
+    def search_exact(self, queryset, kind, value, term):
         if kind == "uuid":
-            return queryset.filter(pk=term), False
+            return queryset.filter(pk=value)
         if kind == "hash":  # hashes are stored as the bundler/node return them: lowercase
-            return queryset.filter(Q(user_op_hash=term) | Q(tx_hash=term)), False
+            return queryset.filter(Q(user_op_hash=value) | Q(tx_hash=value))
         if kind == "address":
-            return queryset.filter(smart_account__in=address_forms(term)), False
-        return queryset.filter(user__in=user_ids_matching(term)), False
+            return queryset.filter(smart_account__in=address_forms(value))
+        return queryset.filter(user__in=user_ids_matching(value))
 
     @admin.display(description="age", ordering="created_at")
     def age(self, obj: Action) -> str:
@@ -408,17 +403,8 @@ def _valid_ids(values: list[str]) -> list[str]:
     return ids
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Support staff look; the chain and the passkey registration are where these change."""
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(SmartAccount)

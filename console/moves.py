@@ -10,25 +10,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from actions.models import IN_FLIGHT
-from actions.services.lifecycle import (
+from actions.public import (
+    IN_FLIGHT,
     ActionResolutionError,
     action_mark_failed,
     action_reconcile_now,
     action_resend,
 )
 from core.lifecycle import IllegalTransition
-from messaging.models import CANCELLABLE, D, Delivery
-from messaging.selectors import Forbidden
-from messaging.services import delivery_cancel, delivery_resolve_unknown
-from operations.decisions import (
+from messaging.public import CANCELLABLE, Forbidden, delivery_cancel, delivery_resolve_unknown
+from messaging.public import DeliveryStatus as D
+from operations.public import (
     CANCELLABLE_BY_STAFF,
+    DispatchStatus,
+    State,
     operation_cancel,
     operation_pause,
     operation_resume,
     operation_review_decide,
 )
-from operations.models import DispatchStatus, State
 
 # What a service raises when the move is (no longer) legal or its input is refused: reported
 # for that row, the other rows go on.
@@ -103,7 +103,7 @@ def _resolve(outcome: str):
     return apply
 
 
-def _cancel_delivery(delivery: Delivery, user, note, extra) -> str:
+def _cancel_delivery(delivery, user, note, extra) -> str:
     delivery_cancel(delivery=delivery, user=user, staff=True, note=note)
     return "cancelled"
 

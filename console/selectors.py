@@ -1,4 +1,5 @@
-"""What the support console reads, across the three apps, through the lifecycle registry.
+"""What the support console reads, across the three apps, through the lifecycle registry and
+each app's public face (its stuck-work and search providers).
 
 Every query is bounded (LIMIT) and served by an index: the status indexes, (status, updated_at)
 on actions, (status, created_at) on deliveries, (billing_status, created_at) on operations,
@@ -17,18 +18,15 @@ from django.conf import settings
 from django.core.cache import cache as django_cache
 from django.core.exceptions import ValidationError
 from django.db import connections
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, QuerySet
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from actions.models import Action, ActionStatus
-from actions.selectors import actions_stuck
-from core.admin import address_forms, search_term_kind, user_ids_matching
+from actions import public as actions
+from core.admin import search_term_kind, user_ids_matching
 from core.lifecycle import Lifecycle, lifecycle_named, lifecycles
-from messaging.models import Delivery
-from messaging.selectors import deliveries_stuck
-from operations.models import BillingStatus, Operation, Quote, State
-from operations.selectors import operations_stuck
+from messaging import public as messaging
+from operations import public as operations
 
 # Each source of the needs-attention list and of a search reads at most this many rows; the
 # page says "more than N" when one was cut.
@@ -126,7 +124,7 @@ class Listing:
     limit: int = 0
 
 
-def _action_row(action: Action, why: str) -> Row:
+def _action_row(action, why: str) -> Row:
     return Row(
         kind="action",
         id=str(action.pk),
@@ -141,7 +139,7 @@ def _action_row(action: Action, why: str) -> Row:
     )
 
 
-def _delivery_row(delivery: Delivery, why: str) -> Row:
+def _delivery_row(delivery, why: str) -> Row:
     return Row(
         kind="delivery",
         id=str(delivery.pk),
@@ -154,7 +152,7 @@ def _delivery_row(delivery: Delivery, why: str) -> Row:
     )
 
 
-def _operation_row(operation: Operation, why: str) -> Row:
+def _operation_row(operation, why: str) -> Row:
     error = operation.last_error or operation.error_code or ""
     if not error and operation.review:
         error = f"review: rule {operation.review.get('rule')}"
@@ -190,44 +188,22 @@ def hold_cutoff(now: datetime) -> datetime:
 
 
 def attention_sources(now: datetime) -> dict[str, tuple[QuerySet, Any]]:
-    """Each kind's "needs attention" queryset, and how to say why a row is in it."""
-    failed_recently = Q(status=ActionStatus.FAILED, updated_at__gte=now - timedelta(hours=1))
-    # Querysets OR-ed, not subqueries: one WHERE the planner serves with a BitmapOr of indexes.
-    actions = (actions_stuck(now=now) | Action.objects.filter(failed_recently)).select_related(
-        "user"
-    )
-    deliveries = deliveries_stuck(now).select_related("created_by")
-    operations = (
-        operations_stuck(now=now)
-        | Operation.objects.filter(
-            Q(state__in=(State.NEEDS_REVIEW, State.RECONCILING, State.PAUSED))
-            | Q(
-                billing_status=BillingStatus.PENDING,
-                created_at__lt=hold_cutoff(now),
-                state__in=[s for s in State.values if s not in Operation.lifecycle.terminal],
-            )
-        )
-    ).select_related("owner")
-
-    def action_why(a: Action) -> str:
-        return "failed in the last hour" if a.status == ActionStatus.FAILED else "stuck in flight"
-
-    def delivery_why(d: Delivery) -> str:
-        return "outcome unknown" if d.status == "unknown" else "past its lease or overdue"
-
-    def operation_why(o: Operation) -> str:
-        if o.state in (State.NEEDS_REVIEW, State.RECONCILING, State.PAUSED):
-            return o.state.replace("_", " ")
-        if o.state in (State.RUNNING, State.WAITING) and o.updated_at < now - timedelta(
-            minutes=settings.OPERATIONS_STUCK_RUNNING_MINUTES
-        ):
-            return "running too long"
-        return "credit hold pending too long"
-
+    """Each kind's "needs attention" queryset (its app's provider), and its row with why it
+    is in it."""
+    sources = {
+        "action": (actions.actions_needing_attention(now=now), _action_row),
+        "delivery": (messaging.deliveries_needing_attention(now=now), _delivery_row),
+        "operation": (
+            operations.operations_needing_attention(now=now, hold_cutoff=hold_cutoff(now)),
+            _operation_row,
+        ),
+    }
     return {
-        "action": (actions, lambda a: _action_row(a, action_why(a))),
-        "delivery": (deliveries, lambda d: _delivery_row(d, delivery_why(d))),
-        "operation": (operations, lambda o: _operation_row(o, operation_why(o))),
+        kind: (
+            found.select_related(_OWNER[kind]),
+            lambda item, why=why, to_row=to_row: to_row(item, why(item)),
+        )
+        for kind, ((found, why), to_row) in sources.items()
     }
 
 
@@ -384,7 +360,7 @@ class SearchResult:
     term: str
     tried: list[str]
     rows: list[Row]
-    quotes: list[Quote]
+    quotes: list[Any]  # unused quotes with the id searched for
     cut: bool
     limit: int = 0
 
@@ -405,53 +381,24 @@ def search(term: str, kinds: frozenset[str] = frozenset(KINDS)) -> SearchResult:
     kind, value = search_term_kind(term)
     term = term.strip()
     lookups: list[tuple[str, str, QuerySet]] = []
-    quotes: list[Quote] = []
+    quotes: list[Any] = []
     tried: list[str] = []
     if kind == "uuid":
-        lookups = [
-            ("action", "action id", Action.objects.filter(pk=value)),
-            ("delivery", "delivery id", Delivery.objects.filter(pk=value)),
-            ("delivery", "idempotency key", Delivery.objects.filter(idempotency_key=value)),
-            ("operation", "operation id", Operation.objects.filter(pk=value)),
-            ("operation", "quote id", Operation.objects.filter(quote_id=value)),
-        ]
-        quotes = list(Quote.objects.filter(pk=value, used_by__isnull=True)[:1])
+        quotes = operations.quotes_unused(quote_id=value)
         tried.append("quote id")
-    elif kind == "hash":
-        forms = [value, term] if term != value else [value]
-        lookups = [
-            ("action", "userOpHash", Action.objects.filter(user_op_hash__in=forms)),
-            ("action", "tx hash", Action.objects.filter(tx_hash__in=forms)),
-        ]
-    elif kind == "address":
-        lookups = [
-            (
-                "action",
-                "smart account",
-                Action.objects.filter(smart_account__in=address_forms(value)),
-            ),
-        ]
-    elif term and kind == "text":
-        lookups = [
-            (
-                "delivery",
-                "provider message id",
-                Delivery.objects.filter(provider_message_id=term),
-            ),
-            (
-                "operation",
-                "backend response id",
-                Operation.objects.filter(backend_response_id=term),
-            ),
-        ]
-        users = user_ids_matching(term)
+    elif kind == "text" and term:
         tried.append("username or e-mail")
-        if users:
-            lookups += [
-                ("action", "owner", Action.objects.filter(user__in=users)),
-                ("delivery", "owner", Delivery.objects.filter(created_by__in=users)),
-                ("operation", "owner", Operation.objects.filter(owner__in=users)),
-            ]
+    # Each app's exact lookups for the term's shape, in the order of KINDS.
+    for name, provider in (
+        ("action", actions.actions_search),
+        ("delivery", messaging.deliveries_search),
+        ("operation", operations.operations_search),
+    ):
+        lookups += [(name, what, qs) for what, qs in provider(shape=kind, value=value, term=term)]
+    if kind == "text" and term and (users := user_ids_matching(term)):
+        for name in KINDS:
+            owned = lifecycle_named(name).model.objects.filter(**{f"{_OWNER[name]}__in": users})
+            lookups.append((name, "owner", owned))
     lowered = term.lower()
     # A trace id is 32 hex digits, which also parses as a dash-less uuid: tried either way.
     if len(lowered) == _TRACE_ID and all(c in "0123456789abcdef" for c in lowered):

@@ -56,15 +56,42 @@ def address_cell(value: str | None) -> str:
     )
 
 
-class ReadOnlyInline(admin.TabularInline):
-    extra = 0
-    can_delete = False
+class ReadOnlyAdminMixin:
+    """Staff look, nothing is added, changed or deleted by hand (a ModelAdmin's or an
+    inline's permissions: the inline's take the parent `obj`)."""
 
     def has_add_permission(self, request, obj=None):
         return False
 
     def has_change_permission(self, request, obj=None):
         return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class ExactSearchMixin:
+    """A ModelAdmin's search as exact lookups on indexes, by the term's shape
+    (`search_term_kind`): a blank term finds every row, a term of no shape none, any other
+    what `search_exact` finds (never a LIKE nor a cast: a million rows stay fast)."""
+
+    def get_search_results(self, request, queryset, search_term):
+        if not search_term.strip():
+            return queryset, False
+        kind, value = search_term_kind(search_term)
+        if kind == "none":
+            return queryset.none(), False
+        return self.search_exact(queryset, kind, value, search_term.strip()), False
+
+    def search_exact(self, queryset, kind: str, value, term: str):
+        """The rows whose indexed columns equal the term: `value` is its normal form for its
+        shape `kind` (a UUID, a lowercase hash, an address), `term` as typed, stripped."""
+        return queryset.filter(pk=value) if kind == "uuid" else queryset.none()
+
+
+class ReadOnlyInline(ReadOnlyAdminMixin, admin.TabularInline):
+    extra = 0
+    can_delete = False
 
 
 # The change page shows this many of the latest history rows; the live timeline has them all.
@@ -106,9 +133,11 @@ def history_inline(lifecycle: Lifecycle) -> type[StatusHistoryInline]:
     return _history_inline(lifecycle.name)
 
 
-class LifecycleAdmin(admin.ModelAdmin):
+class LifecycleAdmin(ExactSearchMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """The admin of an entity with a lifecycle: read-only (its status changes only through
-    transitions, i.e. admin actions calling services; it is created by its API, never by hand),
+    transitions, i.e. admin actions calling services; it is created by its API, never by hand;
+    never deleted either: work ends by a transition that leaves a history row with the staff
+    user, which a delete would erase with it, and retention purges terminal actions by a task),
     its history inline last, and a link to its live timeline."""
 
     lifecycle: Lifecycle
@@ -145,18 +174,6 @@ class LifecycleAdmin(admin.ModelAdmin):
             )
             kwargs["queryset"] = kwargs["queryset"].filter(pk__in=latest)
         return kwargs
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        # Work items end by a transition (cancel, mark failed, reject) that leaves a history
-        # row with the staff user; a delete would erase that history with them (cascade).
-        # Retention purges terminal actions by a task, not by hand.
-        return False
 
     @admin.display(description="id")
     def short_id(self, obj) -> str:

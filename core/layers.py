@@ -4,6 +4,8 @@ production code, function-level ones included) and described in docs/layers.md.
 Bottom to top. A module may import its own package and the packages of the layers below it;
 never a package above it, and never a sibling on its own layer (siblings meet only in the
 layers above them, or through a registry of the core that they fill from AppConfig.ready()).
+The console and the MCP server reach a domain app only through its public face
+(`<app>/public.py`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,13 @@ DEV_MODULES = (
     "actions.providers.local_lifi",
 )
 
+# One public face per domain: the layer right above the domains (the console, the MCP server)
+# uses a domain app only through `<app>.public` (tool contracts, task hooks, search and
+# stuck-work providers, the staff services), never its models, views, selectors or services.
+DOMAINS = ("oauth", "actions", "messaging", "operations")
+FACE_USERS = ("console", "mcp_adapter")
+PUBLIC_FACE = "public"
+
 PACKAGES: dict[str, int] = {
     package: level for level, packages in enumerate(LAYERS) for package in packages
 }
@@ -53,4 +62,6 @@ def import_allowed(importer: str, imported: str) -> bool:
         return True
     if target in DEV_ONLY_PACKAGES and importer not in DEV_MODULES:
         return top in DEV_ONLY_PACKAGES
+    if top in FACE_USERS and target in DOMAINS and imported != f"{target}.{PUBLIC_FACE}":
+        return False
     return PACKAGES[target] < PACKAGES[top]

@@ -7,13 +7,21 @@ from __future__ import annotations
 from django.contrib import admin
 from django.utils.html import format_html
 
-from core.admin import EstimatedCountPaginator, id_cell, search_term_kind, text_cell
+from core.admin import (
+    EstimatedCountPaginator,
+    ExactSearchMixin,
+    ReadOnlyAdminMixin,
+    id_cell,
+    text_cell,
+)
 from core.lifecycle import lifecycle_named
 from mcp_adapter.models import McpTask
 
 
+# A task mirrors its action or delivery and ends with it: nothing to edit or add here, and the
+# purge (TTL) is beat's job.
 @admin.register(McpTask)
-class McpTaskAdmin(admin.ModelAdmin):
+class McpTaskAdmin(ExactSearchMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = (
         "short_id",
         "tool",
@@ -38,24 +46,10 @@ class McpTaskAdmin(admin.ModelAdmin):
     def get_paginator(self, request, queryset, per_page, orphans=0, allow_empty_first_page=True):
         return EstimatedCountPaginator(queryset, per_page, orphans, allow_empty_first_page)
 
-    def get_search_results(self, request, queryset, search_term):
-        if not search_term.strip():
-            return queryset, False
-        kind, term = search_term_kind(search_term)
+    def search_exact(self, queryset, kind, value, term):
         if kind != "uuid":
-            return queryset.none(), False
-        return queryset.filter(pk=term) | queryset.filter(entity_id=term), False
-
-    # A task mirrors its action or delivery and ends with it: nothing to edit or add here, and
-    # the purge (TTL) is beat's job.
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+            return queryset.none()
+        return queryset.filter(pk=value) | queryset.filter(entity_id=value)
 
     @admin.display(description="id")
     def short_id(self, obj: McpTask) -> str:

@@ -39,8 +39,7 @@ from mcp_adapter.api import ApiAnswer, PicnicApi, path_segment
 from mcp_adapter.http import streamable_http_app
 from mcp_adapter.task_protocol import TaskProtocol
 from mcp_adapter.tools import ACTION_URI, TOOLS, ToolSpec
-from oauth.policy import resource_served
-from oauth.services import agent_use_record
+from oauth.public import agent_use_record, resource_served
 
 logger = logging.getLogger(__name__)
 TOKEN_ENV = "PICNIC_MCP_TOKEN"

@@ -24,19 +24,10 @@ from django.db.models import Q
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model
 
-from actions.models import ActionStatus as S
-from actions.models import ActionType as T
-from actions.presenters import action_status_payload
-from actions.selectors import action_with_history
-from actions.services.lifecycle import action_expire_if_overdue
-from actions.services.transitions import action_transition
-from actions.views import action_created_payload
-from core.lifecycle import Actor, IllegalTransition
+from actions import public as actions
+from core.lifecycle import IllegalTransition
 from mcp_adapter.models import TERMINAL, McpTask, TaskKind, TaskStatus
-from messaging.contract import action_payload
-from messaging.models import Delivery
-from messaging.models import DeliveryStatus as D
-from messaging.services import delivery_cancel
+from messaging import public as messaging
 
 
 class TaskError(Exception):
@@ -106,43 +97,21 @@ class ActionTasks:
     """transfer, swap, card_freeze, card_unfreeze, card_limit: the task is the action."""
 
     def read(self, entity_id):
-        action = action_with_history(action_id=entity_id)
-        if action_expire_if_overdue(action=action) is not action:
-            action = action_with_history(action_id=entity_id)
-        return action
+        return actions.action_for_task(entity_id)
 
     def entity_id(self, body: dict[str, Any]) -> Any:
         return body.get("action_id")
 
     def project(self, action) -> Projection:
-        kind = {T.TRANSFER: "op", T.SWAP: "op", T.CARD_LIMIT_SET: "limit"}.get(action.type, "card")
+        S = actions.ActionStatus
         if action.status == S.PROPOSED:
-            sign_url = action_created_payload(action)["sign_url"]
             return Projection(
                 TaskStatus.WORKING,
-                f"Waiting for the user's passkey signature at {sign_url} "
+                f"Waiting for the user's passkey signature at {actions.action_sign_url(action)} "
                 f"(until {action.expires_at:%Y-%m-%dT%H:%M:%SZ}).",
             )
-        if action.status == S.SIGNED:
-            return Projection(
-                TaskStatus.WORKING,
-                {
-                    "op": "Signed by the user; submitting the user operation to the bundler.",
-                    "card": "Signed by the user; sending the request to Gnosis Pay.",
-                    "limit": "Signed by the user; relaying the change to the card's delay module.",
-                }[kind],
-            )
-        if action.status in (S.SUBMITTED, S.BROADCAST):
-            return Projection(
-                TaskStatus.WORKING,
-                {
-                    "op": f"{action.status.capitalize()}: waiting for the bundler to include "
-                    "the user operation and for its receipt.",
-                    "card": "Sent to Gnosis Pay; waiting for it to confirm the card's state.",
-                    "limit": "Queued in the card's delay module; waiting for its cooldown to "
-                    "pass before the new limit takes effect.",
-                }[kind],
-            )
+        if action.status in (S.SIGNED, S.SUBMITTED, S.BROADCAST):
+            return Projection(TaskStatus.WORKING, actions.action_progress_note(action))
         if action.status == S.EXECUTED:
             return Projection(TaskStatus.COMPLETED, "Executed.")
         if action.status == S.REJECTED:
@@ -152,20 +121,17 @@ class ActionTasks:
         return Projection(TaskStatus.FAILED, f"Failed: {action.error or 'see the history'}", True)
 
     def payload(self, action) -> dict[str, Any]:
-        return action_status_payload(action)
+        return actions.action_status_payload(action)
 
     def cancel(self, action, *, task: McpTask, context: AuthContext) -> None:
         try:
-            action_transition(
+            actions.action_agent_cancel(
                 action_id=action.pk,
-                to=S.REJECTED,
-                actor=Actor.agent(),
-                only_from={S.PROPOSED},
                 detail=f"cancelled through MCP tasks/cancel by OAuth client "
                 f"{context.client_name!r} ({context.client_id})",
             )
         except IllegalTransition as exc:
-            if exc.current == S.BROADCAST:
+            if exc.current == actions.ActionStatus.BROADCAST:
                 reason = "the user operation is already broadcast; it will execute or fail on chain"
             else:
                 reason = f"the user already signed; the action is {exc.current}"
@@ -182,13 +148,14 @@ class DeliveryTasks:
     )
 
     def read(self, entity_id):
-        return Delivery.objects.get(pk=entity_id)
+        return messaging.delivery_by_id(entity_id)
 
     def entity_id(self, body: dict[str, Any]) -> Any:
         action = body.get("action")
         return action.get("id") if isinstance(action, dict) else None
 
     def project(self, delivery) -> Projection:
+        D = messaging.DeliveryStatus
         working = {
             D.QUEUED: "Queued; waiting for a worker to send it.",
             D.CLAIMED: "Claimed by a worker; about to send.",
@@ -207,11 +174,11 @@ class DeliveryTasks:
         return Projection(TaskStatus.FAILED, f"Not sent: {delivery.reason or 'failed'}", True)
 
     def payload(self, delivery) -> dict[str, Any]:
-        return action_payload(delivery)
+        return messaging.delivery_payload(delivery)
 
     def cancel(self, delivery, *, task: McpTask, context: AuthContext) -> None:
         try:
-            delivery_cancel(
+            messaging.delivery_cancel(
                 delivery=delivery,
                 user=task.user,
                 note=f"through MCP tasks/cancel by OAuth client {context.client_name!r} "
@@ -228,13 +195,10 @@ KINDS: dict[str, ActionTasks | DeliveryTasks] = {
     TaskKind.ACTION: ActionTasks(),
     TaskKind.DELIVERY: DeliveryTasks(),
 }
-# The tools a client may call as a task, and the kind of work each one starts.
+# The tools a client may call as a task, and the kind of work each one starts: every tool
+# that proposes an action (the actions app's table of action types), and the DM send.
 TASK_TOOLS: dict[str, str] = {
-    "transfer": TaskKind.ACTION,
-    "swap": TaskKind.ACTION,
-    "card_freeze": TaskKind.ACTION,
-    "card_unfreeze": TaskKind.ACTION,
-    "card_limit": TaskKind.ACTION,
+    **dict.fromkeys(actions.ACTION_TOOLS, TaskKind.ACTION),
     "sosoapi_dm_actions_send": TaskKind.DELIVERY,
 }
 

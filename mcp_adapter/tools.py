@@ -9,9 +9,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from actions import contract as actions
-from messaging import contract as dm_contract
-from operations import contract as operations
+from actions.public import contract as actions
+from messaging.public import contract as dm_contract
+from operations.public import contract as operations
 
 
 @dataclass(frozen=True)

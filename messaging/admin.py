@@ -11,7 +11,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from core.admin import LifecycleAdmin, search_term_kind, text_cell
+from core.admin import LifecycleAdmin, text_cell
 from core.lifecycle import IllegalTransition
 from messaging.models import (
     Conversation,
@@ -130,7 +130,7 @@ class DeliveryAdmin(LifecycleAdmin):
         "reason_short",
     )
     list_filter = ("status", StuckFilter, FailedReasonFilter, "social_account__provider")
-    # Searches are exact lookups on indexes, by the shape of the term (get_search_results).
+    # Searches are exact lookups on indexes, by the shape of the term (search_exact).
     search_fields = ("provider_message_id", "social_account__handle", "conversation__recipient_id")
     search_help_text = (
         "Exact: a delivery id or idempotency key, a provider message id, a social account "
@@ -141,27 +141,18 @@ class DeliveryAdmin(LifecycleAdmin):
     readonly_fields = [f.name for f in Delivery._meta.concrete_fields] + ["links"]
     exclude = ("payload_hash",)
 
-    def get_search_results(self, request, queryset, search_term):
-        if not search_term.strip():
-            return queryset, False
-        kind, term = search_term_kind(search_term)
-        if kind == "none":
-            return queryset.none(), False
+    def search_exact(self, queryset, kind, value, term):
         if kind == "uuid":
-            return queryset.filter(Q(pk=term) | Q(idempotency_key=term)), False
-        term = search_term.strip()
+            return queryset.filter(Q(pk=value) | Q(idempotency_key=value))
         # Small tables first (accounts, conversations), then the deliveries by their indexes.
         accounts = list(SocialAccount.objects.filter(handle=term).values_list("pk", flat=True))
         conversations = list(
             Conversation.objects.filter(recipient_id=term).values_list("pk", flat=True)[:100]
         )
-        return (
-            queryset.filter(
-                Q(provider_message_id=term)
-                | Q(social_account__in=accounts)
-                | Q(conversation__in=conversations)
-            ),
-            False,
+        return queryset.filter(
+            Q(provider_message_id=term)
+            | Q(social_account__in=accounts)
+            | Q(conversation__in=conversations)
         )
 
     @admin.display(description="reason or last error")

@@ -8,8 +8,8 @@ from django.utils.html import format_html, format_html_join
 
 from core.admin import (
     LifecycleAdmin,
+    ReadOnlyAdminMixin,
     ReadOnlyInline,
-    search_term_kind,
     text_cell,
     user_ids_matching,
 )
@@ -83,7 +83,7 @@ class OperationAdmin(LifecycleAdmin):
         "error_short",
     )
     list_filter = (WorkFilter, "state", "dispatch_status", "billing_status", "channel")
-    # Searches are exact lookups on indexes, by the shape of the term (get_search_results):
+    # Searches are exact lookups on indexes, by the shape of the term (search_exact):
     # `=id` cast the uuid to text and missed the primary key; tool and category substrings
     # scanned the table.
     search_fields = ("=id", "backend_response_id", "owner__username")
@@ -99,17 +99,11 @@ class OperationAdmin(LifecycleAdmin):
         "links",
     ]
 
-    def get_search_results(self, request, queryset, search_term):
-        if not search_term.strip():
-            return queryset, False
-        kind, term = search_term_kind(search_term)
-        if kind == "none":
-            return queryset.none(), False
+    def search_exact(self, queryset, kind, value, term):
         if kind == "uuid":
-            return queryset.filter(pk=term), False
-        term = search_term.strip()
+            return queryset.filter(pk=value)
         owners = user_ids_matching(term)
-        return queryset.filter(Q(backend_response_id=term) | Q(owner__in=owners)), False
+        return queryset.filter(Q(backend_response_id=term) | Q(owner__in=owners))
 
     @admin.display(description="dispatch", ordering="dispatch_status")
     def dispatch(self, obj: Operation) -> str:
@@ -193,7 +187,7 @@ class WalletAdmin(admin.ModelAdmin):
 
 
 @admin.register(LedgerEntry)
-class LedgerEntryAdmin(admin.ModelAdmin):
+class LedgerEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = (
         "created_at",
         "wallet",
@@ -205,15 +199,6 @@ class LedgerEntryAdmin(admin.ModelAdmin):
     )
     list_filter = ("kind",)
     search_fields = ("wallet__owner__username", "=operation__id")
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Quote)

@@ -13,6 +13,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from core.testing import celery_worker_argv
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -84,23 +86,7 @@ def gunicorn(env: dict[str, str], log_path: Path, *, bind: str, workers: int = 1
 def celery_worker(
     env: dict[str, str], log_path: Path, *, queues: list[str], concurrency: int = 2
 ) -> Process:
-    argv = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "picnic",
-        "worker",
-        "-Q",
-        ",".join(queues),
-        "--concurrency",
-        str(concurrency),
-        "--without-gossip",
-        "--without-mingle",
-        "-l",
-        "info",
-    ]
-    return Process("worker", argv, env, log_path)
+    return Process("worker", celery_worker_argv(queues, concurrency=concurrency), env, log_path)
 
 
 def celery_beat(env: dict[str, str], log_path: Path, *, schedule_path: Path) -> Process:

@@ -1,11 +1,13 @@
-"""One table of action types, like healthchecks' `Channel.transport`: what carries an action
-out once it is signed (how the signature is stored, how it is submitted and reconciled) and
-the line it makes in the transaction history. A new type is a row here, not an `if` elsewhere.
+"""One table of action types, like healthchecks' `Channel.transport`: the tool that proposes
+it, what carries an action out once it is signed (how the signature is stored, how it is
+submitted and reconciled), what the agent is told while it is under way, and the line it makes
+in the transaction history. A new type is a row here, not an `if` elsewhere.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from actions.models import Action, ActionType, HistoryKind, SmartAccount
 from actions.services import card_limit, card_state, user_operations
@@ -16,9 +18,17 @@ from evm.bundler import BundlerClient
 
 @dataclass(frozen=True)
 class ActionKind:
-    """What every kind answers. `history_kind` is the history line of an executed action."""
+    """What every kind answers. `tool` is the MCP tool (and API route `actions/<tool>`) that
+    proposes it; `history_kind` is the history line of an executed action."""
 
+    tool: str
     history_kind: str
+    # What an agent following the action (an MCP task) is told once the user signed.
+    signed_note: ClassVar[str] = ""
+
+    def in_flight_note(self, status: str) -> str:
+        """What the agent is told while it is submitted or broadcast."""
+        raise NotImplementedError
 
     def signed_updates(self, action: Action, *, account: SmartAccount, signature: str) -> dict:
         """The fields that store the packed passkey assertion (`signed` is set with them)."""
@@ -44,6 +54,14 @@ class ActionKind:
 class UserOperation(ActionKind):
     """An ERC-4337 user operation of the passkey account, through the bundler."""
 
+    signed_note = "Signed by the user; submitting the user operation to the bundler."
+
+    def in_flight_note(self, status):
+        return (
+            f"{status.capitalize()}: waiting for the bundler to include the user operation "
+            "and for its receipt."
+        )
+
     def signed_updates(self, action, *, account, signature):
         return user_operations.user_op_signed_updates(action=action, signature=signature)
 
@@ -58,6 +76,11 @@ class UserOperation(ActionKind):
 
 class CardState(ActionKind):
     """A Gnosis Pay request, signed in with SIWE for the card's Safe: no transaction."""
+
+    signed_note = "Signed by the user; sending the request to Gnosis Pay."
+
+    def in_flight_note(self, status):
+        return "Sent to Gnosis Pay; waiting for it to confirm the card's state."
 
     def signed_updates(self, action, *, account, signature):
         return card_state.card_action_signed_updates(
@@ -74,6 +97,14 @@ class CardState(ActionKind):
 class CardLimit(ActionKind):
     """A Zodiac module transaction, relayed, held by the card Safe's Delay for its cooldown."""
 
+    signed_note = "Signed by the user; relaying the change to the card's delay module."
+
+    def in_flight_note(self, status):
+        return (
+            "Queued in the card's delay module; waiting for its cooldown to pass before the "
+            "new limit takes effect."
+        )
+
     def signed_updates(self, action, *, account, signature):
         return card_limit.card_limit_signed_updates(action=action, signature=signature)
 
@@ -85,12 +116,16 @@ class CardLimit(ActionKind):
 
 
 KINDS: dict[str, ActionKind] = {
-    ActionType.TRANSFER: UserOperation(history_kind=HistoryKind.TRANSFER),
-    ActionType.SWAP: UserOperation(history_kind=HistoryKind.SWAP),
-    ActionType.CARD_FREEZE: CardState(history_kind=HistoryKind.CARD_FREEZE),
-    ActionType.CARD_UNFREEZE: CardState(history_kind=HistoryKind.CARD_UNFREEZE),
-    ActionType.CARD_LIMIT_SET: CardLimit(history_kind=HistoryKind.CARD_LIMIT),
+    ActionType.TRANSFER: UserOperation(tool="transfer", history_kind=HistoryKind.TRANSFER),
+    ActionType.SWAP: UserOperation(tool="swap", history_kind=HistoryKind.SWAP),
+    ActionType.CARD_FREEZE: CardState(tool="card_freeze", history_kind=HistoryKind.CARD_FREEZE),
+    ActionType.CARD_UNFREEZE: CardState(
+        tool="card_unfreeze", history_kind=HistoryKind.CARD_UNFREEZE
+    ),
+    ActionType.CARD_LIMIT_SET: CardLimit(tool="card_limit", history_kind=HistoryKind.CARD_LIMIT),
 }
+# The tools that propose an action, in the table's order.
+ACTION_TOOLS: tuple[str, ...] = tuple(kind.tool for kind in KINDS.values())
 
 
 def kind_of(action_type: str) -> ActionKind:

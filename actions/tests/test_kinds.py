@@ -4,7 +4,10 @@ and the history all dispatch through it."""
 from __future__ import annotations
 
 from actions.models import ActionType, HistoryKind
+from actions.public import ACTION_TOOLS
 from actions.services.kinds import KINDS, CardLimit, CardState, UserOperation, kind_of
+from actions.urls import api_urlpatterns
+from mcp_adapter.task_store import TASK_TOOLS
 
 
 def test_every_action_type_has_exactly_one_kind():
@@ -19,3 +22,13 @@ def test_the_kinds_by_type():
     assert isinstance(kind_of(ActionType.CARD_UNFREEZE), CardState)
     assert isinstance(kind_of(ActionType.CARD_LIMIT_SET), CardLimit)
     assert kind_of(ActionType.CARD_LIMIT_SET).history_kind == HistoryKind.CARD_LIMIT
+
+
+def test_every_type_names_the_tool_that_proposes_it():
+    """The table is also the list of action tools: each has its API route, and the MCP adapter
+    offers each as a task (it reads the table from actions.public)."""
+    assert ACTION_TOOLS == tuple(k.tool for k in KINDS.values())
+    assert len(set(ACTION_TOOLS)) == len(KINDS)
+    routes = {str(p.pattern) for p in api_urlpatterns}
+    assert {f"actions/{tool}" for tool in ACTION_TOOLS} <= routes
+    assert {t for t, kind in TASK_TOOLS.items() if kind == "action"} == set(ACTION_TOOLS)

@@ -1,10 +1,9 @@
-"""Stuck work of all three apps, made through their services (factories of each app)."""
+"""Stuck work of all three apps, made through their services (factories of each app; the
+social account and deliveries are messaging's own fixtures)."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
-from decimal import Decimal
 
 import pytest
 from django.utils import timezone
@@ -13,11 +12,15 @@ from actions.models import Action, ActionStatus
 from actions.services.transitions import action_transition
 from actions.tests.factories import make_action
 from core.lifecycle import Actor
-from messaging.models import D, Delivery, Membership, Provider, Role, SocialAccount, Workspace
-from messaging.services import delivery_send, delivery_transition
-from operations import billing
+from messaging.models import D
+from messaging.tests.conftest import (  # noqa: F401 - shared fixtures
+    make_delivery,
+    member,
+    social_account,
+    workspace,
+)
 from operations.models import Operation
-from operations.services import operation_submit
+from operations.tests.factories import fund, submit_operation
 
 TX_HASH = "0x" + "ab" * 32
 
@@ -66,44 +69,7 @@ def failed_action(user, application):
 
 
 @pytest.fixture
-def social_account(db, user, monkeypatch):
-    monkeypatch.setenv("PICNIC_TEST_X_TOKEN", "x-token")
-    workspace = Workspace.objects.create(name="Acme")
-    Membership.objects.create(workspace=workspace, user=user, role=Role.AGENT)
-    return SocialAccount.objects.create(
-        workspace=workspace,
-        provider=Provider.X,
-        handle="acme",
-        credential_ref="env:PICNIC_TEST_X_TOKEN",
-    )
-
-
-@pytest.fixture
-def make_delivery(user, application, social_account):
-    def make(*steps, **updates) -> Delivery:
-        delivery = delivery_send(
-            user=user,
-            application=application,
-            workspace_id=social_account.workspace_id,
-            social_account_id=social_account.pk,
-            recipient_id="55",
-            text="hello",
-            idempotency_key=uuid.uuid4(),
-        ).delivery
-        for step in steps:
-            delivery_transition(
-                delivery_id=delivery.pk,
-                to=step,
-                actor=Actor.worker(),
-                updates=updates.pop(step, None),
-            )
-        return Delivery.objects.get(pk=delivery.pk)
-
-    return make
-
-
-@pytest.fixture
-def unknown_delivery(make_delivery):
+def unknown_delivery(make_delivery):  # noqa: F811 - the imported fixture
     return make_delivery(
         D.CLAIMED,
         D.SENDING,
@@ -117,12 +83,10 @@ def unknown_delivery(make_delivery):
 
 @pytest.fixture
 def make_operation(user):
-    billing.wallet_grant(owner=user, amount=Decimal("100"), note="test grant")
+    fund(user)
 
     def make(category: str = "sensitive") -> Operation:
-        return operation_submit(
-            owner=user, application=None, tool="text-gen", category=category, input_text="hello"
-        )
+        return submit_operation(owner=user, category=category)
 
     return make
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from core.layers import DEV_MODULES, LAYERS, PACKAGES, import_allowed
+from core.layers import DEV_MODULES, DOMAINS, LAYERS, PACKAGES, PUBLIC_FACE, import_allowed
 
 ROOT = Path(__file__).resolve().parents[2]
 SKIPPED_PARTS = {"tests", "migrations", "node_modules", "build"}
@@ -183,13 +183,22 @@ def test_the_table_names_every_package_once_and_every_package_is_in_it():
     assert packages == set(names)
 
 
+def test_every_domain_has_its_public_face():
+    for app in DOMAINS:
+        assert (ROOT / app / f"{PUBLIC_FACE}.py").is_file(), f"{app}/{PUBLIC_FACE}.py is missing"
+
+
 def test_every_dev_module_named_exists():
     assert set(DEV_MODULES) <= set(production_modules())
 
 
 def test_the_rule():
     assert import_allowed("actions.services", "core.lifecycle")
-    assert import_allowed("mcp_adapter.server", "actions.models")
+    assert import_allowed("mcp_adapter.server", "oauth.public")
+    assert import_allowed("console.selectors", "actions.public")
+    assert not import_allowed("mcp_adapter.task_store", "actions.views")  # past the face
+    assert not import_allowed("console.moves", "operations.decisions")  # past the face
+    assert not import_allowed("console.moves", "messaging")  # the package: its __init__
     assert import_allowed("core.events", "evm.userops")
     assert not import_allowed("core.health", "actions.chain_reads")  # upward
     assert not import_allowed("actions.views", "messaging.models")  # a sibling

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from urllib.parse import urlsplit
 
 import anyio
@@ -11,6 +12,7 @@ from actions.services.lifecycle import action_create
 from chain.stack import free_port
 from mcp_adapter.api import PicnicApi
 from mcp_adapter.server import PicnicMCP, http_app
+from messaging.models import Membership, Role
 from messaging.tests.conftest import social_account, workspace  # noqa: F401 - shared fixtures
 
 
@@ -37,6 +39,28 @@ class MemoryTokenStorage:
 
     async def set_client_info(self, client_info):
         self.client_info = client_info
+
+
+DM_SCOPES = "agent:dm_read agent:dm_write read:profile"
+
+
+@pytest.fixture
+def dm(user, application, make_token, workspace, social_account):  # noqa: F811 - fixtures
+    """What a DM send through MCP needs: `dm()` the raw arguments of one (a fresh idempotency
+    key each), `dm.token` the user's access token with the DM scopes."""
+    Membership.objects.create(workspace=workspace, user=user, role=Role.AGENT)
+
+    def arguments() -> dict:
+        return {
+            "workspace_id": str(workspace.pk),
+            "social_account_id": str(social_account.pk),
+            "recipient_id": "12345",
+            "text": "hello",
+            "idempotency_key": str(uuid.uuid4()),
+        }
+
+    arguments.token = make_token(user, application, scope=DM_SCOPES)
+    return arguments
 
 
 def make_action(user, application):

@@ -27,7 +27,8 @@ from core.lifecycle import Actor
 from core.testing import database_url
 from mcp_adapter import task_store
 from mcp_adapter.models import McpTask
-from messaging.models import Delivery, DeliveryStatus, Membership, Role
+from mcp_adapter.tests.conftest import DM_SCOPES
+from messaging.models import Delivery, DeliveryStatus
 from messaging.services import delivery_transition
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,7 +36,6 @@ ROOT = Path(django_settings.BASE_DIR)
 LEGACY, MODERN = "2025-11-25", "2026-07-28"
 EXTENSION = "io.modelcontextprotocol/tasks"
 RELATED = "io.modelcontextprotocol/related-task"
-DM_SCOPES = "agent:dm_read agent:dm_write read:profile"
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -122,25 +122,6 @@ class HttpRpc:
             self.url, json=body, headers=self._headers(method, params or {}), timeout=15
         )
         assert response.status_code == 202, response.text
-
-
-@pytest.fixture
-def dm(user, application, make_token, workspace, social_account):
-    """What a DM send needs, and the raw arguments of one (a fresh idempotency key each)."""
-    Membership.objects.create(workspace=workspace, user=user, role=Role.AGENT)
-    token = make_token(user, application, scope=DM_SCOPES)
-
-    def arguments() -> dict:
-        return {
-            "workspace_id": str(workspace.pk),
-            "social_account_id": str(social_account.pk),
-            "recipient_id": "12345",
-            "text": "hello",
-            "idempotency_key": str(uuid.uuid4()),
-        }
-
-    arguments.token = token
-    return arguments
 
 
 def _send(delivery_id, *steps: str) -> None:

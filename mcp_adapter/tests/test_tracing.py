@@ -3,37 +3,18 @@ header) continues through the adapter's API call into the history rows of the wo
 
 from __future__ import annotations
 
-import uuid
-
 import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from mcp_adapter.tests.conftest import run
-from messaging.models import Delivery, Membership, Role
+from messaging.models import Delivery
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
-
-
-@pytest.fixture
-def dm(user, application, make_token, workspace, social_account):
-    Membership.objects.create(workspace=workspace, user=user, role=Role.AGENT)
-    token = make_token(user, application, scope="agent:dm_read agent:dm_write")
-
-    def args() -> dict:
-        return {
-            "workspace_id": str(workspace.pk),
-            "social_account_id": str(social_account.pk),
-            "recipient_id": "12345",
-            "text": "hello",
-            "idempotency_key": str(uuid.uuid4()),
-        }
-
-    return token.token, args
 
 
 def _traces(result) -> set[str]:
@@ -48,7 +29,7 @@ async def _send(server, arguments, meta):
 
 
 def test_meta_traceparent_reaches_the_history_rows(make_server, dm):
-    token, args = dm
+    token, args = dm.token.token, dm
     result = run(_send, make_server(token), args(), {"traceparent": PARENT})
     assert _traces(result) == {TRACE_ID}
 
@@ -68,14 +49,14 @@ def test_meta_traceparent_reaches_the_history_rows(make_server, dm):
     ],
 )
 def test_a_hostile_meta_traceparent_is_ignored(make_server, dm, value):
-    token, args = dm
+    token, args = dm.token.token, dm
     result = run(_send, make_server(token), args(), {"traceparent": value})
     [trace] = _traces(result)  # one new trace, started by the API
     assert len(trace) == 32 and trace != TRACE_ID
 
 
 def test_the_http_transports_traceparent_header_reaches_the_history_rows(http_server, dm):
-    token, args = dm
+    token, args = dm.token.token, dm
 
     async def call():
         headers = {"Authorization": f"Bearer {token}", "traceparent": PARENT}

@@ -1,16 +1,16 @@
+"""Messaging's fixtures, over its factories (messaging/tests/factories.py). Other apps' tests
+that need a social account or deliveries import these fixtures from here."""
+
 from __future__ import annotations
 
 import uuid
 
 import pytest
 
-from core.lifecycle import Actor
-from messaging.models import Delivery, Membership, Provider, Role, SocialAccount, Workspace
+from messaging.models import Delivery, Membership, Role, Workspace
 from messaging.providers.local_x import LocalXServer
-from messaging.services import delivery_send, delivery_transition
-
-TOKEN_ENV = "PICNIC_TEST_X_TOKEN"
-X_TOKEN = "x-user-token-for-tests"
+from messaging.tests.factories import TOKEN_ENV, X_TOKEN, make_social_account
+from messaging.tests.factories import make_delivery as deliver
 
 
 @pytest.fixture
@@ -26,19 +26,12 @@ def other_workspace(db):
 @pytest.fixture
 def social_account(workspace, monkeypatch):
     monkeypatch.setenv(TOKEN_ENV, X_TOKEN)
-    return SocialAccount.objects.create(
-        workspace=workspace, provider=Provider.X, handle="acme", credential_ref=f"env:{TOKEN_ENV}"
-    )
+    return make_social_account(workspace=workspace)
 
 
 @pytest.fixture
 def other_social_account(other_workspace):
-    return SocialAccount.objects.create(
-        workspace=other_workspace,
-        provider=Provider.X,
-        handle="other",
-        credential_ref=f"env:{TOKEN_ENV}",
-    )
+    return make_social_account(workspace=other_workspace, handle="other")
 
 
 @pytest.fixture
@@ -50,6 +43,18 @@ def member(user, workspace):
 @pytest.fixture
 def dm_token(member, application, make_token):
     return make_token(member, application, scope="agent:dm_read agent:dm_write")
+
+
+@pytest.fixture
+def send_body(workspace, social_account):
+    """The body of a send to the private messaging API (a fresh idempotency key)."""
+    return {
+        "workspace_id": str(workspace.pk),
+        "social_account_id": str(social_account.pk),
+        "recipient_id": "1234567890",
+        "text": "Hi! Your order shipped.",
+        "idempotency_key": str(uuid.uuid4()),
+    }
 
 
 @pytest.fixture
@@ -67,15 +72,13 @@ def queue(member, application, workspace, social_account):
     """Queue a DM from the member to `recipient`, as the API would."""
 
     def make(text: str = "Your order shipped", recipient: str = "1234567890") -> Delivery:
-        return delivery_send(
+        return deliver(
             user=member,
             application=application,
-            workspace_id=workspace.pk,
-            social_account_id=social_account.pk,
-            recipient_id=recipient,
+            social_account=social_account,
             text=text,
-            idempotency_key=uuid.uuid4(),
-        ).delivery
+            recipient_id=recipient,
+        )
 
     return make
 
@@ -90,26 +93,17 @@ def x_server(settings):
 
 
 @pytest.fixture
-def make_delivery(member, application, workspace, social_account):
+def make_delivery(member, application, social_account):
     """A delivery moved through `steps` by the worker (the back-office tests)."""
 
     def make(*steps, text="hello", **updates) -> Delivery:
-        delivery = delivery_send(
+        return deliver(
+            *steps,
             user=member,
             application=application,
-            workspace_id=workspace.pk,
-            social_account_id=social_account.pk,
-            recipient_id="55",
+            social_account=social_account,
             text=text,
-            idempotency_key=uuid.uuid4(),
-        ).delivery
-        for step in steps:
-            delivery_transition(
-                delivery_id=delivery.pk,
-                to=step,
-                actor=Actor.worker(),
-                updates=updates.pop(step, None),
-            )
-        return Delivery.objects.get(pk=delivery.pk)
+            **updates,
+        )
 
     return make

@@ -6,21 +6,12 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 
 from core.admin import HISTORY_INLINE_LIMIT
-from core.models import ActorKind
-from messaging.models import D, Delivery, DeliveryStatusHistory
+from core.testing import add_staff_notes, admin_page_queries, admin_search
+from messaging.models import D, Delivery
 
 URL = "/admin/messaging/delivery/"
-
-
-def _queries(client, url) -> int:
-    client.get(url)
-    with CaptureQueriesContext(connection) as captured:
-        assert client.get(url).status_code == 200
-    return len(captured)
 
 
 def _failed(make_delivery, reason: str) -> Delivery:
@@ -44,7 +35,7 @@ def test_the_changelist_queries_do_not_grow_with_the_rows(
 ):
     _failed(make_delivery, "refused")
     make_delivery(D.CLAIMED, D.SENDING, D.UNKNOWN)
-    few = _queries(staff_client, URL + query)
+    few = admin_page_queries(staff_client, URL + query)
     for n in range(6):
         _failed(make_delivery, "refused" if n % 2 else f"other {n}")
         make_delivery(D.CLAIMED, D.SENDING, D.UNKNOWN)
@@ -57,16 +48,8 @@ def test_the_change_page_queries_do_not_grow_with_the_history(
 ):
     delivery = make_delivery(D.CLAIMED, D.SENDING, D.UNKNOWN)
     url = f"{URL}{delivery.pk}/change/"
-    few = _queries(staff_client, url)
-    for n in range(HISTORY_INLINE_LIMIT + 5):
-        DeliveryStatusHistory.objects.create(
-            delivery=delivery,
-            from_status=D.UNKNOWN,
-            status=D.UNKNOWN,
-            detail=f"staff note {n}",
-            actor_kind=ActorKind.STAFF,
-            actor_user=staff_user,
-        )
+    few = admin_page_queries(staff_client, url)
+    add_staff_notes(delivery, staff_user=staff_user, count=HISTORY_INLINE_LIMIT + 5)
     with django_assert_num_queries(few):
         page = staff_client.get(url)
     assert f"staff note {HISTORY_INLINE_LIMIT + 4}<" in page.text
@@ -74,13 +57,7 @@ def test_the_change_page_queries_do_not_grow_with_the_history(
 
 
 def _search(client, term: str) -> str:
-    with CaptureQueriesContext(connection) as captured:
-        page = client.get(URL, {"q": term})
-    for sql in (q["sql"] for q in captured):
-        if 'FROM "auth_user"' in sql:  # e-mail ignoring case: users are few, no index of ours
-            continue
-        assert " LIKE " not in sql and "UPPER(" not in sql and "::text" not in sql, sql
-    return page.text
+    return admin_search(client, URL, term)
 
 
 def test_each_id_search_finds_exactly_its_delivery(staff_client, make_delivery):

@@ -23,17 +23,6 @@ def valid(body: dict) -> dict:
     return body
 
 
-@pytest.fixture
-def send_body(workspace, social_account):
-    return {
-        "workspace_id": str(workspace.pk),
-        "social_account_id": str(social_account.pk),
-        "recipient_id": "1234567890",
-        "text": "Hi! Your order shipped.",
-        "idempotency_key": str(uuid.uuid4()),
-    }
-
-
 def said(body: dict) -> list[str]:
     """Each field error of an error body as `field: message`."""
     return [f"{field}: {m}" for field, messages in body["errors"].items() for m in messages]

@@ -22,8 +22,7 @@ from messaging.services import (
     delivery_process,
     delivery_transition,
 )
-
-from .conftest import X_TOKEN
+from messaging.tests.factories import X_TOKEN
 
 
 def test_a_delivery_is_sent_once_with_the_provider_message_id(x_server, queue):

@@ -5,7 +5,6 @@ trace of the request that queued the delivery."""
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 
@@ -14,24 +13,12 @@ from core.testing import start_celery_worker, wait_until
 from messaging.models import D, Delivery
 from messaging.providers.local_x import LocalXServer
 from messaging.services import deliveries_process_due
-
-from .conftest import TOKEN_ENV, X_TOKEN
+from messaging.tests.factories import TOKEN_ENV, X_TOKEN
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 PARENT = f"00-{TRACE_ID}-b7ad6b7169203331-01"
-
-
-@pytest.fixture
-def send_body(workspace, social_account):
-    return {
-        "workspace_id": str(workspace.pk),
-        "social_account_id": str(social_account.pk),
-        "recipient_id": "1234567890",
-        "text": "Hi! Your order shipped.",
-        "idempotency_key": str(uuid.uuid4()),
-    }
 
 
 def _trace_ids(delivery: Delivery) -> list[tuple[str, str]]:

@@ -16,8 +16,7 @@ from messaging import tasks
 from messaging.models import D, Delivery
 from messaging.providers.local_x import LocalXServer
 from messaging.services import deliveries_process_due, deliveries_reap_leases, delivery_send
-
-from .conftest import TOKEN_ENV, X_TOKEN
+from messaging.tests.factories import TOKEN_ENV, X_TOKEN
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,41 +8,27 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from core.admin import HISTORY_INLINE_LIMIT
 from core.lifecycle import Actor
-from core.models import ActorKind
+from core.testing import add_staff_notes, admin_page_queries, admin_search
 from operations import billing
-from operations.models import DispatchStatus, Operation, OperationStatusHistory, State
-from operations.services import operation_submit, operation_transition
+from operations.models import DispatchStatus, Operation, State
+from operations.services import operation_transition
+from operations.tests.factories import fund, submit_operation
 
 URL = "/admin/operations/operation/"
 
 
 @pytest.fixture
 def submit(user):
-    billing.wallet_grant(owner=user, amount=Decimal("1000"))
+    fund(user, "1000")
 
     def make(owner=None, category="writing") -> Operation:
-        return operation_submit(
-            owner=owner or user,
-            application=None,
-            tool="text-gen",
-            category=category,
-            input_text="hello",
-        )
+        return submit_operation(owner=owner or user, category=category)
 
     return make
-
-
-def _queries(client, url) -> int:
-    client.get(url)
-    with CaptureQueriesContext(connection) as captured:
-        assert client.get(url).status_code == 200
-    return len(captured)
 
 
 @pytest.mark.parametrize(
@@ -63,7 +49,7 @@ def test_the_changelist_queries_do_not_grow_with_the_rows(
 ):
     submit()
     submit(category="sensitive")
-    few = _queries(staff_client, URL + query)
+    few = admin_page_queries(staff_client, URL + query)
     for _ in range(5):
         submit()
         submit(category="sensitive")
@@ -76,16 +62,8 @@ def test_the_change_page_queries_do_not_grow_with_the_history(
 ):
     operation = submit()
     url = f"{URL}{operation.pk}/change/"
-    few = _queries(staff_client, url)
-    for n in range(HISTORY_INLINE_LIMIT + 5):
-        OperationStatusHistory.objects.create(
-            operation=operation,
-            from_status=operation.state,
-            status=operation.state,
-            detail=f"staff note {n}",
-            actor_kind=ActorKind.STAFF,
-            actor_user=staff_user,
-        )
+    few = admin_page_queries(staff_client, url)
+    add_staff_notes(operation, staff_user=staff_user, count=HISTORY_INLINE_LIMIT + 5)
     with django_assert_num_queries(few):
         page = staff_client.get(url)
     assert f"staff note {HISTORY_INLINE_LIMIT + 4}<" in page.text
@@ -93,13 +71,7 @@ def test_the_change_page_queries_do_not_grow_with_the_history(
 
 
 def _search(client, term: str) -> str:
-    with CaptureQueriesContext(connection) as captured:
-        page = client.get(URL, {"q": term})
-    for sql in (q["sql"] for q in captured):
-        if 'FROM "auth_user"' in sql:  # e-mail ignoring case: users are few, no index of ours
-            continue
-        assert " LIKE " not in sql and "UPPER(" not in sql and "::text" not in sql, sql
-    return page.text
+    return admin_search(client, URL, term)
 
 
 def test_each_id_search_finds_exactly_its_operation(staff_client, submit, other_user):
@@ -159,7 +131,7 @@ def test_forms_with_a_user_take_its_id_not_a_select_of_every_user(
     page = staff_client.get(url)
     assert page.status_code == 200
     assert f'name="{field}"' in page.text and f'<select name="{field}"' not in page.text
-    few = _queries(staff_client, url)
+    few = admin_page_queries(staff_client, url)
     for n in range(5):
         make_user(f"someone{n}")
     with django_assert_num_queries(few):

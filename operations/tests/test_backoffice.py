@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 import pytest
 
 from core.lifecycle import Actor
-from operations import billing
 from operations.models import DispatchStatus, Operation, State
-from operations.services import operation_submit, operation_transition
+from operations.services import operation_transition
+from operations.tests.factories import fund, submit_operation
 
 
 @pytest.fixture
 def make_op(user):
-    billing.wallet_grant(owner=user, amount=Decimal("100"))
+    fund(user)
 
     def make(category="writing") -> Operation:
-        return operation_submit(
-            owner=user, application=None, tool="text-gen", category=category, input_text="hello"
-        )
+        return submit_operation(owner=user, category=category)
 
     return make
 

@@ -17,7 +17,7 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from actions.tests.factories import make_offline_wallet
-from messaging.models import Membership, Provider, Role, SocialAccount, Workspace
+from messaging.tests.factories import TOKEN_ENV, X_TOKEN, make_social_account
 
 CLOSED = "http://127.0.0.1:9"  # nothing listens on the discard port: connections are refused
 
@@ -81,15 +81,8 @@ def bearer(user, application, make_token, monkeypatch):
     from django.conf import settings as django_settings
 
     make_offline_wallet(user, monkeypatch)
-    workspace = Workspace.objects.create(name="Acme growth")
-    Membership.objects.create(workspace=workspace, user=user, role=Role.AGENT)
-    monkeypatch.setenv("PICNIC_TEST_X_TOKEN", "x-user-token-for-tests")
-    SocialAccount.objects.create(
-        workspace=workspace,
-        provider=Provider.X,
-        handle="acme",
-        credential_ref="env:PICNIC_TEST_X_TOKEN",
-    )
+    monkeypatch.setenv(TOKEN_ENV, X_TOKEN)
+    make_social_account(member=user)
     token = make_token(user, application, scope=" ".join(django_settings.OAUTH2_SCOPES))
     return {"Authorization": f"Bearer {token.token}"}
 

@@ -1,0 +1,118 @@
+"""actions' public face: all that the layers above it (mcp_adapter, console) use of the app.
+
+The tool contracts, the MCP task hooks, the console's stuck-work and search providers and the
+staff moves' services. The rest of the app is private to it by convention; the code stays
+in its modules and is re-exported or wrapped here (core/tests/test_public_faces.py holds
+the layers above to this module)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from actions import contract
+from actions.models import IN_FLIGHT, Action, ActionStatus
+from actions.presenters import action_status_payload
+from actions.selectors import action_with_history, actions_stuck
+from actions.services.kinds import ACTION_TOOLS, kind_of
+from actions.services.lifecycle import (
+    ActionResolutionError,
+    action_expire_if_overdue,
+    action_mark_failed,
+    action_reconcile_now,
+    action_resend,
+)
+from actions.services.transitions import action_transition
+from actions.views import action_created_payload
+from core.admin import address_forms
+from core.lifecycle import Actor
+
+__all__ = [
+    "ACTION_TOOLS",
+    "IN_FLIGHT",
+    "ActionResolutionError",
+    "ActionStatus",
+    "action_agent_cancel",
+    "action_for_task",
+    "action_mark_failed",
+    "action_progress_note",
+    "action_reconcile_now",
+    "action_resend",
+    "action_sign_url",
+    "action_status_payload",
+    "actions_needing_attention",
+    "actions_search",
+    "contract",
+]
+
+# --- MCP tasks -----------------------------------------------------------------------------
+
+
+def action_for_task(action_id) -> Action:
+    """The action with its history, expired first if its signing window has passed (a task
+    never reports `proposed` for an action nobody can sign any more)."""
+    action = action_with_history(action_id=action_id)
+    if action_expire_if_overdue(action=action) is not action:
+        action = action_with_history(action_id=action_id)
+    return action
+
+
+def action_sign_url(action: Action) -> str:
+    """The page where the user signs `action` with their passkey (the tool's `sign_url`)."""
+    return action_created_payload(action)["sign_url"]
+
+
+def action_progress_note(action: Action) -> str:
+    """What an agent following a signed, submitted or broadcast action is told, by its type
+    (the action-type table, `kinds.KINDS`)."""
+    kind = kind_of(action.type)
+    if action.status == ActionStatus.SIGNED:
+        return kind.signed_note
+    return kind.in_flight_note(action.status)
+
+
+def action_agent_cancel(*, action_id, detail: str) -> Action:
+    """The agent withdraws a proposal: proposed → rejected; IllegalTransition (its `current`
+    says why) once the user signed."""
+    return action_transition(
+        action_id=action_id,
+        to=ActionStatus.REJECTED,
+        actor=Actor.agent(),
+        only_from={ActionStatus.PROPOSED},
+        detail=detail,
+    )
+
+
+# --- The support console -----------------------------------------------------------------------
+
+
+def actions_needing_attention(*, now: datetime) -> tuple[QuerySet, Any]:
+    """Stuck in flight, or failed in the last hour; and how to say why one is listed."""
+    failed_recently = Q(status=ActionStatus.FAILED, updated_at__gte=now - timedelta(hours=1))
+    # Querysets OR-ed, not subqueries: one WHERE the planner serves with a BitmapOr of indexes.
+    found = actions_stuck(now=now) | Action.objects.filter(failed_recently)
+
+    def why(action: Action) -> str:
+        if action.status == ActionStatus.FAILED:
+            return "failed in the last hour"
+        return "stuck in flight"
+
+    return found, why
+
+
+def actions_search(*, shape: str, value: Any, term: str) -> list[tuple[str, QuerySet]]:
+    """Exact, indexed lookups for a search term of this shape (core.admin.search_term_kind):
+    (what was tried, the actions it finds)."""
+    if shape == "uuid":
+        return [("action id", Action.objects.filter(pk=value))]
+    if shape == "hash":
+        forms = [value, term] if term != value else [value]
+        return [
+            ("userOpHash", Action.objects.filter(user_op_hash__in=forms)),
+            ("tx hash", Action.objects.filter(tx_hash__in=forms)),
+        ]
+    if shape == "address":
+        return [("smart account", Action.objects.filter(smart_account__in=address_forms(value)))]
+    return []
