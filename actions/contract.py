@@ -9,6 +9,7 @@ from typing import Any
 from core.schema import AMOUNT, fullmatch_pattern
 
 NULL_STR = {"type": ["string", "null"]}
+CAIP2 = {"type": "string", "pattern": "^eip155:[1-9][0-9]{0,17}$"}
 NULL_INT = {"type": ["integer", "null"]}
 DATE = {"type": "string", "format": "date-time"}
 NULL_DATE = {"type": ["string", "null"], "format": "date-time"}
@@ -143,11 +144,13 @@ SMART_ACCOUNT = {
     "properties": {
         "address": {"type": "string"},
         "chainId": {"type": "integer"},
+        "caip2": CAIP2,  # the chain, "eip155:<chainId>"
+        "accountId": {"type": "string"},  # CAIP-10: "eip155:<chainId>:<address>"
         "accountType": {"type": "string", "enum": ["picnic", "gnosisPay"]},
         "entryPointVersion": {"type": "string"},
         "owner": {"type": "string"},
     },
-    "required": ["address", "chainId", "accountType"],
+    "required": ["address", "chainId", "caip2", "accountId", "accountType"],
     "additionalProperties": False,
 }
 SMART_ACCOUNTS_SCHEMA = _object(
@@ -243,8 +246,8 @@ _TRANSACTION = {
         "receipts": {
             "type": "array",
             "items": _object(
-                {"chainId": {"type": "integer"}, "txHash": {"type": "string"}},
-                ["chainId", "txHash"],
+                {"chainId": {"type": "integer"}, "caip2": CAIP2, "txHash": {"type": "string"}},
+                ["chainId", "caip2", "txHash"],
             ),
         },
         "swap": _object(
@@ -319,6 +322,14 @@ _TRANSACTION = {
     "additionalProperties": False,
 }
 _SOURCE_ERROR = {"error": NULL_STR}
+# One chain's line in a read tool's `chains`: every configured chain, with its error (a chain
+# that could not be read: which and why) or null.
+_CHAIN_LINE = {
+    "chainId": {"type": "integer"},
+    "caip2": CAIP2,
+    "name": {"type": "string"},
+    **_SOURCE_ERROR,
+}
 TRANSACTIONS_SCHEMA = _object(
     {
         "transactions": {"type": "array", "items": _TRANSACTION},
@@ -326,15 +337,23 @@ TRANSACTIONS_SCHEMA = _object(
         "sync": {
             "type": ["object", "null"],
             "properties": {
+                # The card's chain (the field from when there was one chain).
                 "chain": _object(
                     {"chainId": {"type": "integer"}, "syncedToBlock": NULL_INT, **_SOURCE_ERROR},
                     ["chainId", "syncedToBlock", "error"],
                 ),
+                "chains": {
+                    "type": "array",
+                    "items": _object(
+                        {**_CHAIN_LINE, "syncedToBlock": NULL_INT},
+                        ["chainId", "caip2", "name", "syncedToBlock", "error"],
+                    ),
+                },
                 "gnosisPay": _object(
                     {"syncedAt": NULL_DATE, **_SOURCE_ERROR}, ["syncedAt", "error"]
                 ),
             },
-            "required": ["chain", "gnosisPay"],
+            "required": ["chain", "chains", "gnosisPay"],
             "additionalProperties": False,
         },
     },
@@ -391,6 +410,7 @@ BALANCES_SCHEMA = _object(
                     "account": {"type": "string"},
                     "accountType": {"type": "string", "enum": ["picnic", "gnosisPay"]},
                     "chainId": {"type": "integer"},
+                    "caip2": CAIP2,
                     "assetId": {"type": "string"},
                     "contractAddress": {"type": "string"},
                     "symbol": {"type": "string"},
@@ -403,6 +423,7 @@ BALANCES_SCHEMA = _object(
                     "account",
                     "accountType",
                     "chainId",
+                    "caip2",
                     "assetId",
                     "contractAddress",
                     "symbol",
@@ -415,8 +436,14 @@ BALANCES_SCHEMA = _object(
         },
         "fiatAvailable": {"type": "boolean"},
         "fiatError": NULL_STR,
+        # Every configured chain: error null when read, else which chain failed and why (its
+        # balances are then absent, the other chains' are served).
+        "chains": {
+            "type": "array",
+            "items": _object(_CHAIN_LINE, ["chainId", "caip2", "name", "error"]),
+        },
     },
-    ["balances", "fiatAvailable", "fiatError"],
+    ["balances", "fiatAvailable", "fiatError", "chains"],
 )
 
 

@@ -32,13 +32,15 @@ from actions.services.lifecycle import (
     action_reconcile,
     action_submit,
 )
+from actions.services.passkeys import smart_accounts_cover_chains
 from actions.services.proposals import passkey_client
 from actions.services.transitions import action_transition
 from chain import contracts, ens, zodiac
 from chain.dev import fund, mint
 from chain.safe import DelayConfig, deploy_safe
 from chain.simple_account import SimpleAccountOwner
-from core.chains import card_chain
+from chain.stack import LOCAL_CHAIN_IDS
+from core.chains import Chain, all_chains, card_chain
 from core.lifecycle import Actor
 from core.testing import wait_until
 from evm.rpc import http_web3
@@ -57,13 +59,26 @@ DEMO = {
 }
 
 
+def local_chains() -> list[Chain]:
+    """The chains of the table the local stack runs (the demo contracts are there)."""
+    return [chain for chain in all_chains() if chain.id in LOCAL_CHAIN_IDS]
+
+
 def ensure_demo_tokens() -> list[Token]:
-    """Token rows for the demo ERC-20s the chain stack deploys (USDC-like, EURe-like)."""
+    """Token rows for the demo ERC-20s the chain stack deploys (USDC-like, EURe-like), on
+    every local chain (same CREATE2 addresses on each)."""
+    tokens = []
+    for chain in local_chains():
+        tokens += _ensure_demo_tokens(chain.id)
+    return tokens
+
+
+def _ensure_demo_tokens(chain_id: int) -> list[Token]:
 
     tokens = []
     for symbol, (name, decimals, _salt) in contracts.DEMO_TOKENS.items():
         token, _ = Token.objects.update_or_create(
-            chain_id=settings.CHAIN_ID,
+            chain_id=chain_id,
             address=contracts.demo_token_address(symbol),
             defaults={
                 "symbol": symbol,
@@ -77,7 +92,7 @@ def ensure_demo_tokens() -> list[Token]:
     underlying = {t.symbol: t for t in tokens}
     for symbol, (name, asset) in contracts.DEMO_VAULTS.items():
         vault, _ = Token.objects.update_or_create(
-            chain_id=settings.CHAIN_ID,
+            chain_id=chain_id,
             address=contracts.demo_vault_address(symbol),
             defaults={
                 "symbol": symbol,
@@ -101,10 +116,11 @@ def provision_card(*, user, card_id: str, last4: str) -> Card:
     """Dev chain only: deploy the user's passkey account and its 1/1 Safe, and record a card.
     (In production Gnosis Pay onboarding creates the Safe; here the dev key pays for it.)"""
 
+    chain = card_chain()
     account = SmartAccount.objects.select_related("passkey").get(
-        user=user, kind=SmartAccountKind.PICNIC, passkey__isnull=False
+        user=user, kind=SmartAccountKind.PICNIC, passkey__isnull=False, chain_id=chain.id
     )
-    w3 = http_web3(settings.CHAIN_RPC_URL, timeout=10, retries=True)
+    w3 = http_web3(chain.rpc_url, timeout=10, retries=True)
     client = passkey_client(w3, account)
     dev = w3.eth.accounts[0]
     if not client.is_deployed():
@@ -117,7 +133,7 @@ def provision_card(*, user, card_id: str, last4: str) -> Card:
     expiration = settings.CARD_DELAY_EXPIRATION_SECONDS
     safe = deploy_safe(w3, account.address, sender=dev, delay=DelayConfig(cooldown, expiration))
     SmartAccount.objects.get_or_create(
-        chain_id=settings.CHAIN_ID,
+        chain_id=chain.id,
         address=safe,
         defaults={
             "user": user,
@@ -132,11 +148,11 @@ def provision_card(*, user, card_id: str, last4: str) -> Card:
             "user": user,
             "last4": last4,
             "safe_address": safe,
-            "chain_id": settings.CHAIN_ID,
+            "chain_id": chain.id,
             "delay_address": zodiac.delay_address(safe, cooldown, expiration),
             "roles_address": zodiac.roles_address(safe),
             "token": Token.objects.filter(
-                chain_id=settings.CHAIN_ID, address=contracts.demo_token_address("EURe")
+                chain_id=chain.id, address=contracts.demo_token_address("EURe")
             ).first(),
         },
     )
@@ -150,12 +166,14 @@ def demo_owner_key(username: str) -> str:
 
 def seed_actions(*, user, application, say: Callable[[str], None]) -> SmartAccount:
     ensure_demo_tokens()
-    w3 = http_web3(settings.CHAIN_RPC_URL, timeout=10, retries=True)
-    bundler = bundler_client(timeout=15)
+    # The demo actions live on the card's chain; the passkey accounts are funded on every one.
+    chain = card_chain()
+    w3 = http_web3(chain.rpc_url, timeout=10, retries=True)
+    bundler = bundler_client(chain.id, timeout=15)
     version = settings.ENTRY_POINT_VERSION
     owner = SimpleAccountOwner(w3, owner_key=demo_owner_key(user.username), version=version)
     account, _ = SmartAccount.objects.update_or_create(
-        chain_id=settings.CHAIN_ID,
+        chain_id=chain.id,
         address=owner.address,
         defaults={
             "user": user,
@@ -178,16 +196,16 @@ def seed_actions(*, user, application, say: Callable[[str], None]) -> SmartAccou
             return None
         op = owner.build(call_data, bundler, gas=gas)
         if sign:
-            op = owner.sign(op, chain_id=settings.CHAIN_ID)
+            op = owner.sign(op, chain_id=chain.id)
         return action_create(
             action_id=DEMO[name],
             user=user,
             application=application,
             type=ActionType.TRANSFER,
             summary=summary,
-            chain_id=settings.CHAIN_ID,
+            chain_id=chain.id,
             smart_account=account.address,
-            params={"asset_id": f"eip155:{settings.CHAIN_ID}/slip44:60", "to": RECIPIENT},
+            params={"asset_id": f"eip155:{chain.id}/slip44:60", "to": RECIPIENT},
             user_op=op,
             entry_point_version=version,
             ttl_seconds=ttl,
@@ -229,14 +247,23 @@ def seed_actions(*, user, application, say: Callable[[str], None]) -> SmartAccou
         action_expire_if_overdue(action=Action.objects.get(pk=action.pk))
     create("proposed", send, "Send 0.01 ETH to 0x7099…79C8", sign=False, ttl=24 * 3600)
     # Passkey accounts the user registered in the browser get dev ETH, demo tokens and a card.
-    for passkey_account in SmartAccount.objects.filter(user=user, passkey__isnull=False):
+    smart_accounts_cover_chains(user=user)
+    if SmartAccount.objects.filter(user=user, passkey__isnull=False).exists():
         card = provision_card(user=user, card_id=f"demo-card-{user.pk}", last4="4242")
         say(f"card •••• {card.last4} ({card.card_id}) on Safe {card.safe_address}")
-        if w3.eth.get_balance(passkey_account.address) < Web3.to_wei(1, "ether"):
-            fund(w3, passkey_account.address, Web3.to_wei(2, "ether"))
-            mint(w3, "USDC", passkey_account.address, 100 * 10**6)
-            mint(w3, "EURe", passkey_account.address, 100 * 10**18)
-            say(f"passkey account {passkey_account.address} funded with ETH, 100 USDC, 100 EURe")
+    for local in local_chains():
+        local_w3 = http_web3(local.rpc_url, timeout=10, retries=True)
+        for passkey_account in SmartAccount.objects.filter(
+            user=user, passkey__isnull=False, chain_id=local.id
+        ):
+            if local_w3.eth.get_balance(passkey_account.address) < Web3.to_wei(1, "ether"):
+                fund(local_w3, passkey_account.address, Web3.to_wei(2, "ether"))
+                mint(local_w3, "USDC", passkey_account.address, 100 * 10**6)
+                mint(local_w3, "EURe", passkey_account.address, 100 * 10**18)
+                say(
+                    f"passkey account {passkey_account.address} funded on {local.name} with "
+                    f"{local.native.symbol}, 100 USDC, 100 EURe"
+                )
     seed_ens_names(user=user, account=account, owner_key=demo_owner_key(user.username), say=say)
     for name, pk in DEMO.items():
         status = Action.objects.filter(pk=pk).values_list("status", flat=True).first()

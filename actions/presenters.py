@@ -27,6 +27,8 @@ def smart_account_payload(account) -> dict:
     return {
         "address": account.address,
         "chainId": account.chain_id,
+        "caip2": f"eip155:{account.chain_id}",
+        "accountId": f"eip155:{account.chain_id}:{account.address}",
         "accountType": account.kind,
         **(
             {"entryPointVersion": account.entry_point_version}
@@ -165,10 +167,20 @@ def entry_payload(entry, transfers: list, ours: set[str]) -> dict:
     action, purchase = entry.action, entry.card_purchase
     receipts = []
     if entry.tx_hash:
-        receipts.append({"chainId": entry.chain_id, "txHash": entry.tx_hash})
+        receipts.append(
+            {
+                "chainId": entry.chain_id,
+                "caip2": f"eip155:{entry.chain_id}",
+                "txHash": entry.tx_hash,
+            }
+        )
     if purchase:
         receipts += [
-            {"chainId": purchase.card.chain_id, "txHash": h}
+            {
+                "chainId": purchase.card.chain_id,
+                "caip2": f"eip155:{purchase.card.chain_id}",
+                "txHash": h,
+            }
             for h in purchase.tx_hashes
             if h != entry.tx_hash
         ]
@@ -184,13 +196,28 @@ def entry_payload(entry, transfers: list, ours: set[str]) -> dict:
     params = action.params if action else {}
     if entry.kind == HistoryKind.SWAP:
         received = [f for f in flows if f["direction"] == "in"]
+        received_amount = received[0]["formattedAmount"] if received else None
+        leg = getattr(action, "bridge_leg", None) if action else None
+        if leg is not None:
+            # Cross-chain: what arrived is the destination leg's (on the other chain), and only
+            # when it is the asset asked for (a refund or another token is not "received").
+            done = leg.status == "DONE" and leg.substatus == "COMPLETED"
+            received_amount = leg.received_amount if done else None
+            if leg.receiving_tx_hash:
+                body["receipts"].append(
+                    {
+                        "chainId": leg.receiving_chain_id,
+                        "caip2": f"eip155:{leg.receiving_chain_id}",
+                        "txHash": leg.receiving_tx_hash.lower(),
+                    }
+                )
         body["swap"] = {
             "fromAssetId": params.get("from_asset_id"),
             "toAssetId": params.get("to_asset_id"),
             "fromAmount": params.get("amount"),
             "toAmountQuoted": params.get("to_amount"),
             "toAmountMin": params.get("to_amount_min"),
-            "toAmountReceived": received[0]["formattedAmount"] if received else None,
+            "toAmountReceived": received_amount,
             "provider": params.get("provider"),
             "slippagePercent": params.get("slippage"),
             "crossChain": bool(params.get("cross_chain")),

@@ -16,6 +16,7 @@ from actions import contract
 from actions.models import IN_FLIGHT, Action, ActionStatus
 from actions.presenters import action_status_payload
 from actions.selectors import action_with_history, actions_stuck
+from actions.services.bridges import bridge_why, bridges_waiting
 from actions.services.kinds import ACTION_TOOLS, kind_of
 from actions.services.lifecycle import (
     ActionResolutionError,
@@ -89,15 +90,21 @@ def action_agent_cancel(*, action_id, detail: str) -> Action:
 
 
 def actions_needing_attention(*, now: datetime) -> tuple[QuerySet, Any]:
-    """Stuck in flight, or failed in the last hour; and how to say why one is listed."""
+    """Stuck in flight, failed in the last hour, or a cross-chain swap whose bridge waits too
+    long or failed; and how to say why one is listed."""
     failed_recently = Q(status=ActionStatus.FAILED, updated_at__gte=now - timedelta(hours=1))
     # Querysets OR-ed, not subqueries: one WHERE the planner serves with a BitmapOr of indexes.
-    found = actions_stuck(now=now) | Action.objects.filter(failed_recently)
+    found = (
+        actions_stuck(now=now)
+        | Action.objects.filter(failed_recently)
+        # The action is executed (its source transaction); its destination leg is not done.
+        | Action.objects.filter(bridges_waiting(now=now))
+    ).select_related("bridge_leg")
 
     def why(action: Action) -> str:
         if action.status == ActionStatus.FAILED:
             return "failed in the last hour"
-        return "stuck in flight"
+        return bridge_why(action, now) or "stuck in flight"
 
     return found, why
 

@@ -329,6 +329,7 @@ def history_page(*, user, cursor: str | None = None, limit: int = 20) -> History
     existing line) never shift or repeat what the next page holds."""
     entries = HistoryEntry.objects.filter(user=user).select_related(
         "action",
+        "action__bridge_leg",  # a cross-chain swap's destination leg (received amount, tx)
         "card_purchase",
         "card_purchase__card",
         "card_purchase__card__token",

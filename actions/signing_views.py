@@ -20,7 +20,12 @@ from django.views.decorators.http import require_POST
 
 from actions.models import Action, ActionStatus, ActionType
 from actions.selectors import end_user_accounts, passkeys_for_user
-from actions.services.lifecycle import action_expire_if_overdue, action_status_refresh
+from actions.services.bridges import bridge_leg_of, leg_open
+from actions.services.lifecycle import (
+    action_expire_if_overdue,
+    action_status_refresh,
+    swap_quote_bounded,
+)
 from actions.services.passkeys import (
     PasskeyError,
     passkey_register,
@@ -31,7 +36,9 @@ from actions.services.passkeys import (
 from actions.services.proposals import web3
 from actions.services.signing import action_reject, action_sign, authentication_options
 from actions.signing_facts import sign_facts
+from core import l10n
 from core.api import error_json
+from core.chains import card_chain, chain_name
 from core.json_input import BodyRefused, json_body
 from core.live import entity_stream
 from core.templatetags.chains import explorer_url
@@ -68,6 +75,11 @@ USER_MESSAGES = {
         "back to this page."
     ),
     "nothing_to_sign": _("This request has nothing to sign."),
+    "quote_expired": _(
+        "The price quote for this swap expired before you signed, so it can no longer be "
+        "signed: prices move, and the swap would not run at the price you saw. Nothing was "
+        "sent. Ask your assistant for the swap again to get a fresh quote."
+    ),
     "registration_refused": _(
         "Your passkey could not be registered. Nothing was saved. Try again, or try another "
         "device or browser."
@@ -114,7 +126,11 @@ def _unreadable(exc: BodyRefused) -> JsonResponse:
 
 
 def _account_address(qx: bytes, qy: bytes) -> tuple[str, str]:
-    client = PasskeyAccountClient(web3(), qx, qy, version=settings.ENTRY_POINT_VERSION)
+    # Asked of the card's chain; the factory's CREATE2 address, hence the account's, is the
+    # same on every chain of the table.
+    client = PasskeyAccountClient(
+        web3(card_chain().id), qx, qy, version=settings.ENTRY_POINT_VERSION
+    )
     return client.address, client.factory.address
 
 
@@ -345,7 +361,7 @@ def _tx_link(action: Action) -> str:
     return format_html('<a class="explorer" href="{}" rel="noopener noreferrer">{}</a>', url, shown)
 
 
-def _page_version(action: Action) -> str:
+def _page_version(action: Action, leg=None) -> str:
     """Changes whenever anything the status partial shows changes (not only `updated_at`: an
     error recorded without a transition must reach the page too)."""
     shown = "|".join(
@@ -356,6 +372,7 @@ def _page_version(action: Action) -> str:
             action.error,
             action.tx_hash,
             action.block_number,
+            leg and (leg.status, leg.substatus, leg.receiving_tx_hash),
         )
     )
     return hashlib.sha256(shown.encode()).hexdigest()[:16]
@@ -376,6 +393,80 @@ _NEXT_STEP = {
 }
 
 
+def _bridge_text(action: Action, leg) -> str:
+    """A cross-chain swap's second leg in plain words, in the user's language."""
+    params = action.params or {}
+    values = {
+        "amount": l10n.format_amount(params.get("amount", "")),
+        "symbol": params.get("symbol", ""),
+        "to_symbol": leg.to_symbol,
+        "source": chain_name(leg.from_chain_id),
+        "destination": chain_name(leg.to_chain_id),
+        "received": l10n.format_amount(leg.received_amount),
+        "received_symbol": leg.received_symbol,
+        "where": chain_name(leg.receiving_chain_id or leg.to_chain_id),
+        "tx": _short_hash(leg.receiving_tx_hash),
+    }
+    if action.status != ActionStatus.EXECUTED:
+        return (
+            gettext(
+                "This swap has two steps: your %(amount)s %(symbol)s leave your account on "
+                "%(source)s, then a bridge delivers %(to_symbol)s to your account on "
+                "%(destination)s, usually within minutes."
+            )
+            % values
+        )
+    if leg.status == "DONE" and leg.substatus == "REFUNDED":
+        return (
+            gettext(
+                "The bridge could not deliver %(to_symbol)s on %(destination)s, so it sent your "
+                "%(received)s %(received_symbol)s back to your account on %(where)s (transaction "
+                "%(tx)s). The swap did not happen; only the network fee was spent."
+            )
+            % values
+        )
+    if leg.status == "DONE" and leg.substatus == "PARTIAL":
+        return (
+            gettext(
+                "The bridge delivered a different token than the one you asked for: you received "
+                "%(received)s %(received_symbol)s on %(where)s instead of %(to_symbol)s "
+                "(transaction %(tx)s). It is in your account there; you can swap it if you still "
+                "want %(to_symbol)s."
+            )
+            % values
+        )
+    if leg.status == "DONE":
+        return (
+            gettext("Received %(received)s %(received_symbol)s on %(where)s (transaction %(tx)s).")
+            % values
+        )
+    if leg.status == "FAILED":
+        return (
+            gettext(
+                "The bridge failed to deliver %(to_symbol)s on %(destination)s: your %(amount)s "
+                "%(symbol)s left your account on %(source)s and have not arrived. Picnic support "
+                "has been alerted; give them the reference below if you contact them."
+            )
+            % values
+        )
+    if leg.substatus == "CHAIN_NOT_AVAILABLE":
+        return (
+            gettext(
+                "Step 1 done: your %(amount)s %(symbol)s left your account on %(source)s. Step 2 "
+                "is waiting: %(destination)s cannot be reached right now, and the bridge delivers "
+                "%(to_symbol)s there as soon as it can."
+            )
+            % values
+        )
+    return (
+        gettext(
+            "Step 1 done: your %(amount)s %(symbol)s left your account on %(source)s. Step 2 is "
+            "waiting for the bridge to deliver %(to_symbol)s on %(destination)s."
+        )
+        % values
+    )
+
+
 @login_required
 def sign_page(request: HttpRequest, action_id) -> HttpResponse:
     action = _own_action(request, action_id)
@@ -389,13 +480,24 @@ def sign_page(request: HttpRequest, action_id) -> HttpResponse:
     # The facts (prices, tokens) are outside the live partial: only the full page reads them.
     facts = {} if request.htmx else sign_facts(action)
     slippage = facts.get("slippage")
+    leg = bridge_leg_of(action)
     return render_timeline(
         request,
         template="actions/sign.html",
-        version=_page_version(action),
-        is_terminal=action.is_terminal,
+        version=_page_version(action, leg),
+        # An executed cross-chain swap stays live until its bridge has finished.
+        is_terminal=action.is_terminal and not leg_open(action, leg),
         context={
             "action": action,
+            "bridge_leg": leg,
+            "bridge_text": _bridge_text(action, leg) if leg else "",
+            "bridge_destination": chain_name(leg.to_chain_id) if leg else "",
+            # The receiving transaction, linked to its chain's explorer where there is one.
+            "bridge_tx_url": explorer_url(leg.receiving_chain_id, "tx", leg.receiving_tx_hash)
+            if leg and leg.receiving_tx_hash
+            else None,
+            "bridge_waiting": leg_open(action, leg),
+            "quote_expired": action.status == ActionStatus.EXPIRED and swap_quote_bounded(action),
             "facts": facts,
             "status_label": STATUS_LABELS.get(action.status, action.status),
             "ms_left": ms_left,

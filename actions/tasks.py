@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from actions.services import history, lifecycle, retention
+from actions.services import bridges, history, lifecycle, retention
 from core.lifecycle import Actor
 
 
@@ -36,3 +36,8 @@ def action_submit(action_id: str) -> str:
 @shared_task(name="actions.tasks.card_purchases_sync_signed_in")
 def card_purchases_sync_signed_in() -> int:
     return history.card_purchases_sync_signed_in()
+
+
+@shared_task(name="actions.tasks.bridges_reconcile_pending")
+def bridges_reconcile_pending() -> dict[str, int]:
+    return dict(bridges.bridges_reconcile_pending())

@@ -26,7 +26,8 @@ from rest_framework.response import Response
 from web3.exceptions import Web3Exception
 
 from actions import contract
-from actions.chain_reads import balances_for_user, card_for_user
+from actions.chain_reads import ChainsUnavailable, balances_for_user, card_for_user
+from actions.evm_clients import ChainUnavailable
 from actions.models import IN_FLIGHT, PENDING_ON_CHAIN, Action
 from actions.presenters import (
     action_status_payload,
@@ -35,6 +36,7 @@ from actions.presenters import (
     transactions_page,
 )
 from actions.providers.gnosis_pay import Unavailable as GnosisPayUnavailable
+from actions.providers.lifi import ProviderUnavailable as SwapProviderUnavailable
 from actions.selectors import (
     ActionAccessDenied,
     ActionNotFound,
@@ -44,6 +46,7 @@ from actions.selectors import (
     smart_accounts_for_user,
 )
 from actions.serializers import ActionStatusSerializer
+from actions.services.bridges import bridge_leg_of, leg_detail, leg_open
 from actions.services.history import history_sync
 from actions.services.lifecycle import (
     ActionResolutionError,
@@ -52,6 +55,7 @@ from actions.services.lifecycle import (
     action_resend,
     action_status_refresh,
 )
+from actions.services.passkeys import smart_accounts_cover_chains
 from actions.services.proposals import (
     ToolError,
     propose_card_limit,
@@ -72,6 +76,7 @@ from core.api import (
     failure_reason,
     redact,
 )
+from core.chains import Chain, chain_name
 from core.formats import rfc3339
 from core.timeline import render_timeline
 from evm.bundler import BundlerError
@@ -90,11 +95,12 @@ CHAIN_READ_ERRORS = (
 )
 
 
-def chain_unavailable(exc: Exception) -> ServiceUnavailable:
-    # What failed, not where: the RPC URL and node address stay in the log.
-    logger.warning("chain RPC failed: %r", exc)
+def chain_unavailable(exc: Exception, chain: Chain | None = None) -> ServiceUnavailable:
+    # What failed and on which chain (by name), not where: the RPC URL stays in the log.
+    logger.warning("chain RPC failed%s: %r", f" ({chain.name})" if chain else "", exc)
+    which = f"The chain {chain.name}" if chain else "The chain"
     return ServiceUnavailable(
-        f"The chain could not be read: {failure_reason(exc)}", code="chain_unavailable"
+        f"{which} could not be read: {failure_reason(exc)}", code="chain_unavailable"
     )
 
 
@@ -127,6 +133,15 @@ class ActionToolView(ApiView):
             raise ApiError(redact(str(exc)), code=exc.code, errors=exc.errors) from None
         except EnsUnavailable as exc:  # the name's chain did not answer (named in the text)
             raise ServiceUnavailable(str(exc), code=exc.code) from None
+        except ChainUnavailable as exc:  # one chain's node or bundler: named; others unaffected
+            if exc.part == "bundler":
+                logger.warning("bundler of %s failed: %r", exc.chain.name, exc.cause)
+                raise ServiceUnavailable(
+                    f"The bundler of {exc.chain.name} could not prepare the user operation: "
+                    f"{failure_reason(exc.cause)}",
+                    code="bundler_unavailable",
+                ) from None
+            raise chain_unavailable(exc.cause, exc.chain) from None
         except BundlerError as exc:
             logger.warning("bundler refused to prepare a user operation: %r", exc)
             raise ServiceUnavailable(
@@ -141,6 +156,13 @@ class ActionToolView(ApiView):
                 f"Gnosis Pay could not start the sign-in: {failure_reason(exc)}",
                 code="gnosis_pay_unavailable",
             ) from None
+        except SwapProviderUnavailable as exc:  # swap: LI.FI is down, slow or answering 5xx
+            logger.warning("swap provider unavailable: %r", exc)
+            raise ServiceUnavailable(
+                f"The swap provider (LI.FI) could not be reached, so no quote could be made: "
+                f"{failure_reason(exc)}. Nothing was proposed; try again later.",
+                code="swap_provider_unavailable",
+            ) from None
         return Response(action_created_payload(action), status=201)
 
 
@@ -148,7 +170,7 @@ TOOL_RESPONSES = {
     201: OpenApiTypes.OBJECT,
     503: OpenApiResponse(
         description="The bundler could not prepare the user operation, the chain could not "
-        "be read, or Gnosis Pay could not be reached"
+        "be read, Gnosis Pay could not be reached, or (swap) LI.FI could not be reached"
     ),
 }
 
@@ -257,6 +279,7 @@ class SmartAccountsView(ApiView):
 
     @extend_schema(operation_id="get_smart_accounts", responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request) -> Response:
+        smart_accounts_cover_chains(user=request.user)  # a chain added since registration
         accounts = smart_accounts_for_user(user=request.user)
         return Response({"smartAccounts": [smart_account_payload(a) for a in accounts]})
 
@@ -274,10 +297,11 @@ class BalancesView(ApiView):
         operation_id="get_balances", responses={200: OpenApiTypes.OBJECT, 503: CHAIN_DOWN}
     )
     def get(self, request: Request) -> Response:
+        smart_accounts_cover_chains(user=request.user)  # a chain added since registration
         try:
             return Response(balances_for_user(user=request.user))
-        except CHAIN_READ_ERRORS as exc:  # the chain RPC failed: say so, invent nothing
-            raise chain_unavailable(exc) from None
+        except ChainsUnavailable as exc:  # every chain failed: say which and why, invent nothing
+            raise ServiceUnavailable(str(exc), code="chain_unavailable") from None
 
 
 class CardView(ApiView):
@@ -300,7 +324,9 @@ class CardView(ApiView):
             return Response(card_for_user(user=request.user, card_id=self.input.get("card_id")))
         except ActionNotFound as exc:
             raise NotFound(str(exc)) from None
-        except CHAIN_READ_ERRORS as exc:  # the chain RPC failed: say so, invent nothing
+        except ChainUnavailable as exc:  # the card chain's node failed: say so, invent nothing
+            raise chain_unavailable(exc.cause, exc.chain) from None
+        except CHAIN_READ_ERRORS as exc:
             raise chain_unavailable(exc) from None
 
 
@@ -388,13 +414,18 @@ class ActionStatusView(ApiView):
 def action_timeline(request: HttpRequest, action_id) -> HttpResponse:
     """Staff page: the live status timeline of one action (see core.timeline)."""
     action = action_expire_if_overdue(action=get_object_or_404(Action, pk=action_id))
+    leg = bridge_leg_of(action)
     return render_timeline(
         request,
         template="actions/action_timeline.html",
         version=action.updated_at.isoformat(),
-        is_terminal=action.is_terminal,
+        # An executed cross-chain swap stays live until its bridge has finished.
+        is_terminal=action.is_terminal and not leg_open(action, leg),
         context={
             "action": action_with_history(action_id=action.pk),
+            "bridge_leg": leg,
+            "bridge_detail": leg_detail(leg) if leg else "",
+            "bridge_destination": chain_name(leg.to_chain_id) if leg else "",
             "in_flight": action.status in IN_FLIGHT,
             "can_resolve": request.user.has_perm("actions.resolve_action"),
         },

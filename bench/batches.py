@@ -86,7 +86,12 @@ def main() -> None:
             settings.OPERATIONS_BACKEND_URL = backend.url
             settings.OPERATIONS_BACKEND_API_KEY = "bench"
             settings.OPERATIONS_POLL_SECONDS = 0.0
-            settings.BUNDLER_RPC_URL = settings.CHAIN_RPC_URL = bundler.url
+            from core.chains import with_endpoints
+
+            for chain in settings.CHAINS:  # every chain's node and bundler: the scripted one
+                settings.CHAINS = with_endpoints(
+                    chain.id, rpc_url=bundler.url, bundler_url=bundler.url
+                )
             for _ in range(args.rounds):
                 for _ in range(args.items):
                     operation_submit(

@@ -217,8 +217,16 @@ _SHOWN_FIELDS = {
 }
 
 
-def _only(kind: str, queryset: QuerySet) -> QuerySet:
-    return queryset.only("pk", "created_at", "updated_at", *_SHOWN_FIELDS[kind])
+# The needs-attention list also says why a bridge is listed (its leg, read in the same join).
+_ATTENTION_FIELDS = {
+    "action": ("executed_at", "bridge_leg__status", "bridge_leg__deadline"),
+    "delivery": (),
+    "operation": (),
+}
+
+
+def _only(kind: str, queryset: QuerySet, extra: tuple[str, ...] = ()) -> QuerySet:
+    return queryset.only("pk", "created_at", "updated_at", *_SHOWN_FIELDS[kind], *extra)
 
 
 def viewable_kinds(user) -> frozenset[str]:
@@ -249,7 +257,7 @@ def needs_attention(
             filters=filters,
             now=now,
         )
-        found, more = _bounded(_only(kind, queryset), "updated_at")
+        found, more = _bounded(_only(kind, queryset, _ATTENTION_FIELDS[kind]), "updated_at")
         rows.extend(to_row(item) for item in found)
         if more:
             cut.append(kind)

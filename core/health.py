@@ -47,6 +47,10 @@ class CheckResult:
     error: str | None
     # What the check saw besides ok (the broker: messages waiting per queue kind), or None.
     detail: dict | None = None
+    # The chain a node or bundler check is about (its name, what people read), else None.
+    chain: str | None = None
+    # False for a check whose failure is reported without making the instance unready.
+    required: bool = True
 
 
 # --- The checks: each raises the errors its dependency raises; `_run_one` names them ---------
@@ -148,6 +152,38 @@ CHECKS: dict[str, Callable[[float], dict | None]] = {
 }
 
 
+@dataclass(frozen=True)
+class PlannedCheck:
+    """One check of a run: what `register_check_source` sources give, read at each run."""
+
+    name: str
+    check: Callable[[float], dict | None]
+    errors: tuple[type[BaseException], ...] = ()
+    chain: str | None = None
+    required: bool = True
+
+
+# Sources of checks that depend on what is configured when the checks run (one per chain of
+# the table): each returns its PlannedChecks.
+CHECK_SOURCES: list[Callable[[], list[PlannedCheck]]] = []
+
+
+def register_check_source(source: Callable[[], list[PlannedCheck]]) -> None:
+    """Add checks computed at each run (an app's, from its AppConfig.ready()): the actions
+    app checks every chain of the table, which settings (and tests) may change."""
+    if source not in CHECK_SOURCES:
+        CHECK_SOURCES.append(source)
+
+
+def _plan() -> list[PlannedCheck]:
+    planned = [
+        PlannedCheck(name, check, EXPECTED_ERRORS.get(name, ())) for name, check in CHECKS.items()
+    ]
+    for source in CHECK_SOURCES:
+        planned += source()
+    return planned
+
+
 def register_check(
     name: str,
     check: Callable[[float], dict | None],
@@ -179,12 +215,13 @@ def _reason(exc: BaseException) -> str:
     return failure_reason(exc)
 
 
-def _run_one(name: str, check: Callable[[float], None], timeout: float) -> CheckResult:
+def _run_one(planned: PlannedCheck, timeout: float) -> CheckResult:
+    name = planned.name
     started = time.monotonic()
     detail = None
     try:
-        detail = check(timeout)
-    except (CheckFailed, *EXPECTED_ERRORS.get(name, ())) as exc:
+        detail = planned.check(timeout)
+    except (CheckFailed, *planned.errors) as exc:
         error = _reason(exc)
         logger.warning("readiness check %s failed: %s", name, exc)
     except Exception as exc:  # noqa: BLE001 - a health endpoint must answer: a bug is a failure
@@ -193,29 +230,45 @@ def _run_one(name: str, check: Callable[[float], None], timeout: float) -> Check
     else:
         error = None
     latency = round((time.monotonic() - started) * 1000)
-    return CheckResult(name, error is None, latency, error, detail)
+    return CheckResult(name, error is None, latency, error, detail, planned.chain, planned.required)
 
 
 def run_checks(*, timeout: float | None = None) -> list[CheckResult]:
     """Every check at once; one that has not answered after `timeout` is reported timed out
     (its thread is left to end on its own client timeout)."""
     timeout = settings.HEALTH_CHECK_TIMEOUT_SECONDS if timeout is None else timeout
-    pool = ThreadPoolExecutor(max_workers=len(CHECKS), thread_name_prefix="readyz")
+    plan = _plan()
+    pool = ThreadPoolExecutor(max_workers=len(plan), thread_name_prefix="readyz")
     started = time.monotonic()
-    futures = {name: pool.submit(_run_one, name, check, timeout) for name, check in CHECKS.items()}
+    futures = {p: pool.submit(_run_one, p, timeout) for p in plan}
     try:
         wait(futures.values(), timeout=timeout + 0.25)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     results = []
-    for name, future in futures.items():
+    for planned, future in futures.items():
         if future.done():
             results.append(future.result())
         else:
-            logger.warning("readiness check %s did not answer within %ss", name, timeout)
+            logger.warning("readiness check %s did not answer within %ss", planned.name, timeout)
             latency = round((time.monotonic() - started) * 1000)
-            results.append(CheckResult(name, False, latency, "timed out"))
+            results.append(
+                CheckResult(
+                    planned.name,
+                    False,
+                    latency,
+                    "timed out",
+                    chain=planned.chain,
+                    required=planned.required,
+                )
+            )
     return results
+
+
+def is_ready(results: list[CheckResult]) -> bool:
+    """Every required check answered (a chain other than the card's that is down is
+    reported, not fatal: see actions/health.py)."""
+    return all(result.ok for result in results if result.required)
 
 
 # --- Views: no authentication, no session, no CSRF (load balancers call them) -------------
@@ -236,7 +289,7 @@ def readyz(request):
     """Readiness: 200 when every dependency answers, 503 otherwise, each check with its
     latency and a reason a client may read."""
     results = run_checks()
-    ready = all(result.ok for result in results)
+    ready = is_ready(results)
     body = {
         "status": "ok" if ready else "unavailable",
         "checks": [asdict(result) for result in results],

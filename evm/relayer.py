@@ -17,7 +17,8 @@ from web3.exceptions import ContractLogicError, TimeExhausted, TransactionNotFou
 
 from evm.rpc import http_web3
 
-DEV_CHAIN_ID = 31337
+# The local stack's chains (chain/stack.py: the card's and the L2-like one).
+DEV_CHAIN_IDS = frozenset({31337, 31338})
 # Hardhat's dev keys are public: never let one sign on a real chain.
 _HARDHAT_KEYS = {
     "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
@@ -58,7 +59,7 @@ class Relayer:
         """Simulate, then sign. A revert in the simulation is a refusal: nothing is sent."""
         try:
             chain_id = self.w3.eth.chain_id
-            if chain_id != DEV_CHAIN_ID and self.key.lower() in _HARDHAT_KEYS:
+            if chain_id not in DEV_CHAIN_IDS and self.key.lower() in _HARDHAT_KEYS:
                 raise RelayError(
                     "CARD_RELAYER_KEY is a public Hardhat dev key: set a real relayer key"
                 )

@@ -168,7 +168,9 @@ TOOLS: list[ToolSpec] = [
     _action_tool(
         "swap",
         "Swap between two CAIP-19 assets (same chain or cross-chain); the signing page warns "
-        "when slippage is 1% or more.",
+        "when slippage is 1% or more. Cross-chain, the action is `executed` when the source "
+        "transaction is mined; the bridge's delivery on the other chain follows in "
+        "get_action_status's status_history (details starting 'destination leg:').",
         actions.SWAP_INPUT_SCHEMA,
     ),
     _action_tool(

@@ -441,6 +441,7 @@ _TASK_KINDS = {
     "actions.tasks.action_reconcile": "chain",
     "actions.tasks.actions_reconcile_pending": "chain",
     "actions.tasks.actions_expire_overdue": "chain",
+    "actions.tasks.bridges_reconcile_pending": "chain",
     # dm: deliveries to the X API (at most once: a slow X must not hold anything else up).
     "messaging.tasks.delivery_deliver": "dm",
     "messaging.tasks.deliveries_process_due": "dm",
@@ -465,6 +466,10 @@ CELERY_BEAT_SCHEDULE = {
     "actions-reconcile-pending": {
         "task": "actions.tasks.actions_reconcile_pending",
         "schedule": 10.0,
+    },
+    "bridges-reconcile-pending": {
+        "task": "actions.tasks.bridges_reconcile_pending",
+        "schedule": 5.0,
     },
     "actions-purge-retained": {"task": "actions.tasks.actions_purge_retained", "schedule": 600.0},
     "card-purchases-sync": {
@@ -539,6 +544,19 @@ WEBAUTHN_ORIGIN = env_url("WEBAUTHN_ORIGIN", "http://localhost:8000", schemes=("
 # --- Swap quotes (LI.FI's API shape) -------------------------------------------------------
 SWAP_QUOTE_URL = env_url("SWAP_QUOTE_URL", "http://127.0.0.1:8789", schemes=("http", "https"))
 SWAP_QUOTE_TIMEOUT_SECONDS = env_float("SWAP_QUOTE_TIMEOUT_SECONDS", 10.0)
+# A swap quote is signed within this long or not at all: the action expires with its quote
+# (whichever comes first, this or ACTION_TTL_SECONDS), and signing later is refused.
+SWAP_QUOTE_TTL_SECONDS = env_int("SWAP_QUOTE_TTL_SECONDS", 600, minimum=30)
+# Cross-chain swaps: the bridge's /status is polled BRIDGE_POLL_SECONDS after the source
+# transaction is mined, then with doubling waits up to BRIDGE_POLL_MAX_SECONDS, until DONE or
+# FAILED. The console lists a bridge still waiting after BRIDGE_STUCK_AFTER_MINUTES, and flags
+# it past its deadline (BRIDGE_DEADLINE_MINUTES after the source transaction); it is still
+# polled then, and nothing is marked done for it.
+BRIDGE_POLL_SECONDS = env_float("BRIDGE_POLL_SECONDS", 5.0)
+BRIDGE_POLL_MAX_SECONDS = env_float("BRIDGE_POLL_MAX_SECONDS", 300.0)
+BRIDGE_RECONCILE_BATCH_SIZE = env_int("BRIDGE_RECONCILE_BATCH_SIZE", 50, minimum=1)
+BRIDGE_STUCK_AFTER_MINUTES = env_int("BRIDGE_STUCK_AFTER_MINUTES", 30, minimum=1)
+BRIDGE_DEADLINE_MINUTES = env_int("BRIDGE_DEADLINE_MINUTES", 120, minimum=1)
 
 # --- Gnosis Pay (card actions) -------------------------------------------------------------
 GNOSIS_PAY_URL = env_url("GNOSIS_PAY_URL", "http://127.0.0.1:8790", schemes=("http", "https"))

@@ -24,8 +24,9 @@ from evm import zodiac
 from evm.relayer import RelayError, RelayRefused, RelayUnavailable
 
 
-def _card_relayer(timeout: float | None = None):
-    return card_relayer(timeout=timeout)
+def _card_relayer(action: Action, timeout: float | None = None):
+    """The relayer on the action's chain (the card's)."""
+    return card_relayer(action.chain_id, timeout=timeout)
 
 
 def _set_params(action: Action, **changes: Any) -> Action:
@@ -75,7 +76,7 @@ def card_limit_submit(*, action_id) -> Action:
 
 def _card_limit_relay(action: Action, *, actor: Actor, wait: float) -> Action:
     p = action.params
-    relayer = _card_relayer(wait)
+    relayer = _card_relayer(action, wait)
     call = zodiac.exec_module_tx_call(
         modifier=p["delay"],
         data=bytes.fromhex(p["module_data"][2:]),
@@ -146,7 +147,7 @@ def card_limit_reconcile(*, action: Action, actor: Actor) -> ReconcileOutcome:
     relayer) → executed; `failed` when the scheduled transaction reverts or expires."""
 
     # Bounded like the bundler: this runs inside get_action_status too.
-    relayer = _card_relayer(settings.BUNDLER_TIMEOUT_SECONDS)
+    relayer = _card_relayer(action, settings.BUNDLER_TIMEOUT_SECONDS)
     try:
         if action.status == ActionStatus.SUBMITTED:
             if "relay_tx" in action.params:

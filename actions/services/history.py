@@ -5,6 +5,8 @@ and what was indexed before is still served."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,7 +18,14 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from web3 import Web3
 
-from actions.chain_reads import CHAIN_RPC_ERRORS, ChainAnswerError, chain_reader, node_answer
+from actions.chain_reads import (
+    CHAIN_RPC_ERRORS,
+    ChainAnswerError,
+    ChainOutcome,
+    chain_error,
+    node_answer,
+    read_chains,
+)
 from actions.models import (
     Action,
     ActionStatus,
@@ -33,7 +42,7 @@ from actions.providers.gnosis_pay import GnosisPayError, Unauthorized
 from actions.selectors import gnosis_pay_session_token
 from actions.services.card_state import gnosis_pay_client
 from actions.services.kinds import kind_of
-from core.api import failure_reason
+from core.chains import all_chains
 from core.formats import rfc3339
 
 logger = logging.getLogger(__name__)
@@ -57,51 +66,85 @@ def _classify(flows: list[TokenTransfer]) -> str:
     return HistoryKind.TRANSFER
 
 
-def _sync_transfers(*, user, w3) -> int:
-    """Index the Transfer logs of known tokens to or from the user's accounts, from the oldest
-    unindexed block of any of them to the newest confirmed one: two eth_getLogs per range, in
-    one JSON-RPC batch. Re-reading a log is harmless (unique on chain, tx, log index)."""
+@dataclass
+class _ChainPlan:
+    """What one chain's sync needs from the database, read before the network I/O."""
 
-    chain_id = settings.CHAIN_ID
+    accounts: list[SmartAccount]
+    tokens: dict[str, Token]
+    start: int
+
+
+@dataclass
+class _ChainFetch:
+    """What a chain's node gave: the newest confirmed block and the flows of each range read,
+    in order; `error` when it stopped answering part-way (the ranges read are still kept)."""
+
+    latest: int
+    ranges: list[tuple[int, list[dict]]] = field(default_factory=list)
+    error: BaseException | None = None
+
+
+def _plan_transfers(*, user, chain_id: int) -> _ChainPlan | None:
     accounts = list(SmartAccount.objects.filter(user=user, chain_id=chain_id))
     tokens = {t.address.lower(): t for t in Token.objects.filter(chain_id=chain_id)}
     if not accounts or not tokens:
-        return -1
+        return None
+    start = max(min(a.history_synced_block for a in accounts) + 1, settings.HISTORY_START_BLOCK)
+    return _ChainPlan(accounts=accounts, tokens=tokens, start=start)
+
+
+def _fetch_transfers(w3, plan: _ChainPlan) -> _ChainFetch:
+    """The Transfer logs of known tokens to or from the accounts, from the oldest unindexed
+    block of any of them to the newest confirmed one: two eth_getLogs per range, in one
+    JSON-RPC batch. Network only (it runs in a thread of its own): no database here."""
+
     head = w3.eth.block_number
     if not isinstance(head, int):
         raise ChainAnswerError(f"eth_blockNumber answered {head!r}")
-    latest = head - settings.HISTORY_CONFIRMATIONS
-    start = max(min(a.history_synced_block for a in accounts) + 1, settings.HISTORY_START_BLOCK)
-    ours = {a.address.lower() for a in accounts}
+    fetched = _ChainFetch(latest=head - settings.HISTORY_CONFIRMATIONS)
+    ours = {a.address.lower() for a in plan.accounts}
     topics = [_topic(a) for a in sorted(ours)]
-    addresses = [Web3.to_checksum_address(a) for a in sorted(tokens)]
-    while start <= latest:
-        end = min(latest, start + settings.HISTORY_LOG_CHUNK_BLOCKS - 1)
+    addresses = [Web3.to_checksum_address(a) for a in sorted(plan.tokens)]
+    start = plan.start
+    while start <= fetched.latest:
+        end = min(fetched.latest, start + settings.HISTORY_LOG_CHUNK_BLOCKS - 1)
         base = {"fromBlock": start, "toBlock": end, "address": addresses}
-        rows = [
-            TokenTransfer(chain_id=chain_id, **fields)
-            for fields in _transfers_in_range(w3, base=base, topics=topics, tokens=tokens)
-        ]
+        try:
+            flows = _transfers_in_range(w3, base=base, topics=topics, tokens=plan.tokens)
+        except CHAIN_RPC_ERRORS as exc:
+            if not fetched.ranges:
+                raise
+            fetched.error = exc  # what was read so far is indexed; the rest next time
+            break
+        fetched.ranges.append((end, flows))
+        start = end + 1
+    return fetched
+
+
+def _store_transfers(*, user, chain_id: int, plan: _ChainPlan, fetched: _ChainFetch) -> None:
+    """Index what `_fetch_transfers` read, range by range (re-reading a log is harmless:
+    unique on chain, tx, log index)."""
+    for end, flows in fetched.ranges:
+        rows = [TokenTransfer(chain_id=chain_id, **fields) for fields in flows]
         with transaction.atomic():
             TokenTransfer.objects.bulk_create(rows, ignore_conflicts=True)
             by_tx: dict[str, list[TokenTransfer]] = {}
             for row in rows:
                 by_tx.setdefault(row.tx_hash, []).append(row)
-            for tx_hash, flows in sorted(by_tx.items()):
+            for tx_hash, tx_flows in sorted(by_tx.items()):
                 HistoryEntry.objects.get_or_create(
                     user=user,
                     chain_id=chain_id,
                     tx_hash=tx_hash,
                     defaults={
-                        "occurred_at": flows[0].block_time,
-                        "kind": _classify(flows),
+                        "occurred_at": tx_flows[0].block_time,
+                        "kind": _classify(tx_flows),
                     },
                 )
             SmartAccount.objects.filter(
-                pk__in=[a.pk for a in accounts], history_synced_block__lt=end
+                pk__in=[a.pk for a in plan.accounts], history_synced_block__lt=end
             ).update(history_synced_block=end)
-        start = end + 1
-    return latest
 
 
 def _transfers_in_range(w3, *, base: dict, topics: list[str], tokens: dict) -> list[dict]:
@@ -300,18 +343,34 @@ def card_purchases_sync_signed_in() -> int:
     return len(users)
 
 
-def history_sync(*, user, w3=None) -> dict[str, Any]:
+def history_sync(*, user, readers: Mapping[int, Any] | None = None) -> dict[str, Any]:
     """Bring the user's history up to date; each source that fails is reported, not fatal:
-    what was indexed before is still served."""
-    w3 = w3 or chain_reader()
-    chain: dict[str, Any] = {"chainId": settings.CHAIN_ID, "syncedToBlock": None, "error": None}
-    try:
-        block = _sync_transfers(user=user, w3=w3)
-        chain["syncedToBlock"] = block if block >= 0 else None
-    except CHAIN_RPC_ERRORS as exc:  # RPC down or garbage: history as indexed so far
-        logger.warning("history sync of user %s: chain not read: %r", user.pk, exc)
-        # What failed, not where: the RPC URL and node address stay in the log.
-        chain["error"] = f"The chain could not be read: {failure_reason(exc)}"[:500]
+    what was indexed before is still served. Every chain of the table is read at once (one
+    thread each, `read_chains`); each has its line in `chains`, and `chain` is the card's
+    chain's line (the field this sync had when there was one chain)."""
+    plans = {c.id: _plan_transfers(user=user, chain_id=c.id) for c in all_chains()}
+    asked = [c for c in all_chains() if plans[c.id] is not None]
+    outcomes, _ = read_chains(
+        asked, lambda chain, w3: _fetch_transfers(w3, plans[chain.id]), readers=readers
+    )
+    lines = {}
+    for outcome in outcomes:
+        chain = outcome.chain
+        fetched = outcome.value
+        if fetched is not None:
+            _store_transfers(user=user, chain_id=chain.id, plan=plans[chain.id], fetched=fetched)
+            if fetched.error is not None:
+                outcome.error = chain_error(chain, fetched.error)
+        if outcome.error:
+            logger.warning("history sync of user %s: %s", user.pk, outcome.error)
+        synced = fetched.latest if fetched is not None and fetched.error is None else None
+        lines[chain.id] = outcome.entry(syncedToBlock=synced)
+    chains = [lines.get(c.id) or ChainOutcome(c).entry(syncedToBlock=None) for c in all_chains()]
+    card = next(line for line in chains if line["chainId"] == settings.CARD_CHAIN_ID)
     _sync_actions(user=user)
     cards = _sync_card_purchases(user=user)
-    return {"chain": chain, "gnosisPay": cards}
+    return {
+        "chain": {k: card[k] for k in ("chainId", "syncedToBlock", "error")},
+        "chains": chains,
+        "gnosisPay": cards,
+    }

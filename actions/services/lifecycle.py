@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections import Counter
 from datetime import datetime, timedelta
@@ -13,6 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from actions.evm_clients import bundler_client
 from actions.models import (
@@ -27,13 +29,17 @@ from actions.selectors import actions_pending_on_chain
 from actions.services.kinds import kind_of
 from actions.services.transitions import (
     ReconcileOutcome,
+    action_touch,
     action_transition,
     outcome_of,
 )
 from core import metrics, tracing
+from core.chains import UnknownChain
 from core.lifecycle import Actor, IllegalTransition, create, record_history
-from evm.bundler import BundlerClient
+from evm.bundler import BundlerClient, BundlerError
 from evm.userops import entry_point_address, user_op_hash
+
+logger = logging.getLogger(__name__)
 
 
 class ActionResolutionError(Exception):
@@ -88,6 +94,13 @@ def action_create(
     )
 
 
+def swap_quote_bounded(action: Action) -> bool:
+    """A swap whose quote lapses when (or before) the action does: its expiry is the quote's."""
+    lapses = action.params.get("quote_expires_at") if action.type == ActionType.SWAP else None
+    when = parse_datetime(lapses) if isinstance(lapses, str) else None
+    return when is not None and when <= action.expires_at
+
+
 def action_expire_if_overdue(*, action: Action, now: datetime | None = None) -> Action:
     """Expire a `proposed` action past its TTL, so nobody ever reads a stale `proposed`."""
     now = now or timezone.now()
@@ -98,7 +111,9 @@ def action_expire_if_overdue(*, action: Action, now: datetime | None = None) -> 
             action_id=action.pk,
             to=ActionStatus.EXPIRED,
             actor=Actor.system(),
-            detail="TTL passed before the user signed",
+            detail="the swap quote expired before the user signed"
+            if swap_quote_bounded(action)
+            else "TTL passed before the user signed",
             only_from={ActionStatus.PROPOSED},
         )
     except IllegalTransition:
@@ -171,17 +186,27 @@ def actions_reconcile_pending(
     *, batch_size: int | None = None, client: BundlerClient | None = None
 ) -> Counter:
     """One batch of in-flight actions, least recently reconciled first."""
-    client = client or bundler_client()
     outcomes: Counter = Counter()
     rows = list(
         actions_pending_on_chain(
             limit=batch_size or settings.ACTIONS_RECONCILE_BATCH_SIZE
-        ).values_list("pk", "trace_id")
+        ).values_list("pk", "trace_id", "chain_id")
     )
-    for pk, trace_id in rows:
+    # Each action on its own chain's bundler (one client per chain for the batch).
+    clients: dict[int, BundlerClient] = {}
+    for pk, trace_id, chain_id in rows:
         # Each action in the trace of the request that proposed it.
         with tracing.adopt(trace_id), tracing.bind(action_id=pk):
-            outcomes[action_reconcile(action_id=pk, actor=Actor.worker(), client=client)] += 1
+            try:
+                chain_client = client or clients.get(chain_id) or bundler_client(chain_id)
+            except (UnknownChain, BundlerError) as exc:
+                # A chain taken out of the table, or without a bundler: the others go on.
+                logger.warning("reconcile %s: chain %s: %s", pk, chain_id, exc)
+                action_touch(action_id=pk, last_reconcile_error=str(exc)[:2000])
+                outcomes[ReconcileOutcome.UNAVAILABLE] += 1
+                continue
+            clients[chain_id] = chain_client
+            outcomes[action_reconcile(action_id=pk, actor=Actor.worker(), client=chain_client)] += 1
     return outcomes
 
 

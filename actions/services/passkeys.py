@@ -29,6 +29,7 @@ from webauthn.helpers.structs import (
 )
 
 from actions.models import Action, ActionStatus, Passkey, SmartAccount, SmartAccountKind
+from core.chains import all_chains
 
 
 class PasskeyError(Exception):
@@ -113,18 +114,55 @@ def passkey_register(
     if not SmartAccount.objects.filter(
         user=user, kind=SmartAccountKind.PICNIC, passkey__isnull=False
     ).exists():
+        # The factory sits at the same CREATE2 address on every chain, so the account has one
+        # counterfactual address: a row on each configured chain (deployed by its first op).
         address, factory = account_address(key.x, key.y)
-        SmartAccount.objects.create(
-            user=user,
-            kind=SmartAccountKind.PICNIC,
-            chain_id=settings.CHAIN_ID,
-            address=address,
-            entry_point_version=settings.ENTRY_POINT_VERSION,
-            factory=factory,
-            owner=f"passkey:{passkey.credential_id}",
-            passkey=passkey,
-        )
+        for chain in all_chains():
+            SmartAccount.objects.create(
+                user=user,
+                kind=SmartAccountKind.PICNIC,
+                chain_id=chain.id,
+                address=address,
+                entry_point_version=settings.ENTRY_POINT_VERSION,
+                factory=factory,
+                owner=f"passkey:{passkey.credential_id}",
+                passkey=passkey,
+            )
     return passkey
+
+
+def smart_accounts_cover_chains(*, user) -> int:
+    """Give the user's passkey accounts a row on every configured chain that lacks one (a chain
+    added to the table after they registered). Same address, factory and owner: the account is
+    counterfactual until its first op there. Returns how many rows it created."""
+    rows = list(
+        SmartAccount.objects.filter(
+            user=user, kind=SmartAccountKind.PICNIC, passkey__isnull=False
+        ).order_by("created_at", "pk")
+    )
+    served = {chain.id for chain in all_chains()}
+    have = {(row.address.lower(), row.chain_id) for row in rows}
+    created = 0
+    for row in rows:
+        for chain_id in sorted(served):
+            if (row.address.lower(), chain_id) in have:
+                continue
+            _, made = SmartAccount.objects.get_or_create(
+                chain_id=chain_id,
+                address=row.address,
+                defaults={
+                    "user": user,
+                    "kind": row.kind,
+                    "entry_point_version": row.entry_point_version,
+                    "factory": row.factory,
+                    "owner": row.owner,
+                    "passkey": row.passkey,
+                    "salt": row.salt,
+                },
+            )
+            have.add((row.address.lower(), chain_id))
+            created += made
+    return created
 
 
 def passkey_rename(*, user, passkey_id: int, name: str) -> Passkey:

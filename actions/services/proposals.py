@@ -8,14 +8,16 @@ from __future__ import annotations
 import logging
 import re
 import secrets
+from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 from web3 import Web3
 
 from actions.chain_reads import CHAIN_RPC_ERRORS
-from actions.evm_clients import bundler_client
+from actions.evm_clients import bundler_client, on_chain
 from actions.models import Action, ActionType, Card, SmartAccount, SmartAccountKind, Token
 from actions.providers.gnosis_pay import (
     GnosisPayClient,
@@ -23,10 +25,13 @@ from actions.providers.gnosis_pay import (
     Unavailable,
     siwe_message,
 )
-from actions.providers.lifi import LifiClient, QuoteError
+from actions.providers.lifi import LifiClient, ProviderUnavailable, QuoteError
+from actions.services.bridges import bridge_leg_open
 from actions.services.lifecycle import action_create
+from actions.services.passkeys import smart_accounts_cover_chains
 from core.api import failure_reason
-from core.chains import Chain, UnknownChain, chain_for_asset, chain_name
+from core.chains import Chain, UnknownChain, chain_name, get_chain
+from core.formats import rfc3339
 from core.metrics import instrument_web3
 from evm import ens, zodiac
 from evm.bundler import BundlerError
@@ -65,7 +70,15 @@ def _token(asset_id: str) -> Token:
     token = Token.objects.filter(chain_id=int(match[1]), address__iexact=match[2]).first()
     if token is None:
         raise ToolError(f"Unknown token: {asset_id}")
+    _chain(token.chain_id)  # a token row of a chain no longer served is refused here
     return token
+
+
+def _chain(chain_id: int) -> Chain:
+    try:
+        return get_chain(chain_id)
+    except UnknownChain:
+        raise ToolError(f"chain {chain_id} is not served here") from None
 
 
 def _units(amount: str, decimals: int) -> tuple[Decimal, int]:
@@ -145,24 +158,30 @@ def _chain_web3(chain: Chain) -> Web3:
     return instrument_web3(http_web3(chain.rpc_url, timeout=10), provider="chain_rpc")
 
 
-def _account(user) -> SmartAccount:
+def _account(user, chain: Chain) -> SmartAccount:
+    """The user's passkey account on this chain (registered on every chain of the table)."""
     account = (
         SmartAccount.objects.select_related("passkey")
         .filter(
             user=user,
             kind=SmartAccountKind.PICNIC,
             passkey__isnull=False,
-            chain_id=settings.CHAIN_ID,
+            chain_id=chain.id,
         )
         .first()
     )
+    if account is None and smart_accounts_cover_chains(user=user):
+        return _account(user, chain)  # a chain added to the table since they registered
     if account is None:
-        raise ToolError("No Picnic smart account: the user must register a passkey first")
+        raise ToolError(
+            f"No Picnic smart account on {chain.name}: the user must register a passkey first"
+        )
     return account
 
 
-def web3() -> Web3:
-    w3 = http_web3(settings.CHAIN_RPC_URL, timeout=10, retries=True)
+def web3(chain_id: int) -> Web3:
+    """web3 on the chain of the thing in hand (the asset, the card)."""
+    w3 = http_web3(get_chain(chain_id).rpc_url, timeout=10, retries=True)
     return instrument_web3(w3, provider="chain_rpc")
 
 
@@ -178,14 +197,14 @@ def passkey_client(w3: Web3, account: SmartAccount):
     )
 
 
-def _build(client, call: str, params: dict) -> dict:
+def _build(client, call: str, params: dict, *, chain: Chain) -> dict:
     """The user operation with gas from the bundler.
 
     When the bundler's simulation says the call reverts, the verification gas still comes
     from the bundler (estimated on a no-op call from the same account, deployment included)
     and the call gets a fixed budget: the op can go out if the user signs, and ends `failed`
     with the on-chain reason; the signing page warns first."""
-    bundler = bundler_client(timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10))
+    bundler = bundler_client(chain.id, timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10))
     try:
         return client.build(call, bundler)
     except BundlerError as exc:
@@ -221,23 +240,62 @@ def propose_swap(
     slippage=None,
     provider: str | None = None,
 ) -> Action:
+    """swap, on one chain or across two (a bridge). Across chains the action is `executed`
+    when its source transaction is mined; the bridge's delivery on the other chain is its
+    destination leg (services/bridges.py). A LI.FI outage is not the input's fault:
+    ProviderUnavailable goes up to the view (503)."""
     token = _token(from_asset_id)
     to_match = ASSET_ID.fullmatch(to_asset_id or "")
     if not to_match:
         raise ToolError(f"to_asset_id must be a CAIP-19 ERC-20 id, got {to_asset_id!r}")
     if to_asset_id.lower() == token.asset_id.lower():
         raise ToolError("from_asset_id and to_asset_id are the same token")
+    destination = _chain(int(to_match[1]))
     value, units = _units(amount, token.decimals)
     slippage_pct = _slippage(slippage)
-    w3 = web3()
-    account = _account(user)
+    chain = _chain(token.chain_id)
+    account = _account(user, chain)
+    with on_chain(chain):
+        return _propose_swap(
+            user=user,
+            application=application,
+            token=token,
+            chain=chain,
+            destination=destination,
+            account=account,
+            to_asset_id=to_asset_id,
+            to_match=to_match,
+            value=value,
+            units=units,
+            slippage_pct=slippage_pct,
+            provider=provider,
+        )
+
+
+def _propose_swap(
+    *,
+    user,
+    application,
+    token: Token,
+    chain: Chain,
+    destination: Chain,
+    account: SmartAccount,
+    to_asset_id: str,
+    to_match: re.Match,
+    value: Decimal,
+    units: int,
+    slippage_pct: Decimal,
+    provider: str | None,
+) -> Action:
+
+    w3 = web3(chain.id)
     client = passkey_client(w3, account)
     try:
         quote = LifiClient(
             settings.SWAP_QUOTE_URL, timeout=settings.SWAP_QUOTE_TIMEOUT_SECONDS
         ).quote(
-            from_chain=token.chain_id,
-            to_chain=int(to_match[1]),
+            from_chain=chain.id,
+            to_chain=destination.id,
             from_token=token.address,
             to_token=to_match[2],
             from_amount=units,
@@ -245,29 +303,38 @@ def propose_swap(
             slippage_percent=slippage_pct,
             provider=provider,
         )
+    except ProviderUnavailable:
+        raise  # an outage, not the input's fault: the view answers 503
     except QuoteError as exc:
         raise ToolError(str(exc)) from None
-    # Sign only what was asked: the quote must spend exactly this amount on this chain.
+    # Sign only what was asked: the quote must spend exactly this amount on this chain, and
+    # deliver on the chain asked for.
     if (
         quote.from_amount != units
-        or token.chain_id not in (quote.tx_chain_id, quote.from_chain_id)
-        or (quote.tx_chain_id != quote.from_chain_id)
+        or quote.from_chain_id != chain.id
+        or quote.tx_chain_id != chain.id
+        or quote.to_chain_id != destination.id
     ):
         raise ToolError(
             "the swap quote does not match the request (amount or chain); nothing was proposed"
         )
-    erc20 = w3.eth.contract(address=Web3.to_checksum_address(token.address), abi=_ERC20_ABI)
-    approve = erc20.encode_abi("approve", [Web3.to_checksum_address(quote.approval_address), units])
-    call = client.execute_batch(
-        [
-            (token.address, 0, Web3.to_bytes(hexstr=approve)),
-            (quote.tx_to, quote.tx_value, Web3.to_bytes(hexstr=quote.tx_data)),
-        ]
-    )
+    calls = []
+    # A route that moves the tokens in its own transaction (a bridge deposit) needs no
+    # allowance: LI.FI then names the zero address as the approval address.
+    if int(quote.approval_address, 16) != 0:
+        erc20 = w3.eth.contract(address=Web3.to_checksum_address(token.address), abi=_ERC20_ABI)
+        approve = erc20.encode_abi(
+            "approve", [Web3.to_checksum_address(quote.approval_address), units]
+        )
+        calls.append((token.address, 0, Web3.to_bytes(hexstr=approve)))
+    calls.append((quote.tx_to, quote.tx_value, Web3.to_bytes(hexstr=quote.tx_data)))
+    call = client.execute_batch(calls)
     to_symbol = quote.to_token.get("symbol", "?")
     to_amount = quote.amount(quote.to_amount, quote.to_token)
     to_min = quote.amount(quote.to_amount_min, quote.to_token)
     cross_chain = quote.to_chain_id != quote.from_chain_id
+    now = timezone.now()
+    quote_ttl = min(settings.SWAP_QUOTE_TTL_SECONDS, settings.ACTION_TTL_SECONDS)
     params = {
         "from_asset_id": token.asset_id,
         "to_asset_id": to_asset_id,
@@ -280,26 +347,41 @@ def propose_swap(
         "provider": quote.tool,
         "quote_id": quote.id,
         "cross_chain": cross_chain,
+        # The action expires with the quote when the quote lapses first (signing refuses it).
+        "quote_expires_at": rfc3339(now + timedelta(seconds=quote_ttl)),
     }
-    op = _build(client, call, params)
-    # Chains by name (core.chains): "Base (local) → Gnosis (local)".
-    where = chain_name(token.chain_id) + (
-        f" → {chain_name(quote.to_chain_id)}" if cross_chain else ""
-    )
-    return action_create(
-        user=user,
-        application=application,
-        type=ActionType.SWAP,
-        summary=(
-            f"Swap {value} {token.symbol} for at least {to_min} {to_symbol} (quoted {to_amount}) "
-            f"via {quote.tool} on {where}, slippage {slippage_pct}%"
-        ),
-        chain_id=token.chain_id,
-        smart_account=account.address,
-        params=params,
-        user_op=op,
-        entry_point_version=account.entry_point_version,
-    )
+    if cross_chain:
+        params["to_chain_id"] = destination.id
+    op = _build(client, call, params, chain=chain)
+    if cross_chain:
+        summary = (
+            f"Swap {value} {token.symbol} on {chain.name} for at least {to_min} {to_symbol} "
+            f"on {destination.name} (quoted {to_amount}) via {quote.tool}, slippage "
+            f"{slippage_pct}%. Two legs: the action is executed when the source transaction "
+            f"is mined on {chain.name}; the bridge then delivers on {destination.name}, "
+            "reported in the status history (destination leg)"
+        )
+    else:
+        summary = (
+            f"Swap {value} {token.symbol} for at least {to_min} {to_symbol} (quoted "
+            f"{to_amount}) via {quote.tool} on {chain_name(chain.id)}, slippage {slippage_pct}%"
+        )
+    with transaction.atomic():
+        action = action_create(
+            user=user,
+            application=application,
+            type=ActionType.SWAP,
+            summary=summary,
+            chain_id=chain.id,
+            smart_account=account.address,
+            params=params,
+            user_op=op,
+            entry_point_version=account.entry_point_version,
+            ttl_seconds=quote_ttl,
+        )
+        if cross_chain:
+            bridge_leg_open(action=action, quote=quote, to_asset_id=to_asset_id)
+    return action
 
 
 def _card(user, card_id: str | None) -> Card:
@@ -328,7 +410,7 @@ def propose_card_limit(
     value, units = _units(daily_limit, card.token.decimals)
     if units > zodiac.UINT128_MAX:
         raise ToolError("daily_limit is too large")
-    account = _account(user)
+    account = _account(user, _chain(card.chain_id))
     inner = zodiac.set_daily_allowance_call(units)
     module_data = zodiac.exec_from_module_call(card.roles_address, 0, inner)
     salt = secrets.token_bytes(32)
@@ -370,7 +452,8 @@ def propose_card_state(*, user, application, frozen: bool, card_id: str | None =
     Safe (EIP-1271), which Gnosis Pay exchanges for the token that freezes or unfreezes."""
 
     card = _card(user, card_id)
-    account = _account(user)
+    chain = _chain(card.chain_id)
+    account = _account(user, chain)
     client = GnosisPayClient(settings.GNOSIS_PAY_URL, timeout=settings.GNOSIS_PAY_TIMEOUT_SECONDS)
     try:
         nonce = client.nonce()
@@ -388,7 +471,8 @@ def propose_card_state(*, user, application, frozen: bool, card_id: str | None =
         issued_at=timezone.now(),
         statement=f"{verb} Picnic card ending in {card.last4}.",
     )
-    challenge = safe_message_hash(web3(), card.safe_address, eip191_hash(message))
+    with on_chain(chain):
+        challenge = safe_message_hash(web3(chain.id), card.safe_address, eip191_hash(message))
     return action_create(
         user=user,
         application=application,
@@ -410,30 +494,30 @@ def propose_card_state(*, user, application, frozen: bool, card_id: str | None =
 def propose_transfer(*, user, application, asset_id: str, amount: str, to: str) -> Action:
     token = _token(asset_id)
     value, units = _units(amount, token.decimals)
-    try:
-        chain = chain_for_asset(token.asset_id)
-    except UnknownChain:
-        raise ToolError(f"{token.asset_id} is on a chain this deployment does not serve") from None
+    chain = _chain(token.chain_id)  # the asset id says which chain: its node, its bundler
     recipient, name = _recipient(to, chain)
-    w3 = web3()
-    account = _account(user)
-    client = passkey_client(w3, account)
-    erc20 = w3.eth.contract(address=Web3.to_checksum_address(token.address), abi=_ERC20_ABI)
-    call = client.execute(
-        erc20.address, 0, Web3.to_bytes(hexstr=erc20.encode_abi("transfer", [recipient, units]))
-    )
-    params = {
-        "asset_id": token.asset_id,
-        "amount": str(value),
-        "to": recipient,
-        "symbol": token.symbol,
-    }
-    if name:
-        # Both are kept: the address is what the user operation pays, the name what people read
-        # ("to": the name was asked for; "reverse": the address's verified primary name).
-        params["ens"] = name
-        params["ens_source"] = "reverse" if to.strip().lower() == recipient.lower() else "to"
-    op = _build(client, call, params)
+    with on_chain(chain):
+        w3 = web3(chain.id)
+        account = _account(user, chain)
+        client = passkey_client(w3, account)
+        erc20 = w3.eth.contract(address=Web3.to_checksum_address(token.address), abi=_ERC20_ABI)
+        call = client.execute(
+            erc20.address,
+            0,
+            Web3.to_bytes(hexstr=erc20.encode_abi("transfer", [recipient, units])),
+        )
+        params = {
+            "asset_id": token.asset_id,
+            "amount": str(value),
+            "to": recipient,
+            "symbol": token.symbol,
+        }
+        if name:
+            # Both are kept: the address is what the user operation pays, the name what people
+            # read ("to": the name was asked for; "reverse": the address's verified primary name).
+            params["ens"] = name
+            params["ens_source"] = "reverse" if to.strip().lower() == recipient.lower() else "to"
+        op = _build(client, call, params, chain=chain)
     shown_to = f"{name} ({recipient})" if name else recipient
     return action_create(
         user=user,

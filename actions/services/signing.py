@@ -27,7 +27,7 @@ from webauthn.helpers.structs import (
 
 from actions.models import Action, ActionStatus, Passkey, SmartAccount
 from actions.services.kinds import kind_of
-from actions.services.lifecycle import action_expire_if_overdue
+from actions.services.lifecycle import action_expire_if_overdue, swap_quote_bounded
 from actions.services.passkeys import PasskeyError
 from actions.services.transitions import action_transition
 from core.lifecycle import Actor, IllegalTransition, enqueue_on_commit
@@ -87,6 +87,11 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
 
     action = Action.objects.get(pk=action_id, user=user)
     action = action_expire_if_overdue(action=action)
+    if action.status == ActionStatus.EXPIRED and swap_quote_bounded(action):
+        raise PasskeyError(
+            "This swap can no longer be signed: its price quote expired before it was signed",
+            code="quote_expired",
+        )
     if action.status != ActionStatus.PROPOSED:
         raise PasskeyError(
             f"This action can no longer be signed: it is {action.status}", code="not_proposed"

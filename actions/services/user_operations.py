@@ -47,7 +47,7 @@ def user_op_submit(*, action_id, client: BundlerClient | None = None) -> Action:
         detail="delivering the user operation to the bundler",
         only_from={ActionStatus.SIGNED},
     )
-    return _user_op_send(action, client or bundler_client(), actor=Actor.worker())
+    return _user_op_send(action, client or bundler_client(action.chain_id), actor=Actor.worker())
 
 
 def user_op_reconcile(
@@ -60,8 +60,8 @@ def user_op_reconcile(
 ) -> ReconcileOutcome:
     """Receipt → executed/failed; known to the bundler → broadcast; unknown and its nonce
     used by another op → failed (dropped); unknown otherwise → the same signed op again."""
-    client = client or bundler_client()
     try:
+        client = client or bundler_client(action.chain_id)
         receipt = client.get_user_operation_receipt(action.user_op_hash)
         if receipt is None:
             # ERC-7769 returns pending ops too (Alto only included ones: its "Already known"
@@ -120,13 +120,14 @@ def _user_op_unknown(
 ) -> tuple[Action, UserOpReceipt | None]:
     """Not included and not held by the bundler (as far as it says)."""
     nonce = _int(action.user_op["nonce"])
+    w3 = chain_rpc(action.chain_id, timeout=settings.BUNDLER_TIMEOUT_SECONDS)
     next_nonce = entry_point_nonce(
-        rpc_url=settings.CHAIN_RPC_URL,
+        rpc_url=w3.provider.endpoint_uri,
         timeout=settings.BUNDLER_TIMEOUT_SECONDS,
         entry_point=action.entry_point,
         sender=action.user_op["sender"],
         key=nonce >> 64,
-        w3=chain_rpc(timeout=settings.BUNDLER_TIMEOUT_SECONDS),
+        w3=w3,
     )
     if next_nonce > nonce:
         # Used, but not by our op — unless it was included between the two questions.

@@ -13,6 +13,7 @@ from actions.services.passkeys import passkey_register, registration_options
 from actions.signing_views import _account_address
 from chain.dev import fund, mint
 from chain.passkey_account import SoftwarePasskey
+from core.chains import card_chain, with_endpoints
 
 ORIGIN = "http://localhost:8000"
 
@@ -40,8 +41,11 @@ def make_user_registered(webauthn_settings, make_user):
             expected_challenge=challenge,
             account_address=_account_address,
         )
-        account = SmartAccount.objects.get(user=user, passkey__isnull=False)
-        w3 = Web3(Web3.HTTPProvider(webauthn_settings.CHAIN_RPC_URL))
+        # Registered on every chain; the card's chain's row is the one funded here.
+        account = SmartAccount.objects.get(
+            user=user, passkey__isnull=False, chain_id=card_chain().id
+        )
+        w3 = Web3(Web3.HTTPProvider(card_chain().rpc_url))
         fund(w3, account.address, Web3.to_wei(1, "ether"))
         mint(w3, "USDC", account.address, 10_000_000)
         return user, passkey, account, w3
@@ -99,8 +103,8 @@ def rpc(settings):
     from core.testing import ScriptedServer
 
     with ScriptedServer() as server:
-        settings.BUNDLER_RPC_URL = server.url
-        settings.CHAIN_RPC_URL = server.url
+        settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, bundler_url=server.url)
+        settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, rpc_url=server.url)
         settings.BUNDLER_TIMEOUT_SECONDS = 0.5
         server.results.update(
             {

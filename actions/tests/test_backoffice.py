@@ -10,6 +10,7 @@ from django.utils import timezone
 from actions.models import Action, ActionStatus
 from actions.services.transitions import action_transition
 from actions.tests.factories import make_action, user_op
+from core.chains import with_endpoints
 from core.lifecycle import Actor
 from core.testing import ScriptedServer
 
@@ -76,7 +77,7 @@ def test_reconcile_now_records_the_staff_user(
     action = make_action(user=user, application=application)
     _advance(action, S.SIGNED, S.SUBMITTED, S.BROADCAST)
     with ScriptedServer() as bundler:
-        settings.BUNDLER_RPC_URL = bundler.url
+        settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, bundler_url=bundler.url)
         bundler.result = {
             "success": True,
             "reason": "0x",
@@ -97,7 +98,7 @@ def test_reconcile_now_records_the_staff_user(
 def test_reconcile_now_with_the_bundler_down_says_so(staff_client, user, application, settings):
     action = make_action(user=user, application=application)
     _advance(action, S.SIGNED, S.SUBMITTED)
-    settings.BUNDLER_RPC_URL = "http://127.0.0.1:9"
+    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, bundler_url="http://127.0.0.1:9")
     response = staff_client.post(
         "/admin/actions/action/",
         {"action": "reconcile_now", "_selected_action": [str(action.pk)]},

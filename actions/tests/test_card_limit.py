@@ -14,6 +14,7 @@ from actions.models import Action, ActionStatus
 from actions.services.lifecycle import action_reconcile, action_submit
 from actions.services.signing import action_sign
 from actions.tests.factories import said
+from core.chains import card_chain, with_endpoints
 from core.lifecycle import Actor
 from core.testing import history_statuses
 from evm import zodiac
@@ -164,11 +165,13 @@ def test_an_unreachable_chain_leaves_it_submitted_then_reconciliation_relays_it(
     registered, card, api_client, write_token, user, settings
 ):
     action = sign(registered, user, proposed(api_client, write_token))
-    rpc = settings.CHAIN_RPC_URL
-    settings.CHAIN_RPC_URL = "http://127.0.0.1:9"  # nothing listens: refused at once
+    rpc = card_chain().rpc_url
+    settings.CHAINS = with_endpoints(
+        settings.CARD_CHAIN_ID, rpc_url="http://127.0.0.1:9"
+    )  # nothing listens: refused at once
     action = action_submit(action_id=action.pk)
     assert action.status == ActionStatus.SUBMITTED and "unavailable" in action.error
-    settings.CHAIN_RPC_URL = rpc
+    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, rpc_url=rpc)
     action_reconcile(action_id=action.pk, actor=Actor.worker())
     action.refresh_from_db()
     assert action.status == ActionStatus.BROADCAST and action.error is None

@@ -16,6 +16,7 @@ from actions.tests.factories import make_action
 from chain.dev import fund
 from chain.simple_account import SimpleAccountOwner
 from chain.stack import free_port
+from core.chains import with_endpoints
 from core.lifecycle import Actor
 from core.testing import wait_until
 from evm.userops import to_rpc
@@ -49,7 +50,7 @@ def test_a_real_user_operation_executes_and_get_action_status_reconciles_it(
     chain_settings, user, application, make_token, api_client, version
 ):
     w3 = Web3(Web3.HTTPProvider(chain_settings.rpc_url))
-    bundler = bundler_client()
+    bundler = bundler_client(31337)
     account = _funded_account(w3, version)
     before = w3.eth.get_balance(RECIPIENT)
     op = account.build(account.execute(RECIPIENT, Web3.to_wei("0.01", "ether")), bundler)
@@ -92,7 +93,7 @@ def test_a_reverting_user_operation_ends_failed_with_the_reason(
     chain_settings, user, application, version
 ):
     w3 = Web3(Web3.HTTPProvider(chain_settings.rpc_url))
-    bundler = bundler_client()
+    bundler = bundler_client(31337)
     account = _funded_account(w3, version)
     # The account calling its own execute() is neither owner nor EntryPoint: the inner call
     # reverts with "account: not Owner or EntryPoint", and execute() bubbles that up.
@@ -124,7 +125,7 @@ def test_a_bundler_validation_refusal_fails_the_action_with_the_reason(
     chain_settings, user, application, version
 ):
     w3 = Web3(Web3.HTTPProvider(chain_settings.rpc_url))
-    bundler = bundler_client()
+    bundler = bundler_client(31337)
     account = _funded_account(w3, version)
     op = account.build(account.execute(RECIPIENT, 1), bundler)
     action = _propose_signed(user, application, account, op, version, w3.eth.chain_id)
@@ -170,16 +171,20 @@ def test_a_bundler_down_at_submission_is_resent_on_recovery_and_executes_once(
 ):
     w3 = Web3(Web3.HTTPProvider(chain_settings.rpc_url))
     account = _funded_account(w3, version)
-    op = account.build(account.execute(RECIPIENT, 12345), bundler_client())
+    op = account.build(account.execute(RECIPIENT, 12345), bundler_client(31337))
     action = _propose_signed(user, application, account, op, version, w3.eth.chain_id)
     before = w3.eth.get_balance(RECIPIENT)
 
-    settings.BUNDLER_RPC_URL = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    settings.CHAINS = with_endpoints(
+        settings.CARD_CHAIN_ID, bundler_url=f"http://127.0.0.1:{free_port()}"
+    )  # nothing listens there
     action = action_submit(action_id=action.pk)
     assert action.status == ActionStatus.SUBMITTED
     assert action.error.startswith("bundler unreachable: eth_sendUserOperation"), action.error
 
-    settings.BUNDLER_RPC_URL = chain_settings.bundler_url  # the bundler is back
+    settings.CHAINS = with_endpoints(
+        settings.CARD_CHAIN_ID, bundler_url=chain_settings.bundler_url
+    )  # the bundler is back
     Action.objects.filter(pk=action.pk).update(next_submit_at=timezone.now())  # backoff over
     action = _settle(action.pk)
     assert action.status == ActionStatus.EXECUTED, action.error
@@ -199,11 +204,13 @@ def test_an_op_whose_nonce_another_op_used_ends_failed_as_dropped(
     chain_settings, settings, user, application
 ):
     w3 = Web3(Web3.HTTPProvider(chain_settings.rpc_url))
-    bundler = bundler_client()
+    bundler = bundler_client(31337)
     account = _funded_account(w3, "0.7")
     op = account.build(account.execute(RECIPIENT, 1), bundler)
     action = _propose_signed(user, application, account, op, "0.7", w3.eth.chain_id)
-    settings.BUNDLER_RPC_URL = f"http://127.0.0.1:{free_port()}"
+    settings.CHAINS = with_endpoints(
+        settings.CARD_CHAIN_ID, bundler_url=f"http://127.0.0.1:{free_port()}"
+    )
     action = action_submit(action_id=action.pk)
     assert action.status == ActionStatus.SUBMITTED
 
@@ -213,7 +220,7 @@ def test_an_op_whose_nonce_another_op_used_ends_failed_as_dropped(
     other_hash = bundler.send_user_operation(to_rpc(other), account.entry_point)
     wait_until(lambda: bundler.get_user_operation_receipt(other_hash), timeout=60, interval=0.5)
 
-    settings.BUNDLER_RPC_URL = chain_settings.bundler_url
+    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, bundler_url=chain_settings.bundler_url)
     action = _settle(action.pk)
     assert action.status == ActionStatus.FAILED
     assert action.error == "dropped: nonce used by another operation"

@@ -22,6 +22,7 @@ from web3 import Web3
 
 from actions.models import Action, Passkey, SmartAccount
 from actions.providers.local_coingecko import LocalCoinGeckoServer
+from core.chains import with_endpoints
 from core.testing import add_virtual_authenticator, chromium_options
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -127,7 +128,7 @@ def test_the_whole_flow_in_portuguese(
         audit(page, "pt-BR", "passkeys", tmp_path)
 
         user = django_user_model.objects.get(username="ana")
-        account = SmartAccount.objects.get(user=user, passkey__isnull=False)
+        account = SmartAccount.objects.get(user=user, passkey__isnull=False, chain_id=31337)
         w3 = Web3(Web3.HTTPProvider(chain_settings.rpc_url))
         fund(w3, account.address, Web3.to_wei(1, "ether"))
         mint(w3, "USDC", account.address, 5_000_000)
@@ -213,8 +214,8 @@ def test_the_pages_in_spanish_and_english(
     closed = f"http://127.0.0.1:{free_port()}"
     from django.conf import settings
 
-    settings.BUNDLER_RPC_URL = closed
-    settings.CHAIN_RPC_URL = closed
+    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, bundler_url=closed)
+    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, rpc_url=closed)
     settings.BUNDLER_TIMEOUT_SECONDS = 0.5
     base = browser_env.url
     user = django_user_model.objects.create_user("eva", password="eva-password")

@@ -162,12 +162,10 @@ def test_a_transfer_on_the_l2_to_a_name_says_that_chain_has_no_ens(
     from actions.models import Token
     from chain import contracts
 
-    usdc_l2 = Token.objects.create(
+    usdc_l2, _ = Token.objects.get_or_create(  # the demo tokens may list the L2's already
         chain_id=l2_chain.chain_id,
         address=contracts.demo_token_address("USDC"),
-        symbol="USDC",
-        name="Demo USD Coin",
-        decimals=6,
+        defaults={"symbol": "USDC", "name": "Demo USD Coin", "decimals": 6},
     )
     body = {"asset_id": usdc_l2.asset_id, "amount": "1", "to": "merchant.eth"}
     response = api_client.post("/api/v1/actions/transfer", write_token, body)

@@ -8,6 +8,7 @@ import pytest
 
 from actions.models import Action
 from actions.tests.factories import made_up_address, make_offline_wallet
+from core.chains import with_endpoints
 from core.testing import ScriptedServer
 
 pytestmark = pytest.mark.django_db
@@ -120,7 +121,7 @@ def test_an_unreachable_chain_on_a_write_tool_is_a_503_without_the_address(
 ):
     with ScriptedServer() as server:  # a port that was just serving, now closed: refused
         url = server.url
-    settings.CHAIN_RPC_URL = url
+    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, rpc_url=url)
     settings.BUNDLER_URL = url
     settings.SWAP_QUOTE_URL = url
     body = {"asset_id": USDC, "amount": "1", "to": "0x" + "12" * 20}
@@ -135,7 +136,9 @@ def test_an_unreachable_chain_on_a_write_tool_is_a_503_without_the_address(
     if path.endswith("transfer"):  # the account client reads the chain first
         assert response.status_code == 503
         assert response.json()["code"] == "chain_unavailable"
-        assert response.json()["detail"].startswith("The chain could not be read: connection")
+        assert response.json()["detail"].startswith(
+            "The chain Gnosis (local) could not be read: connection"
+        )
     assert Action.objects.count() == 0
 
 

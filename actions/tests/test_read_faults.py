@@ -10,6 +10,7 @@ import pytest
 
 from actions.models import SmartAccount
 from actions.tests.factories import make_offline_wallet
+from core.chains import get_chain, with_endpoints
 from core.testing import ScriptedServer
 
 pytestmark = pytest.mark.django_db
@@ -19,7 +20,9 @@ MODES = ["refused", "hang", "drop", "http500", "garbage", "rpc_error", "wrong_sh
 @pytest.fixture
 def rpc(settings):
     with ScriptedServer() as server:
-        settings.CHAIN_RPC_URL = server.url
+        # Both chains' nodes: the same failing server (one chain down: test_chains_reads.py).
+        for chain_id in (31337, 31338):
+            settings.CHAINS = with_endpoints(chain_id, rpc_url=server.url)
         settings.CHAIN_READ_TIMEOUT_SECONDS = 0.5
         yield server
 
@@ -31,7 +34,8 @@ def accounts(user, monkeypatch):
 
 def _break(rpc, settings, mode: str) -> None:
     if mode == "refused":
-        settings.CHAIN_RPC_URL = "http://127.0.0.1:9"
+        for chain_id in (31337, 31338):
+            settings.CHAINS = with_endpoints(chain_id, rpc_url="http://127.0.0.1:9")
     elif mode == "wrong_shape":
         rpc.result = {"not": "what was asked"}  # one object where a batch answer is due
     else:
@@ -49,7 +53,11 @@ def test_balances_and_card_answer_503_with_the_reason(
     token = make_token(user, application, scope=scope)
     response = api_client.get(path, token)
     assert response.status_code == 503, response.content
-    assert response.json()["detail"].startswith("The chain could not be read")
+    detail = response.json()["detail"]
+    if path.endswith("card"):  # the card's chain alone
+        assert detail.startswith("The chain Gnosis (local) could not be read")
+    else:  # every chain failed: each named, with its reason
+        assert detail.startswith("The chains Gnosis (local), Base (local) could not be read (")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -64,7 +72,7 @@ def test_transactions_report_a_chain_that_fails_and_serve_the_index(
     _break(rpc, settings, mode)
     token = make_token(user, application, scope="read:transactions")
     body = api_client.get("/api/v1/transactions", token).json()
-    assert body["sync"]["chain"]["error"].startswith("The chain could not be read")
+    assert body["sync"]["chain"]["error"].startswith("The chain Gnosis (local) could not be read")
     assert body["sync"]["chain"]["syncedToBlock"] is None
     assert [t["type"] for t in body["transactions"]] == ["cardFreeze"]
     assert SmartAccount.objects.get(pk=accounts.pk).history_synced_block == -1
@@ -82,7 +90,7 @@ def test_a_bug_in_the_history_sync_propagates_while_an_outage_is_reported(
     rpc.results = {"eth_blockNumber": "0x10", "eth_getLogs": []}
     rpc.errors = {"eth_blockNumber": {"code": -32603, "message": "node is syncing"}}
     sync = history.history_sync(user=user)
-    assert sync["chain"]["error"].startswith("The chain could not be read")
+    assert sync["chain"]["error"].startswith("The chain Gnosis (local) could not be read")
     assert "node is syncing" in sync["chain"]["error"]
 
     rpc.errors = {}
@@ -140,16 +148,22 @@ def test_a_named_rpc_failure_is_a_503_that_says_so(
     import requests
 
     from actions import views
+    from actions.chain_reads import ChainOutcome, ChainsUnavailable, chain_error
+    from actions.evm_clients import ChainUnavailable
+
+    chain, cause = get_chain(31337), requests.ConnectionError("connection refused")
 
     def refused(**kwargs):
-        raise requests.ConnectionError("connection refused")
+        if reader == "card_for_user":
+            raise ChainUnavailable(chain, cause)
+        raise ChainsUnavailable([ChainOutcome(chain, None, chain_error(chain, cause), cause)])
 
     monkeypatch.setattr(views, reader, refused)
     token = make_token(user, application, scope=scope)
     response = client.get(path, HTTP_AUTHORIZATION=f"Bearer {token.token}")
     assert response.status_code == 503
     assert response.json() == {
-        "detail": "The chain could not be read: connection refused",
+        "detail": "The chain Gnosis (local) could not be read: connection refused",
         "code": "chain_unavailable",
         "errors": {},
     }

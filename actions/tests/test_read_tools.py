@@ -34,17 +34,25 @@ def test_smart_accounts_are_the_passkeys_picnic_account_and_its_gnosis_pay_safe(
     account = registered[1]
     card = provision_card(user=user, card_id="c-1", last4="4242")
     body = api_client.get("/api/v1/smart-accounts", read_token).json()
+    # The passkey's account on every chain (one address), then the card's Safe.
     assert body == {
         "smartAccounts": [
             {
                 "address": account.address,
-                "chainId": 31337,
+                "chainId": chain_id,
+                "caip2": f"eip155:{chain_id}",
+                "accountId": f"eip155:{chain_id}:{account.address}",
                 "accountType": "picnic",
                 "entryPointVersion": "0.7",
-            },
+            }
+            for chain_id in (31337, 31338)
+        ]
+        + [
             {
                 "address": card.safe_address,
                 "chainId": 31337,
+                "caip2": "eip155:31337",
+                "accountId": f"eip155:31337:{card.safe_address}",
                 "accountType": "gnosisPay",
                 "owner": account.address,
             },
@@ -60,7 +68,7 @@ def test_balances_come_from_the_chain_with_exact_decimals_and_fiat(
     account, w3 = registered[1], registered[2]
     mint(w3, "EURe", account.address, 1_234_500_000_000_000_001)  # 1.234500000000000001 EURe
     body = api_client.get("/api/v1/balances", read_token).json()
-    by_symbol = {b["symbol"]: b for b in body["balances"]}
+    by_symbol = {b["symbol"]: b for b in body["balances"] if b["chainId"] == 31337}
     usdc, eure = by_symbol["USDC"], by_symbol["EURe"]
     assert usdc["amount"] == "10" and usdc["units"] == "10000000"  # the fixture minted 10 USDC
     import jsonschema
@@ -86,7 +94,8 @@ def test_a_price_source_that_fails_gives_balances_without_fiat_and_says_why(
     body = api_client.get("/api/v1/balances", read_token).json()
     assert body["fiatAvailable"] is False and body["fiatError"]
     assert all(b["fiat"] is None for b in body["balances"])
-    assert {b["symbol"]: b["amount"] for b in body["balances"]}["USDC"] == "10"
+    card_chain = [b for b in body["balances"] if b["chainId"] == 31337]
+    assert {b["symbol"]: b["amount"] for b in card_chain}["USDC"] == "10"
 
 
 def test_balances_need_their_scope(registered, api_client, user, application, make_token):
@@ -98,13 +107,16 @@ def test_balances_need_their_scope(registered, api_client, user, application, ma
     )
 
 
-def test_all_balances_are_read_in_one_rpc_round_trip(registered, user, prices, chain_settings):
+def test_all_balances_are_read_in_one_rpc_round_trip_per_chain(
+    registered, user, prices, chain_settings, l2_chain
+):
     from web3 import Web3
 
     from actions.chain_reads import balances_for_user
 
-    # A second account: 2 accounts × 3 tokens (USDC, EURe, the svUSDC vault share), plus the
-    # vault's share price, all in one batch.
+    # On the card's chain a second account (the card's Safe): 2 accounts × 3 tokens (USDC,
+    # EURe, the svUSDC vault share), plus the vault's share price, all in one batch; on the L2
+    # the passkey account's 3 tokens and the share price, in one batch of its own.
     provision_card(user=user, card_id="c-2", last4="1111")
     calls: list[str] = []
 
@@ -117,9 +129,13 @@ def test_all_balances_are_read_in_one_rpc_round_trip(registered, user, prices, c
             calls.append(f"batch of {len(requests)}")
             return super().make_batch_request(requests)
 
-    body = balances_for_user(user=user, w3=Web3(Counting(chain_settings.rpc_url)))
-    assert len(body["balances"]) == 6
-    assert calls == ["batch of 7"]
+    readers = {
+        31337: Web3(Counting(chain_settings.rpc_url)),
+        31338: Web3(Counting(l2_chain.rpc_url)),
+    }
+    body = balances_for_user(user=user, readers=readers)
+    assert len(body["balances"]) == 9
+    assert sorted(calls) == ["batch of 4", "batch of 7"]
 
 
 def test_get_card_reads_balance_and_daily_limit_from_the_chain_and_virtual_cards_inherit(

@@ -14,6 +14,7 @@ from actions.services.lifecycle import action_reconcile, action_submit, actions_
 from actions.services.retention import actions_purge_retained
 from actions.services.transitions import ReconcileOutcome, action_transition
 from actions.tests.factories import make_action
+from core.chains import with_endpoints
 from core.lifecycle import Actor
 from core.testing import ScriptedServer
 
@@ -41,9 +42,9 @@ def receipt(success: bool = True, reason: str = "0x") -> dict:
 @pytest.fixture
 def bundler(settings):
     with ScriptedServer() as server:
-        settings.BUNDLER_RPC_URL = server.url
+        settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, bundler_url=server.url)
         # The same server answers the EntryPoint's getNonce: 0, not consumed by the test op.
-        settings.CHAIN_RPC_URL = server.url
+        settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, rpc_url=server.url)
         server.results["eth_call"] = NONCE_0
         settings.BUNDLER_TIMEOUT_SECONDS = 0.5
         yield server
@@ -143,7 +144,9 @@ def test_a_broken_bundler_never_raises_and_keeps_the_status(
 
 
 def test_a_bundler_that_refuses_connections_is_unavailable(settings, broadcast_action):
-    settings.BUNDLER_RPC_URL = "http://127.0.0.1:9"  # discard port: nothing listens
+    settings.CHAINS = with_endpoints(
+        settings.CARD_CHAIN_ID, bundler_url="http://127.0.0.1:9"
+    )  # discard port: nothing listens
     assert action_reconcile(action_id=broadcast_action.pk, actor=Actor.worker()) == "unavailable"
     assert Action.objects.get(pk=broadcast_action.pk).status == S.BROADCAST
 
@@ -193,7 +196,7 @@ def test_submit_records_a_transient_bundler_error_and_stays_submitted(bundler, u
     action_transition(action_id=action.pk, to=S.SIGNED, actor=Actor.end_user(user))
     bundler.mode = "rpc_error"
     bundler.error = {"code": -32603, "message": "internal error"}
-    action = action_submit(action_id=action.pk, client=bundler_client())
+    action = action_submit(action_id=action.pk, client=bundler_client(31337))
     assert action.status == S.SUBMITTED
     assert action.error == "bundler rejected (-32603): internal error"
     # Reconciliation later finds it was mined after all: the stale error is cleared.

@@ -17,6 +17,7 @@ from actions.models import Action, SmartAccount
 from actions.providers.local_lifi import LocalLifiServer
 from chain import contracts, ens
 from chain.dev import fund, mint, token_balance
+from core.chains import with_endpoints
 from core.testing import add_virtual_authenticator, chromium_options
 
 pytestmark = [pytest.mark.chain, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -68,7 +69,7 @@ def test_register_transfer_sign_execute_reject_and_expire(
     page.click("#sign-in")
     page.click("#register-passkey")
     page.wait_for_selector("li.passkey", timeout=30_000)  # the page reloads with the list
-    account = SmartAccount.objects.get(user=user, passkey__isnull=False)
+    account = SmartAccount.objects.get(user=user, passkey__isnull=False, chain_id=31337)
 
     w3 = Web3(Web3.HTTPProvider(live_server_chain_url()))
     fund(w3, account.address, Web3.to_wei(1, "ether"))
@@ -155,9 +156,9 @@ def test_register_transfer_sign_execute_reject_and_expire(
 
 
 def live_server_chain_url() -> str:
-    from django.conf import settings
+    from core.chains import card_chain
 
-    return settings.CHAIN_RPC_URL
+    return card_chain().rpc_url
 
 
 def _seconds(shown: str) -> int:
@@ -180,8 +181,8 @@ def test_the_page_counts_down_expires_by_itself_and_stops_polling_at_failed(
     # Polls refresh in-flight actions against the bundler: make it unreachable, so what the
     # page shows is what this test stores.
     closed = f"http://127.0.0.1:{free_port()}"
-    settings.BUNDLER_RPC_URL = closed
-    settings.CHAIN_RPC_URL = closed
+    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, bundler_url=closed)
+    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, rpc_url=closed)
     settings.BUNDLER_TIMEOUT_SECONDS = 0.5
     page = browser_page
     user = django_user_model.objects.create_user("carol", password="carol-password")

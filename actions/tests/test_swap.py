@@ -41,7 +41,8 @@ def test_a_quoted_swap_is_signed_and_executed_on_chain(
     action = Action.objects.get(pk=response.json()["action_id"])
     assert action.type == "swap"
     assert action.summary == (
-        "Swap 10 USDC for at least 9.154 EURe (quoted 9.2) via demo-dex on Gnosis (local), slippage 0.5%"
+        "Swap 10 USDC for at least 9.154 EURe (quoted 9.2) via demo-dex on Gnosis (local), "
+        "slippage 0.5%"
     )
     assert action.params["slippage"] == "0.5" and action.params["provider"] == "demo-dex"
     query = quotes.requests[-1]
@@ -71,7 +72,9 @@ def test_a_quoted_swap_is_signed_and_executed_on_chain(
     history_sync(user=user)
     line = transactions_page(user=user)["transactions"][0]
     assert line["type"] == "swap" and line["actionId"] == str(action.pk)
-    assert line["receipts"] == [{"chainId": 31337, "txHash": action.tx_hash.lower()}]
+    assert line["receipts"] == [
+        {"chainId": 31337, "caip2": "eip155:31337", "txHash": action.tx_hash.lower()}
+    ]
     assert {(f["direction"], f["symbol"], f["formattedAmount"]) for f in line["flows"]} >= {
         ("out", "USDC", "10"),
         ("in", "EURe", "9.2"),
@@ -101,29 +104,40 @@ def test_the_signing_page_warns_at_one_percent_slippage_or_more(
 
 
 @pytest.mark.parametrize(
-    ("mode", "body", "message"),
+    ("mode", "body", "status", "message"),
     [
         (
             "ok",
             {"to_asset_id": "eip155:100/erc20:0x" + "ab" * 20},
+            400,
+            "chain 100 is not served here",
+        ),
+        (
+            "ok",
+            {"to_asset_id": "eip155:31337/erc20:0x" + "ab" * 20},
+            400,
             "no swap quote: No available quotes",
         ),
-        ("error", {}, "no swap quote: Internal server error"),
-        ("hang", {}, "the swap provider is unavailable: no answer within 1s"),
-        ("drop", {}, "the swap provider is unavailable: connection lost"),
-        ("ok", {"slippage": 75}, "slippage: 75 is greater than the maximum of 50"),
-        ("ok", {"to_asset_id": "USDC"}, "same token"),
+        ("ok", {"slippage": 75}, 400, "slippage: 75 is greater than the maximum of 50"),
+        ("ok", {"to_asset_id": "USDC"}, 400, "same token"),
+        # LI.FI down, failing or silent: an outage (503), not the request's fault.
+        ("error", {}, 503, "could not be reached, so no quote could be made"),
+        ("unavailable", {}, 503, "Service temporarily unavailable (HTTP 503)"),
+        ("hang", {}, 503, "the swap provider is unavailable: no answer within 1s"),
+        ("drop", {}, 503, "the swap provider is unavailable: connection lost"),
     ],
 )
 def test_quote_failures_are_clear_and_propose_nothing(
-    registered, quotes, api_client, write_token, mode, body, message
+    registered, quotes, api_client, write_token, mode, body, status, message
 ):
     quotes.mode = mode
     if body.get("to_asset_id") == "USDC":
         body = {**body, "to_asset_id": usdc_id()}  # resolved after the stack compiled the tokens
     response = swap(api_client, write_token, **body)
-    assert response.status_code == 400
+    assert response.status_code == status
     assert message in said(response)
+    if status == 503:
+        assert response.json()["code"] == "swap_provider_unavailable"
     assert not Action.objects.exists()
 
 

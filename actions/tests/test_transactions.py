@@ -22,6 +22,7 @@ from actions.services.lifecycle import action_submit, actions_reconcile_pending
 from actions.services.signing import action_sign
 from chain import contracts
 from chain.dev import mint
+from core.chains import with_endpoints
 from core.testing import wait_until
 
 from .conftest import usdc_id
@@ -112,7 +113,9 @@ def test_history_merges_chain_transfers_ramps_and_executed_actions(
     assert [i["type"] for i in items] == ["transfer", "transfer", "ramp", "transfer"]
     sent = items[0]
     assert sent["actionId"] == str(action.pk) and sent["status"] == "confirmed"
-    assert sent["receipts"] == [{"chainId": 31337, "txHash": action.tx_hash.lower()}]
+    assert sent["receipts"] == [
+        {"chainId": 31337, "caip2": "eip155:31337", "txHash": action.tx_hash.lower()}
+    ]
     assert sent["flows"] == [
         {
             "direction": "out",
@@ -144,7 +147,7 @@ def test_history_merges_chain_transfers_ramps_and_executed_actions(
     usdc = next(
         b
         for b in balances_for_user(user=user)["balances"]
-        if b["symbol"] == "USDC" and b["account"] == account.address
+        if b["symbol"] == "USDC" and b["account"] == account.address and b["chainId"] == 31337
     )
     assert (usdc["amount"], usdc["units"]) == ("11", "11000000")
     # One entry per transaction, however many times the history is read.
@@ -256,7 +259,7 @@ def test_card_purchases_come_from_gnosis_pay_with_merchant_mcc_and_billing(
     assert len(purchases) == 2
     refund = next(p for p in purchases if p["cardPurchase"]["kind"] == "Refund")
     # Indexed from the chain and reported by Gnosis Pay: one line, flows from the chain.
-    assert refund["receipts"] == [{"chainId": 31337, "txHash": refund_tx}]
+    assert refund["receipts"] == [{"chainId": 31337, "caip2": "eip155:31337", "txHash": refund_tx}]
     assert refund["flows"][0]["direction"] == "in"
     assert refund["flows"][0]["account"] == card.safe_address.lower()
     assert refund["flows"][0]["formattedAmount"] == "5"
@@ -302,9 +305,11 @@ def test_a_chain_that_cannot_be_read_is_reported_and_the_index_still_served(
     registered, user, api_client, token, settings
 ):
     history(api_client, token)
-    settings.CHAIN_RPC_URL = "http://127.0.0.1:9"  # nothing listens there
+    settings.CHAINS = with_endpoints(
+        settings.CARD_CHAIN_ID, rpc_url="http://127.0.0.1:9"
+    )  # nothing listens there
     body = history(api_client, token)
-    assert body["sync"]["chain"]["error"].startswith("The chain could not be read")
+    assert body["sync"]["chain"]["error"].startswith("The chain Gnosis (local) could not be read")
     assert len(body["transactions"]) == 1  # the fixture's mint, indexed before
 
 
@@ -348,7 +353,7 @@ def _user_op(w3, passkey, account, calls) -> str:
     from evm.userops import to_rpc, user_op_hash
 
     client = passkey_client(w3, account)
-    bundler = bundler_client()
+    bundler = bundler_client(31337)
     op = client.build(client.execute_batch(calls), bundler)
     op_hash = user_op_hash(
         op, entry_point=client.entry_point, chain_id=w3.eth.chain_id, version=client.version
@@ -416,7 +421,9 @@ def test_vault_deposits_and_withdrawals_are_investments(
     with LocalCoinGeckoServer() as prices:
         settings.PRICE_API_URL = prices.url
         shares = next(
-            b for b in balances_for_user(user=user)["balances"] if b["symbol"] == "svUSDC"
+            b
+            for b in balances_for_user(user=user)["balances"]
+            if b["symbol"] == "svUSDC" and b["chainId"] == 31337
         )
     assert shares["amount"] == "3" and shares["fiat"] == {
         "USD": "3.00",
@@ -456,7 +463,7 @@ def test_an_e_money_burn_is_an_offramp(user, settings):
         log_index=0,
         block_number=5,
         block_time=timezone.now(),
-        token=Token.objects.get(symbol="EURe"),
+        token=Token.objects.get(symbol="EURe", chain_id=31337),
         from_address=account.address,
         to_address=ZERO_ADDRESS,
         units=str(2 * 10**18),
@@ -545,7 +552,9 @@ def test_purchases_settled_together_or_later_keep_one_line_each(
     assert sorted(t["cardPurchase"]["merchant"]["name"] for t in lines) == ["Bar", "Café", "Kino"]
     for line in lines:
         if line["cardPurchase"]["merchant"]["name"] != "Bar":
-            assert line["receipts"] == [{"chainId": 31337, "txHash": batch}]
+            assert line["receipts"] == [
+                {"chainId": 31337, "caip2": "eip155:31337", "txHash": batch}
+            ]
     # The pending one settles: the same line now carries its settlement.
     later.update(
         isPending=False, transactions=[{"status": "ExecSuccess", "hash": "0x" + "bb" * 32}]

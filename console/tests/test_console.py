@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from actions.models import Action, ActionStatus
 from console.tests.conftest import REVERT, TX_HASH
+from core.chains import with_endpoints
 from core.models import ActorKind
 from messaging.models import D, Delivery
 from operations.models import Operation, State
@@ -401,8 +402,10 @@ def test_bulk_resolve_as_sent_takes_each_rows_message_id(
 def test_reconcile_now_records_the_staff_user_and_note(
     staff_client, staff_user, stuck_action, settings
 ):
-    settings.BUNDLER_RPC_URL = "http://127.0.0.1:9"  # nothing listens: the outcome is reported
-    settings.CHAIN_RPC_URL = "http://127.0.0.1:9"
+    settings.CHAINS = with_endpoints(
+        settings.CARD_CHAIN_ID, bundler_url="http://127.0.0.1:9"
+    )  # nothing listens: the outcome is reported
+    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, rpc_url="http://127.0.0.1:9")
     settings.BUNDLER_TIMEOUT_SECONDS = 0.5
     count = stuck_action.history.count()
     page = apply(staff_client, "action:reconcile", stuck_action, note="customer called")

@@ -8,28 +8,50 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from chain.stack import free_port
+from core import chains
 from core.testing import ScriptedServer
 from evm.userops import entry_point_address
 
-NAMES = ["database", "broker", "cache", "events", "chain_rpc", "bundler"]
+# The card's chain keeps the plain names; the other chain (31338) is checked by id.
+NAMES = [
+    "database",
+    "broker",
+    "cache",
+    "events",
+    "chain_rpc",
+    "chain_rpc:31338",
+    "bundler",
+    "bundler:31338",
+]
 
 
 @pytest.fixture
 def rpc():
-    """The chain node and the bundler: one scripted JSON-RPC server answering both."""
+    """The card chain's node and bundler: one scripted JSON-RPC server answering both."""
     with ScriptedServer() as server:
         yield server
 
 
 @pytest.fixture
-def ready(settings, rpc, tmp_path):
+def l2_rpc():
+    """The other chain's node and bundler."""
+    with ScriptedServer() as server:
+        yield server
+
+
+def _point(settings, chain_id: int, url: str) -> None:
+    settings.CHAINS = chains.with_endpoints(chain_id, rpc_url=url, bundler_url=url)
+
+
+@pytest.fixture
+def ready(settings, rpc, l2_rpc, tmp_path):
     server = rpc
-    server.results = {
-        "eth_chainId": hex(settings.CHAIN_ID),
-        "eth_supportedEntryPoints": [entry_point_address(settings.ENTRY_POINT_VERSION)],
-    }
-    settings.CHAIN_RPC_URL = server.url
-    settings.BUNDLER_RPC_URL = server.url
+    for chain_id, scripted in ((31337, rpc), (31338, l2_rpc)):
+        scripted.results = {
+            "eth_chainId": hex(chain_id),
+            "eth_supportedEntryPoints": [entry_point_address(settings.ENTRY_POINT_VERSION)],
+        }
+        _point(settings, chain_id, scripted.url)
     settings.HEALTH_CHECK_TIMEOUT_SECONDS = 0.5
     if settings.EVENTS_URL.startswith("local"):
         settings.EVENTS_DIR = tmp_path / "events"
@@ -72,7 +94,7 @@ def test_it_is_ready_when_every_dependency_answers(client, ready):
 @pytest.mark.django_db(transaction=True)
 def test_it_is_unavailable_when_the_chain_rpc_refuses(client, settings, ready):
     port = free_port()
-    settings.CHAIN_RPC_URL = f"http://127.0.0.1:{port}"
+    settings.CHAINS = chains.with_endpoints(31337, rpc_url=f"http://127.0.0.1:{port}")
 
     response = client.get("/readyz")
 
@@ -84,6 +106,31 @@ def test_it_is_unavailable_when_the_chain_rpc_refuses(client, settings, ready):
     assert str(port) not in response.content.decode()
     assert "127.0.0.1" not in response.content.decode()
     assert all(checks[name]["ok"] for name in NAMES if name != "chain_rpc")
+    assert checks["chain_rpc"]["chain"] == "Gnosis (local)"
+    assert checks["chain_rpc"]["required"] is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_another_chain_down_is_reported_by_name_and_the_instance_stays_ready(
+    client, settings, ready
+):
+    port = free_port()
+    settings.CHAINS = chains.with_endpoints(
+        31338, rpc_url=f"http://127.0.0.1:{port}", bundler_url=f"http://127.0.0.1:{port}"
+    )
+
+    response = client.get("/readyz")
+
+    assert response.status_code == 200
+    assert response.json()["status"] == "ok"
+    checks = _checks(response)
+    for name in ("chain_rpc:31338", "bundler:31338"):
+        assert checks[name]["ok"] is False
+        assert checks[name]["error"] == "connection refused"
+        assert checks[name]["chain"] == "Base (local)"
+        assert checks[name]["required"] is False
+    assert checks["chain_rpc"]["ok"] and checks["bundler"]["ok"]
+    assert str(port) not in response.content.decode()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -103,13 +150,11 @@ def test_it_reports_a_hanging_bundler_within_the_timeout(client, ready):
 
 @pytest.mark.django_db(transaction=True)
 def test_it_reports_a_node_on_another_chain(client, settings, ready):
-    ready.results["eth_chainId"] = hex(settings.CHAIN_ID + 1)
+    ready.results["eth_chainId"] = hex(31339)
 
     checks = _checks(client.get("/readyz"))
 
-    assert checks["chain_rpc"]["error"] == (
-        f"the node is on chain {settings.CHAIN_ID + 1}, CHAIN_ID is {settings.CHAIN_ID}"
-    )
+    assert checks["chain_rpc"]["error"] == "the node of Gnosis (local) is on chain 31339, not 31337"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -176,7 +221,7 @@ def test_it_exits_0_from_the_command_when_ready(ready, capsys):
 
 @pytest.mark.django_db(transaction=True)
 def test_it_exits_1_from_the_command_when_a_dependency_is_down(ready, settings, capsys):
-    settings.BUNDLER_RPC_URL = f"http://127.0.0.1:{free_port()}"
+    settings.CHAINS = chains.with_endpoints(31337, bundler_url=f"http://127.0.0.1:{free_port()}")
 
     with pytest.raises(CommandError) as raised:
         call_command("health")

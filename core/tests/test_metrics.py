@@ -23,6 +23,7 @@ from actions.services.lifecycle import action_reconcile
 from actions.services.transitions import ReconcileOutcome
 from chain.stack import free_port
 from core import metrics
+from core.chains import with_endpoints
 from core.http import JsonHttpClient, NotSent, OutcomeUnknown
 from core.lifecycle import Actor
 from core.testing import ScriptedServer
@@ -177,18 +178,20 @@ def test_provider_errors_are_counted_by_kind(client, token):
 def test_bundler_calls_through_web3_are_timed_and_their_errors_counted(client, token, settings):
     before = scrape(client)
     with ScriptedServer() as server:
-        settings.BUNDLER_RPC_URL = server.url
+        settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, bundler_url=server.url)
         server.result = ["0x" + "11" * 20]
-        assert bundler_client(timeout=0.5).supported_entry_points() == server.result
+        assert bundler_client(31337, timeout=0.5).supported_entry_points() == server.result
         server.mode = "rpc_error"
         with pytest.raises(BundlerUnavailable.__mro__[1]):  # BundlerError
-            bundler_client(timeout=0.5).supported_entry_points()
+            bundler_client(31337, timeout=0.5).supported_entry_points()
         server.mode = "hang"
         with pytest.raises(BundlerUnavailable):
-            bundler_client(timeout=0.5).supported_entry_points()
-    settings.BUNDLER_RPC_URL = f"http://127.0.0.1:{free_port()}"
+            bundler_client(31337, timeout=0.5).supported_entry_points()
+    settings.CHAINS = with_endpoints(
+        settings.CARD_CHAIN_ID, bundler_url=f"http://127.0.0.1:{free_port()}"
+    )
     with pytest.raises(BundlerUnavailable):
-        bundler_client(timeout=0.5).supported_entry_points()
+        bundler_client(31337, timeout=0.5).supported_entry_points()
     after = scrape(client)
 
     def delta(name, **labels):

@@ -82,11 +82,12 @@ def test_the_pasted_token_example_proposes_the_first_walks_transfer(
     with http_server() as http:
         balances = run_example(http.url, token.token, "get_balances")
         assert balances.returncode == 0, balances.stderr
-        # The walk takes the USDC assetId from get_balances' answer.
+        # The walk takes the USDC assetId from get_balances' answer (the card's chain, where
+        # the fixture funded the account; the account is on the L2 too).
         asset_ids = {
             balance["symbol"]: balance["assetId"]
             for balance in json.loads(balances.stdout)["balances"]
-            if balance["account"] == account.address
+            if balance["account"] == account.address and balance["chainId"] == 31337
         }
         assert asset_ids["USDC"] == usdc_id()
         arguments = {"asset_id": asset_ids["USDC"], "amount": "1.5", "to": RECIPIENT}

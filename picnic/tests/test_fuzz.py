@@ -7,6 +7,8 @@ fast with their 503."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import schemathesis
 from django.core import signals
@@ -54,6 +56,10 @@ def offline(db, settings):
         "OPERATIONS_BACKEND_URL",
     ):
         setattr(settings, name, CLOSED)
+    # Every chain of the table: its node and bundler closed too.
+    settings.CHAINS = tuple(
+        dataclasses.replace(row, rpc_url=CLOSED, bundler_url=CLOSED) for row in settings.CHAINS
+    )
     for name in (
         "CHAIN_READ_TIMEOUT_SECONDS",
         "BUNDLER_TIMEOUT_SECONDS",
@@ -131,5 +137,5 @@ def test_transactions_sync_error_names_no_internal_address(client, offline, bear
     response = client.get("/api/v1/transactions", headers=bearer)
     assert response.status_code == 200
     error = response.json()["sync"]["chain"]["error"]
-    assert error == "The chain could not be read: connection refused"
+    assert error == "The chain Gnosis (local) could not be read: connection refused"
     assert "127.0.0.1" not in response.content.decode()

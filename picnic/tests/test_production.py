@@ -27,6 +27,7 @@ EXPECTED_QUEUES = {
     "actions.tasks.action_reconcile": "chain",
     "actions.tasks.actions_reconcile_pending": "chain",
     "actions.tasks.actions_expire_overdue": "chain",
+    "actions.tasks.bridges_reconcile_pending": "chain",
     "messaging.tasks.delivery_deliver": "dm",
     "messaging.tasks.deliveries_process_due": "dm",
     "operations.tasks.operation_dispatch": "operations",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from core.health import run_checks
+from core.health import is_ready, run_checks
 
 
 class Command(BaseCommand):
@@ -32,8 +32,11 @@ class Command(BaseCommand):
         results = run_checks(timeout=timeout)
         for result in results:
             state = "ok" if result.ok else f"FAIL: {result.error}"
-            self.stdout.write(f"{result.name:<10} {result.latency_ms:>5} ms  {state}")
-        failed = [result.name for result in results if not result.ok]
-        if failed:
+            if not result.ok and not result.required:
+                state += " (reported, not required)"
+            label = f"{result.name} ({result.chain})" if result.chain else result.name
+            self.stdout.write(f"{label:<30} {result.latency_ms:>5} ms  {state}")
+        failed = [result.name for result in results if not result.ok and result.required]
+        if not is_ready(results):
             raise CommandError(f"not ready: {', '.join(failed)}", returncode=1)
         self.stdout.write("ready")

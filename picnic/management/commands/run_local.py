@@ -152,8 +152,13 @@ class Command(BaseCommand):
             work_seconds=5,
         ).start()
         self.stdout.write(f"local Responses API (tool backend) on {backend.url}")
-        quotes = LocalLifiServer(port=_port(settings.SWAP_QUOTE_URL, "SWAP_QUOTE_URL")).start()
-        self.stdout.write(f"local swap quotes (LI.FI shape) on {quotes.url}")
+        # Quotes on either chain and a bridge between them (its relayer delivers after 5 s).
+        quotes = LocalLifiServer(
+            port=_port(settings.SWAP_QUOTE_URL, "SWAP_QUOTE_URL"),
+            rpc_urls={local.chain_id: local.rpc_url for local in world.chains},
+            bridge_delay=5.0,
+        ).start()
+        self.stdout.write(f"local swap quotes and bridge (LI.FI shape) on {quotes.url}")
         gnosis_pay = LocalGnosisPayServer(
             rpc_url=chain.rpc_url, port=_port(settings.GNOSIS_PAY_URL, "GNOSIS_PAY_URL")
         ).start()

@@ -108,7 +108,10 @@ class Command(BaseCommand):
                 "OPERATIONS_BACKEND_URL": LocalResponsesServer(
                     api_key=settings.OPERATIONS_BACKEND_API_KEY, work_seconds=5
                 ),
-                "SWAP_QUOTE_URL": LocalLifiServer(),
+                "SWAP_QUOTE_URL": LocalLifiServer(
+                    rpc_urls={local.chain_id: local.rpc_url for local in world.chains},
+                    bridge_delay=5.0,
+                ),
                 "GNOSIS_PAY_URL": LocalGnosisPayServer(rpc_url=chain.rpc_url),
                 "PRICE_API_URL": LocalCoinGeckoServer(),
             }

@@ -11,7 +11,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application
 
-from actions.demo import seed_actions, seed_ramps
+from actions.demo import local_chains, seed_actions, seed_ramps
+from actions.evm_clients import ChainUnavailable
 from messaging.demo import seed_messaging
 from operations.demo import seed_operations
 
@@ -78,10 +79,17 @@ class Command(BaseCommand):
             try:
                 seed_actions(user=alice, application=app, say=say)
             except (OSError, ConnectionError) as exc:
+                where = "; ".join(
+                    f"{c.name} at {c.rpc_url} / {c.bundler_url}" for c in local_chains()
+                )
                 raise CommandError(
-                    f"the local chain stack is not reachable at {settings.CHAIN_RPC_URL} / "
-                    f"{settings.BUNDLER_RPC_URL} ({exc}); start it (python -m chain.stack) "
-                    "or pass --skip-chain"
+                    f"the local chain stack is not reachable ({where}): {exc}; start it "
+                    "(python -m chain.stack) or pass --skip-chain"
+                ) from exc
+            except ChainUnavailable as exc:
+                raise CommandError(
+                    f"the local chain {exc.chain.name} is not reachable ({exc.cause}); start "
+                    "the stack (python -m chain.stack) or pass --skip-chain"
                 ) from exc
         say(self.style.SUCCESS("demo data ready"))
         for line in demo_logins(token.token):

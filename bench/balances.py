@@ -1,0 +1,249 @@
+"""get_balances over both local chains against the same call over one chain (its baseline),
+both measured in this run on the real local world (two Hardhat/EDR nodes, chain ids 31337 and
+31338, started here on free ports) and a throwaway test database (SQLite by default;
+DATABASE_URL=postgres://… for PostgreSQL).
+
+    .venv/bin/python bench/balances.py [--accounts 3] [--rounds 10] [--requests 30] [--rtt-ms 0]
+
+Generates its data: one user with `--accounts` passkey accounts (different salts), registered
+on both chains, each holding the demo tokens (USDC, EURe, the svUSDC vault) minted there.
+Each request is GET /api/v1/balances through the whole Django stack in this process (bearer
+token, scope check, the view, the chain reads, the presenter; prices from a local CoinGecko-
+shaped server, cached as in production). "one chain": settings.CHAINS is the card's chain
+only; "two chains": both, the reads sent in parallel (one JSON-RPC batch per chain). Rounds
+alternate which goes first. Prints p50/p95 of each and the p50 ratio (the target: at most
+1.2x).
+
+`--rtt-ms N` puts a forwarding proxy in front of each node that holds every request N ms
+before passing it on: the round trip a hosted RPC has (the local nodes answer in about 2 ms
+of their own CPU, so on a busy 2-core machine the two nodes mostly wait for each other's
+core rather than for the network).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import secrets
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "picnic.settings")
+
+from bench.common import machine, percentile  # noqa: E402
+
+
+class DelayProxy:
+    """A JSON-RPC forwarder on a free loopback port that adds `rtt` seconds to every request."""
+
+    def __init__(self, target: str, rtt: float) -> None:
+        import http.server
+        import threading
+
+        import requests
+
+        session = requests.Session()
+        lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out without a 40 ms stall
+
+            def do_POST(self):  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                time.sleep(rtt)
+                with lock:  # one upstream connection, kept alive
+                    answer = session.post(
+                        target, data=body, headers={"Content-Type": "application/json"}
+                    )
+                self.send_response(answer.status_code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer.content)))
+                self.end_headers()
+                self.wfile.write(answer.content)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def make_data(*, accounts: int, world) -> str:
+    """The user, their accounts on both chains with tokens minted, and a bearer token."""
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+    from oauth2_provider.models import AccessToken, Application
+    from web3 import Web3
+
+    from actions.demo import ensure_demo_tokens
+    from actions.models import Passkey, SmartAccount, SmartAccountKind
+    from chain import contracts
+    from chain.dev import mint
+    from chain.passkey_account import SoftwarePasskey
+    from evm.passkey_account import PasskeyAccountClient
+
+    ensure_demo_tokens()
+    user = get_user_model().objects.create(username="bench")
+    application = Application.objects.create(
+        name="bench agent",
+        user=user,
+        client_type=Application.CLIENT_CONFIDENTIAL,
+        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+        redirect_uris="http://127.0.0.1/cb",
+    )
+    token = AccessToken.objects.create(
+        user=user,
+        application=application,
+        token=secrets.token_urlsafe(32),
+        scope="read:balances",
+        expires=timezone.now() + timedelta(days=1),
+    )
+    qx, qy = SoftwarePasskey().public_xy
+    passkey = Passkey.objects.create(
+        user=user,
+        credential_id="bench",
+        public_key=b"\x00",
+        public_key_x="0x" + qx.hex(),
+        public_key_y="0x" + qy.hex(),
+    )
+    nodes = {local.chain_id: Web3(Web3.HTTPProvider(local.rpc_url)) for local in world.chains}
+    for salt in range(accounts):
+        client = PasskeyAccountClient(nodes[31337], qx, qy, salt=salt)
+        for chain_id, w3 in nodes.items():
+            SmartAccount.objects.create(
+                user=user,
+                kind=SmartAccountKind.PICNIC,
+                chain_id=chain_id,
+                address=client.address,
+                entry_point_version="0.7",
+                factory=client.factory.address,
+                owner="passkey:bench",
+                passkey=passkey,
+                salt=salt,
+            )
+            for symbol, (_name, decimals, _salt) in contracts.DEMO_TOKENS.items():
+                mint(w3, symbol, client.address, (salt + 1) * 10**decimals)
+    return token.token
+
+
+def measure(*, token: str, rounds: int, requests: int, tables: dict) -> dict[str, list[float]]:
+    from django.conf import settings
+    from django.test import Client
+
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    samples: dict[str, list[float]] = {name: [] for name in tables}
+
+    def call(name: str) -> dict:
+        settings.CHAINS = tables[name]
+        response = client.get("/api/v1/balances")
+        assert response.status_code == 200, response.content
+        return response.json()
+
+    for name in tables:  # warm, and check what each mode reads
+        body = call(name)
+        assert all(c["error"] is None for c in body["chains"]), body["chains"]
+        assert {b["chainId"] for b in body["balances"]} == {c.id for c in tables[name]}
+    names = list(tables)
+    for round_ in range(rounds):
+        for name in names if round_ % 2 == 0 else reversed(names):
+            for _ in range(requests):
+                started = time.perf_counter()
+                call(name)
+                samples[name].append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--accounts", type=int, default=3, help="passkey accounts per chain")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--requests", type=int, default=30, help="per round and mode")
+    parser.add_argument("--rtt-ms", type=float, default=0, help="added to every node request")
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    # Its own throwaway database, never the one a test run may be using at the same time.
+    db = settings.DATABASES["default"]
+    db["TEST"]["NAME"] = (
+        str(Path(settings.VAR_DIR) / "bench_balances.sqlite3")
+        if db["ENGINE"].endswith("sqlite3")
+        else f"bench_balances_{db['NAME']}"
+    )
+    from django.db import connection
+    from django.test.utils import setup_test_environment
+
+    from actions.providers.local_coingecko import LocalCoinGeckoServer
+    from chain.stack import LocalWorld, free_port
+    from core.chains import get_chain, with_endpoints
+
+    print(machine())
+    logging.disable(logging.WARNING)  # the access log of every request is not the measure
+    setup_test_environment()
+    settings.ALLOWED_HOSTS = ["*"]
+    connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    world = LocalWorld.on_ports(
+        card_rpc_port=free_port(),
+        card_bundler_port=free_port(),
+        l2_rpc_port=free_port(),
+        l2_bundler_port=free_port(),
+        workdir=Path(tempfile.mkdtemp(prefix="bench-balances-")),
+    )
+    started = time.monotonic()
+    world.start()
+    prices = LocalCoinGeckoServer().start()
+    proxies = []
+    try:
+        print(f"local world up in {time.monotonic() - started:.1f}s")
+        settings.PRICE_API_URL = prices.url
+        for local in world.chains:
+            settings.CHAINS = with_endpoints(
+                local.chain_id, rpc_url=local.rpc_url, bundler_url=local.bundler_url
+            )
+        settings.CARD_CHAIN_ID = world.card.chain_id
+        token = make_data(accounts=args.accounts, world=world)
+        if args.rtt_ms:
+            for local in world.chains:
+                proxies.append(DelayProxy(local.rpc_url, args.rtt_ms / 1000))
+                settings.CHAINS = with_endpoints(local.chain_id, rpc_url=proxies[-1].url)
+        both = tuple(settings.CHAINS)
+        tables = {"one chain": (get_chain(world.card.chain_id),), "two chains": both}
+        samples = measure(token=token, rounds=args.rounds, requests=args.requests, tables=tables)
+        per_chain = args.accounts * 3  # USDC, EURe, svUSDC per account
+        print(
+            f"{args.accounts} accounts x 3 tokens per chain ({per_chain} balances a chain), "
+            f"{args.rounds} rounds x {args.requests} requests per mode, "
+            f"{args.rtt_ms:g} ms added to each node request"
+        )
+        for name, values in samples.items():
+            print(
+                f"{name:>10}: p50 {percentile(values, 50):6.2f} ms   "
+                f"p95 {percentile(values, 95):6.2f} ms   ({len(values)} requests)"
+            )
+        ratio = percentile(samples["two chains"], 50) / percentile(samples["one chain"], 50)
+        print(f"two chains / one chain at p50: {ratio:.2f}x (target <= 1.2x)")
+    finally:
+        for proxy in proxies:
+            proxy.stop()
+        prices.stop()
+        world.stop()
+        connection.creation.destroy_test_db(connection.settings_dict["NAME"], verbosity=0)
+
+
+if __name__ == "__main__":
+    main()
