@@ -131,9 +131,12 @@ ASSET = {
 RECIPIENT = {
     "type": "string",
     "minLength": 1,
-    "maxLength": 255,
-    "pattern": fullmatch_pattern(r"0x[0-9a-fA-F]{40}|[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+"),
-    "description": "a 0x address or an ENS name",
+    # Longer than an ENS name may be (255), so an over-long name gets the normaliser's reason
+    # (ens_name_invalid) rather than a bare length error; still a bound on what is read.
+    "maxLength": 1024,
+    # Any dotted name: ENSIP-15 (not a pattern) decides which names are valid, and says why not.
+    "pattern": fullmatch_pattern(r"0x[0-9a-fA-F]{40}|[^.\s]+(\.[^.\s]+)+"),
+    "description": "a 0x address or an ENS name (ENSIP-15), like merchant.eth",
 }
 
 SMART_ACCOUNT = {

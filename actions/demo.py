@@ -35,7 +35,7 @@ from actions.services.lifecycle import (
 from actions.services.passkeys import smart_accounts_cover_chains
 from actions.services.proposals import passkey_client
 from actions.services.transitions import action_transition
-from chain import contracts, zodiac
+from chain import contracts, ens, zodiac
 from chain.dev import fund, mint
 from chain.safe import DelayConfig, deploy_safe
 from chain.simple_account import SimpleAccountOwner
@@ -264,10 +264,36 @@ def seed_actions(*, user, application, say: Callable[[str], None]) -> SmartAccou
                     f"passkey account {passkey_account.address} funded on {local.name} with "
                     f"{local.native.symbol}, 100 USDC, 100 EURe"
                 )
+    seed_ens_names(user=user, account=account, owner_key=demo_owner_key(user.username), say=say)
     for name, pk in DEMO.items():
         status = Action.objects.filter(pk=pk).values_list("status", flat=True).first()
         say(f"action {pk} ({name}): {status}")
     return account
+
+
+def seed_ens_names(*, user, account: SmartAccount, owner_key: str, say) -> None:
+    """Dev chain only: `alice.eth` → the user's passkey account (the demo SimpleAccount until a
+    passkey is registered), `merchant.eth` → the demo merchant's EOA, each with its reverse
+    record where the address itself can set it (the merchant's EOA; the SimpleAccount through
+    its owner). A passkey account's reverse record needs the passkey: not set here."""
+    chain = card_chain()
+    if chain.ens_registry.lower() != ens.registry_address().lower():
+        say(f"ENS: {chain.name} names no local registry; no demo names")
+        return
+    w3 = Web3(Web3.HTTPProvider(chain.rpc_url, request_kwargs={"timeout": 10}))
+    passkey_account = (
+        SmartAccount.objects.filter(user=user, passkey__isnull=False, chain_id=chain.id)
+        .order_by("-pk")
+        .first()
+    )
+    alice = passkey_account.address if passkey_account else account.address
+    ens.register(w3, "alice.eth", alice)
+    if alice == account.address and w3.eth.get_code(account.address):
+        ens.set_reverse_name_of_simple_account(w3, owner_key, account.address, "alice.eth")
+    merchant = w3.eth.account.from_key(ens.MERCHANT_KEY).address
+    ens.register(w3, "merchant.eth", merchant)
+    ens.set_reverse_name_of_eoa(w3, ens.MERCHANT_KEY, "merchant.eth")
+    say(f"ENS on {chain.name}: alice.eth → {alice}, merchant.eth → {merchant} (with reverse)")
 
 
 def seed_ramps(*, user) -> None:

@@ -80,6 +80,7 @@ from core.chains import Chain, chain_name
 from core.formats import rfc3339
 from core.timeline import render_timeline
 from evm.bundler import BundlerError
+from evm.ens import EnsUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +130,9 @@ class ActionToolView(ApiView):
         try:
             action = self.propose(request, self.input)
         except ToolError as exc:  # the values are well-formed but refused, in words
-            raise ApiError(redact(str(exc)), code="invalid") from None
+            raise ApiError(redact(str(exc)), code=exc.code, errors=exc.errors) from None
+        except EnsUnavailable as exc:  # the name's chain did not answer (named in the text)
+            raise ServiceUnavailable(str(exc), code=exc.code) from None
         except ChainUnavailable as exc:  # one chain's node or bundler: named; others unaffected
             if exc.part == "bundler":
                 logger.warning("bundler of %s failed: %r", exc.chain.name, exc.cause)

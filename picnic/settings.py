@@ -507,6 +507,9 @@ CHAINS = parse_chains(
                 "rpc_url": CHAIN_RPC_URL,
                 "bundler_url": BUNDLER_RPC_URL,
                 "native": {"symbol": "xDAI", "name": "xDAI", "slip44": 700, "price_id": "xdai"},
+                # The local stack's ENS registry (chain/ens.py: CREATE2, so always here). The
+                # L2 row has none: it answers "no ENS on that chain" (docs/ens.md).
+                "ens_registry": "0x7C5ca0BD4883D5970C5f52E7DE58e7Fa4Aa94EC4",
                 "icon": "picnic/chains/gnosis.svg",
             },
             {

@@ -14,7 +14,6 @@ from decimal import Decimal, InvalidOperation
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from ens.exceptions import ENSException
 from web3 import Web3
 
 from actions.chain_reads import CHAIN_RPC_ERRORS
@@ -30,10 +29,11 @@ from actions.providers.lifi import LifiClient, ProviderUnavailable, QuoteError
 from actions.services.bridges import bridge_leg_open
 from actions.services.lifecycle import action_create
 from actions.services.passkeys import smart_accounts_cover_chains
+from core.api import failure_reason
 from core.chains import Chain, UnknownChain, chain_name, get_chain
 from core.formats import rfc3339
 from core.metrics import instrument_web3
-from evm import zodiac
+from evm import ens, zodiac
 from evm.bundler import BundlerError
 from evm.passkey_account import PasskeyAccountClient
 from evm.rpc import http_web3
@@ -51,7 +51,14 @@ logger = logging.getLogger(__name__)
 
 
 class ToolError(Exception):
-    """Bad input for a tool; the message says what to fix."""
+    """Bad input for a tool; the message says what to fix, `code` is the API error code."""
+
+    def __init__(
+        self, message: str, *, code: str = "invalid", errors: dict[str, list[str]] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.errors = errors or {}
 
 
 def _token(asset_id: str) -> Token:
@@ -92,7 +99,13 @@ def _units(amount: str, decimals: int) -> tuple[Decimal, int]:
     return value, units
 
 
-def _recipient(to: str, w3: Web3, chain: Chain) -> str:
+def _recipient(to: str, chain: Chain) -> tuple[str, str]:
+    """The checksummed address to pay and the ENS name shown beside it ("" for none).
+
+    A name is ENSIP-15 normalised and resolved now, on the asset's chain: the address goes into
+    the user operation, so what is signed cannot change with the name's records later. A 0x
+    address gets its verified primary name (reverse record, then forward check) when the chain
+    has one; that lookup is best-effort and never refuses the transfer."""
     to = (to or "").strip()
     if re.fullmatch(r"0x[0-9a-fA-F]{40}", to):
         body = to[2:]
@@ -101,19 +114,48 @@ def _recipient(to: str, w3: Web3, chain: Chain) -> str:
             raise ToolError(f"{to} has an invalid EIP-55 checksum")
         if to.lower() == ZERO_ADDRESS:
             raise ToolError("to must not be the zero address: tokens sent there are lost")
-        return Web3.to_checksum_address(to)
-    if re.fullmatch(r"[a-z0-9-]+(\.[a-z0-9-]+)+", to.lower()):
-        try:
-            # A chain without the ENS registry (a dev chain) has nothing to ask.
-            registry = w3.eth.get_code(w3.ens.ens.address)
-            resolved = w3.ens.address(to) if registry else None
-        except (ENSException, *CHAIN_RPC_ERRORS) as exc:  # a name ENS refuses, or the RPC failed
-            logger.info("ENS name %s not resolved: %r", to, exc)
-            resolved = None
-        if not resolved:
-            raise ToolError(f"ENS name {to} could not be resolved on {chain.name}")
-        return Web3.to_checksum_address(resolved)
-    raise ToolError(f"to must be a 0x address or an ENS name, got {to!r}")
+        address = Web3.to_checksum_address(to)
+        return address, _primary_name(address, chain)
+    try:
+        name = ens.normalize(to)
+    except ens.EnsNameInvalid as exc:
+        raise ToolError(
+            f"{to[:80]!r}{'…' if len(to) > 80 else ''} is not a valid ENS name: {exc}",
+            code=exc.code,
+            errors={"to": [str(exc)]},
+        ) from None
+    if not chain.ens_registry:
+        raise ToolError(
+            f"{chain.name} has no ENS registry: send to a 0x address there",
+            code="ens_not_supported",
+        )
+    try:
+        address = ens.EnsReader(_chain_web3(chain), chain.ens_registry).resolve(name)
+    except ens.EnsNameNotFound:
+        raise ToolError(
+            f"The ENS name {name} was not found on {chain.name}, or points at no address",
+            code="ens_name_not_found",
+        ) from None
+    except (ens.EnsUnavailable, *CHAIN_RPC_ERRORS) as exc:
+        logger.warning("ENS on chain %s not readable: %r", chain.id, exc)
+        raise ens.EnsUnavailable(
+            f"ENS could not be read on {chain.name}: {failure_reason(exc)}"
+        ) from exc
+    return address, name
+
+
+def _primary_name(address: str, chain: Chain) -> str:
+    if not chain.ens_registry:
+        return ""
+    try:
+        return ens.EnsReader(_chain_web3(chain), chain.ens_registry).reverse_name(address) or ""
+    except (ens.EnsError, *CHAIN_RPC_ERRORS) as exc:  # a name is a nicety: the 0x stays
+        logger.info("no primary name for %s on chain %s: %r", address, chain.id, exc)
+        return ""
+
+
+def _chain_web3(chain: Chain) -> Web3:
+    return instrument_web3(http_web3(chain.rpc_url, timeout=10), provider="chain_rpc")
 
 
 def _account(user, chain: Chain) -> SmartAccount:
@@ -453,9 +495,9 @@ def propose_transfer(*, user, application, asset_id: str, amount: str, to: str) 
     token = _token(asset_id)
     value, units = _units(amount, token.decimals)
     chain = _chain(token.chain_id)  # the asset id says which chain: its node, its bundler
+    recipient, name = _recipient(to, chain)
     with on_chain(chain):
         w3 = web3(chain.id)
-        recipient = _recipient(to, w3, chain)
         account = _account(user, chain)
         client = passkey_client(w3, account)
         erc20 = w3.eth.contract(address=Web3.to_checksum_address(token.address), abi=_ERC20_ABI)
@@ -470,10 +512,13 @@ def propose_transfer(*, user, application, asset_id: str, amount: str, to: str) 
             "to": recipient,
             "symbol": token.symbol,
         }
-        if to.strip().lower() != recipient.lower():
-            params["ens"] = to.strip()
+        if name:
+            # Both are kept: the address is what the user operation pays, the name what people
+            # read ("to": the name was asked for; "reverse": the address's verified primary name).
+            params["ens"] = name
+            params["ens_source"] = "reverse" if to.strip().lower() == recipient.lower() else "to"
         op = _build(client, call, params, chain=chain)
-    shown_to = f"{to.strip()} ({recipient})" if "ens" in params else recipient
+    shown_to = f"{name} ({recipient})" if name else recipient
     return action_create(
         user=user,
         application=application,

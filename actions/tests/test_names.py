@@ -63,6 +63,7 @@ def test_the_staff_timeline_names_the_chain_and_links_the_explorer(
     assert 'title="chain id 31337 (eip155:31337)">Gnosis (local)</span>' in html
     assert set(explorer_links(html)) == {
         f"https://explorer.example/address/{ACCOUNT}",
+        f"https://explorer.example/address/{action.params['to']}",  # the transfer's recipient
         f"https://explorer.example/tx/{TX}",
         "https://explorer.example/block/42",
     }

@@ -4,6 +4,8 @@ nothing; get_transactions still serves what it indexed before and says why it is
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from actions.models import SmartAccount
@@ -104,35 +106,33 @@ def test_a_bug_in_the_history_sync_propagates_while_an_outage_is_reported(
 def test_an_ens_name_the_node_cannot_resolve_is_reported_and_a_bug_propagates(
     rpc, settings, monkeypatch
 ):
-    from ens import ENS
-    from web3 import Web3
+    import dataclasses
 
-    from actions.services.proposals import ToolError, _recipient
+    from actions.services.proposals import _recipient
+    from core.chains import get_chain
+    from evm.ens import EnsReader, EnsUnavailable
 
-    def w3():
-        url = get_chain(31337).rpc_url
-        return Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": 0.5}))
+    def chain():
+        row = get_chain(settings.CHAIN_ID)
+        return dataclasses.replace(
+            row, rpc_url=settings.CHAIN_RPC_URL, ens_registry="0x" + "11" * 20
+        )
 
     for mode in ("refused", "hang", "rpc_error", "garbage"):
-        settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, rpc_url=rpc.url)
+        settings.CHAIN_RPC_URL, rpc.mode = rpc.url, "result"
         _break(rpc, settings, mode)
-        with pytest.raises(ToolError, match="ENS name alice.eth could not be resolved"):
-            _recipient("alice.eth", w3(), get_chain(31337))
-
-    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, rpc_url=rpc.url)
-    rpc.mode = "result"
-    rpc.results = {"eth_getCode": "0x"}  # a chain without the registry: nothing to ask
-    with pytest.raises(ToolError, match="ENS name alice.eth could not be resolved"):
-        _recipient("alice.eth", w3(), get_chain(31337))
-    assert [r["method"] for r in rpc.requests[-1:]] == ["eth_getCode"]
+        with pytest.raises(
+            EnsUnavailable, match=re.escape(f"ENS could not be read on {chain().name}: ")
+        ):
+            _recipient("alice.eth", chain())
 
     def bug(self, name):
         raise KeyError("a bug in our code")
 
-    monkeypatch.setattr(ENS, "address", bug)
-    rpc.results = {"eth_getCode": "0x6080"}  # the registry is deployed
+    settings.CHAIN_RPC_URL, rpc.mode = rpc.url, "result"
+    monkeypatch.setattr(EnsReader, "resolve", bug)
     with pytest.raises(KeyError, match="a bug in our code"):
-        _recipient("alice.eth", w3(), get_chain(31337))
+        _recipient("alice.eth", chain())
 
 
 READERS = [

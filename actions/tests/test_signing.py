@@ -196,7 +196,7 @@ def test_the_sign_page_shows_what_is_signed_with_a_strict_csp(
         ({"amount": "1.0000001"}, "more than 6 decimals"),
         ({"amount": "lots"}, "amount: 'lots' does not match"),
         ({"to": "0x90f79bf6eb2c4f870365e785982e1f101e93B906"}, "invalid EIP-55 checksum"),
-        ({"to": "vitalik.eth"}, "ENS name vitalik.eth could not be resolved"),
+        ({"to": "vitalik.eth"}, "The ENS name vitalik.eth was not found on Gnosis (local)"),
         ({"to": "not an address"}, "0x address or an ENS name"),
     ],
 )

@@ -1,6 +1,6 @@
 """End to end in Debian's Chromium (Playwright) with a CDP virtual authenticator:
-register a passkey, transfer 1.5 demo USDC, sign on the page, see it executed on chain;
-reject another action; let a third expire."""
+register a passkey, transfer 1.5 demo USDC, sign on the page, see it executed on chain; the same
+to merchant.eth (ENS); reject another action; let a third expire."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from web3 import Web3
 from actions.demo import ensure_demo_tokens
 from actions.models import Action, SmartAccount
 from actions.providers.local_lifi import LocalLifiServer
-from chain import contracts
+from chain import contracts, ens
 from chain.dev import fund, mint, token_balance
 from core.chains import with_endpoints
 from core.testing import add_virtual_authenticator, chromium_options
@@ -77,14 +77,14 @@ def test_register_transfer_sign_execute_reject_and_expire(
     before = token_balance(w3, "USDC", RECIPIENT)
     token = make_token(user, application, scope="read:actions write:actions")
 
-    def propose(amount: str) -> dict:
+    def propose(amount: str, to: str = RECIPIENT) -> dict:
         response = api_client.post(
             "/api/v1/actions/transfer",
             token,
             {
                 "asset_id": f"eip155:31337/erc20:{contracts.demo_token_address('USDC')}",
                 "amount": amount,
-                "to": RECIPIENT,
+                "to": to,
             },
         )
         assert response.status_code == 201, response.content
@@ -106,6 +106,20 @@ def test_register_transfer_sign_execute_reject_and_expire(
         "broadcast",
         "executed",
     ]
+
+    # To an ENS name: the page shows the name with the full address beside it; the resolved
+    # address is what the signed user operation pays.
+    merchant = w3.eth.account.from_key(ens.MERCHANT_KEY).address
+    ens.register(w3, "merchant.eth", merchant)
+    merchant_before = token_balance(w3, "USDC", merchant)
+    named = propose("1", to="merchant.eth")
+    page.goto(named["sign_url"])
+    assert page.inner_text("#headline") == "Send 1 USDC to merchant.eth"
+    assert page.inner_text("#recipient-address") == merchant
+    page.click("#approve")
+    page.wait_for_selector('[data-status="executed"]', timeout=90_000)
+    assert token_balance(w3, "USDC", merchant) - merchant_before == 1_000_000
+    assert Action.objects.get(pk=named["action_id"]).params["ens"] == "merchant.eth"
 
     second = propose("1")
     page.goto(second["sign_url"])

@@ -66,6 +66,22 @@ def test_it_creates_demo_data_once_with_actions_in_different_states(chain_settin
     assert Wallet.objects.get(owner__username="alice").held_credits > 0
     assert Delivery.objects.count() == 3
     assert set(Delivery.objects.values_list("status", flat=True)) == {"queued"}
+    # ENS demo names: alice.eth → the demo account (no passkey yet), merchant.eth → the
+    # merchant's EOA, both with a verified reverse record.
+    from web3 import Web3
+
+    from chain import ens as local_ens
+    from evm.ens import EnsReader
+
+    reader = EnsReader(
+        Web3(Web3.HTTPProvider(chain_settings.rpc_url)), local_ens.registry_address()
+    )
+    merchant = Web3().eth.account.from_key(local_ens.MERCHANT_KEY).address
+    assert reader.resolve("alice.eth") == account.address
+    assert reader.resolve("merchant.eth") == merchant
+    assert reader.reverse_name(account.address) == "alice.eth"
+    assert reader.reverse_name(merchant) == "merchant.eth"
+    assert f"alice.eth → {account.address}, merchant.eth → {merchant}" in first
 
 
 @pytest.mark.django_db
