@@ -1,3 +1,3 @@
-"""The shared core: machinery every app uses and no app owns (see docs/layers.md).
+"""The shared core: machinery every app uses and no app owns (docs/architecture.md, Layers).
 
 It imports no app: apps register into its registries from their AppConfig.ready()."""

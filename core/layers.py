@@ -1,5 +1,5 @@
 """The import layers: one table, checked by core/tests/test_layers.py (every import statement of
-production code, function-level ones included) and described in docs/layers.md.
+production code, function-level ones included) and described in docs/architecture.md, Layers.
 
 Bottom to top. A module may import its own package and the packages of the layers below it;
 never a package above it, and never a sibling on its own layer (siblings meet only in the
