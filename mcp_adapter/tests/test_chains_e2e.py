@@ -30,16 +30,9 @@ pytestmark = [pytest.mark.chain, pytest.mark.browser, pytest.mark.django_db(tran
 SCOPES = "read:actions write:actions"
 
 
-@pytest.fixture(autouse=True)
-def output_schemas(monkeypatch):
-    """tools/list publishes the output schemas, so the SDK client checks every answer here
-    against the seed's schema (the server reads this when it is built)."""
-    monkeypatch.setenv("SOSOAPI_OUTPUT_SCHEMAS", "1")
-
-
 def mcp_call(url: str, token: str, name: str, arguments: dict[str, Any]):
     """One tool call with the official SDK client over streamable HTTP, its answer checked by
-    the client against the tool's output schema. It runs in a thread of its own: Playwright's
+    the client against the tool's output schema (the server publishes them). It runs in a thread of its own: Playwright's
     sync API keeps an event loop in the test's thread."""
     import httpx2
     from mcp import Client
@@ -108,7 +101,7 @@ def test_send_5_usdc_to_merchant_eth_over_mcp_signed_in_chromium(
     before = token_balance(card, "USDC", merchant)
     token = make_token(user, application, scope=SCOPES)
 
-    with http_server() as http:
+    with http_server(output_schemas=True) as http:
         usdc = f"eip155:31337/erc20:{contracts.demo_token_address('USDC')}"
         proposed = mcp_call(
             http.url,
@@ -174,7 +167,7 @@ def test_swap_10_usdc_on_the_l2_into_eure_on_the_cards_chain_over_mcp(
         eure_before = token_balance(card, "EURe", account.address)
         token = make_token(user, application, scope=SCOPES)
 
-        with http_server() as http:
+        with http_server(output_schemas=True) as http:
             arguments = {
                 "from_asset_id": f"eip155:{l2_id}/erc20:{contracts.demo_token_address('USDC')}",
                 "to_asset_id": f"eip155:{card_id}/erc20:{contracts.demo_token_address('EURe')}",
