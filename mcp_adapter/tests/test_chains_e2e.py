@@ -121,8 +121,9 @@ def test_send_5_usdc_to_merchant_eth_over_mcp_signed_in_chromium(
     action = Action.objects.get(pk=proposed["action_id"])
     assert action.params["to"] == merchant and action.params["ens"] == "merchant.eth"
     assert status["status"] == "executed" and status["tx_hash"] == action.tx_hash
-    assert "merchant.eth" in status["summary"] and "Gnosis (local)" in status["summary"]
-    assert "31337" not in status["summary"]
+    # The chain by its name, never "31337"; the name with the address it resolved to.
+    summary = f"Send 5 USDC to merchant.eth ({merchant}) on Gnosis (local)"
+    assert proposed["summary"] == status["summary"] == summary
     assert [row["status"] for row in status["status_history"]] == [
         "proposed",
         "signed",
