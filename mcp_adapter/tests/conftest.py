@@ -148,13 +148,16 @@ class HttpServer:
 
 @pytest.fixture
 def http_server(live_server, settings, events_dir, mcp_resource):
-    def start(**overrides):
+    def start(*, output_schemas: bool | None = None, **overrides):
+        """`output_schemas`: publish the tools' output schemas (what SOSOAPI_OUTPUT_SCHEMAS=1
+        does; an environment variable, so not one of the settings `overrides`)."""
         # It listens at the resource the test's tokens are bound to (RFC 8707).
         port = urlsplit(mcp_resource).port
         settings.MCP_API_URL = live_server.url
         settings.MCP_ALLOWED_ORIGINS = [f"http://127.0.0.1:{port}"]
         for name, value in overrides.items():
             setattr(settings, name, value)
-        return HttpServer(PicnicMCP(http=True, api=PicnicApi(live_server.url)), port)
+        server = PicnicMCP(http=True, api=PicnicApi(live_server.url), output_schemas=output_schemas)
+        return HttpServer(server, port)
 
     return start

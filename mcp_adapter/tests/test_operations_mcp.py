@@ -174,7 +174,7 @@ def test_quote_start_as_a_task_review_approval_succeeded_result(
         reviewed.set()
         worker_until({"pk": operation.pk}, until={State.SUCCEEDED, State.FAILED})
 
-    with http_server(SOSOAPI_OUTPUT_SCHEMAS="1") as http:
+    with http_server(output_schemas=True) as http:
         (quote,) = sdk(http.url, agent.token, ("tong_operation_quote", quote_args()))
         assert quote.is_error is False, quote.content
         body = quote.structured_content
@@ -226,7 +226,7 @@ def test_quote_start_as_a_task_review_approval_succeeded_result(
 
 
 def test_cancel_in_review_releases_the_hold(http_server, backend, agent, user):
-    with http_server(SOSOAPI_OUTPUT_SCHEMAS="1") as http:
+    with http_server(output_schemas=True) as http:
         (quote,) = sdk(http.url, agent.token, ("tong_operation_quote", quote_args()))
         quote_id = quote.structured_content["id"]
         (started,) = sdk(http.url, agent.token, ("tong_operation_start", start_args(quote_id)))
@@ -265,7 +265,7 @@ def test_start_refusals_hold_nothing_and_a_repeat_returns_the_same_operation(
         quoted_credits=Decimal("1"),
         expires_at=timezone.now() + timedelta(minutes=5),
     )
-    with http_server(SOSOAPI_OUTPUT_SCHEMAS="1") as http:
+    with http_server(output_schemas=True) as http:
         (q1, q2, q3) = sdk(
             http.url,
             agent.token,
