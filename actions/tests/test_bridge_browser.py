@@ -8,40 +8,19 @@ from __future__ import annotations
 import pytest
 from web3 import Web3
 
-from actions.demo import ensure_demo_tokens
 from actions.models import Action, BridgeLeg, SmartAccount
 from actions.providers.local_lifi import LocalLifiServer
 from actions.services.bridges import bridges_reconcile_pending
+from actions.tests.test_signing_browser import browser_page  # noqa: F401 - shared fixture
 from chain import contracts
 from chain.dev import fund, mint, token_balance
-from core.testing import add_virtual_authenticator, chromium_options, wait_until
+from core.testing import wait_until
 
 pytestmark = [pytest.mark.chain, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture
-def browser_page(live_server, chain_settings, settings, monkeypatch):
-    # Playwright's sync API runs an event loop in this thread; the ORM calls here are still sync.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from picnic.celery import app as celery_app
-
-    monkeypatch.setitem(celery_app.conf, "task_always_eager", True)
-    settings.WEBAUTHN_RP_ID = "localhost"
-    settings.WEBAUTHN_ORIGIN = live_server.url
-    settings.PUBLIC_BASE_URL = live_server.url
-    ensure_demo_tokens()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(**chromium_options())
-        page = browser.new_page(viewport={"width": 1000, "height": 900})
-        add_virtual_authenticator(page.context.new_cdp_session(page))
-        yield page
-        browser.close()
-
-
 def test_a_cross_chain_swap_signed_in_the_browser_shows_both_legs_live(
-    browser_page,
+    browser_page,  # noqa: F811 - the imported fixture
     live_server,
     chain_world,
     django_user_model,

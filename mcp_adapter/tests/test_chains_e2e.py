@@ -20,7 +20,7 @@ from actions.demo import demo_owner_key, seed_ens_names
 from actions.models import Action, BridgeLeg, SmartAccount
 from actions.providers.local_lifi import LocalLifiServer
 from actions.services.bridges import bridges_reconcile_pending
-from actions.tests.test_bridge_browser import browser_page  # noqa: F401 - shared fixture
+from actions.tests.test_signing_browser import browser_page  # noqa: F401 - shared fixture
 from chain import contracts, ens
 from chain.dev import fund, mint, token_balance
 from core.testing import wait_until
