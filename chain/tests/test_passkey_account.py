@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from eth_abi import decode, encode
 from web3 import Web3
 from web3.exceptions import Web3RPCError
 from web3.logs import DISCARD
@@ -186,6 +187,14 @@ def test_a_second_owner_signs_until_it_is_removed(request, chain_name, version):
         .hex()
         == "1626ba7e"
     )
+
+    # A malformed or truncated envelope, or an index nobody holds, is a refusal, not a revert.
+    good = laptop.owner_signature(message, owner_index=1)
+    _index, _batch, auth = decode(["uint256", "bytes32[]", "bytes"], good)
+    unowned = encode(["uint256", "bytes32[]", "bytes"], [2**256 - 1, [], auth])
+    assert encode(["uint256", "bytes32[]", "bytes"], [1, [], auth]) == good
+    for junk in (b"", b"\x00" * 31, b"\xff" * 96, good[:200], unowned):
+        assert contract.functions.isValidSignature(message, junk).call().hex() == "ffffffff"
 
     # The phone removes the laptop: the laptop's signature now fails validation (AA24), and
     # the account says why in terms a page can put in plain words.
