@@ -25,6 +25,7 @@ from operations.backends.local_openai import LocalResponsesServer
 from operations.contract import OPERATION_STATUS_SCHEMA, QUOTE_SCHEMA, RESULT_SCHEMA
 from operations.models import LedgerEntry, Operation, Quote, State, Wallet
 from operations.services import backend_unreachable, operations_process_due
+from operations.tests.factories import fund
 
 pytestmark = pytest.mark.django_db(transaction=True)
 EXTENSION = "io.modelcontextprotocol/tasks"
@@ -60,7 +61,7 @@ def backend(settings):
 
 @pytest.fixture
 def agent(user, application, make_token):
-    billing.wallet_grant(owner=user, amount=Decimal("100"), note="test grant")
+    fund(user, "100")
     return make_token(user, application, scope=SCOPES)
 
 
