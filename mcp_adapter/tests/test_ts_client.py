@@ -41,15 +41,17 @@ READ_TOOLS = ["get_transactions", "get_smart_accounts", "get_balances", "get_car
 
 def read_lines(process: subprocess.Popen, until: str, deadline: float, between=None) -> list[dict]:
     """JSON lines from the script up to and including the first of event `until`; `between`
-    runs whenever no line is waiting (the beat's work, while the script polls)."""
+    runs every 0.2 s meanwhile (the beat's work, while the script polls)."""
     lines = []
+    ticked = 0.0
     while time.monotonic() < deadline:
+        if between is not None and time.monotonic() - ticked >= 0.2:
+            between()
+            ticked = time.monotonic()
         ready, _, _ = select.select([process.stdout], [], [], 0.2)
         if not ready:
             if process.poll() is not None:
                 break
-            if between is not None:
-                between()
             continue
         line = process.stdout.readline()
         if not line:
