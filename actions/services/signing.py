@@ -31,7 +31,7 @@ from actions.services.lifecycle import action_expire_if_overdue, swap_quote_boun
 from actions.services.passkeys import PasskeyError
 from actions.services.transitions import action_transition
 from core.lifecycle import Actor, IllegalTransition, enqueue_on_commit
-from evm.signature import pack_assertion
+from evm.signature import pack_owner_signature
 
 
 def action_challenge(action: Action) -> bytes:
@@ -120,7 +120,9 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
         )
     except InvalidAuthenticationResponse as exc:
         raise PasskeyError(f"Signature refused: {exc}", code=_refusal_code(str(exc))) from None
-    signature = pack_assertion(
+    # Owner 0, the account's first passkey (the one every account has today).
+    signature = pack_owner_signature(
+        owner_index=0,
         authenticator_data=credential.response.authenticator_data,
         client_data_json=credential.response.client_data_json,
         signature_der=credential.response.signature,
