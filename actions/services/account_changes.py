@@ -333,16 +333,23 @@ def account_change_submit(*, change_id) -> AccountChange:
     return _send_ops(change)
 
 
-def _send_ops(change: AccountChange) -> AccountChange:
+def _send_ops(change: AccountChange, *, only_unknown: bool = False) -> AccountChange:
+    """Deliver each chain's op not yet included. A re-send (`only_unknown`) goes only to a
+    bundler that does not hold the op, and a refusal then counts only if no receipt shows the
+    op was included meanwhile (a deployed account refuses its own initCode again: AA10)."""
     for op in change.ops:
         if op["done"]:
             continue
+        client = bundler_client(op["chain_id"])
         try:
-            bundler_client(op["chain_id"]).send_user_operation(
-                to_rpc(op["user_op"]), op["entry_point"]
-            )
+            if only_unknown and client.get_user_operation_by_hash(op["user_op_hash"]) is not None:
+                continue
+            client.send_user_operation(to_rpc(op["user_op"]), op["entry_point"])
         except BundlerError as exc:
-            if classify_send_error(exc) == SendVerdict.FINAL:
+            verdict = classify_send_error(exc)
+            if verdict == SendVerdict.FINAL and (
+                not only_unknown or client.get_user_operation_receipt(op["user_op_hash"]) is None
+            ):
                 return _fail(change, f"bundler refused on chain {op['chain_id']}: {exc}")
             logger.warning("account change %s: chain %s: %s", change.pk, op["chain_id"], exc)
     return change
@@ -386,10 +393,16 @@ def _apply(change: AccountChange) -> None:
     """What an executed change means for the passkeys (in the executing transaction)."""
     now = timezone.now()
     if change.kind in (K.ADD_OWNER, K.RECOVERY) and change.passkey_id:
-        account = picnic_accounts(user=change.user)[0]
-        index = owner_index_on_chain(account=account, passkey=change.passkey)
+        # Every change applies on every chain from the same owners, so the index is the same
+        # on each; a difference (a chain that missed a change) is an error staff must see.
+        indexes = {
+            account.chain_id: owner_index_on_chain(account=account, passkey=change.passkey)
+            for account in picnic_accounts(user=change.user)
+        }
+        if len(set(indexes.values())) != 1:
+            logger.error("account change %s: owner indexes differ by chain: %s", change.pk, indexes)
         Passkey.objects.filter(pk=change.passkey_id).update(
-            owner_state=OwnerState.ACTIVE, owner_index=index
+            owner_state=OwnerState.ACTIVE, owner_index=next(iter(indexes.values()))
         )
     elif change.kind == K.REMOVE_OWNER and change.passkey_id:
         Passkey.objects.filter(pk=change.passkey_id).update(
@@ -429,7 +442,7 @@ def account_change_reconcile(*, change: AccountChange) -> AccountChange:
     if ops != change.ops and not all(op["done"] for op in ops):
         AccountChange.objects.filter(pk=change.pk).update(ops=ops, updated_at=timezone.now())
     if not all(op["done"] for op in ops):
-        return _send_ops(AccountChange.objects.get(pk=change.pk))
+        return _send_ops(AccountChange.objects.get(pk=change.pk), only_unknown=True)
     with transaction.atomic():
         try:
             change = change_transition(
