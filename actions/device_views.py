@@ -33,6 +33,7 @@ from actions.services.devices import (
     pending_passkey,
 )
 from actions.services.passkeys import PasskeyError
+from actions.services.recovery import account_change_refresh
 from actions.signing_views import (
     CHANGE_KIND_LABELS,
     CHANGE_STATUS_LABELS,
@@ -40,6 +41,7 @@ from actions.signing_views import (
     USER_MESSAGES,
     _refusal,
     _unreadable,
+    passkey_refusal,
 )
 from core.json_input import BodyRefused, json_body, loads
 from core.lifecycle import IllegalTransition
@@ -70,20 +72,6 @@ LINK_MESSAGES = {
     ),
     "no_account": _("Register your first passkey before adding another device."),
 }
-
-
-def refusal_words(exc: PasskeyError) -> str:
-    """The sentence a refused passkey step shows, in the user's language."""
-    if exc.code == "passkey_removed" and getattr(exc, "removed_at", None):
-        return gettext(
-            "This passkey was removed from your account on %(date)s. It can no longer sign "
-            "for you: use one of your other devices."
-        ) % {"date": formats.date_format(timezone.localtime(exc.removed_at), "DATE_FORMAT")}
-    return str(USER_MESSAGES.get(exc.code, USER_MESSAGES["refused"]))
-
-
-def passkey_refusal(exc: PasskeyError, *, status: int) -> JsonResponse:
-    return _refusal(str(exc), code=exc.code, status=status, shown=refusal_words(exc))
 
 
 # --- "Add a device" ------------------------------------------------------------------------
@@ -158,6 +146,13 @@ def account_change_page(request: HttpRequest, change_id) -> HttpResponse:
     change = _own_change(request, change_id)
     if change is None:
         return render(request, "actions/sign_refused.html", status=403)
+    if request.htmx and change.status in (
+        AccountChangeStatus.SUBMITTED,
+        AccountChangeStatus.WAITING,
+    ):
+        # Refreshed on read, as the signing page does: the page moves on without waiting for
+        # beat (which does the same for changes nobody is looking at).
+        change = account_change_refresh(change=change)
     return render_timeline(
         request,
         template="actions/account_change.html",

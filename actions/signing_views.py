@@ -12,7 +12,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import formats, timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
@@ -171,8 +171,20 @@ def _refusal(detail: str, *, code: str, status: int, shown=None) -> JsonResponse
     return error_json(detail, code=code, status=status, error=str(shown))
 
 
-def _passkey_refusal(exc: PasskeyError, *, status: int) -> JsonResponse:
-    return _refusal(str(exc), code=exc.code, status=status)
+def refusal_words(exc: PasskeyError) -> str:
+    """The sentence a refused passkey step shows, in the user's language (a removed passkey
+    is told when it was removed)."""
+    removed_at = getattr(exc, "removed_at", None)
+    if exc.code == "passkey_removed" and removed_at:
+        return gettext(
+            "This passkey was removed from your account on %(date)s. It can no longer sign "
+            "for you: use one of your other devices."
+        ) % {"date": formats.date_format(timezone.localtime(removed_at), "DATE_FORMAT")}
+    return str(USER_MESSAGES.get(exc.code, USER_MESSAGES["refused"]))
+
+
+def passkey_refusal(exc: PasskeyError, *, status: int) -> JsonResponse:
+    return _refusal(str(exc), code=exc.code, status=status, shown=refusal_words(exc))
 
 
 def _unreadable(exc: BodyRefused) -> JsonResponse:
@@ -302,7 +314,7 @@ def passkey_register_verify(request: HttpRequest) -> JsonResponse:
             device=device_of(request),
         )
     except PasskeyError as exc:
-        return _passkey_refusal(exc, status=400)
+        return passkey_refusal(exc, status=400)
     link_id = request.session.pop(DEVICE_LINK_SESSION_KEY, None)
     if link_id is not None:
         device_link_bind(link_id=link_id, user=request.user, passkey=passkey)
@@ -377,6 +389,16 @@ def _failure_reason(action: Action) -> str:
     lowered = error.lower()
     if lowered.startswith("bundler "):
         code = _AA_CODE.search(error)
+        signer = action_signer(action) if code and code[0] == "AA24" else None
+        if signer is not None and signer.owner_state == OwnerState.REMOVED and signer.removed_at:
+            # Signed before the passkey left the account, refused on chain after: say so.
+            return gettext(
+                "%(what)s could not be completed: the passkey that signed it was removed from "
+                "your account on %(date)s. Nothing was sent and your funds did not move."
+            ) % {
+                "what": what,
+                "date": formats.date_format(timezone.localtime(signer.removed_at), "DATE_FORMAT"),
+            }
         why = next(
             (text for prefix, text in _AA_REASONS if code and code[0].startswith(prefix)), ""
         )
@@ -637,7 +659,7 @@ def sign_options(request: HttpRequest, action_id) -> HttpResponse:
     try:
         return HttpResponse(authentication_options(action=action), content_type="application/json")
     except PasskeyError as exc:
-        return _passkey_refusal(exc, status=400)
+        return passkey_refusal(exc, status=400)
 
 
 @login_required
@@ -654,7 +676,7 @@ def sign_approve(request: HttpRequest, action_id) -> JsonResponse:
             action_id=action_id, user=request.user, credential_json=credential_json
         )
     except PasskeyError as exc:
-        return _passkey_refusal(exc, status=409)
+        return passkey_refusal(exc, status=409)
     return JsonResponse({"status": action.status})
 
 
@@ -671,7 +693,7 @@ def sign_reject(request: HttpRequest, action_id) -> HttpResponse:
         action_reject(action_id=action_id, user=request.user)
     except PasskeyError as exc:
         if wants_json:
-            return _passkey_refusal(exc, status=409)
+            return passkey_refusal(exc, status=409)
     if wants_json:
         return JsonResponse({"status": "rejected"})
     return redirect("sign", action_id=action_id)

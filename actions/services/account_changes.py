@@ -53,6 +53,9 @@ logger = logging.getLogger(__name__)
 
 K = AccountChangeKind
 S = AccountChangeStatus
+# Owner changes use their own EntryPoint nonce sequence: proposing one does not take the
+# nonce of a transfer waiting for its signature (nor the other way round).
+CHANGE_NONCE_KEY = 1
 
 
 def change_transition(*, change_id, to: str, actor: Actor, **kwargs: Any) -> AccountChange:
@@ -94,7 +97,7 @@ def _op(account: SmartAccount, call_of, *, batch_size: int) -> dict[str, Any]:
     with on_chain(chain):
         client = change_client(account, batch_size=batch_size)
         bundler = bundler_client(chain.id, timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10))
-        op = client.build(call_of(client), bundler)
+        op = client.build(call_of(client), bundler, nonce_key=CHANGE_NONCE_KEY)
     entry_point = entry_point_address(account.entry_point_version)
     return {
         "chain_id": chain.id,
@@ -177,9 +180,9 @@ def owner_change_propose(
 
 def change_options(*, change: AccountChange, exclude: Passkey | None = None) -> str:
     """The WebAuthn request: the challenge covers every chain's op. Every passkey of the user
-    that was ever an owner is allowed, so a removed one is told why in plain words (below)
+    is allowed, so a pending or removed one is told why in plain words (signer_refusal)
     rather than silently not offered."""
-    allowed = Passkey.objects.filter(user=change.user).exclude(owner_state=OwnerState.PENDING)
+    allowed = Passkey.objects.filter(user=change.user)
     if exclude is not None:
         allowed = allowed.exclude(pk=exclude.pk)
     options = generate_authentication_options(

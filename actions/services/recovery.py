@@ -18,14 +18,7 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone, translation
 from django.utils.translation import gettext
-from evm.recovery import (
-    InvalidRecoveryCode,
-    execute_recovery_tx,
-    new_recovery_code,
-    propose_recovery_tx,
-    recovery_key_from_code,
-    sign_recovery_proposal,
-)
+from web3.exceptions import Web3Exception
 from webauthn import generate_registration_options, options_to_json
 from webauthn.helpers.structs import (
     AuthenticatorSelectionCriteria,
@@ -56,6 +49,15 @@ from actions.services.devices import coarse_ip, recovery_attempt_count, recovery
 from actions.services.passkeys import OFFERED_ALGORITHMS, PasskeyError, passkey_register
 from actions.services.proposals import web3
 from core.lifecycle import Actor, IllegalTransition, create
+from evm.bundler import BundlerError
+from evm.recovery import (
+    InvalidRecoveryCode,
+    execute_recovery_tx,
+    new_recovery_code,
+    propose_recovery_tx,
+    recovery_key_from_code,
+    sign_recovery_proposal,
+)
 from evm.relayer import RelayError
 
 logger = logging.getLogger(__name__)
@@ -315,6 +317,18 @@ def _recovery_done(change: AccountChange) -> AccountChange:
         _apply(change)
         transaction.on_commit(lambda: recovery_mail(change_id=change.pk, started=False))
     return change
+
+
+def account_change_refresh(*, change: AccountChange) -> AccountChange:
+    """One submitted or waiting change moved on from what the chains say (its page's poll)."""
+    try:
+        if change.kind == K.RECOVERY:
+            recovery_settle(change=change)
+        elif change.status == S.SUBMITTED:
+            account_change_reconcile(change=change)
+    except (BundlerError, RelayError, Web3Exception, OSError) as exc:
+        logger.warning("account change %s: %s", change.pk, exc)  # the next poll tries again
+    return AccountChange.objects.select_related("passkey", "signer").get(pk=change.pk)
 
 
 def account_changes_process() -> dict[str, int]:

@@ -25,7 +25,7 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
-from actions.models import Action, ActionStatus, OwnerState, Passkey, SmartAccount
+from actions.models import Action, ActionStatus, Passkey, SmartAccount
 from actions.services.account_changes import signer_refusal
 from actions.services.kinds import kind_of
 from actions.services.lifecycle import action_expire_if_overdue, swap_quote_bounded
@@ -58,10 +58,10 @@ def _signing_account(action: Action) -> SmartAccount:
 
 
 def _signers(action: Action):
-    """The user's passkeys offered to sign: every one that is or was an owner of the account
-    (a removed one is then refused in plain words, not silently left out); pending ones sign
-    nothing yet."""
-    return Passkey.objects.filter(user=action.user).exclude(owner_state=OwnerState.PENDING)
+    """The user's passkeys offered to sign: all of them, so a device whose passkey is pending
+    or was removed is told why in plain words (signer_refusal) rather than finding nothing to
+    sign with."""
+    return Passkey.objects.filter(user=action.user)
 
 
 def authentication_options(*, action: Action) -> str:

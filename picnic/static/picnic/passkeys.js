@@ -85,8 +85,10 @@
         },
       });
       say("passkey-result", gettext("Passkey registered."), "registered");
-      // The list, its names and the account come from the server: show them.
-      window.setTimeout(() => window.location.reload(), 800);
+      // The list, its names and the account come from the server: show them (a page that
+      // cannot be shown twice, an opened device link, names where to go instead).
+      const next = button.dataset.nextUrl;
+      window.setTimeout(() => (next ? window.location.assign(next) : window.location.reload()), 800);
     } catch (error) {
       say("passkey-result", explain(error, gettext("No passkey was registered.")), "failed");
       button.disabled = false;
