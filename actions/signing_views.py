@@ -35,7 +35,7 @@ from actions.selectors import (
 )
 from actions.services.account_changes import owner_change_propose
 from actions.services.bridges import bridge_leg_of, leg_open
-from actions.services.devices import device_link_bind, device_of
+from actions.services.devices import device_link_bind, device_of, has_account
 from actions.services.lifecycle import (
     action_expire_if_overdue,
     action_status_refresh,
@@ -267,7 +267,7 @@ def passkey_remove_view(request: HttpRequest, passkey_id: int) -> HttpResponse:
         return _back_to_passkeys(request, USER_MESSAGES["not_found"])
     if request.method != "POST":
         return render(request, "actions/passkey_remove.html", {"passkey": passkey})
-    if passkey.owner_state == OwnerState.ACTIVE:
+    if passkey.owner_state == OwnerState.ACTIVE and has_account(user=request.user):
         # An owner on chain: a removeOwnerAtIndex op on every chain, signed by another owner.
         try:
             change = owner_change_propose(

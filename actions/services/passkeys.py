@@ -203,7 +203,10 @@ def passkey_remove(*, user, passkey_id: int) -> None:
     passkey = Passkey.objects.select_for_update().filter(pk=passkey_id, user=user).first()
     if passkey is None:
         raise PasskeyError("No such passkey", code="not_found")
-    if passkey.owner_state in (OwnerState.ACTIVE, OwnerState.REMOVING):
+    owner_of_account = SmartAccount.objects.filter(
+        user=user, kind=SmartAccountKind.PICNIC, passkey__isnull=False
+    ).exists()
+    if owner_of_account and passkey.owner_state in (OwnerState.ACTIVE, OwnerState.REMOVING):
         # An owner on chain leaves through a removal signed by another owner (account_changes).
         raise PasskeyError("This passkey is an owner of the account", code="owns_account")
     if passkey.smart_accounts.exists():
