@@ -19,6 +19,7 @@ from actions.models import (
     AccountChangeHistory,
     AccountChangeKind,
     AccountChangeStatus,
+    ActionType,
     DeviceLink,
     OwnerState,
     Passkey,
@@ -274,8 +275,6 @@ def test_account_changes_are_a_registered_lifecycle_with_history(user):
 
 
 def test_account_changes_are_not_action_types(user):
-    from actions.models import ActionType  # noqa: PLC0415
-
     assert set(ActionType.values) == {
         "transfer",
         "swap",
