@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import (  # noqa: E402
     PYTHON,
     ROOT,
+    bench_agent,
     drop_database,
     free_port,
     machine,
@@ -48,8 +49,6 @@ FIRST = {PROJECT: "claimed", PROTOCOL: "sending"}
 
 
 def make_template():
-    from django.contrib.auth import get_user_model
-    from oauth2_provider.models import Application
 
     from core.lifecycle import Actor, create
     from messaging.models import (
@@ -61,14 +60,7 @@ def make_template():
     )
     from messaging.services import payload_hash
 
-    user = get_user_model().objects.create(username="bench")
-    application = Application.objects.create(
-        name="bench agent",
-        user=user,
-        client_type=Application.CLIENT_CONFIDENTIAL,
-        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
-        redirect_uris="http://127.0.0.1/cb",
-    )
+    user, application, _token = bench_agent()
     workspace = Workspace.objects.create(name="bench")
     account = SocialAccount.objects.create(
         workspace=workspace, provider=Provider.X, handle="bench", credential_ref="env:BENCH_X_TOKEN"
