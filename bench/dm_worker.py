@@ -5,7 +5,7 @@ local X provider (its own process) and the same database, in this run.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
     CELERY_BROKER_URL=redis://127.0.0.1:6379/6 \\
-        .venv/bin/python bench/dm_worker.py [--per-round 1000] [--rounds 10]
+        .venv/bin/python bench/dm_worker.py [--per-round 1000] [--rounds 10] [--warm 100]
 
 Makes its own database (bench_hot_dm, or `--database`). Each round queues `--per-round` deliveries (copies made
 in SQL) for each side, baseline first on even rounds, and publishes one task per delivery; the
@@ -264,6 +264,9 @@ def main() -> None:
     parser.add_argument("--per-round", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--events", type=int, default=500)
+    parser.add_argument(
+        "--warm", type=int, default=100, help="unmeasured deliveries per side through the worker"
+    )
     parser.add_argument("--database", default="bench_hot_dm", help="the throwaway database's name")
     args = parser.parse_args()
 
@@ -308,7 +311,7 @@ def main() -> None:
             PROJECT: statements(lambda: delivery_process(delivery_id=ours.pk, worker_id="bench")),
             PROTOCOL: statements(lambda: protocol_deliver_now(str(theirs.pk))),
         }
-        in_process = cpu_in_process(template)
+        in_process = cpu_in_process(template, per_round=3 * args.warm)
         print(
             f"CPU per delivery in process (no Celery): project {in_process[PROJECT]:.2f} ms, "
             f"protocol {in_process[PROTOCOL]:.2f} ms",
@@ -356,7 +359,7 @@ def main() -> None:
         pids = pool_pids(worker.pid)
         for kind in (PROTOCOL, PROJECT):
             tag = f"warm-{kind}"
-            run_round(app, queue, kind, queue_copies(template, 100, tag), tag, pids)
+            run_round(app, queue, kind, queue_copies(template, args.warm, tag), tag, pids)
         results = {PROJECT: [], PROTOCOL: []}
         cpu = {PROJECT: [], PROTOCOL: []}
         rss = []

@@ -5,6 +5,7 @@ several nodes at once from one thread (`send_batches`)."""
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import select
@@ -13,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import requests
 from web3 import Web3
@@ -106,13 +107,14 @@ def _send(flight: _InFlight, timeout: float) -> None:
             raise requests.ConnectTimeout(f"no connection within {timeout:g}s") from exc
         except OSError as exc:
             raise requests.ConnectionError(str(exc)) from exc
+    parts = urlsplit(flight.url)
+    headers = {"Content-Type": "application/json"}
+    if parts.username is not None:  # https://user:key@host/…, as requests would send it
+        credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(credentials.encode()).decode()
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     try:
-        flight.conn.request(
-            "POST",
-            urlsplit(flight.url).path or "/",
-            body=flight.body,
-            headers={"Content-Type": "application/json"},
-        )
+        flight.conn.request("POST", target, body=flight.body, headers=headers)
     except (OSError, http.client.HTTPException) as exc:
         raise requests.ConnectionError(f"connection lost while sending: {exc!r}") from exc
 
