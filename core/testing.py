@@ -196,6 +196,18 @@ def admin_page_queries(client, url: str) -> int:
     return len(captured)
 
 
+def assert_queries_do_not_grow(client, url: str, grow: Callable[[], Any]) -> str:
+    """The page costs as many queries after `grow()` (more rows, a longer history) as before;
+    its text after."""
+    few = admin_page_queries(client, url)
+    grow()
+    with CaptureQueriesContext(connection) as captured:
+        page = client.get(url)
+    queries = [q["sql"] for q in captured]
+    assert len(queries) == few, f"{len(queries)} queries, not {few}: " + "\n".join(queries)
+    return page.text
+
+
 def admin_search(client, url: str, term: str) -> str:
     """The changelist searched for `term`; fails if a query compares by substring, case-folded
     or cast (each would miss the index). The users' e-mail is compared ignoring case: users are
