@@ -6,6 +6,8 @@ from eth_utils import to_checksum_address
 
 from actions.models import Action, ActionType, Card, Passkey, SmartAccount
 from actions.services.lifecycle import action_create
+from chain.stack import free_port
+from core.chains import with_endpoints
 
 SENDER = "0x1234567890123456789012345678901234567890"
 
@@ -44,6 +46,15 @@ def said(response) -> str:
 
     body = response.json()
     return error_text(body["detail"], body["errors"])
+
+
+def make_chain_unreachable(settings) -> None:
+    """The card chain's bundler and RPC at a closed port: the refresh a page's poll does runs
+    for real and learns nothing, so what the page shows is what the test stores."""
+    closed = f"http://127.0.0.1:{free_port()}"
+    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, bundler_url=closed)
+    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, rpc_url=closed)
+    settings.BUNDLER_TIMEOUT_SECONDS = 0.5
 
 
 def made_up_address(symbol: str) -> str:

@@ -19,10 +19,8 @@ from django.utils import timezone
 from actions.models import Action, ActionStatus, Passkey, SmartAccount
 from actions.providers.local_coingecko import LocalCoinGeckoServer
 from actions.services.passkeys import passkey_register, registration_options
-from actions.tests.factories import make_action, make_offline_wallet
+from actions.tests.factories import make_action, make_chain_unreachable, make_offline_wallet
 from chain.passkey_account import SoftwarePasskey
-from chain.stack import free_port
-from core.chains import with_endpoints
 
 pytestmark = pytest.mark.django_db
 RECIPIENT = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"
@@ -36,10 +34,7 @@ def words(response) -> str:
 
 @pytest.fixture(autouse=True)
 def offline(settings):
-    closed = f"http://127.0.0.1:{free_port()}"
-    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, bundler_url=closed)
-    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, rpc_url=closed)
-    settings.BUNDLER_TIMEOUT_SECONDS = 0.5
+    make_chain_unreachable(settings)
     settings.PRICE_CACHE_SECONDS = 0
 
 
