@@ -14,7 +14,11 @@ from actions.services.transitions import action_transition
 from actions.tests.factories import make_action, user_op
 from core.admin import HISTORY_INLINE_LIMIT
 from core.lifecycle import Actor
-from core.testing import add_staff_notes, admin_search, assert_queries_do_not_grow
+from core.testing import (
+    admin_search,
+    assert_change_page_bounds_history,
+    assert_queries_do_not_grow,
+)
 
 S = ActionStatus
 URL = "/admin/actions/action/"
@@ -49,11 +53,9 @@ def test_the_change_page_queries_do_not_grow_with_the_history(
     staff_client, staff_user, user, application
 ):
     action = _action(user, application, S.SIGNED)
-    text = assert_queries_do_not_grow(
-        staff_client,
-        f"{URL}{action.pk}/change/",
-        # Staff notes, each by a user (no N+1).
-        lambda: add_staff_notes(action, staff_user=staff_user, count=HISTORY_INLINE_LIMIT + 10),
+    # Staff notes, each by a user (no N+1).
+    text = assert_change_page_bounds_history(
+        staff_client, URL, action, staff_user=staff_user, extra=10
     )
     # Bounded: the latest rows, the oldest left to the live timeline.
     assert f"staff note {HISTORY_INLINE_LIMIT + 9}" in text
