@@ -10,16 +10,14 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from core.lifecycle import Actor
 from core.testing import (
     admin_search,
     assert_change_page_bounds_history,
     assert_queries_do_not_grow,
 )
 from operations import billing
-from operations.models import DispatchStatus, Operation, State
-from operations.services import operation_transition
-from operations.tests.factories import fund, submit_operation
+from operations.models import Operation, State
+from operations.tests.factories import fund, make_dispatch_unknown, submit_operation
 
 URL = "/admin/operations/operation/"
 
@@ -86,12 +84,7 @@ def test_the_attention_filters_select_the_right_rows(staff_client, submit, setti
     settings.OPERATIONS_STUCK_RUNNING_MINUTES = 10
     review = submit(category="sensitive")
     unknown = submit()
-    operation_transition(
-        operation_id=unknown.pk,
-        to=State.RECONCILING,
-        actor=Actor.worker(),
-        updates={"dispatch_status": DispatchStatus.UNKNOWN, "billing_status": "reconciling"},
-    )
+    make_dispatch_unknown(unknown)
     plain = submit()
     running = submit()
     Operation.objects.filter(pk=running.pk).update(
