@@ -1,5 +1,5 @@
 """What the cross-chain swap tests share (over the API, in Chromium, over MCP): the local LI.FI
-server over both local chains, the swap's asset ids, and the beat's reconciliation until the
+server over both local chains and the beat's reconciliation until the
 bridge leg ends."""
 
 from __future__ import annotations
@@ -10,13 +10,7 @@ from contextlib import contextmanager
 from actions.models import BridgeLeg
 from actions.providers.local_lifi import LocalLifiServer
 from actions.services.bridges import bridges_reconcile_pending
-from chain import contracts
 from core.testing import wait_until
-
-
-def demo_asset_id(chain_id: int, symbol: str) -> str:
-    """The CAIP-19 id of a demo token on a local chain."""
-    return f"eip155:{chain_id}/erc20:{contracts.demo_token_address(symbol)}"
 
 
 @contextmanager

@@ -9,8 +9,9 @@ import pytest
 from web3 import Web3
 
 from actions.models import Action
-from actions.tests.bridges import demo_asset_id, leg_settles, local_bridge
+from actions.tests.bridges import leg_settles, local_bridge
 from actions.tests.browser import browser_page, register_passkey, sign_on_page  # noqa: F401
+from actions.tests.factories import demo_asset_id
 from chain.dev import fund, mint, token_balance
 
 pytestmark = [pytest.mark.chain, pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -18,7 +18,8 @@ from actions.services.bridges import bridge_reconcile, bridges_reconcile_pending
 from actions.services.history import history_sync
 from actions.services.lifecycle import action_submit, actions_reconcile_pending
 from actions.services.signing import action_sign
-from actions.tests.bridges import demo_asset_id, leg_settles, local_bridge
+from actions.tests.bridges import leg_settles, local_bridge
+from actions.tests.factories import demo_asset_id
 from actions.tests.test_api_status import SEED_FIELDS
 from chain.dev import fund, mint, token_balance
 from chain.stack import free_port

@@ -167,7 +167,12 @@ def test_the_pages_in_spanish_and_english(
 
     from actions.models import ActionStatus
     from actions.services.transitions import action_transition
-    from actions.tests.factories import make_action, make_chain_unreachable, make_offline_wallet
+    from actions.tests.factories import (
+        make_action,
+        make_chain_unreachable,
+        make_offline_wallet,
+        make_swap_action,
+    )
     from chain import contracts
     from core.lifecycle import Actor
 
@@ -176,7 +181,6 @@ def test_the_pages_in_spanish_and_english(
     user = django_user_model.objects.create_user("eva", password="eva-password")
     make_offline_wallet(user, monkeypatch)
     usdc = f"eip155:31337/erc20:{contracts.demo_token_address('USDC')}"
-    eure = f"eip155:31337/erc20:{contracts.demo_token_address('EURe')}"
     # The browser says English; Spanish is chosen with the switcher and remembered.
     with chromium("en-US") as page:
         page.goto(f"{base}/accounts/login/")
@@ -235,22 +239,7 @@ def test_the_pages_in_spanish_and_english(
         page.wait_for_selector('[data-status="rejected"]', timeout=30_000)
         assert Action.objects.get(pk=transfer.pk).status == "rejected"
 
-        swap = make_action(
-            user=user,
-            application=application,
-            type="swap",
-            params={
-                "from_asset_id": usdc,
-                "to_asset_id": eure,
-                "amount": "2",
-                "symbol": "USDC",
-                "to_symbol": "EURe",
-                "to_amount": "1.84",
-                "to_amount_min": "1.81",
-                "slippage": "1.5",
-                "provider": "demo-dex",
-            },
-        )
+        swap = make_swap_action(user=user, application=application, provider="demo-dex")
         page.goto(f"{base}/sign/{swap.pk}/")
         assert page.is_visible("#slippage-warning")
         audit(page, language, "swap", tmp_path)

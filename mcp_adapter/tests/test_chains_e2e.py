@@ -18,8 +18,9 @@ from web3 import Web3
 
 from actions.demo import demo_owner_key, seed_ens_names
 from actions.models import Action, SmartAccount
-from actions.tests.bridges import demo_asset_id, leg_settles, local_bridge
+from actions.tests.bridges import leg_settles, local_bridge
 from actions.tests.browser import browser_page, register_passkey, sign_on_page  # noqa: F401
+from actions.tests.factories import demo_asset_id
 from chain import ens
 from chain.dev import fund, mint, token_balance
 from mcp_adapter.tests.conftest import run
