@@ -1,24 +1,9 @@
-"""What the tests of the Safe and the Zodiac modifiers share: a deployed passkey account and
-its passkey's signature in the form the account checks on chain."""
+"""What the tests of the Safe and the Zodiac modifiers share: a deployed passkey account."""
 
 from __future__ import annotations
 
 from chain.passkey_account import SoftwarePasskey
 from evm.passkey_account import PasskeyAccountClient
-from evm.signature import pack_assertion
-
-
-def packed_signature(passkey: SoftwarePasskey, challenge: bytes) -> bytes:
-    """The passkey's assertion over `challenge`, packed as the account's isValidSignature
-    reads it."""
-    a = passkey.get_assertion(challenge)
-    return bytes.fromhex(
-        pack_assertion(
-            authenticator_data=a["authenticator_data"],
-            client_data_json=a["client_data_json"],
-            signature_der=a["signature"],
-        )[2:]
-    )
 
 
 def deploy_passkey_account(w3, passkey: SoftwarePasskey, *, sender: str) -> PasskeyAccountClient:

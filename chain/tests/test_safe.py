@@ -8,7 +8,7 @@ from web3 import Web3
 from chain.dev import fund
 from chain.passkey_account import SoftwarePasskey
 from chain.safe import deploy_safe
-from chain.tests.passkeys import deploy_passkey_account, packed_signature
+from chain.tests.passkeys import deploy_passkey_account
 from evm.safe import eip191_hash, safe_contract, safe_message_hash
 from evm.safe_signature import contract_signature
 
@@ -29,7 +29,7 @@ def test_a_passkey_signs_for_its_safe_and_nobody_else_does(chain):
     message_hash = eip191_hash("picnic wants you to sign in")
     challenge = safe_message_hash(w3, safe_address, message_hash)
     good = contract_signature(
-        owner=account.address, owner_signature=packed_signature(passkey, challenge)
+        owner=account.address, owner_signature=passkey.owner_signature(challenge)
     )
     erc1271 = w3.eth.contract(
         address=safe_address,
@@ -47,7 +47,7 @@ def test_a_passkey_signs_for_its_safe_and_nobody_else_does(chain):
         "1626ba7e"
     )
     bad = contract_signature(
-        owner=account.address, owner_signature=packed_signature(intruder, challenge)
+        owner=account.address, owner_signature=intruder.owner_signature(challenge)
     )
     with pytest.raises(Exception, match="GS024"):  # Safe: invalid contract signature provided
         erc1271.functions.isValidSignature(message_hash, bad).call()

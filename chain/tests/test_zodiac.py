@@ -11,7 +11,7 @@ from web3.exceptions import ContractLogicError
 from chain import contracts, zodiac
 from chain.passkey_account import SoftwarePasskey
 from chain.safe import DelayConfig, deploy_safe
-from chain.tests.passkeys import deploy_passkey_account, packed_signature
+from chain.tests.passkeys import deploy_passkey_account
 from evm import zodiac as modifiers
 from evm.safe import safe_contract
 
@@ -59,13 +59,13 @@ def test_a_limit_change_waits_for_the_cooldown_then_runs_from_the_safe(chain):
         modifier=delay_address,
         data=data,
         salt=salt,
-        signature=packed_signature(passkey, b"\x01" * 32),
+        signature=passkey.owner_signature(b"\x01" * 32),
     )
     with pytest.raises(ContractLogicError, match="invalid passkey signature"):
         w3.eth.call({"from": w3.eth.accounts[1], "to": account.address, "data": forged})
 
     relayed = modifiers.exec_module_tx_call(
-        modifier=delay_address, data=data, salt=salt, signature=packed_signature(passkey, challenge)
+        modifier=delay_address, data=data, salt=salt, signature=passkey.owner_signature(challenge)
     )
     receipt = _send(w3, relayed, account.address)
     assert receipt["status"] == 1
