@@ -266,19 +266,7 @@ class PicnicMCP(MCPServer):
     # --- the action resource ----------------------------------------------------------------
 
     async def _read_action(self, action_id: str) -> str:
-        token = self._token()
-        if not token:
-            raise ResourceError("Not authenticated")
-        answer = await self.api.call("GET", _action_path(action_id), token=token)
-        if 400 <= answer.status < 500:
-            # None for this caller (no such action, not theirs, out of retention): -32602
-            # (SEP-2164), not the internal error (-32603) a plain ResourceError becomes.
-            raise ResourceNotFoundError(answer.message)
-        if not answer.ok:
-            raise ResourceError(answer.message)
-        if not answer.is_json or not isinstance(answer.body, dict):
-            raise ResourceError(f"The Picnic API answered {answer.status} without a JSON object")
-        return json.dumps(answer.body)
+        return await self._read_path(_action_path(action_id))
 
     async def _read_operation(self, operation_id: str) -> str:
         return await self._read_path(f"/api/v1/operations/{path_segment(operation_id)}")
@@ -288,7 +276,9 @@ class PicnicMCP(MCPServer):
         if not token:
             raise ResourceError("Not authenticated")
         answer = await self.api.call("GET", path, token=token)
-        if 400 <= answer.status < 500:  # none for this caller: -32602, as for an action
+        if 400 <= answer.status < 500:
+            # None for this caller (no such action, not theirs, out of retention): -32602
+            # (SEP-2164), not the internal error (-32603) a plain ResourceError becomes.
             raise ResourceNotFoundError(answer.message)
         if not answer.ok:
             raise ResourceError(answer.message)

@@ -12,8 +12,8 @@ import pytest
 from django.conf import settings as django_settings
 from django.db import connections
 
-from actions.services.lifecycle import action_create
 from actions.services.transitions import action_transition
+from actions.tests.factories import make_card_freeze
 from core.lifecycle import Actor
 from core.testing import wait_until
 
@@ -64,15 +64,7 @@ def _session(client, user) -> str:
 
 
 def _action(user, application):
-    return action_create(
-        user=user,
-        application=application,
-        type="cardFreeze",
-        summary="Freeze card",
-        chain_id=31337,
-        smart_account="0x" + "ab" * 20,
-        params={},
-    )
+    return make_card_freeze(user=user, application=application)
 
 
 def _in_another_thread(fn) -> None:
