@@ -31,13 +31,12 @@ from django.conf import settings
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 
 MAX_MEMORY_STREAMS = 10_000
+_PRIMING = ""  # stored for the priming event, never replayed
 
 
 def redis_prefix() -> str:
     """This deployment's keys in Redis."""
     return f"{settings.DEPLOYMENT_PREFIX}:mcp:events:"
-
-_PRIMING = ""  # stored for the priming event, never replayed
 
 
 def _stream_key(session_id: str, stream_id: Any) -> str:

@@ -373,13 +373,21 @@ class PicnicMCP(MCPServer):
                 tg.cancel_scope.cancel()
 
     async def _pump(self, ready: anyio.Event) -> None:
-        async with events.subscribe() as subscription:
-            ready.set()
-            while True:
-                event = await subscription.receive()
-                if event.get("uri"):
-                    await self.notify_updated(event["uri"])
-                await self.tasks.on_event(event)
+        while True:
+            try:
+                async with events.subscribe() as subscription:
+                    ready.set()
+                    while True:
+                        event = await subscription.receive()
+                        if event.get("uri"):
+                            await self.notify_updated(event["uri"])
+                        await self.tasks.on_event(event)
+            except events.SubscriptionLost:
+                if not ready.is_set():
+                    raise  # no channel at start: fail loudly
+                # Redis went away: listen again (events meanwhile are missed; clients re-read).
+                logger.warning("event subscription lost; subscribing again", exc_info=True)
+                await anyio.sleep(1)
 
     async def notify_updated(self, uri: str) -> None:
         await self._subscriptions.publish(ResourceUpdated(uri=uri))
