@@ -114,6 +114,16 @@ async def event_stream(
             await asyncio.gather(reader, return_exceptions=True)
 
 
+class _ReadOnlySession(dict):
+    """Session data as `get_user` reads it, whose writes go nowhere."""
+
+    def flush(self) -> None:
+        self.clear()
+
+    def cycle_key(self) -> None:
+        pass
+
+
 def session_grant(request: HttpRequest, allowed: Callable[[Any], bool] | None = None) -> Grant:
     """A check that the session this request came with still signs in the same user (read
     afresh from the session store: a logout deletes it, a password change voids its hash, a
@@ -127,8 +137,10 @@ def session_grant(request: HttpRequest, allowed: Callable[[Any], bool] | None = 
     def check() -> bool:
         if key is None:
             return False
-        # get_user reads only `request.session`: a fresh load of the same session.
-        user = get_user(SimpleNamespace(session=engine(session_key=key)))
+        # get_user reads only `request.session`: the same session loaded afresh, read-only (a
+        # failed check must not flush or re-key the browser's session behind its back).
+        session = _ReadOnlySession(engine(session_key=key).load())
+        user = get_user(SimpleNamespace(session=session))
         if not user.is_authenticated or user.pk != user_id:
             return False
         return allowed is None or bool(allowed(user))
