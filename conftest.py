@@ -239,3 +239,12 @@ def published(monkeypatch) -> list[dict]:
     seen: list[dict] = []
     monkeypatch.setattr(events, "publish", seen.append)
     return seen
+
+
+@pytest.fixture(autouse=True)
+def roomy_oauth_throttles(settings):
+    """Every test talks to the token endpoint and fetches metadata documents from 127.0.0.1,
+    and the locmem counts outlive a test: a whole run would pass a minute's budget. The
+    throttle tests set their own limits."""
+    settings.OAUTH2_TOKEN_PER_MINUTE = 1_000_000
+    settings.OAUTH2_CIMD_FETCHES_PER_MINUTE = 1_000_000

@@ -56,14 +56,26 @@ class DjangoTokenVerifier:
     async def verify_token(self, token: str) -> AccessToken | None:
         return await sync_to_async(self._verify)(token)
 
+    async def still_valid(self, token: str) -> bool:
+        """Whether a token a stream was opened with still holds (not revoked, deleted by a
+        Disconnect, or expired): the streams' re-check (mcp_adapter/http.py)."""
+        return await sync_to_async(self._find)(token) is not None
+
     @staticmethod
-    def _verify(token: str) -> AccessToken | None:
+    def _find(token: str):
         model = get_access_token_model()
         checksum = hashlib.sha256(token.encode()).hexdigest()
         found = model.objects.select_related("application").filter(token_checksum=checksum).first()
         if found is None or not found.is_valid():
             return None
         if not any(isinstance(r, str) and resource_served(r) for r in found.resource or ()):
+            return None
+        return found
+
+    @classmethod
+    def _verify(cls, token: str) -> AccessToken | None:
+        found = cls._find(token)
+        if found is None:
             return None
         if found.user_id is not None and found.application_id is not None:
             # "Connected agents" shows when each agent last came (a write a minute at most).
@@ -351,13 +363,21 @@ class PicnicMCP(MCPServer):
                 tg.cancel_scope.cancel()
 
     async def _pump(self, ready: anyio.Event) -> None:
-        async with events.subscribe() as subscription:
-            ready.set()
-            while True:
-                event = await subscription.receive()
-                if event.get("uri"):
-                    await self.notify_updated(event["uri"])
-                await self.tasks.on_event(event)
+        while True:
+            try:
+                async with events.subscribe() as subscription:
+                    ready.set()
+                    while True:
+                        event = await subscription.receive()
+                        if event.get("uri"):
+                            await self.notify_updated(event["uri"])
+                        await self.tasks.on_event(event)
+            except events.SubscriptionLost:
+                if not ready.is_set():
+                    raise  # no channel at start: fail loudly
+                # Redis went away: listen again (events meanwhile are missed; clients re-read).
+                logger.warning("event subscription lost; subscribing again", exc_info=True)
+                await anyio.sleep(1)
 
     async def notify_updated(self, uri: str) -> None:
         await self._subscriptions.publish(ResourceUpdated(uri=uri))

@@ -66,7 +66,7 @@ def test_a_batch_publishes_its_events_together_when_it_ends(backend, settings):
     if backend == "redis":
         client = redis.Redis.from_url(settings.EVENTS_URL)
         listener = client.pubsub(ignore_subscribe_messages=True)
-        listener.subscribe(events.CHANNEL)
+        listener.subscribe(events.channel())
 
         def received() -> list[str]:
             seen, deadline = [], time.monotonic() + 0.5
