@@ -180,14 +180,15 @@ def make_token(db):
         expires_in: int = 3600,
         resource: list[str] | None = None,
     ):
-        """`resource`: the token's RFC 8707 audience (none: a script's token for the API)."""
+        """`resource`: the token's RFC 8707 audience (by default the API's, as a token asked
+        for without `resource` gets; `[]`: an unbound token, which nothing accepts)."""
         return AccessToken.objects.create(
             user=user,
             application=application,
             token=secrets.token_urlsafe(32),
             scope=scope,
             expires=timezone.now() + timedelta(seconds=expires_in),
-            resource=resource or [],
+            resource=["http://testserver/"] if resource is None else resource,
         )
 
     return make

@@ -1,9 +1,11 @@
 """Who may register which redirect URI, and which RFC 8707 audiences we issue and accept.
 
-One resource is served: the MCP server (`MCP_RESOURCE_URL`). Its tools are calls to our DRF
-API made with the caller's token, so the API accepts a token bound to that resource (it serves
-it), a token bound to the API itself, and an unbound token (pasted into scripts, made in the
-admin). A token bound to anything else is refused by both.
+Two audiences. The MCP server (`MCP_RESOURCE_URL`): the one resource a client may ask for by
+name. The API (this web origin, `PUBLIC_BASE_URL`): what a token asked for without `resource`
+is bound to, so no token is ever unbound. The MCP server accepts only its own; the API accepts
+its own and the MCP server's (its tools are calls to the API made with the caller's token, so
+the API serves that resource). An unbound token (an old one, one made in the admin without a
+resource) and a token bound to anything else are refused by both.
 """
 
 from __future__ import annotations
@@ -40,13 +42,30 @@ def resource_served(uri: str) -> bool:
         return False
 
 
+def api_resource() -> str:
+    """The API's audience: the web origin (what the root protected-resource document names),
+    given to every token asked for without `resource`."""
+    return canonical(settings.PUBLIC_BASE_URL)
+
+
 def api_accepts_audience(request_uri: str, audiences: list[str]) -> bool:
     """DOT's RESOURCE_SERVER_TOKEN_RESOURCE_VALIDATOR for the DRF API: the token names the API
-    itself (DOT's prefix match) or the MCP resource whose calls the API serves. Never a
+    (this origin, or DOT's prefix match on the request's URL) or the MCP resource whose calls
+    the API serves. Unbound tokens never get here: the validator refuses them first. Never a
     pass-through: the adapter sends tokens to MCP_API_URL only."""
     if validate_resource_as_url_prefix(request_uri, audiences):
         return True
-    return any(isinstance(a, str) and resource_served(a) for a in audiences)
+    return any(
+        isinstance(a, str) and (resource_served(a) or _canonical_or_none(a) == api_resource())
+        for a in audiences
+    )
+
+
+def _canonical_or_none(uri: str) -> str | None:
+    try:
+        return canonical(uri)
+    except ValueError:
+        return None
 
 
 def redirect_uri_problem(uri: object, *, client_id: str | None = None) -> str | None:
