@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from chain.stack import LocalChain, LocalWorld, free_port
@@ -188,7 +189,7 @@ def make_token(db):
             token=secrets.token_urlsafe(32),
             scope=scope,
             expires=timezone.now() + timedelta(seconds=expires_in),
-            resource=["http://testserver/"] if resource is None else resource,
+            resource=[settings.PUBLIC_BASE_URL] if resource is None else resource,
         )
 
     return make

@@ -8,8 +8,9 @@ PREFIX_CHARS = 32
 
 
 def prefix(value: object, limit: int = PREFIX_CHARS) -> str:
-    """`value` as a quoted, escaped (repr) prefix of at most `limit` characters, `…` when cut."""
-    text = value if isinstance(value, str) else repr(value)
-    if len(text) <= limit:
-        return repr(text)
-    return repr(text[:limit]) + "…"
+    """`value` as its escaped repr (a string quoted) of at most `limit` characters of the value,
+    `…` when cut: `'abc'`, `0`, `['a', …`."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= limit else repr(value[:limit]) + "…"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"

@@ -4,10 +4,16 @@ accepted)."""
 
 from __future__ import annotations
 
+import re
+
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2.rfc6749 import errors
 
+from core.echo import PREFIX_CHARS, prefix
 from oauth.policy import api_resource, resource_served
+
+# A quoted value in an error description longer than core.echo's prefix.
+_QUOTED = re.compile(f"'([^']{{{PREFIX_CHARS + 1},}})'")
 
 # The code flow (with PKCE) and its refresh: what every MCP client uses. The metadata
 # advertises exactly these (settings.OAUTH2_PROVIDER["OAUTH2_GRANT_TYPES_SUPPORTED"]).
@@ -17,7 +23,7 @@ GRANT_TYPES = ("authorization_code", "refresh_token")
 def unserved_resource_error(resource: str, request=None, state=None) -> errors.CustomOAuth2Error:
     return errors.CustomOAuth2Error(
         error="invalid_target",
-        description=f"This server issues no tokens for the resource {resource!r}",
+        description=f"This server issues no tokens for the resource {prefix(resource)}",
         request=request,
         state=state,
     )
@@ -32,7 +38,12 @@ class PicnicOAuth2Validator(OAuth2Validator):
     def _check_and_set_request_resource(self, request):
         """DOT's checks (absolute URIs; a token asks for no more than its grant) and ours: a
         token names only resources we serve (the authorization view checks the grant's)."""
-        super()._check_and_set_request_resource(request)
+        try:
+            super()._check_and_set_request_resource(request)
+        except errors.CustomOAuth2Error as exc:
+            # DOT's descriptions quote the resource whole: keep a short prefix of it.
+            exc.description = _QUOTED.sub(lambda m: prefix(m.group(1)), exc.description or "")
+            raise
         api = api_resource()
         for resource in request.resource:
             # The API's own audience comes back on a refresh of a token that had it.
