@@ -217,8 +217,10 @@ def _message(error) -> str:
         allowed = (
             set(error.schema.get("properties", {})) if isinstance(error.schema, dict) else set()
         )
-        extra = [prefix(key) for key in error.instance if key not in allowed][:3]
-        return "unexpected properties: " + ", ".join(extra)
+        extra = [prefix(key) for key in error.instance if key not in allowed]
+        verb = "was" if len(extra) == 1 else "were"
+        shown_keys = ", ".join(extra[:3]) + (", …" if len(extra) > 3 else "")
+        return f"Additional properties are not allowed ({shown_keys} {verb} unexpected)"
     if error.validator in ("maxLength", "minLength", "maxItems", "minItems"):
         what = "characters" if error.validator.endswith("Length") else "items"
         bound = "at most" if error.validator.startswith("max") else "at least"

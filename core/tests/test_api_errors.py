@@ -139,7 +139,7 @@ def test_field_errors_name_the_field(ctx):
     assert body["errors"]["tool"] == ["'tool' is a required property"]
     body = call(ctx, "get", "/api/v1/transactions?limit=0&page=2").json()
     assert body["errors"] == {
-        "(query)": ["unexpected properties: 'page'"],
+        "(query)": ["Additional properties are not allowed ('page' was unexpected)"],
         "limit": ["0 is less than the minimum of 1"],
     }
 
