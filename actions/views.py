@@ -431,7 +431,7 @@ def action_timeline(request: HttpRequest, action_id) -> HttpResponse:
     )
 
 
-@staff_member_required
+@staff_may_view(AccountChange)
 def account_change_timeline(request: HttpRequest, change_id) -> HttpResponse:
     """Staff page: the live timeline of one account change (a recovery included). Read-only:
     staff can neither start, speed up nor cancel a change; only the account's owners can."""

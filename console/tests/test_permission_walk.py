@@ -16,7 +16,8 @@ from django.contrib.contenttypes.models import ContentType
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from actions.models import Action
+from actions.models import AccountChange, Action
+from core.lifecycle import lifecycles
 from core.permissions import may_view
 from messaging.models import Delivery
 from operations.models import Operation
@@ -51,6 +52,7 @@ STAFF_ROUTES = {
     "staff/operations/review/",
     "staff/operations/review/<uuid:operation_id>/",
     "staff/operations/<uuid:operation_id>/",
+    "staff/account-changes/<uuid:change_id>/",
 }
 POST_ROUTES = {
     "staff/bulk/preview/",
@@ -200,7 +202,8 @@ def _staff_walk(walk: Walk, user, world: World) -> None:
         )
     # The event stream: the viewable kinds only (under WSGI it ends at once; test_live_walk
     # below streams for real).
-    walk.check("get", "/staff/events", 200 if kinds else 403)
+    any_kind = any(may_view(user, lifecycle.model) for lifecycle in lifecycles())
+    walk.check("get", "/staff/events", 200 if any_kind else 403)
     for kind, pk in ids.items():
         walk.check("get", f"/staff/events?lifecycle={kind}", 200 if kind in kinds else 403)
         expected = 200 if kind in kinds else 403
@@ -218,6 +221,13 @@ def _staff_walk(walk: Walk, user, world: World) -> None:
             walk.check("get", url, 200, shows=shown)
         else:
             walk.check("get", url, 403, hides=[ids[kind], DM_TEXT])
+
+    # An account change's timeline: the permission first, then the lookup (none exists here).
+    walk.check(
+        "get",
+        f"/staff/account-changes/{uuid.uuid4()}/",
+        404 if may_view(user, AccountChange) else 403,
+    )
 
     # Moves: the move's permission and the view permission of its kind. The moves are made so
     # that nothing changes: an empty note (refused by the service), a terminal action.
@@ -395,6 +405,7 @@ def test_a_non_staff_user_with_every_permission_gets_no_staff_page(make_user, wo
         url = "/" + route.replace("<uuid:action_id>", str(world.stuck_action.pk))
         url = url.replace("<uuid:delivery_id>", str(world.delivery.pk))
         url = url.replace("<uuid:operation_id>", str(world.operation.pk))
+        url = url.replace("<uuid:change_id>", str(uuid.uuid4()))
         response = (walk.client.post if route in POST_ROUTES else walk.client.get)(url)
         assert response.status_code == 302 and "/admin/login/" in response["Location"], url
     assert walk.client.get("/staff/events").status_code == 403
