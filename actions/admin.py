@@ -345,7 +345,10 @@ class ActionAdmin(ChainColumn, LifecycleAdmin):
     def resolve_view(self, request, kind: str):
         """The intermediate page of "Mark failed…" and "Re-send…": the selected actions, a
         required note, then the service for each, reporting each outcome."""
-        if not self.has_resolve_permission(request):
+        # The page lists the actions: resolving them needs seeing them.
+        if not (
+            self.has_resolve_permission(request) and self.has_view_or_change_permission(request)
+        ):
             raise PermissionDenied
         spec = RESOLUTIONS.get(kind)
         if spec is None:

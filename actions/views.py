@@ -7,8 +7,6 @@ import requests
 from django import forms
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.admin.views.decorators import staff_member_required
-from django.contrib.auth.decorators import permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
@@ -78,6 +76,7 @@ from core.api import (
 )
 from core.chains import Chain, chain_name
 from core.formats import rfc3339
+from core.permissions import staff_may_view
 from core.timeline import render_timeline
 from evm.bundler import BundlerError
 from evm.ens import EnsUnavailable
@@ -410,7 +409,7 @@ class ActionStatusView(ApiView):
         return Response(action_status_payload(action))
 
 
-@staff_member_required
+@staff_may_view(Action)
 def action_timeline(request: HttpRequest, action_id) -> HttpResponse:
     """Staff page: the live status timeline of one action (see core.timeline)."""
     action = action_expire_if_overdue(action=get_object_or_404(Action, pk=action_id))
@@ -432,7 +431,7 @@ def action_timeline(request: HttpRequest, action_id) -> HttpResponse:
     )
 
 
-@staff_member_required
+@staff_may_view(AccountChange)
 def account_change_timeline(request: HttpRequest, change_id) -> HttpResponse:
     """Staff page: the live timeline of one account change (a recovery included). Read-only:
     staff can neither start, speed up nor cancel a change; only the account's owners can."""
@@ -471,8 +470,7 @@ def _staff_note(request: HttpRequest) -> str:
     return form.cleaned_data["note"]
 
 
-@staff_member_required
-@permission_required("actions.resolve_action", raise_exception=True)
+@staff_may_view(Action, "actions.resolve_action")
 @require_POST
 def action_mark_failed_view(request: HttpRequest, action_id) -> HttpResponse:
     """Staff timeline: end an in-flight action as failed, with the required note."""
@@ -486,8 +484,7 @@ def action_mark_failed_view(request: HttpRequest, action_id) -> HttpResponse:
     return redirect("actions-staff:action-timeline", action.pk)
 
 
-@staff_member_required
-@permission_required("actions.resolve_action", raise_exception=True)
+@staff_may_view(Action, "actions.resolve_action")
 @require_POST
 def action_resend_view(request: HttpRequest, action_id) -> HttpResponse:
     """Staff timeline: deliver an in-flight action again now, with the required note."""

@@ -25,6 +25,7 @@ from django.utils import timezone
 from actions import public as actions
 from core.admin import search_term_kind, user_ids_matching
 from core.lifecycle import Lifecycle, lifecycle_named, lifecycles
+from core.permissions import may_view
 from messaging import public as messaging
 from operations import public as operations
 
@@ -254,13 +255,9 @@ def _only(kind: str, queryset: QuerySet, extra: tuple[str, ...] = ()) -> QuerySe
 
 
 def viewable_kinds(user) -> frozenset[str]:
-    """The kinds of work this staff member may view (the model's view permission)."""
-    kinds = set()
-    for lifecycle in lifecycles():
-        meta = lifecycle.model._meta
-        if user.has_perm(f"{meta.app_label}.view_{meta.model_name}"):
-            kinds.add(lifecycle.name)
-    return frozenset(kinds)
+    """The kinds of work this staff member may view (the model's view or change permission,
+    as the admin reads them)."""
+    return frozenset(lc.name for lc in lifecycles() if may_view(user, lc.model))
 
 
 def needs_attention(
@@ -469,13 +466,20 @@ def search(term: str, kinds: frozenset[str] = frozenset(KINDS)) -> SearchResult:
     return SearchResult(term=term, tried=tried, rows=rows, quotes=quotes, cut=cut, limit=LIMIT)
 
 
-def rows_for_keys(keys: Iterable[str]) -> Iterator[tuple[str, Any]]:
-    """The entities named "kind:id" (the bulk form's checkboxes), one query per kind."""
+def rows_for_keys(
+    keys: Iterable[str], kinds: frozenset[str] = frozenset(KINDS)
+) -> Iterator[tuple[str, Any]]:
+    """The entities named "kind:id" (the bulk form's checkboxes), one query per kind; a key of
+    a kind outside `kinds` (one the staff member may not view) names nothing."""
     wanted: dict[str, list[str]] = {}
+    hidden: list[str] = []
     for key in keys:
         kind, _, pk = key.partition(":")
         if kind in KINDS and pk:
-            wanted.setdefault(kind, []).append(pk)
+            if kind in kinds:
+                wanted.setdefault(kind, []).append(pk)
+            else:
+                hidden.append(key)
     for kind, pks in wanted.items():
         model = lifecycle_named(kind).model
         valid = []
@@ -491,3 +495,5 @@ def rows_for_keys(keys: Iterable[str]) -> Iterator[tuple[str, Any]]:
         }
         for pk in pks:
             yield f"{kind}:{pk}", found.get(pk)
+    for key in hidden:
+        yield key, None

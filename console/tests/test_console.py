@@ -428,9 +428,11 @@ def test_a_staff_member_without_the_moves_permission_gets_403(
     client, make_user, stuck_all, move, perm
 ):
     member = make_user("rita", is_staff=True)
+    # every other move's permission, and the view permission of every kind
     others = Permission.objects.exclude(codename=perm).filter(
-        codename__in=["resolve_action", "resolve_delivery", "review_operation", "pause_operation"]
-    )
+        codename__in=["resolve_action", "resolve_delivery", "review_operation", "pause_operation",
+                      "view_action", "view_delivery", "view_operation"]
+    )  # fmt: skip
     member.user_permissions.add(*others)
     client.force_login(member)
     target = {
