@@ -131,6 +131,7 @@ def bench_agent(*, scope: str | None = None, username: str = "bench"):
     that scope valid for a day: (user, application, token or None)."""
     from datetime import timedelta
 
+    from django.conf import settings
     from django.contrib.auth import get_user_model
     from django.utils import timezone
     from oauth2_provider.models import AccessToken, Application
@@ -151,6 +152,9 @@ def bench_agent(*, scope: str | None = None, username: str = "bench"):
             token=secrets.token_urlsafe(32),
             scope=scope,
             expires=timezone.now() + timedelta(days=1),
+            # The API's audience, as a token asked for without `resource` gets: the API refuses
+            # unbound tokens (RFC 8707).
+            resource=[settings.PUBLIC_BASE_URL],
         )
     return user, application, token
 
