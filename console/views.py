@@ -20,7 +20,7 @@ from console.moves import MOVES, apply_move, refusal_for
 from console.selectors import Filters, Row
 from core.api import error_json
 from core.lifecycle import lifecycles
-from core.live import staff_stream, stream_response
+from core.live import session_grant, staff_stream, stream_response
 
 # Saved views: a view is its query string; these are the ones staff reach for first.
 PRESETS = [
@@ -271,8 +271,16 @@ def staff_events(request: HttpRequest) -> HttpResponse:
         return error_json(
             f"Viewing {name} needs its view permission", code="permission_denied", status=403
         )
+    wanted = {name} if name is not None else kinds
+
+    def still_allowed(
+        user,
+    ) -> bool:  # re-read while the stream is open: a revoked permission ends it
+        return wanted <= set(selectors.viewable_kinds(user))
+
     if name is not None or request.GET.get("id"):
-        return staff_stream(request)  # one lifecycle or one entity: core.live checks the rest
+        # One lifecycle or one entity: core.live checks the rest.
+        return staff_stream(request, still_allowed)
     if not kinds:
         return error_json("No kind of work to view", code="permission_denied", status=403)
     return stream_response(
@@ -280,4 +288,7 @@ def staff_events(request: HttpRequest) -> HttpResponse:
         matches=lambda event: event.get("lifecycle") in kinds,
         terminal_now=False,
         until_terminal=False,
+        grant=session_grant(
+            request, lambda user: user.is_active and user.is_staff and still_allowed(user)
+        ),
     )

@@ -185,10 +185,17 @@ def _is_staff(user) -> bool:
     return user.is_active and user.is_staff
 
 
-def staff_stream(request: HttpRequest) -> HttpResponse:
+def staff_stream(
+    request: HttpRequest, allowed: Callable[[Any], bool] | None = None
+) -> HttpResponse:
     """`/staff/events`: every transition of every lifecycle (the console), or one lifecycle
     (`?lifecycle=operation`), or one entity (`?lifecycle=action&id=<pk>`, ending at its
-    terminal status). Staff only."""
+    terminal status). Staff only; the stream ends once the user is no longer staff or
+    `allowed(user)` (the caller's permission check, re-read) no longer holds."""
+
+    def still_allowed(user) -> bool:
+        return _is_staff(user) and (allowed is None or allowed(user))
+
     user = request.user
     if not (user.is_authenticated and user.is_active and user.is_staff):
         return error_json("Staff only", code="permission_denied", status=403)
@@ -203,7 +210,7 @@ def staff_stream(request: HttpRequest) -> HttpResponse:
             matches=lambda e: name is None or e.get("lifecycle") == name,
             terminal_now=False,
             until_terminal=False,
-            grant=session_grant(request, _is_staff),
+            grant=session_grant(request, still_allowed),
         )
     if name is None:
         return error_json("id needs a lifecycle", code="invalid", status=400)
@@ -223,7 +230,7 @@ def staff_stream(request: HttpRequest) -> HttpResponse:
         lifecycle_name=name,
         pk=row[0],
         status=row[1],
-        grant=session_grant(request, _is_staff),
+        grant=session_grant(request, still_allowed),
     )
 
 

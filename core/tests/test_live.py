@@ -302,3 +302,27 @@ def test_a_staff_user_losing_is_staff_loses_the_console_stream(
     assert console.next() is None
     console.close()
     wait_until(lambda: not list(settings.EVENTS_DIR.glob("*.sock")), timeout=10)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_staff_user_losing_the_view_permission_loses_the_console_stream(
+    settings, tmp_path, asgi_server, client, make_user
+):
+    from django.contrib.auth.models import Permission
+
+    settings.EVENTS_URL = "local://"
+    settings.EVENTS_DIR = tmp_path / "events"
+    viewer = make_user("vera", is_staff=True)
+    permission = Permission.objects.get(codename="view_action", content_type__app_label="actions")
+    viewer.user_permissions.add(permission)
+    server = asgi_server(STREAM_GRANT_CHECK_SECONDS="0.2", LIVE_HEARTBEAT_SECONDS="0.1")
+    console = Stream(server.port, "/staff/events?lifecycle=action", _session(client, viewer))
+    assert console.next()["data"] == {"connected": True}
+    for _ in range(3):  # re-checks of a permission that holds change nothing
+        assert console.next(comments=True) == {"comment": "keepalive"}
+
+    viewer.user_permissions.remove(permission)
+    assert console.next() == {"event": "end", "data": {"reason": "signed out"}}
+    assert console.next() is None
+    console.close()
+    wait_until(lambda: not list(settings.EVENTS_DIR.glob("*.sock")), timeout=10)
