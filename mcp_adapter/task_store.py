@@ -205,6 +205,13 @@ class OperationTasks:
 
     def project(self, operation) -> Projection:
         state, St = operation.state, operations.State
+        unreachable = operations.backend_unreachable(operation)
+        if state == St.QUEUED and unreachable:
+            return Projection(
+                TaskStatus.WORKING,
+                "Waiting for the generation service: it cannot be reached, so nothing has been "
+                "sent yet; the request goes out (once) when it is back.",
+            )
         if state == St.QUEUED:
             return Projection(TaskStatus.WORKING, "Queued; waiting to be sent to the generator.")
         if state == St.NEEDS_REVIEW:
@@ -224,6 +231,13 @@ class OperationTasks:
         if state == St.PAUSED:
             return Projection(
                 TaskStatus.WORKING, "Paused by staff; it goes on when they resume it."
+            )
+        if state == St.RECONCILING and unreachable:
+            return Projection(
+                TaskStatus.WORKING,
+                "Reconciling a lost acknowledgement, waiting for the generation service: it "
+                "cannot be reached now; when it is back it is asked whether it received the "
+                "request (it is never sent twice).",
             )
         if state == St.RECONCILING:
             return Projection(

@@ -24,13 +24,14 @@ from operations.decisions import (
 from operations.models import BillingStatus, DispatchStatus, Operation, Quote, State
 from operations.selectors import operations_stuck
 from operations.serializers import operation_status_payload
-from operations.services import NotCancellable, operation_cancel_by_owner
+from operations.services import NotCancellable, backend_unreachable, operation_cancel_by_owner
 
 __all__ = [
     "CANCELLABLE_BY_STAFF",
     "DispatchStatus",
     "NotCancellable",
     "State",
+    "backend_unreachable",
     "contract",
     "operation_cancel",
     "operation_cancel_by_owner",

@@ -346,6 +346,21 @@ def operation_cancel_by_owner(
     return Operation.objects.get(pk=operation.pk)
 
 
+# How a backend problem before anything was sent (connection refused, no route, TLS) begins in
+# `last_error`: the work cannot have reached the generation service, so a reader can say "it
+# cannot be reached" rather than "the outcome is unknown".
+UNREACHABLE = "the generation service could not be reached; nothing was sent"
+
+
+def _unreachable(exc: NotSent) -> str:
+    return f"{UNREACHABLE} ({exc})"
+
+
+def backend_unreachable(operation: Operation) -> bool:
+    """Whether the worker's last call to the backend for `operation` could not connect."""
+    return operation.last_error.startswith(UNREACHABLE)
+
+
 def _touch(operation_id, **changes: Any) -> bool:
     """A visible change without a transition: bumps `updated_at` and is published."""
     return touch(lifecycle=OPERATION_LIFECYCLE, pk=operation_id, changes=changes)
@@ -523,10 +538,12 @@ def operation_dispatch(*, operation_id, client: OpenAIResponses | None = None) -
     worker = Actor.worker()
     try:
         response = _create(client, operation)
-    except NotSent as exc:  # nothing left: try again later, still pending
-        return (
-            "retry" if _check_later(operation.pk, error=str(exc), while_in={S.QUEUED}) else "raced"
-        )
+    except NotSent as exc:
+        # Nothing left: the backend cannot have it, so there is nothing to reconcile and it
+        # stays queued (the owner may still cancel); the beat sends it again, under the same
+        # Idempotency-Key, once the backend is back.
+        recorded = _check_later(operation.pk, error=_unreachable(exc), while_in={S.QUEUED})
+        return "retry" if recorded else "raced"
     except Refused as exc:
         code = (
             (exc.payload or {}).get("error", {}).get("code")
@@ -574,7 +591,8 @@ def operation_reconcile(*, operation_id, client: OpenAIResponses | None = None) 
     try:
         response = _create(client, operation)
     except (NotSent, OutcomeUnknown) as exc:
-        if not _check_later(operation.pk, error=str(exc), while_in={S.RECONCILING}):
+        error = _unreachable(exc) if isinstance(exc, NotSent) else str(exc)
+        if not _check_later(operation.pk, error=error, while_in={S.RECONCILING}):
             return "raced"
         return "still_reconciling"
     except Refused as exc:
@@ -597,7 +615,8 @@ def operation_check(*, operation_id, client: OpenAIResponses | None = None) -> s
     try:
         response = client.retrieve(operation.backend_response_id)
     except (NotSent, OutcomeUnknown, Refused) as exc:
-        if not _check_later(operation.pk, error=str(exc), while_in={S.RUNNING, S.WAITING}):
+        error = _unreachable(exc) if isinstance(exc, NotSent) else str(exc)
+        if not _check_later(operation.pk, error=error, while_in={S.RUNNING, S.WAITING}):
             return "raced"
         return "unavailable"
     return _finish(operation, response, Actor.worker())

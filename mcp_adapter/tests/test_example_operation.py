@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 import time
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from operations import billing
 from operations.backends.local_openai import LocalResponsesServer
 from operations.models import Operation, State
 from operations.services import operations_process_due
+from operations.tests.factories import fund
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "docs" / "examples" / "mcp_operation.py"
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_the_operation_example_walks_quote_start_review_result(
     http_server, user, application, make_token, staff_user, settings
 ):
-    billing.wallet_grant(owner=user, amount=Decimal("100"), note="test grant")
+    fund(user, "100")
     token = make_token(user, application, scope="operations:read operations:write")
     settings.OPERATIONS_REVIEW_RULES = ["category:reviewed"]
     stop = threading.Event()

@@ -17,7 +17,6 @@ import pytest
 from django.utils import timezone
 from jsonschema import Draft7Validator, FormatChecker
 
-from chain.stack import free_port
 from console.moves import MOVES, apply_move
 from mcp_adapter.models import McpTask
 from mcp_adapter.tests.conftest import run
@@ -25,7 +24,8 @@ from operations import billing
 from operations.backends.local_openai import LocalResponsesServer
 from operations.contract import OPERATION_STATUS_SCHEMA, QUOTE_SCHEMA, RESULT_SCHEMA
 from operations.models import LedgerEntry, Operation, Quote, State, Wallet
-from operations.services import operations_process_due
+from operations.services import backend_unreachable, operations_process_due
+from operations.tests.factories import fund
 
 pytestmark = pytest.mark.django_db(transaction=True)
 EXTENSION = "io.modelcontextprotocol/tasks"
@@ -61,7 +61,7 @@ def backend(settings):
 
 @pytest.fixture
 def agent(user, application, make_token):
-    billing.wallet_grant(owner=user, amount=Decimal("100"), note="test grant")
+    fund(user, "100")
     return make_token(user, application, scope=SCOPES)
 
 
@@ -101,7 +101,8 @@ def task_extension(seen: list[dict[str, Any]]):
         params: dict[str, Any]
 
     async def resolve(handle: TaskHandle, ctx: ClaimContext) -> types.CallToolResult:
-        while True:
+        deadline = time.monotonic() + 60  # a failed helper thread must not leave it polling
+        while time.monotonic() < deadline:
             task = await ctx.session.send_request(
                 GetTask(params={"taskId": handle.task_id}), TypeAdapter(dict[str, Any])
             )
@@ -109,6 +110,7 @@ def task_extension(seen: list[dict[str, Any]]):
             if task["status"] in ("completed", "failed", "cancelled"):
                 return types.CallToolResult.model_validate(task["result"])
             await anyio.sleep(0.05)
+        raise AssertionError(f"the task did not end: {seen[-1:]}")
 
     class Tasks(ClientExtension):
         identifier = EXTENSION
@@ -312,51 +314,137 @@ def test_start_refusals_hold_nothing_and_a_repeat_returns_the_same_operation(
     assert billing.wallet_invariants(wallet) == []
 
 
-def test_a_lost_acknowledgement_is_reported_as_reconciling_until_the_backend_answers(
-    http_server, backend, agent, user, settings
+def wait_for_message(seen: list[dict[str, Any]], text: str, *, after: int = 0) -> dict:
+    """The first task the agent polled (from `after` on) whose status message has `text`."""
+    deadline = time.monotonic() + 20
+    while True:
+        found = [t for t in seen[after:] if text in t.get("statusMessage", "")]
+        if found:
+            return found[0]
+        assert time.monotonic() < deadline, seen[-1:]
+        time.sleep(0.05)
+
+
+def test_a_backend_down_at_dispatch_is_waited_for_and_the_task_ends_when_it_is_back(
+    http_server, backend, agent, user
 ):
+    """The backend refuses connections (stopped) when the operation is dispatched: nothing
+    was sent, so there is nothing to reconcile. It stays queued with its hold, the task says
+    it waits for the generation service, and when the backend is back (same address) the
+    request goes out once and the same task completes."""
     seen: list[dict[str, Any]] = []
+    backend.stop()  # down: connections to its address are refused
+    revived: list[LocalResponsesServer] = []
+
+    def worker():
+        worker_until({"owner": user}, until={State.QUEUED})
+        deadline = time.monotonic() + 20
+        while not backend_unreachable(Operation.objects.get(owner=user)):
+            assert time.monotonic() < deadline
+            operations_process_due()
+            time.sleep(0.05)
+        wait_for_message(seen, "Waiting for the generation service")
+        for _ in range(3):  # the beat tries again and again while it is down
+            operations_process_due()
+        down = Operation.objects.get(owner=user)
+        assert (down.state, down.dispatch_status, down.billing_status) == (
+            "queued",
+            "pending",
+            "pending",
+        )
+        assert "could not connect" in down.last_error and backend.creates == []
+        assert billing.invariants(down) == []
+        assert Wallet.objects.get(owner=user).held_credits == down.held_credits > 0
+        polled = len(seen)
+        wait_for_message(seen, "nothing has been sent yet", after=polled)  # still waiting
+        revived.append(backend.restarted())
+        worker_until({"owner": user}, until={State.SUCCEEDED, State.FAILED})
+
+    with http_server(output_schemas=True) as http:
+        (quote,) = sdk(http.url, agent.token, ("tong_operation_quote", quote_args()))
+        thread = threading.Thread(target=worker)
+        thread.start()
+        try:
+            (started,) = sdk(
+                http.url,
+                agent.token,
+                ("tong_operation_start", start_args(quote.structured_content["id"], "plain")),
+                tasks=task_extension(seen),
+            )
+        finally:
+            thread.join()
+            for server in revived:
+                server.stop()
+    final = seed_valid(started.structured_content)
+    assert final["state"] == "succeeded" and final["dispatch_status"] == "acknowledged"
+    messages = [t["statusMessage"] for t in seen]
+    waiting = next(m for m in messages if "generation service" in m)
+    assert waiting == (
+        "Waiting for the generation service: it cannot be reached, so nothing has been sent "
+        "yet; the request goes out (once) when it is back."
+    )
+    assert seen[-1]["status"] == "completed" and messages[-1].startswith("Succeeded;")
+    operation = Operation.objects.get(owner=user)
+    history = list(operation.history.order_by("timestamp", "id").values_list("status", flat=True))
+    assert "reconciling" not in history and history[-1] == "succeeded"
+    assert operation.last_error == "" and operation.billing_status == "settled"
+    assert [c["key"] for c in backend.creates] == [str(operation.pk)]  # sent once
+    assert McpTask.objects.get(entity_id=operation.pk).status == "completed"
+    assert billing.invariants(operation) == []
+    assert billing.wallet_invariants(Wallet.objects.get(owner=user)) == []
+
+
+def test_a_lost_acknowledgement_is_reported_as_reconciling_until_the_backend_answers(
+    http_server, backend, agent, user
+):
+    """The backend accepts the request and drops the connection before answering: the
+    outcome is unknown, so the operation reconciles. Then the backend goes down (stopped):
+    the task says it is reconciling and waits for the generation service; when it is back
+    with its store, the same Idempotency-Key finds the response it accepted, and the
+    operation and the task end."""
+    seen: list[dict[str, Any]] = []
+    revived: list[LocalResponsesServer] = []
 
     def worker():
         worker_until({"owner": user}, until={State.RECONCILING})
-        deadline = time.monotonic() + 20
-        while not any("Reconciling a lost acknowledgement" in t["statusMessage"] for t in seen):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        # The backend is down now: the operation stays reconciling, the agent keeps waiting.
-        settings.OPERATIONS_BACKEND_URL = f"http://127.0.0.1:{free_port()}"
+        wait_for_message(seen, "Reconciling a lost acknowledgement: asking the generator")
+        backend.stop()  # the backend is down now: the operation stays reconciling
         for _ in range(3):
             operations_process_due()
         stuck = Operation.objects.get(owner=user)
-        assert stuck.state == State.RECONCILING and "could not connect" in stuck.last_error
-        seen_before = len(seen)
-        deadline = time.monotonic() + 20
-        while len(seen) < seen_before + 2:  # the agent polls on, and still reads reconciling
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        assert seen[-1]["status"] == "working"
-        assert "Reconciling" in seen[-1]["statusMessage"]
-        settings.OPERATIONS_BACKEND_URL = backend.url  # it is back: the operation ends
+        assert stuck.state == State.RECONCILING and backend_unreachable(stuck)
+        assert "could not connect" in stuck.last_error
+        assert billing.invariants(stuck) == []
+        task = wait_for_message(seen, "Reconciling a lost acknowledgement, waiting for the")
+        assert task["status"] == "working"
+        revived.append(backend.restarted())  # it is back: the operation ends
         worker_until({"owner": user}, until={State.SUCCEEDED, State.FAILED})
 
     with http_server() as http:
         (quote,) = sdk(http.url, agent.token, ("tong_operation_quote", quote_args("[lose-ack] go")))
         thread = threading.Thread(target=worker)
         thread.start()
-        (started,) = sdk(
-            http.url,
-            agent.token,
-            ("tong_operation_start", start_args(quote.structured_content["id"], category="plain")),
-            tasks=task_extension(seen),
-        )
-        thread.join()
+        try:
+            (started,) = sdk(
+                http.url,
+                agent.token,
+                ("tong_operation_start", start_args(quote.structured_content["id"], "plain")),
+                tasks=task_extension(seen),
+            )
+        finally:
+            thread.join()
+            for server in revived:
+                server.stop()
     assert seed_valid(started.structured_content)["state"] == "succeeded"
+    assert seen[-1]["status"] == "completed"
     operation = Operation.objects.get(owner=user)
     assert "reconciling" in operation.history.order_by("timestamp", "id").values_list(
         "status", flat=True
     )
     assert len(backend.responses) == 1  # sent twice under one key, generated once
+    assert {c["key"] for c in backend.creates} == {str(operation.pk)}
     assert billing.invariants(operation) == []
+    assert billing.wallet_invariants(Wallet.objects.get(owner=user)) == []
 
 
 def test_a_subscriber_to_the_operation_hears_every_state_change(

@@ -2,7 +2,8 @@
 lock file) against the real streamable-HTTP app with a pasted token: it lists the tools, calls
 every read tool and the status tools (the SDK checks structuredContent against each tool's
 outputSchema, and so does this test), subscribes to picnic://action/{id} and receives the
-update of a real transition this test drives."""
+update of a real transition this test drives; and it starts a generation operation as a task
+and follows it through a staff review in the console to its result."""
 
 from __future__ import annotations
 
@@ -19,10 +20,16 @@ import pytest
 
 from actions.services.signing import action_reject
 from mcp_adapter.api import PicnicApi
+from mcp_adapter.models import McpTask
 from mcp_adapter.server import PicnicMCP
 from mcp_adapter.tests.conftest import HttpServer
 from mcp_adapter.tests.test_conformance import NODE, NPM_DIR, SUITE
 from mcp_adapter.tools import TOOLS_BY_NAME
+from operations import billing
+from operations.backends.local_openai import LocalResponsesServer
+from operations.models import Operation, State, Wallet
+from operations.services import operations_process_due
+from operations.tests.factories import fund, submit_operation
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.node]
 SCOPES = (
@@ -32,10 +39,15 @@ SCOPES = (
 READ_TOOLS = ["get_transactions", "get_smart_accounts", "get_balances", "get_card", "get_profile"]
 
 
-def read_lines(process: subprocess.Popen, until: str, deadline: float) -> list[dict]:
-    """JSON lines from the script up to and including the first of event `until`."""
+def read_lines(process: subprocess.Popen, until: str, deadline: float, between=None) -> list[dict]:
+    """JSON lines from the script up to and including the first of event `until`; `between`
+    runs every 0.2 s meanwhile (the beat's work, while the script polls)."""
     lines = []
+    ticked = 0.0
     while time.monotonic() < deadline:
+        if between is not None and time.monotonic() - ticked >= 0.2:
+            between()
+            ticked = time.monotonic()
         ready, _, _ = select.select([process.stdout], [], [], 0.2)
         if not ready:
             if process.poll() is not None:
@@ -53,19 +65,8 @@ def read_lines(process: subprocess.Popen, until: str, deadline: float) -> list[d
 
 @pytest.fixture
 def operation(user, application):
-    from decimal import Decimal
-
-    from operations import billing
-    from operations.services import operation_submit
-
-    billing.wallet_grant(owner=user, amount=Decimal("10"), note="test grant")
-    return operation_submit(
-        owner=user,
-        application=application,
-        tool="text-gen",
-        category="sensitive",
-        input_text="hello",
-    )
+    fund(user)
+    return submit_operation(owner=user, application=application, category="sensitive")
 
 
 def test_the_typescript_sdk_client_reads_calls_and_follows_an_action(
@@ -170,50 +171,39 @@ def test_the_typescript_sdk_client_reads_calls_and_follows_an_action(
     assert json.loads(updated["contents"][0]["text"])["status"] == "rejected"
 
 
-def test_the_typescript_sdk_client_quotes_starts_and_follows_an_operation_through_review(
-    live_server, settings, events_dir, mcp_resource, user, application, make_token, staff_user
+def test_the_typescript_sdk_client_starts_an_operation_as_a_task_through_review(
+    live_server, settings, events_dir, mcp_resource, user, application, make_token, staff_client
 ):
-    """Quote and start with the TS client (its SDK checks both answers against the tools'
-    outputSchemas), then it follows tong://operation/{id} while staff approve in the console."""
-    from decimal import Decimal
-
-    from console.moves import MOVES, apply_move
-    from operations import billing
-    from operations.models import Operation
-    from operations.services import quote_create
-
+    """The TS client quotes, then starts with that quote as a task (a task-augmented
+    tools/call on 2025-11-25 through the SDK's Tasks support) and polls it: it waits for a
+    reviewer until staff approve in the console (a POST to the console's bulk apply), then
+    generates against the local backend and completes; the client reads the result, and a
+    repeat of the start's key returns the same operation. The SDK checks every structured
+    answer against the tools' outputSchemas, and so does this test."""
     if not SUITE.exists():
         pytest.fail("mcp_adapter/conformance/node_modules is missing: run `make deps`")
     settings.OPERATIONS_REVIEW_RULES = ["category:reviewed"]
-    billing.wallet_grant(owner=user, amount=Decimal("10"), note="test grant")
-    quote = quote_create(owner=user, tool="text-gen", submit_field="p", submit_value="hello")
+    settings.MCP_TASK_POLL_INTERVAL_MS = 100
+    fund(user)
     key = str(uuid.uuid4())
     token = make_token(user, application, scope="operations:read operations:write")
     port = urlsplit(mcp_resource).port
     settings.MCP_API_URL = live_server.url
     settings.MCP_ALLOWED_ORIGINS = [f"http://127.0.0.1:{port}"]
     server = PicnicMCP(http=True, output_schemas=True, api=PicnicApi(live_server.url))
-    start = {"tool": "text-gen", "category": "reviewed", "quote_id": str(quote.pk)}
-    calls = [
-        ["tong_operation_quote", {"tool": "text-gen", "submit_field": "p", "submit_value": "x"}],
-        ["tong_operation_start", {**start, "idempotency_key": key}],
-        ["tong_operation_start", {**start, "idempotency_key": key}],
-    ]
-    # The start's id is the idempotency key's operation: made here first, so the script can
-    # subscribe to it (the TS client's repeat of the key returns it).
-    from operations.services import operation_submit
-
-    operation = operation_submit(
-        owner=user,
-        application=application,
-        tool="text-gen",
-        category="reviewed",
-        channel="mcp",
-        quote_id=quote.pk,
-        idempotency_key=key,
-    )
-    uri = f"tong://operation/{operation.pk}"
-    with HttpServer(server, port) as http:
+    quote = {"tool": "text-gen", "submit_field": "prompt", "submit_value": "A haiku"}
+    start = {
+        "tool": "text-gen",
+        "category": "reviewed",
+        "quote_id": "$tong_operation_quote.id",
+        "idempotency_key": key,
+    }
+    with (
+        LocalResponsesServer(api_key="k", work_seconds=0.2) as backend,
+        HttpServer(server, port) as http,
+    ):
+        settings.OPERATIONS_BACKEND_URL, settings.OPERATIONS_BACKEND_API_KEY = backend.url, "k"
+        settings.OPERATIONS_POLL_SECONDS = 0.0
         process = subprocess.Popen(
             [str(NODE), "client.mjs"],
             cwd=NPM_DIR,
@@ -221,39 +211,72 @@ def test_the_typescript_sdk_client_quotes_starts_and_follows_an_operation_throug
                 **os.environ,
                 "MCP_URL": http.url,
                 "MCP_TOKEN": token.token,
-                "MCP_CALLS": json.dumps(calls),
-                "MCP_SUBSCRIBE": uri,
+                "MCP_CALLS": json.dumps([["tong_operation_quote", quote]]),
+                "MCP_TASK": json.dumps(["tong_operation_start", start]),
+                "MCP_AFTER": json.dumps(
+                    [
+                        ["tong_operation_result", {"operation_id": "$task.id"}],
+                        ["tong_operation_start", start],
+                    ]
+                ),
             },
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         deadline = time.monotonic() + 60
-        lines = read_lines(process, "subscribed", deadline)
-        outcome = apply_move(
-            move=MOVES["operation:approve"],
-            key=f"operation:{operation.pk}",
-            entity=Operation.objects.get(pk=operation.pk),
-            user=staff_user,
-            note="fine",
-            extra={},
+        lines = []
+        while not any(
+            line["event"] == "task_status"
+            and line["task"]["statusMessage"].startswith("Waiting for a reviewer")
+            for line in lines
+        ):
+            lines += read_lines(process, "task_status", deadline)
+        operation = Operation.objects.get(owner=user)
+        assert operation.state == State.NEEDS_REVIEW
+        # Staff approve in the console, as a reviewer would.
+        page = staff_client.post(
+            "/staff/bulk/apply/",
+            {"move": "operation:approve", "key": [f"operation:{operation.pk}"], "note": "fine"},
         )
-        assert outcome.ok, outcome.text
-        lines += read_lines(process, "updated", deadline)
+        assert page.status_code == 200, page.text
+        # The beat dispatches and follows it while the client polls.
+        lines += read_lines(process, "task_result", deadline, between=operations_process_due)
+        lines += read_lines(process, "call", deadline)  # the result
+        lines += read_lines(process, "call", deadline)  # the repeated start
         assert process.wait(timeout=10) == 0, process.stderr.read()[-3000:]
 
     tools = {t["name"]: t for t in lines[1]["tools"]}
-    quoted, first, repeat = [line for line in lines if line["event"] == "call"]
-    for result in (quoted, first, repeat):
-        assert "thrown" not in result and not result.get("isError"), result
-        jsonschema.validate(result["structuredContent"], tools[result["tool"]]["outputSchema"])
-    assert quoted["structuredContent"]["breakdown"]["total_credits"]
-    assert (
-        first["structuredContent"]["id"] == repeat["structuredContent"]["id"] == str(operation.pk)
-    )
-    assert first["structuredContent"]["channel"] == "mcp"
-    updated = lines[-1]
-    assert updated["uri"] == uri
-    assert json.loads(updated["contents"][0]["text"])["state"] == "queued"
-    assert Operation.objects.filter(owner=user).count() == 1
-    assert billing.invariants(Operation.objects.get(pk=operation.pk)) == []
+    quoted = lines[2]
+    assert quoted["tool"] == "tong_operation_quote" and not quoted.get("isError"), quoted
+    jsonschema.validate(quoted["structuredContent"], tools["tong_operation_quote"]["outputSchema"])
+    (created,) = [line["task"] for line in lines if line["event"] == "task_created"]
+    assert created["status"] == "working"
+    polled = [line["task"] for line in lines if line["event"] == "task_status"]
+    assert {t["taskId"] for t in polled} == {created["taskId"]}
+    messages = [t["statusMessage"] for t in polled]
+    assert any("review required by category:reviewed" in m for m in messages)
+    assert polled[-1]["status"] == "completed" and messages[-1].startswith("Succeeded;")
+    (result,) = [line for line in lines if line["event"] == "task_result"]
+    assert not result.get("isError"), result
+    final = result["structuredContent"]
+    jsonschema.validate(final, tools["tong_operation_start"]["outputSchema"])
+    assert final["state"] == "succeeded" and final["channel"] == "mcp"
+    read, repeat = [line for line in lines if line["event"] == "call"][1:]
+    assert not read.get("isError") and not repeat.get("isError"), (read, repeat)
+    jsonschema.validate(read["structuredContent"], tools["tong_operation_result"]["outputSchema"])
+    assert read["structuredContent"]["ready"] is True
+    operation = Operation.objects.get(owner=user)
+    assert read["structuredContent"]["result"] == operation.result
+    assert read["structuredContent"]["result"]["output_text"]
+    assert repeat["structuredContent"]["id"] == final["id"] == str(operation.pk)
+    assert str(operation.quote_id) == quoted["structuredContent"]["id"]
+    assert operation.idempotency_key == key and operation.state == State.SUCCEEDED
+    history = list(operation.history.order_by("timestamp", "id").values_list("status", flat=True))
+    assert history[:3] == ["queued", "needs_review", "queued"] and history[-1] == "succeeded"
+    approval = operation.history.get(from_status="needs_review", status="queued")
+    assert approval.actor_kind == "staff" and approval.actor_user.username == "sam"
+    assert McpTask.objects.get(pk=created["taskId"]).status == "completed"
+    assert len(backend.creates) == 1
+    assert billing.invariants(operation) == []
+    assert billing.wallet_invariants(Wallet.objects.get(owner=user)) == []

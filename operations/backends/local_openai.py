@@ -2,7 +2,8 @@
 `make run`. It can be slow, fail, hang or lose the acknowledgement, per server (`mode`) or per
 request (a marker in the input text: `[fail]`, `[lose-ack]`, `[hang]`, `[slow]`, `[reject]`).
 
-It honours `Idempotency-Key`: the same key returns the response it already created.
+It honours `Idempotency-Key`: the same key returns the response it already created. An outage
+is `stop()` (connections refused) and later `restarted()` on the same port, with its store.
 
     python -m operations.backends.local_openai --port 8788
 """
@@ -38,6 +39,18 @@ class LocalResponsesServer(LocalJsonServer):
         self.by_key: dict[str, str] = {}
         self.creates: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+
+    def restarted(self) -> LocalResponsesServer:
+        """Back from an outage: a new server on this (stopped) one's port that still knows
+        every response and Idempotency-Key it accepted, as a real backend's store would."""
+        server = LocalResponsesServer(
+            port=self.httpd.server_address[1],
+            api_key=self.api_key,
+            mode=self.mode,
+            work_seconds=self.work_seconds,
+        )
+        server.responses, server.by_key, server.creates = self.responses, self.by_key, self.creates
+        return server.start()
 
     # --- protocol ------------------------------------------------------------------------
 

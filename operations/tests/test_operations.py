@@ -27,6 +27,8 @@ from operations.services import (
     AdmissionError,
     InsufficientCredits,
     QuoteInvalid,
+    backend_unreachable,
+    operation_cancel_by_owner,
     operation_check,
     operation_dispatch,
     operation_reconcile,
@@ -152,11 +154,14 @@ def test_a_backend_that_hangs_leaves_the_operation_reconciling_until_it_answers(
 ):
     op = submit(funded, text="[hang] please")
     assert operation_dispatch(operation_id=op.pk) == "reconciling"
-    assert "no answer within 1s" in Operation.objects.get(pk=op.pk).last_error
+    hung = Operation.objects.get(pk=op.pk)
+    # It may have been accepted: an unknown outcome, not an unreachable backend.
+    assert "no answer within 1s" in hung.last_error and not backend_unreachable(hung)
     settings.OPERATIONS_BACKEND_URL = f"http://127.0.0.1:{free_port()}"  # backend now down
     assert operation_reconcile(operation_id=op.pk) == "still_reconciling"
-    assert Operation.objects.get(pk=op.pk).state == State.RECONCILING
-    assert "could not connect" in Operation.objects.get(pk=op.pk).last_error
+    down = Operation.objects.get(pk=op.pk)
+    assert down.state == State.RECONCILING and backend_unreachable(down)
+    assert "could not connect" in down.last_error
 
 
 def test_a_failed_generation_fails_and_releases_the_hold(backend_server, funded):
@@ -186,11 +191,35 @@ def test_a_refused_connection_keeps_it_queued_and_retries(settings, funded):
     settings.OPERATIONS_POLL_SECONDS = 0.0
     op = submit(funded)
     assert operation_dispatch(operation_id=op.pk) == "retry"
-    assert Operation.objects.get(pk=op.pk).state == State.QUEUED
+    down = Operation.objects.get(pk=op.pk)
+    # Nothing was sent: nothing to reconcile, still queued and pending, the hold kept.
+    assert (down.state, down.dispatch_status, down.billing_status) == (
+        State.QUEUED,
+        "pending",
+        "pending",
+    )
+    assert backend_unreachable(down) and "could not connect" in down.last_error
+    assert history_statuses(op) == ["queued"]
     with LocalResponsesServer(port=port, api_key=API_KEY, work_seconds=0.0) as server:
         assert operations_process_due() == {"succeeded": 1}
         assert len(server.creates) == 1
     assert payload(op)["state"] == "succeeded"
+    assert Operation.objects.get(pk=op.pk).last_error == ""
+
+
+def test_an_operation_never_sent_to_a_down_backend_is_the_owners_to_cancel(settings, funded):
+    settings.OPERATIONS_BACKEND_URL = f"http://127.0.0.1:{free_port()}"  # nobody listens
+    settings.OPERATIONS_POLL_SECONDS = 0.0
+    op = submit(funded)
+    assert operation_dispatch(operation_id=op.pk) == "retry"
+    ended = operation_cancel_by_owner(operation_id=op.pk, owner=funded)
+    assert (ended.state, ended.billing_status, ended.dispatch_status) == (
+        State.CANCELLED,
+        "released",
+        "pending",
+    )
+    assert history_statuses(op) == ["queued", "cancelled"]
+    assert Wallet.objects.get(owner=funded).available_credits == Decimal("100")
 
 
 def test_review_approve_continues_and_reject_cancels_and_releases(
