@@ -167,6 +167,7 @@ def test_a_finished_action_shows_no_field_that_means_nothing_in_its_state(
     assert "Next re-send" not in done and "<dt>Expires</dt>" not in done
     assert 'class="badge badge-done" data-status="executed"' in done
     assert f'data-copy="{TX}"' in done  # a copy button beside the tx hash
+    assert '<span class="token" title="eip155:31337/erc20:0x0">' in done  # the id on hover
     assert not re.search(r"\d{2}:\d{2}:\d{2}\.\d", done)  # no microseconds anywhere
 
 
