@@ -28,7 +28,7 @@ from web3.exceptions import Web3Exception
 from actions import contract
 from actions.chain_reads import ChainsUnavailable, balances_for_user, card_for_user
 from actions.evm_clients import ChainUnavailable
-from actions.models import IN_FLIGHT, PENDING_ON_CHAIN, Action
+from actions.models import IN_FLIGHT, PENDING_ON_CHAIN, AccountChange, Action
 from actions.presenters import (
     action_status_payload,
     profile_for_user,
@@ -429,6 +429,22 @@ def action_timeline(request: HttpRequest, action_id) -> HttpResponse:
             "in_flight": action.status in IN_FLIGHT,
             "can_resolve": request.user.has_perm("actions.resolve_action"),
         },
+    )
+
+
+@staff_member_required
+def account_change_timeline(request: HttpRequest, change_id) -> HttpResponse:
+    """Staff page: the live timeline of one account change (a recovery included). Read-only:
+    staff can neither start, speed up nor cancel a change; only the account's owners can."""
+    change = get_object_or_404(
+        AccountChange.objects.select_related("user", "passkey", "signer", "target"), pk=change_id
+    )
+    return render_timeline(
+        request,
+        template="actions/account_change_timeline.html",
+        version=f"{change.updated_at.isoformat()}|{change.status}",
+        is_terminal=change.is_terminal,
+        context={"change": change, "history": change.history.all()},
     )
 
 

@@ -31,7 +31,7 @@ from operations import public as operations
 # Each source of the needs-attention list and of a search reads at most this many rows; the
 # page says "more than N" when one was cut.
 LIMIT = 200
-KINDS = ("action", "delivery", "operation")
+KINDS = ("action", "delivery", "operation", "accountChange")
 
 
 _SAMPLE = "00000000-0000-4000-8000-000000000000"
@@ -139,6 +139,19 @@ def _action_row(action, why: str) -> Row:
     )
 
 
+def _account_change_row(change, why: str) -> Row:
+    return Row(
+        kind="accountChange",
+        id=str(change.pk),
+        status=change.status,
+        since=change.updated_at,
+        created_at=change.created_at,
+        owner=change.user.username,
+        error=change.error or "",
+        why=why,
+    )
+
+
 def _delivery_row(delivery, why: str) -> Row:
     return Row(
         kind="delivery",
@@ -197,6 +210,10 @@ def attention_sources(now: datetime) -> dict[str, tuple[QuerySet, Any]]:
             operations.operations_needing_attention(now=now, hold_cutoff=hold_cutoff(now)),
             _operation_row,
         ),
+        "accountChange": (
+            actions.account_changes_needing_attention(now=now),
+            _account_change_row,
+        ),
     }
     return {
         kind: (
@@ -207,13 +224,19 @@ def attention_sources(now: datetime) -> dict[str, tuple[QuerySet, Any]]:
     }
 
 
-_OWNER = {"action": "user", "delivery": "created_by", "operation": "owner"}
+_OWNER = {
+    "action": "user",
+    "delivery": "created_by",
+    "operation": "owner",
+    "accountChange": "user",
+}
 # What a row shows: loading only these skips the JSON columns (params, user operation,
 # input, result), a third of a long list's cost.
 _SHOWN_FIELDS = {
     "action": ("status", "error", "last_reconcile_error", "chain_id", "tx_hash", "user__username"),
     "delivery": ("status", "reason", "last_error", "created_by__username"),
     "operation": ("state", "last_error", "error_code", "review", "owner__username"),
+    "accountChange": ("status", "error", "user__username"),
 }
 
 
@@ -222,6 +245,7 @@ _ATTENTION_FIELDS = {
     "action": ("executed_at", "bridge_leg__status", "bridge_leg__deadline"),
     "delivery": (),
     "operation": (),
+    "accountChange": (),
 }
 
 
@@ -379,8 +403,13 @@ class SearchResult:
 
 
 def _rows(kind: str, queryset: QuerySet, why: str) -> tuple[list[Row], bool]:
-    related = {"action": "user", "delivery": "created_by", "operation": "owner"}[kind]
-    to_row = {"action": _action_row, "delivery": _delivery_row, "operation": _operation_row}[kind]
+    related = _OWNER[kind]
+    to_row = {
+        "action": _action_row,
+        "delivery": _delivery_row,
+        "operation": _operation_row,
+        "accountChange": _account_change_row,
+    }[kind]
     found, more = _bounded(_only(kind, queryset.select_related(related)), "-created_at")
     return [to_row(item, why) for item in found], more
 
@@ -406,6 +435,7 @@ def search(term: str, kinds: frozenset[str] = frozenset(KINDS)) -> SearchResult:
         ("action", actions.actions_search),
         ("delivery", messaging.deliveries_search),
         ("operation", operations.operations_search),
+        ("accountChange", actions.account_changes_search),
     ):
         lookups += [(name, what, qs) for what, qs in provider(shape=kind, value=value, term=term)]
     if kind == "text" and term and (users := user_ids_matching(term)):
@@ -459,7 +489,7 @@ def rows_for_keys(keys: Iterable[str]) -> Iterator[tuple[str, Any]]:
                 valid.append(model._meta.pk.to_python(pk))
             except ValidationError:  # a malformed id names nothing
                 continue
-        related = {"action": "user", "delivery": "created_by", "operation": "owner"}[kind]
+        related = _OWNER[kind]
         found = {
             str(item.pk): item
             for item in model.objects.filter(pk__in=valid[:LIMIT]).select_related(related)

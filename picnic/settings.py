@@ -442,6 +442,8 @@ _TASK_KINDS = {
     "actions.tasks.actions_reconcile_pending": "chain",
     "actions.tasks.actions_expire_overdue": "chain",
     "actions.tasks.bridges_reconcile_pending": "chain",
+    "actions.tasks.account_change_submit": "chain",
+    "actions.tasks.account_changes_process": "chain",
     # dm: deliveries to the X API (at most once: a slow X must not hold anything else up).
     "messaging.tasks.delivery_deliver": "dm",
     "messaging.tasks.deliveries_process_due": "dm",
@@ -470,6 +472,10 @@ CELERY_BEAT_SCHEDULE = {
     "bridges-reconcile-pending": {
         "task": "actions.tasks.bridges_reconcile_pending",
         "schedule": 5.0,
+    },
+    "account-changes-process": {
+        "task": "actions.tasks.account_changes_process",
+        "schedule": 10.0,
     },
     "actions-purge-retained": {"task": "actions.tasks.actions_purge_retained", "schedule": 600.0},
     "card-purchases-sync": {
@@ -540,6 +546,19 @@ WEBAUTHN_RP_ID = env_str("WEBAUTHN_RP_ID", "localhost")
 WEBAUTHN_RP_NAME = env_str("WEBAUTHN_RP_NAME", "Picnic")
 WEBAUTHN_ORIGIN = env_url("WEBAUTHN_ORIGIN", "http://localhost:8000", schemes=("http", "https"))
 # PUBLIC_BASE_URL (default: WEBAUTHN_ORIGIN) is read with the HTTPS settings above.
+
+# --- Devices and recovery (docs/devices.md) --------------------------------------------------
+# An "add a device" link works this long, once.
+DEVICE_LINK_TTL_SECONDS = env_int("DEVICE_LINK_TTL_SECONDS", 600, minimum=30)
+# The on-chain delay between a recovery's proposal and its execution, during which any owner
+# can cancel it (48 h). At least a minute: a shorter delay leaves no time to cancel.
+RECOVERY_DELAY_SECONDS = env_int("RECOVERY_DELAY_SECONDS", 48 * 3600, minimum=60)
+# Recovery-code attempts per account and per client address, in the shared cache, per window.
+RECOVERY_ATTEMPTS = env_int("RECOVERY_ATTEMPTS", 5, minimum=1)
+RECOVERY_ATTEMPTS_WINDOW_SECONDS = env_int("RECOVERY_ATTEMPTS_WINDOW_SECONDS", 3600, minimum=60)
+# Mail to end users (recovery started, completed): Django's backend; the console prints them.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Picnic <no-reply@picnic.localhost>")
 
 # --- Swap quotes (LI.FI's API shape) -------------------------------------------------------
 SWAP_QUOTE_URL = env_url("SWAP_QUOTE_URL", "http://127.0.0.1:8789", schemes=("http", "https"))

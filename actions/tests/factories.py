@@ -66,6 +66,7 @@ def make_offline_wallet(user, monkeypatch) -> SmartAccount:
         public_key=b"\x00",
         public_key_x="0x" + "11" * 32,
         public_key_y="0x" + "22" * 32,
+        owner_index=0,  # the account's first owner, as registration makes it
     )
     account = SmartAccount.objects.create(
         user=user,

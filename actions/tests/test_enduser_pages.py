@@ -455,7 +455,8 @@ def test_the_passkey_that_owns_the_account_is_never_removed(owner, user, wallet)
     assert page.status_code == 200  # the confirmation
     owner.post(f"/passkeys/{passkey.pk}/remove", HTTP_ACCEPT_LANGUAGE="pt-BR")
     assert Passkey.objects.filter(pk=passkey.pk).exists()
-    assert "Esta chave de acesso é a dona da sua conta Picnic" in words(
+    # The only owner of the account on chain: removing it would leave nobody to sign.
+    assert "Esta é a única chave de acesso que assina pela sua conta" in words(
         owner.get("/passkeys/", HTTP_ACCEPT_LANGUAGE="pt-BR")
     )
 
@@ -464,8 +465,13 @@ def test_a_second_device_is_removed_unless_it_is_the_last_while_actions_wait(
     owner, user, wallet, application
 ):
     owning = Passkey.objects.get(user=user)
-    second = Passkey.objects.create(
-        user=user, credential_id="cred-2", public_key=b"\x00", public_key_x="0x", public_key_y="0x"
+    second = Passkey.objects.create(  # registered, never approved: not an owner on chain
+        user=user,
+        credential_id="cred-2",
+        public_key=b"\x00",
+        public_key_x="0x",
+        public_key_y="0x",
+        owner_state="pending",
     )
     owner.post(f"/passkeys/{second.pk}/remove")
     assert not Passkey.objects.filter(pk=second.pk).exists()

@@ -11,20 +11,12 @@ from chain.safe import deploy_safe
 from evm.passkey_account import PasskeyAccountClient
 from evm.safe import eip191_hash, safe_contract, safe_message_hash
 from evm.safe_signature import contract_signature
-from evm.signature import pack_assertion
 
 pytestmark = pytest.mark.chain
 
 
 def _sign(passkey: SoftwarePasskey, challenge: bytes) -> bytes:
-    a = passkey.get_assertion(challenge)
-    return bytes.fromhex(
-        pack_assertion(
-            authenticator_data=a["authenticator_data"],
-            client_data_json=a["client_data_json"],
-            signature_der=a["signature"],
-        )[2:]
-    )
+    return passkey.owner_signature(challenge)  # owner 0, the account's first passkey
 
 
 def test_a_passkey_signs_for_its_safe_and_nobody_else_does(chain):

@@ -14,21 +14,13 @@ from chain.safe import DelayConfig, deploy_safe
 from evm import zodiac as modifiers
 from evm.passkey_account import PasskeyAccountClient
 from evm.safe import safe_contract
-from evm.signature import pack_assertion
 
 pytestmark = pytest.mark.chain
 SENTINEL = "0x0000000000000000000000000000000000000001"
 
 
 def _sign(passkey: SoftwarePasskey, challenge: bytes) -> bytes:
-    a = passkey.get_assertion(challenge)
-    return bytes.fromhex(
-        pack_assertion(
-            authenticator_data=a["authenticator_data"],
-            client_data_json=a["client_data_json"],
-            signature_der=a["signature"],
-        )[2:]
-    )
+    return passkey.owner_signature(challenge)  # owner 0, the account's first passkey
 
 
 def _send(w3, tx_data: bytes, to: str):

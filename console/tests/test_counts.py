@@ -9,6 +9,7 @@ import re
 import pytest
 
 from actions.models import Action
+from core.lifecycle import lifecycles
 from messaging.models import D, Delivery
 from operations.models import Operation, State
 
@@ -29,11 +30,8 @@ def test_the_home_counts_match_the_database_and_the_rows_drawn(staff_client, stu
     text = staff_client.get("/staff/").text
     printed = counts(text)
     expected = {"rows": str(len(stuck_all))}
-    for lifecycle, model, field in (
-        ("action", Action, "status"),
-        ("delivery", Delivery, "status"),
-        ("operation", Operation, "state"),
-    ):
+    for lc in lifecycles():
+        lifecycle, model, field = lc.name, lc.model, lc.status_field
         expected[f"{lifecycle}:total"] = f"{model.objects.count():,}"
         for key in printed:
             kind, _, status = key.partition(":")

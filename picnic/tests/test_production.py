@@ -28,6 +28,8 @@ EXPECTED_QUEUES = {
     "actions.tasks.actions_reconcile_pending": "chain",
     "actions.tasks.actions_expire_overdue": "chain",
     "actions.tasks.bridges_reconcile_pending": "chain",
+    "actions.tasks.account_change_submit": "chain",
+    "actions.tasks.account_changes_process": "chain",
     "messaging.tasks.delivery_deliver": "dm",
     "messaging.tasks.deliveries_process_due": "dm",
     "operations.tasks.operation_dispatch": "operations",

@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("actions", "0013_action_bridge_leg"),
+        ("actions", "0014_account_owners"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
