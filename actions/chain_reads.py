@@ -255,6 +255,14 @@ def _eth_call(to: str, data: str) -> tuple[str, list]:
     return ("eth_call", [{"to": to, "data": data}, "latest"])
 
 
+def token_balance(chain_id: int, token_address: str, owner: str) -> int:
+    """One ERC-20 balance in units (the signing page's "before"), bounded like every read;
+    raises one of CHAIN_RPC_ERRORS when the node cannot say."""
+    call = _eth_call(token_address, BALANCE_OF + owner[2:].lower().rjust(64, "0"))
+    (result,) = rpc_batch(chain_reader(chain_id), [call])
+    return _word(result)
+
+
 def _word(result: Any) -> int:
     """A uint256 return value; anything that is not one 32-byte word reads as 0 (as a token
     contract that is not there answers "0x")."""

@@ -266,6 +266,20 @@ class Passkey(models.Model):
         return self.owner_state == OwnerState.ACTIVE and self.owner_index is not None
 
 
+class Preferences(models.Model):
+    """What an end user's pages remember about them: the time zone their browser reports
+    (picnic/local_time.js), so times are written in it server-side too."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="picnic_preferences"
+    )
+    time_zone = models.CharField(max_length=64, blank=True)  # an IANA name, checked on write
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.user_id}: {self.time_zone or 'UTC'}"
+
+
 class RampCurrency(models.TextChoices):
     BRL = "BRL", "Brazilian real"
     EUR = "EUR", "Euro"

@@ -369,6 +369,15 @@ def passkeys_for_user(*, user) -> QuerySet[Passkey]:
     )
 
 
+def actions_for_user(*, user, limit: int = 20) -> QuerySet[Action]:
+    """The front door's activity: the user's latest actions, newest first, with the agent."""
+    return (
+        Action.objects.filter(user=user)
+        .select_related("application")
+        .order_by("-created_at")[:limit]
+    )
+
+
 def end_user_accounts(*, user) -> QuerySet[SmartAccount]:
     """The accounts an end user has: their passkey accounts and card Safes, never the demo
     SimpleAccount (an EOA-owned account the local stack seeds, not something they hold)."""

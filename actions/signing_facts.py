@@ -1,20 +1,27 @@
-"""What the signing page shows about an action, in plain words: the chain by name, token
-amounts with their fiat value (from the price source; "price unavailable" when it fails), the
-recipient short and in full, a swap's pay/receive, the network fee. Reads only; the page
-formats the numbers in the user's language (core/l10n.py)."""
+"""What the signing page shows about an action, in plain words: who asks (the agent, since
+when, whether this is its first request), who receives (a name with the full address, a
+first-time recipient, an address that looks like a known one), what changes (the balance
+before and after), the chain by name, token amounts with their fiat value (from the price
+source; "price unavailable" when it fails), a swap's pay/receive, the network fee. Names that
+come from outside (OAuth clients, ENS) are length-limited and checked for Picnic's name, bidi
+controls and mixed alphabets. Reads only; the page formats the numbers in the user's language
+(core/l10n.py)."""
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import ROUND_UP, Decimal
 
 from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 from eth_utils import is_address, to_checksum_address
+from oauth2_provider.models import get_access_token_model, get_refresh_token_model
 
-from actions.models import Action, ActionType, Token
+from actions.chain_reads import CHAIN_RPC_ERRORS, token_balance
+from actions.models import Action, ActionStatus, ActionType, Token, TokenTransfer
 from actions.providers.prices import PriceError, prices
 from core import l10n
 from core.chains import Chain, NativeCurrency, UnknownChain, get_chain
@@ -46,6 +53,162 @@ class Value:
     symbol: str
     fiat: Decimal | None
     currency: str
+    asset_id: str = ""  # shown on hover beside the symbol
+
+
+# --- Names from outside: OAuth clients' own words, ENS names ---------------------------------
+
+NAME_MAX = 40  # characters shown of a name we did not choose; all of it on hover
+# Format controls that reorder or hide text (bidi embeddings, overrides and isolates,
+# zero-width characters): a name with one can read differently from what it is.
+_BIDI = {"LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"}
+# Letters of other alphabets (and digits) that pass for Latin ones, to find our own name
+# written with them: "Pіcnіc" (Cyrillic і), "P1cn1c".
+_LOOKALIKES = str.maketrans(
+    {
+        "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "і": "i", "ӏ": "l", "к": "k",
+        "ο": "o", "ι": "i", "κ": "k", "ρ": "p", "ν": "v", "0": "o", "1": "i", "!": "i", "|": "l",
+    }
+)  # fmt: skip
+OUR_NAME = "picnic"
+UNTRUSTED_OURS = _(
+    "It uses Picnic's name, but it is not Picnic: Picnic's own messages never come from an agent."
+)
+UNTRUSTED_HIDDEN = _("Its name contains invisible characters that can change how it reads.")
+UNTRUSTED_MIXED = _("Its name mixes letters of different alphabets that look alike.")
+
+
+@dataclass(frozen=True)
+class OutsideName:
+    shown: str  # control characters removed, at most NAME_MAX characters
+    full: str  # control characters removed, for the hover text
+    untrusted: str  # why it may not be what it says ("" when nothing was found)
+
+
+def outside_name(value: str, *, limit: int = NAME_MAX) -> OutsideName:
+    """A name someone else chose, safe to show: without control or format characters, cut to
+    `limit`, and flagged when it borrows Picnic's name, hides characters or mixes alphabets.
+    The template escapes it (autoescape) and isolates it (<bdi>)."""
+    value = value or ""
+    hidden = any(
+        unicodedata.bidirectional(ch) in _BIDI or unicodedata.category(ch) == "Cf" for ch in value
+    )
+    clean = "".join(ch for ch in value if unicodedata.category(ch) not in ("Cc", "Cf")).strip()
+    scripts = {unicodedata.name(ch, "?").split()[0] for ch in clean if ch.isalpha()}
+    skeleton = re.sub(
+        r"[^a-z]", "", unicodedata.normalize("NFKC", clean).casefold().translate(_LOOKALIKES)
+    )
+    if OUR_NAME in skeleton:
+        why = UNTRUSTED_OURS
+    elif hidden:
+        why = UNTRUSTED_HIDDEN
+    elif len(scripts) > 1:
+        why = UNTRUSTED_MIXED
+    else:
+        why = ""
+    shown = clean if len(clean) <= limit else clean[: limit - 1] + "…"
+    return OutsideName(shown=shown, full=clean, untrusted=str(why))
+
+
+# --- Who asks ---------------------------------------------------------------------------------
+
+# An agent connected less than this long ago is "newly connected": its first request is flagged.
+NEW_AGENT = timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class Agent:
+    name: OutsideName
+    initial: str  # the monogram shown in place of a logo (logos are other sites' images)
+    client_id: str
+    connected_at: datetime | None
+    first_request: bool  # the first request of an agent connected within NEW_AGENT
+
+
+def _connected_at(action: Action) -> datetime | None:
+    """When the user connected the agent: its oldest token still held."""
+    times = [
+        model.objects.filter(user_id=action.user_id, application_id=action.application_id)
+        .order_by("created")
+        .values_list("created", flat=True)
+        .first()
+        for model in (get_access_token_model(), get_refresh_token_model())
+    ]
+    times = [t for t in times if t is not None]
+    return min(times) if times else None
+
+
+def agent(action: Action) -> Agent | None:
+    application = action.application
+    if application is None:
+        return None
+    name = outside_name(application.name or application.client_id)
+    connected = _connected_at(action)
+    earlier = Action.objects.filter(
+        user_id=action.user_id,
+        application_id=action.application_id,
+        created_at__lt=action.created_at,
+    ).exists()
+    new = connected is None or action.created_at - connected < NEW_AGENT
+    return Agent(
+        name=name,
+        initial=(name.shown[:1] or "?").upper(),
+        client_id=application.client_id,
+        connected_at=connected,
+        first_request=new and not earlier,
+    )
+
+
+# --- Who receives -----------------------------------------------------------------------------
+
+
+def known_addresses(action: Action) -> set[str]:
+    """Addresses the user has dealt with (lowercase): their own accounts, the recipients of
+    their earlier transfers, and the counterparts of their accounts' token transfers."""
+    own = {a.lower() for a in action.user.smart_accounts.values_list("address", flat=True)}
+    sent = (
+        Action.objects.filter(user_id=action.user_id, type=ActionType.TRANSFER)
+        .exclude(pk=action.pk)
+        .exclude(status__in=[ActionStatus.PROPOSED, ActionStatus.EXPIRED, ActionStatus.REJECTED])
+        .values_list("params__to", flat=True)[:500]
+    )
+    known = own | {str(to).lower() for to in sent if to}
+    if own:
+        rows = TokenTransfer.objects.filter(from_address__in=own).values_list(
+            "to_address", flat=True
+        )[:500]
+        known |= {str(a).lower() for a in rows}
+        rows = TokenTransfer.objects.filter(to_address__in=own).values_list(
+            "from_address", flat=True
+        )[:500]
+        known |= {str(a).lower() for a in rows}
+    return known
+
+
+def lookalike(full: str, known: set[str]) -> str | None:
+    """A known address that is not `full` but starts and ends with the same four characters:
+    what an address-poisoning attack plants in a history for the user to copy."""
+    target = full.lower()
+    if len(target) != 42:
+        return None
+    for other in sorted(known):
+        if other != target and other[2:6] == target[2:6] and other[-4:] == target[-4:]:
+            return to_checksum_address(other) if is_address(other) else other
+    return None
+
+
+# --- What changes -----------------------------------------------------------------------------
+
+
+def _balance(action: Action, token: Token | None) -> Decimal | None:
+    """The account's balance of `token` now, or None when the node cannot say."""
+    if token is None or not is_address(action.smart_account or ""):
+        return None
+    try:
+        units = token_balance(action.chain_id, token.address, action.smart_account)
+    except CHAIN_RPC_ERRORS:
+        return None
+    return Decimal(units).scaleb(-token.decimals)
 
 
 @dataclass(frozen=True)
@@ -121,13 +284,28 @@ def sign_facts(action: Action) -> dict:
         except PriceError:
             pass
 
-    def value(amount, symbol: str, price_id: str | None) -> Value | None:
+    def value(amount, symbol: str, price_id: str | None, asset_id: str = "") -> Value | None:
         number = l10n.finite_decimal(amount)
         if number is None:
             return None
         price = price_table.get(price_id or "", {}).get(currency)
         fiat = (number * price).quantize(Decimal("0.01")) if price is not None else None
-        return Value(amount=number, symbol=symbol, fiat=fiat, currency=currency)
+        return Value(amount=number, symbol=symbol, fiat=fiat, currency=currency, asset_id=asset_id)
+
+    def change(key: str, spent: Value | None) -> dict | None:
+        """The balance of the token spent, before and after, while it can still be signed."""
+        token = tokens.get(key)
+        if action.status != ActionStatus.PROPOSED or token is None or spent is None:
+            return None
+        before = _balance(action, token)
+        if before is None:
+            return {"unavailable": True}
+        after = before - spent.amount
+        return {
+            "before": value(before, token.symbol, token.price_id, token.asset_id),
+            "after": value(after, token.symbol, token.price_id, token.asset_id),
+            "short": after < 0,
+        }
 
     def price_id(key: str) -> str:
         token = tokens.get(key)
@@ -140,17 +318,29 @@ def sign_facts(action: Action) -> dict:
         "price_error": price_error,
         "account": address(action.smart_account),
     }
+    facts["agent"] = agent(action)
     if action.type == ActionType.TRANSFER:
         facts["amount"] = value(
-            params.get("amount"), params.get("symbol", ""), price_id("asset_id")
+            params.get("amount"),
+            params.get("symbol", ""),
+            price_id("asset_id"),
+            params.get("asset_id", ""),
         )
-        facts["recipient"] = address(
-            params.get("to", ""), ens=params.get("ens", ""), own_addresses=own
-        )
+        recipient = address(params.get("to", ""), ens=params.get("ens", ""), own_addresses=own)
+        facts["recipient"] = recipient
+        facts["recipient_name"] = outside_name(recipient.ens, limit=60) if recipient.ens else None
+        known = known_addresses(action)
+        facts["first_time"] = not recipient.own and recipient.full.lower() not in known
+        facts["lookalike"] = None if recipient.own else lookalike(recipient.full, known)
+        facts["change"] = change("asset_id", facts["amount"])
     elif action.type == ActionType.SWAP:
         facts["pay"] = value(
-            params.get("amount"), params.get("symbol", ""), price_id("from_asset_id")
+            params.get("amount"),
+            params.get("symbol", ""),
+            price_id("from_asset_id"),
+            params.get("from_asset_id", ""),
         )
+        facts["change"] = change("from_asset_id", facts["pay"])
         to_symbol, to_price = params.get("to_symbol", ""), price_id("to_asset_id")
         facts["receive_min"] = value(params.get("to_amount_min"), to_symbol, to_price)
         facts["receive_quoted"] = value(params.get("to_amount"), to_symbol, to_price)

@@ -29,6 +29,7 @@ from actions.models import (
 from actions.selectors import (
     account_changes_for_user,
     action_signer,
+    actions_for_user,
     end_user_accounts,
     passkeys_for_user,
     recovery_setup_of,
@@ -48,6 +49,7 @@ from actions.services.passkeys import (
     passkey_rename,
     registration_options,
 )
+from actions.services.preferences import preferences_set_time_zone
 from actions.services.proposals import web3
 from actions.services.signing import action_reject, action_sign, authentication_options
 from actions.signing_facts import sign_facts
@@ -58,6 +60,7 @@ from core.json_input import BodyRefused, json_body
 from core.live import entity_stream
 from core.templatetags.chains import explorer_url
 from core.timeline import render_timeline
+from core.timezones import USER_ZONE_SESSION_KEY
 from evm.passkey_account import PasskeyAccountClient
 
 REGISTRATION_SESSION_KEY = "passkey_registration_challenge"
@@ -238,6 +241,36 @@ def passkeys_page(request: HttpRequest) -> HttpResponse:
     )
 
 
+@login_required
+@require_POST
+def time_zone_set(request: HttpRequest) -> HttpResponse:
+    """The browser's own time zone (picnic/local_time.js sends it when it differs from the
+    page's): stored with the user, used from the next page on."""
+    zone = preferences_set_time_zone(user=request.user, name=request.POST.get("time_zone", ""))
+    if zone is None:
+        return _refusal("Not a known time zone", code="invalid", status=400)
+    request.session[USER_ZONE_SESSION_KEY] = zone
+    return HttpResponse(status=204)
+
+
+@login_required
+def activity_page(request: HttpRequest) -> HttpResponse:
+    """The end user's front door: what their agents asked for lately, and their passkeys."""
+    actions = list(actions_for_user(user=request.user))
+    for action in actions:
+        action.status_label = STATUS_LABELS.get(action.status, action.status)
+        action.type_label = TYPE_LABELS.get(action.type, action.type)
+    return render(
+        request,
+        "actions/activity.html",
+        {
+            "actions": actions,
+            "passkeys": passkeys_for_user(user=request.user),
+            "waiting": sum(1 for a in actions if a.status == ActionStatus.PROPOSED),
+        },
+    )
+
+
 def _back_to_passkeys(
     request: HttpRequest, message, *, level: int = messages.ERROR
 ) -> HttpResponse:
@@ -353,6 +386,15 @@ STATUS_LABELS = {
     ActionStatus.FAILED: _("Not completed"),
     ActionStatus.EXPIRED: _("Expired"),
     ActionStatus.REJECTED: _("Rejected"),
+}
+
+# The front door's list: what each request is, in a word or two.
+TYPE_LABELS = {
+    ActionType.TRANSFER: _("Payment"),
+    ActionType.SWAP: _("Swap"),
+    ActionType.CARD_FREEZE: _("Freeze card"),
+    ActionType.CARD_UNFREEZE: _("Unfreeze card"),
+    ActionType.CARD_LIMIT_SET: _("Card daily limit"),
 }
 
 # Leads a sentence ("%(what)s could not be completed"); translators place it as their

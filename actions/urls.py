@@ -62,6 +62,8 @@ staff_urlpatterns = [
 
 
 signing_urlpatterns = [
+    path("activity/", signing_views.activity_page, name="activity"),
+    path("me/time-zone", signing_views.time_zone_set, name="time-zone"),
     path("passkeys/", signing_views.passkeys_page, name="passkeys"),
     path(
         "passkeys/register/options", signing_views.passkey_register_options, name="passkey-options"

@@ -393,6 +393,11 @@ class SearchResult:
     cut: bool
     limit: int = 0
 
+    @property
+    def count(self) -> int:
+        """What the page's "N found" says: the rows and the unused quotes."""
+        return len(self.rows) + len(self.quotes)
+
 
 def _rows(kind: str, queryset: QuerySet, why: str) -> tuple[list[Row], bool]:
     related = _OWNER[kind]

@@ -235,7 +235,8 @@ MAX_MESSAGE_CHARS = 300
 
 
 # What an error from a dependency may carry that a client must not see: URLs, host:port pairs,
-# IP addresses, urllib3's "host='…', port=…" and object reprs.
+# IP addresses, urllib3's "host='…', port=…" and object reprs. A CAIP id ("eip155:31337/…")
+# looks like host:port but is what the client sent: kept.
 _INTERNALS = re.compile(
     r"[a-z][a-z0-9+.-]*://\S+"
     r"|\bhost='[^']*'(, port=\d+)?"
@@ -243,7 +244,7 @@ _INTERNALS = re.compile(
     r"|\[[0-9a-f:.]+\](:\d+)?"
     r"|\b\d{1,3}(\.\d{1,3}){3}(:\d+)?\b"
     r"|\blocalhost(:\d+)?\b"
-    r"|\b[a-z][a-z0-9-]*(\.[a-z0-9-]+)*:\d{2,5}\b",
+    r"|\b(?!eip155:)[a-z][a-z0-9-]*(\.[a-z0-9-]+)*:\d{2,5}\b",
     re.IGNORECASE,
 )
 

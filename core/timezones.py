@@ -1,8 +1,11 @@
-"""Staff pages in the staff member's own time zone.
+"""Pages in the reader's own time zone.
 
-The zone is a cookie set from the admin's "time zone" page (no JavaScript, no profile table):
-it belongs to the browser, the way the staff member's clock does, and survives logging out.
-It applies to the admin and the staff pages only: API answers and the signing page stay UTC.
+Staff: the zone is a cookie set from the admin's "time zone" page (no JavaScript, no profile
+table): it belongs to the browser, the way the staff member's clock does, and survives logging
+out. It applies to the admin and the staff pages.
+End users: the zone their browser reports (picnic/local_time.js), stored with the user
+(actions.models.Preferences) and kept in the session under USER_ZONE_SESSION_KEY; it applies
+to every other page. API answers stay UTC (RFC 3339).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from django.utils import timezone
 COOKIE = "picnic_timezone"
 COOKIE_MAX_AGE = 365 * 24 * 3600
 STAFF_PATHS = ("/admin/", "/staff/")
+USER_ZONE_SESSION_KEY = "picnic_user_zone"
+API_PATHS = ("/api/",)
 
 
 @cache
@@ -31,8 +36,9 @@ def zone_named(name: str | None) -> zoneinfo.ZoneInfo | None:
 
 
 class StaffTimezoneMiddleware:
-    """Activates the zone of the `picnic_timezone` cookie on staff pages; the rest (and staff
-    without the cookie) see settings.TIME_ZONE."""
+    """Activates the zone of the `picnic_timezone` cookie on staff pages, and the end user's
+    stored zone (in their session) on the other pages but the API; the rest see
+    settings.TIME_ZONE."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -41,6 +47,8 @@ class StaffTimezoneMiddleware:
         zone = None
         if request.path.startswith(STAFF_PATHS):
             zone = zone_named(request.COOKIES.get(COOKIE))
+        elif not request.path.startswith(API_PATHS) and hasattr(request, "session"):
+            zone = zone_named(request.session.get(USER_ZONE_SESSION_KEY))
         if zone is None:
             timezone.deactivate()
             return self.get_response(request)

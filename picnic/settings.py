@@ -151,7 +151,7 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 LOGIN_URL = "login"
 # End users sign in to manage their passkeys; staff come through /admin/login/ (its own next).
-LOGIN_REDIRECT_URL = "passkeys"
+LOGIN_REDIRECT_URL = "front-door"  # staff: the console; end users: their activity
 # The end user's logout (a POST from the page header) lands back on the sign-in page.
 LOGOUT_REDIRECT_URL = "login"
 # Every password check (the login page, the admin's, any authenticate() call) counts failures

@@ -1,13 +1,14 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.http import HttpResponsePermanentRedirect
+from django.shortcuts import redirect
 from django.templatetags.static import static
 from django.urls import include, path
-from django.views.generic import RedirectView
 from django.views.i18n import JavaScriptCatalog
 from drf_spectacular.views import SpectacularAPIView
 from oauth2_provider.urls import metadata_urlpatterns as oauth_metadata
 
+from actions import signing_views
 from actions.urls import api_urlpatterns as actions_api
 from actions.urls import signing_urlpatterns
 from actions.urls import staff_urlpatterns as actions_staff
@@ -23,6 +24,14 @@ from operations.urls import api_urlpatterns as operations_api
 from operations.urls import staff_urlpatterns as operations_staff
 
 admin.site.login_form = ThrottledAdminAuthenticationForm
+
+
+def front_door(request):
+    """`/`: staff reach the support console, end users their activity and passkeys, anyone
+    else the one sign-in page (which says which is which)."""
+    if request.user.is_authenticated and request.user.is_staff:
+        return redirect("console:home")
+    return signing_views.activity_page(request)
 
 
 def favicon(request):
@@ -64,7 +73,7 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("metrics", metrics_view, name="metrics"),
-    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    path("", front_door, name="front-door"),
     path("admin/", admin.site.urls),
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

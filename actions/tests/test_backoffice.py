@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -148,6 +149,26 @@ def test_the_timeline_stops_polling_at_a_terminal_state(staff_client, user, appl
     assert "hx-trigger" not in partial.text
     page = staff_client.get(f"/staff/actions/{action.pk}/")
     assert "hx-trigger" not in page.text and "(final)" in page.text
+
+
+def test_a_finished_action_shows_no_field_that_means_nothing_in_its_state(
+    staff_client, user, application
+):
+    action = make_action(user=user, application=application)
+    soon = timezone.now() + timedelta(seconds=30)
+    Action.objects.filter(pk=action.pk).update(next_submit_at=soon, submit_attempts=1)
+    _advance(action, S.SIGNED, S.SUBMITTED, S.BROADCAST)
+    live = staff_client.get(f"/staff/actions/{action.pk}/").text
+    assert "<dt>Next re-send</dt>" in live and "<dt>Expires</dt>" not in live
+    assert 'class="badge badge-flight" data-status="broadcast"' in live  # amber, icon and word
+    Action.objects.filter(pk=action.pk).update(tx_hash=TX, block_number=7)
+    _advance(action, S.EXECUTED)
+    done = staff_client.get(f"/staff/actions/{action.pk}/").text
+    assert "Next re-send" not in done and "<dt>Expires</dt>" not in done
+    assert 'class="badge badge-done" data-status="executed"' in done
+    assert f'data-copy="{TX}"' in done  # a copy button beside the tx hash
+    assert '<span class="token" title="eip155:31337/erc20:0x0">' in done  # the id on hover
+    assert not re.search(r"\d{2}:\d{2}:\d{2}\.\d", done)  # no microseconds anywhere
 
 
 def test_the_timeline_expires_an_overdue_action_before_showing_it(staff_client, user, application):

@@ -63,5 +63,5 @@ def test_a_cross_chain_swap_signed_in_the_browser_shows_both_legs_live(
         assert page.inner_text("#bridge-leg").startswith(
             "Received 9.1448 EURe on Base (local) (transaction "
         )
-        assert "Included in block" in page.inner_text("#done")
+        assert "Included in block" in page.text_content("#done-technical")
         assert token_balance(l2, "EURe", account.address) == 9_144_800_000_000_000_000

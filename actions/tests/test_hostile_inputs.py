@@ -161,6 +161,8 @@ def test_redact_removes_internal_addresses_and_keeps_the_reason():
     )
     assert redact("http://10.0.0.5:4337/rpc said no") == "<internal> said no"
     assert redact("AA21 didn't pay prefund at 12:30:45") == "AA21 didn't pay prefund at 12:30:45"
+    caip = "Unknown token: eip155:31337/erc20:0x" + "12" * 20  # a CAIP id is not a host:port
+    assert redact(caip) == caip
 
     import requests
 

@@ -1,6 +1,7 @@
 """End-user times in the browser's own zone (picnic/static/picnic/local_time.js): the server
 writes UTC in <time datetime data-local>; the script rewrites it in the browser's zone, also on
-the parts htmx swaps in; without JavaScript the UTC text stays."""
+the parts htmx swaps in, and the zone is stored with the user: afterwards, without JavaScript,
+the server writes times in it too."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ def test_the_signing_page_shows_times_in_the_browsers_zone(
 ):
     from playwright.sync_api import sync_playwright
 
+    from actions.models import Preferences
     from actions.tests.factories import make_action, make_offline_wallet
     from chain.stack import free_port
     from core.testing import chromium_options
@@ -54,9 +56,15 @@ def test_the_signing_page_shows_times_in_the_browsers_zone(
                 if scripts:
                     assert local.strftime(":%M:%S") in shown and "GMT-3" in shown, shown
                     assert f"{local.hour % 12 or 12}:" in shown and "UTC" not in shown, shown
+                    # the browser told the server its zone: stored with the user
+                    page.wait_for_function(
+                        f"document.body.getAttribute('data-time-zone') === '{ZONE}'"
+                    )
+                    assert Preferences.objects.get(user=user).time_zone == ZONE
                 else:
-                    assert utc in shown or action.expires_at.strftime("%-I:%M:%S") in shown
-                    assert "UTC" in shown, shown
+                    # without scripts, the server writes the zone stored by the visit above
+                    assert local.strftime(":%M:%S") in shown and ZONE in shown, shown
+                    assert utc not in shown or utc == local.strftime("%H:%M:%S"), shown
                 context.close()
         finally:
             browser.close()

@@ -362,7 +362,17 @@ def test_an_executed_action_shows_done_with_the_short_transaction_hash(owner_cli
     assert response.status_code == 286
     words = text(response)
     assert status_of(response) == "executed"
-    assert f"Done. Included in block 1234, transaction {TX[:10]}…{TX[-8:]}." in words
+    assert "Done." in words
+    # The block and transaction are technical words: under "Technical details".
+    technical = re.search(
+        r'<details class="technical" id="done-technical">.*?</details>',
+        response.content.decode(),
+        re.S,
+    )[0]
+    assert (
+        f'Included in block 1234, transaction <code title="{TX}">{TX[:10]}…{TX[-8:]}</code>.'
+        in technical
+    )
     assert f'title="{TX}"' in response.content.decode()
     assert "<a " not in re.search(r'<p id="done">.*?</p>', response.content.decode(), re.S)[0]
     assert "executing" not in words.lower()

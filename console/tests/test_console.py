@@ -73,7 +73,7 @@ def test_it_lists_stuck_work_of_all_three_apps_with_links_and_full_errors(staff_
     # counts per lifecycle and status, and a chart per lifecycle
     assert 'data-count="delivery:unknown">1<' in text
     assert 'data-count="operation:needs_review">1<' in text
-    assert text.count("<svg") == 4  # action, delivery, operation, accountChange
+    assert text.count('<svg class="chart"') == 4  # action, delivery, operation, accountChange
     # this hour's bar: the delivery's 4 transitions (queued, claimed, sending, unknown)
     hour = timezone.now().strftime("%H")
     assert f"{hour}:00 UTC — 4 transitions, 1 to a failure" in text
@@ -344,7 +344,9 @@ def test_bulk_resolve_writes_one_history_row_each_and_reports_the_illegal_ones(
         assert (row.actor_kind, row.actor_user) == (ActorKind.STAFF, staff_user)
         assert "X support says no" in row.detail
     assert sent.history.count() == before[sent.pk]
-    assert "2 of 3 done" in page.text
+    assert (
+        '<span data-count="done">2</span> of <span data-count="outcomes">3</span> done' in page.text
+    )
 
 
 def test_bulk_moves_across_apps_through_their_services(

@@ -90,3 +90,38 @@ def test_find_and_resolve_stuck_work_in_the_console(page, live_server, staff_use
         staff_user.pk,
     )
     assert "X support confirmed it never arrived" in row.detail
+
+
+def test_keyboard_shortcuts_and_copy_buttons(page, live_server, staff_user, stuck_all):
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.goto(f"{live_server.url}/admin/login/?next=/staff/")
+    page.fill("#id_username", staff_user.username)
+    page.fill("#id_password", "pw-sam")
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{live_server.url}/staff/")
+    rows = page.locator("[data-nav-list] tr[data-key]")
+    assert rows.count() == len(stuck_all)
+
+    # "/" focuses the search box; typing there is not a shortcut
+    page.keyboard.press("/")
+    assert page.evaluate("document.activeElement.name") == "q"
+    page.keyboard.type("jk")
+    assert page.input_value("input[name=q]") == "jk" and page.locator("tr.cursor").count() == 0
+    page.evaluate("document.activeElement.blur()")
+
+    # j and k (or the arrows) move through the rows; Enter opens the row's first link
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    assert rows.nth(1).get_attribute("class").endswith("cursor")
+    page.keyboard.press("k")
+    assert "cursor" in rows.nth(0).get_attribute("class")
+    page.keyboard.press("ArrowDown")
+    assert "cursor" in rows.nth(1).get_attribute("class") and page.locator("tr.cursor").count() == 1
+    key = rows.nth(1).get_attribute("data-key")
+
+    # a copy button puts the whole id on the clipboard
+    rows.nth(1).locator("button.copy").click()
+    assert page.evaluate("navigator.clipboard.readText()") == key.partition(":")[2]
+
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{live_server.url}/staff/**/{key.partition(':')[2]}/**")

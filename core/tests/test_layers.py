@@ -142,6 +142,10 @@ def cycles(graph: dict[str, set[str]]) -> list[tuple[str, ...]]:
 FUNCTION_LEVEL_IMPORTS: dict[tuple[str, str], str] = {
     ("core.apps", "core"): "ready(): core.lifecycle defines models, possible once apps are loaded",
     ("actions.apps", "actions"): "ready(): actions.health imports the models",
+    (
+        "actions.apps",
+        "actions.services",
+    ): "ready(): preferences (the login receiver) imports models",
     ("operations.apps", "operations.metrics"): "ready(): it imports the models",
     ("oauth.apps", "oauth"): "ready(): oauth.cimd imports oauth.services, which imports models",
     (

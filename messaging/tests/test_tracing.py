@@ -94,6 +94,6 @@ def test_support_sees_the_request_id_on_the_timeline_and_in_the_admin(
     delivery = Delivery.objects.get(pk=response.json()["action"]["id"])
     timeline = staff_client.get(Delivery.lifecycle.timeline_url(delivery.pk))
     assert timeline.status_code == 200
-    assert f"request <code>{TRACE_ID}</code>" in timeline.content.decode()
+    assert f'request <code title="{TRACE_ID}">{TRACE_ID}</code>' in timeline.content.decode()
     change = staff_client.get(Delivery.lifecycle.admin_url(delivery.pk))
     assert change.status_code == 200 and TRACE_ID in change.content.decode()

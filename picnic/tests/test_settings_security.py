@@ -367,10 +367,10 @@ def fresh_cache():
     cache.clear()
 
 
-def test_login_lands_on_the_passkeys_page(client, user, fresh_cache):
+def test_login_lands_on_the_front_door(client, user, fresh_cache):
     response = client.post("/accounts/login/", {"username": "alice", "password": "pw-alice"})
     assert response.status_code == 302
-    assert response["Location"] == "/passkeys/"
+    assert response["Location"] == "/"
 
 
 def test_twenty_wrong_passwords_lock_the_username_out_for_that_address(
