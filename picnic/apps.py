@@ -1,6 +1,8 @@
 from django.apps import AppConfig
 from django.contrib.admin import apps as admin_apps
 
+from picnic import otel
+
 
 class PicnicConfig(AppConfig):
     """This deployment: settings, URLs, the process entry points, its run commands, static
@@ -8,6 +10,11 @@ class PicnicConfig(AppConfig):
 
     name = "picnic"
     verbose_name = "Picnic (this deployment)"
+
+    def ready(self) -> None:
+        # Every process sets Django up before it serves or runs anything: spans (when
+        # OTEL_EXPORTER_OTLP_ENDPOINT is set) are configured here, once.
+        otel.configure()
 
 
 class PicnicAdminConfig(admin_apps.AdminConfig):
