@@ -1,7 +1,6 @@
 from django.apps import AppConfig
+from django.conf import settings
 from django.contrib.admin import apps as admin_apps
-
-from picnic import otel
 
 
 class PicnicConfig(AppConfig):
@@ -14,7 +13,11 @@ class PicnicConfig(AppConfig):
     def ready(self) -> None:
         # Every process sets Django up before it serves or runs anything: spans (when
         # OTEL_EXPORTER_OTLP_ENDPOINT is set) are configured here, once.
-        otel.configure()
+        if settings.OTEL_EXPORTER_OTLP_ENDPOINT:
+            # Imported here: with tracing off the SDK and instrumentations are not even loaded.
+            from picnic import otel
+
+            otel.configure()
 
 
 class PicnicAdminConfig(admin_apps.AdminConfig):
