@@ -143,6 +143,7 @@ FUNCTION_LEVEL_IMPORTS: dict[tuple[str, str], str] = {
     ("core.apps", "core"): "ready(): core.lifecycle defines models, possible once apps are loaded",
     ("actions.apps", "actions"): "ready(): actions.health imports the models",
     ("operations.apps", "operations.metrics"): "ready(): it imports the models",
+    ("picnic.apps", "picnic"): "ready(): picnic.otel loads the OpenTelemetry SDK, only when on",
     ("oauth.apps", "oauth"): "ready(): oauth.cimd imports oauth.services, which imports models",
     (
         "mcp_adapter.contract_recorder",
