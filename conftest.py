@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from chain.stack import LocalChain, LocalWorld, free_port
@@ -180,14 +181,15 @@ def make_token(db):
         expires_in: int = 3600,
         resource: list[str] | None = None,
     ):
-        """`resource`: the token's RFC 8707 audience (none: a script's token for the API)."""
+        """`resource`: the token's RFC 8707 audience (by default the API's, as a token asked
+        for without `resource` gets; `[]`: an unbound token, which nothing accepts)."""
         return AccessToken.objects.create(
             user=user,
             application=application,
             token=secrets.token_urlsafe(32),
             scope=scope,
             expires=timezone.now() + timedelta(seconds=expires_in),
-            resource=resource or [],
+            resource=[settings.PUBLIC_BASE_URL] if resource is None else resource,
         )
 
     return make
@@ -239,3 +241,12 @@ def published(monkeypatch) -> list[dict]:
     seen: list[dict] = []
     monkeypatch.setattr(events, "publish", seen.append)
     return seen
+
+
+@pytest.fixture(autouse=True)
+def roomy_oauth_throttles(settings):
+    """Every test talks to the token endpoint and fetches metadata documents from 127.0.0.1,
+    and the locmem counts outlive a test: a whole run would pass a minute's budget. The
+    throttle tests set their own limits."""
+    settings.OAUTH2_TOKEN_PER_MINUTE = 1_000_000
+    settings.OAUTH2_CIMD_FETCHES_PER_MINUTE = 1_000_000

@@ -18,6 +18,7 @@ from django.utils.timesince import timesince
 
 from actions.models import (
     IN_FLIGHT,
+    AccountChange,
     Action,
     Card,
     CardPurchase,
@@ -344,7 +345,10 @@ class ActionAdmin(ChainColumn, LifecycleAdmin):
     def resolve_view(self, request, kind: str):
         """The intermediate page of "Mark failed…" and "Re-send…": the selected actions, a
         required note, then the service for each, reporting each outcome."""
-        if not self.has_resolve_permission(request):
+        # The page lists the actions: resolving them needs seeing them.
+        if not (
+            self.has_resolve_permission(request) and self.has_view_or_change_permission(request)
+        ):
             raise PermissionDenied
         spec = RESOLUTIONS.get(kind)
         if spec is None:
@@ -424,7 +428,16 @@ class CardAdmin(ReadOnlyAdmin):
 
 @admin.register(Passkey)
 class PasskeyAdmin(ReadOnlyAdmin):
-    list_display = ("credential_id", "user", "sign_count", "created_at", "last_used_at")
+    list_display = (
+        "credential_id",
+        "user",
+        "owner_state",
+        "owner_index",
+        "sign_count",
+        "created_at",
+        "last_used_at",
+    )
+    list_filter = ("owner_state",)
     search_fields = ("credential_id", "user__username")
     exclude = ("public_key",)
 
@@ -486,3 +499,13 @@ class CardPurchaseAdmin(ReadOnlyAdmin):
     list_filter = ("kind", "status", "is_pending")
     search_fields = ("thread_id", "card__card_id", "card__user__username")
     list_select_related = ("card", "card__user")
+
+
+@admin.register(AccountChange)
+class AccountChangeAdmin(ReadOnlyAdmin):
+    """Owner changes and recoveries: staff see them (and their timeline) but cannot start,
+    speed up or cancel one; only the account's passkeys and the chain's delay move them."""
+
+    list_display = ("id", "kind", "status", "user", "account", "ready_at", "created_at")
+    list_filter = ("kind", "status")
+    search_fields = ("=id", "account", "user__username")

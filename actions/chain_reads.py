@@ -1,6 +1,7 @@
 """Chain reads of the read tools: network I/O, bounded by CHAIN_READ_TIMEOUT_SECONDS (an agent
 is waiting). Token balances (get_balances) on every chain of the table, one JSON-RPC batch per
-chain and the chains in parallel (`read_chains`), and the card's balance and allowance
+chain and the chains at once from one thread (`read_batches`); reads of several round trips
+per chain (the history sync) in a thread per chain (`read_chains`); and the card's balance and allowance
 (get_card, on the card's chain). The database queries they need are in selectors.py, the JSON
 shapes in presenters.py."""
 
@@ -30,7 +31,9 @@ from actions.selectors import card_get_for_user, smart_accounts_for_user, tokens
 from core.api import failure_reason
 from core.chains import Chain, all_chains, get_chain
 from core.formats import rfc3339
+from core.metrics import count_provider_error, observe_provider_request, web3_error_kind
 from evm import zodiac
+from evm.rpc import send_batches
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -83,17 +86,17 @@ def _read_pool() -> ThreadPoolExecutor:
         return _pool
 
 
-def rpc_batch(w3, calls: list[tuple[str, list]]) -> list[Any]:
-    """The `result` of each call, sent as one JSON-RPC batch (one HTTP round trip) through the
-    provider (instrumented, bounded by its timeout), without web3's per-call request and result
-    formatters: they cost more CPU than a local node's answer, and CPU under the GIL would make
-    the chains read in parallel wait for each other. A JSON-RPC error is raised as one."""
-    answers = w3.provider.make_batch_request(calls)
+def batch_results(answers: Any, count: int) -> list[Any]:
+    """The `result` of each of the `count` calls of a JSON-RPC batch, in the order they were
+    sent (a node may answer in any order: matched by id when the answers carry theirs). A
+    JSON-RPC error is raised as one, an answer of the wrong shape as ChainAnswerError."""
     if isinstance(answers, dict) and answers.get("error") is not None:
         raise Web3RPCError(str(answers["error"]), rpc_response=answers)
     with node_answer("a JSON-RPC batch"):
-        if not isinstance(answers, list) or len(answers) != len(calls):
-            raise ChainAnswerError(f"{len(calls)} calls answered with {str(answers)[:200]!r}")
+        if not isinstance(answers, list) or len(answers) != count:
+            raise ChainAnswerError(f"{count} calls answered with {str(answers)[:200]!r}")
+        if all(isinstance(a, dict) and isinstance(a.get("id"), int) for a in answers):
+            answers = sorted(answers, key=lambda a: a["id"])
         results = []
         for answer in answers:
             if answer.get("error") is not None:
@@ -186,6 +189,40 @@ def read_chains(
     return outcomes, beside
 
 
+def read_batches(
+    batches: Mapping[Chain, list[tuple[str, list]]],
+    *,
+    parse: Callable[[Chain, list[Any]], T],
+    alongside: Callable[[], Any] | None = None,
+) -> tuple[list[ChainOutcome[T]], Any]:
+    """One JSON-RPC batch per chain, every chain's sent before any answer is read and all
+    from this thread (`evm.rpc.send_batches`), so N chains cost about one chain's round trip
+    without a second Python thread taking turns with this one on the GIL; bounded by
+    CHAIN_READ_TIMEOUT_SECONDS. Each outcome's value is `parse(chain, results)`; a chain whose
+    node refuses, hangs or answers garbage (ChainAnswerError from `parse` too) gets an error
+    naming it, the others keep their values.
+    `alongside` runs while the nodes work (the prices), its result returned second."""
+    outcomes = [ChainOutcome(chain) for chain in batches]
+    answers, beside = send_batches(
+        {o.chain.id: (o.chain.rpc_url, batches[o.chain]) for o in outcomes},
+        timeout=settings.CHAIN_READ_TIMEOUT_SECONDS,
+        meanwhile=alongside,
+    )
+    for outcome in outcomes:
+        answer = answers[outcome.chain.id]
+        observe_provider_request("chain_rpc", answer.seconds)
+        try:
+            if answer.error is not None:
+                raise answer.error
+            results = batch_results(answer.body, len(batches[outcome.chain]))
+            outcome.value = parse(outcome.chain, results)
+        except CHAIN_RPC_ERRORS as exc:
+            count_provider_error("chain_rpc", web3_error_kind(exc))
+            logger.warning("chain read on %s failed: %r", outcome.chain.name, exc)
+            outcome.error, outcome.exception = chain_error(outcome.chain, exc), exc
+    return outcomes, beside
+
+
 class ChainsUnavailable(Exception):
     """Every chain a read needed failed: there is nothing true to answer with (503)."""
 
@@ -227,28 +264,30 @@ def _word(result: Any) -> int:
     return int(body, 16) if len(body) == 64 else 0
 
 
-def _read_balances(w3, pairs: list, vaults: list) -> tuple[list[int], dict[int, int]]:
-    """One chain's balances: every balanceOf and each vault's share price in one JSON-RPC
+def _balance_calls(pairs: list, vaults: list) -> list[tuple[str, list]]:
+    """One chain's balances: every balanceOf and each vault's share price, for one JSON-RPC
     batch (one HTTP round trip)."""
-    calls = [
+    return [
         _eth_call(token.address, BALANCE_OF + "00" * 12 + account.address[2:].lower())
         for account, token in pairs
     ] + [
         _eth_call(vault.address, CONVERT_TO_ASSETS + f"{10**vault.decimals:064x}")
         for vault in vaults
     ]
-    results = rpc_batch(w3, calls)
+
+
+def _balance_words(results: list, pairs: list, vaults: list) -> tuple[list[int], dict[int, int]]:
     with node_answer("the balances batch"):
         words = [_word(r) for r in results]
     return words[: len(pairs)], dict(zip((v.pk for v in vaults), words[len(pairs) :], strict=True))
 
 
-def balances_for_user(*, user, readers: Mapping[int, Any] | None = None) -> dict:
+def balances_for_user(*, user) -> dict:
     """Token balances of the user's accounts on every configured chain: one JSON-RPC batch per
     chain, the chains in parallel (and the prices beside them), with fiat values when the price
     source answers (none at all when it does not). A chain that fails is listed in `chains`
     with its error, the others' balances are still served; if every chain failed there is
-    nothing true to show: ChainsUnavailable (503). `readers` replaces a chain's web3 (tests)."""
+    nothing true to show: ChainsUnavailable (503)."""
 
     accounts = smart_accounts_for_user(user=user)
     served = all_chains()
@@ -278,10 +317,9 @@ def balances_for_user(*, user, readers: Mapping[int, Any] | None = None) -> dict
             fiat_error = str(exc)
             return {}
 
-    outcomes, price_table = read_chains(
-        asked,
-        lambda chain, w3: _read_balances(w3, *plans[chain.id]),
-        readers=readers,
+    outcomes, price_table = read_batches(
+        {chain: _balance_calls(*plans[chain.id]) for chain in asked},
+        parse=lambda chain, results: _balance_words(results, *plans[chain.id]),
         alongside=priced,
     )
     failed = [o for o in outcomes if o.error]

@@ -214,6 +214,16 @@ class BridgeLeg(models.Model):
         return self.status in ("DONE", "FAILED")
 
 
+class OwnerState(models.TextChoices):
+    """A passkey's key among the account's owners on chain (not a lifecycle: it follows the
+    account changes that add and remove it)."""
+
+    PENDING = "pending", "Pending"
+    ACTIVE = "active", "Active"
+    REMOVING = "removing", "Being removed"
+    REMOVED = "removed", "Removed"
+
+
 class Passkey(models.Model):
     """A WebAuthn credential (P-256) registered by a user on our registration page."""
 
@@ -229,9 +239,31 @@ class Passkey(models.Model):
     name = models.CharField(max_length=100, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # Where its key stands on chain (the account's owners, by index): a passkey registered
+    # after the account exists is `pending` and signs nothing until an owner adds it.
+    owner_state = models.CharField(
+        max_length=16, choices=OwnerState.choices, default=OwnerState.ACTIVE, db_index=True
+    )
+    owner_index = models.PositiveIntegerField(null=True, blank=True)
+    removed_at = models.DateTimeField(null=True, blank=True)
+    # The device it was created on, as the approval page names it: the browser's user agent
+    # and a coarse address (the /24 or /48 network), never the full IP.
+    user_agent = models.CharField(max_length=300, blank=True, default="")
+    ip_coarse = models.CharField(max_length=64, blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(owner_state__in=OwnerState.values), name="passkey_owner_state_valid"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"passkey {self.credential_id[:12]}… of {self.user}"
+
+    @property
+    def can_sign(self) -> bool:
+        return self.owner_state == OwnerState.ACTIVE and self.owner_index is not None
 
 
 class RampCurrency(models.TextChoices):
@@ -519,3 +551,152 @@ class ActionStatusHistory(StatusHistory):
 
     class Meta(StatusHistory.Meta):
         verbose_name_plural = "action status history"
+
+
+class AccountChangeKind(models.TextChoices):
+    ADD_OWNER = "add_owner", "Add an owner"
+    REMOVE_OWNER = "remove_owner", "Remove an owner"
+    SET_RECOVERY = "set_recovery", "Set the recovery key"
+    RECOVERY = "recovery", "Recovery"
+    CANCEL_RECOVERY = "cancel_recovery", "Cancel a recovery"
+
+
+class AccountChangeStatus(models.TextChoices):
+    PROPOSED = "proposed", "Proposed"
+    SIGNED = "signed", "Signed"
+    SUBMITTED = "submitted", "Submitted"
+    WAITING = "waiting", "Waiting for the delay"
+    EXECUTED = "executed", "Executed"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+C = AccountChangeStatus
+# A change to who owns the account, on every configured chain at once: proposed (the user ops
+# are built) → signed (one passkey prompt covers every chain) → submitted (delivered to each
+# chain's bundler) → executed once every chain has it, or failed. A recovery is relayed by the
+# server from the recovery code (proposed → submitted) and then waits for its on-chain delay
+# (waiting → executed), unless an owner cancels it first.
+ACCOUNT_CHANGE_LIFECYCLE = register(
+    Lifecycle(
+        name="accountChange",
+        model_label="actions.AccountChange",
+        history_label="actions.AccountChangeHistory",
+        moves={
+            C.PROPOSED: frozenset({C.SIGNED, C.SUBMITTED, C.CANCELLED, C.FAILED}),
+            C.SIGNED: frozenset({C.SUBMITTED, C.FAILED}),
+            C.SUBMITTED: frozenset({C.EXECUTED, C.WAITING, C.FAILED}),
+            C.WAITING: frozenset({C.EXECUTED, C.CANCELLED, C.FAILED}),
+            C.EXECUTED: frozenset(),
+            C.FAILED: frozenset(),
+            C.CANCELLED: frozenset(),
+        },
+        timestamps={C.SIGNED: "signed_at", C.SUBMITTED: "submitted_at", C.EXECUTED: "executed_at"},
+        history_fk="change",
+        timeline_url_name="actions-staff:account-change-timeline",
+        stuck_selector="actions.selectors.account_changes_stuck",
+    )
+)
+ACCOUNT_CHANGE_OPEN = (C.PROPOSED, C.SIGNED, C.SUBMITTED, C.WAITING)
+
+
+class AccountChange(LifecycleModel):
+    """A change to the owners of the user's Picnic account (the same address on every chain):
+    one user operation per configured chain (`ops`), signed with one passkey prompt."""
+
+    lifecycle = ACCOUNT_CHANGE_LIFECYCLE
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    kind = models.CharField(max_length=16, choices=AccountChangeKind.choices)
+    status = models.CharField(
+        max_length=16, choices=AccountChangeStatus.choices, default=C.PROPOSED, db_index=True
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="account_changes"
+    )
+    account = models.CharField(max_length=42, db_index=True)
+    # The passkey added or removed (a recovery: the new one); the one that signed the change.
+    passkey = models.ForeignKey(
+        Passkey, null=True, blank=True, on_delete=models.SET_NULL, related_name="changes"
+    )
+    signer = models.ForeignKey(
+        Passkey, null=True, blank=True, on_delete=models.SET_NULL, related_name="signed_changes"
+    )
+    # A cancellation names the recovery it cancels.
+    target = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="cancellations"
+    )
+    # Per chain: {"chain_id", "entry_point", "user_op", "user_op_hash", "tx_hash", "done"}.
+    ops = models.JSONField(default=list, blank=True)
+    # What the passkey signs: keccak256(abi.encode(every op hash)), one prompt for all chains.
+    challenge = models.CharField(max_length=66, blank=True, default="")
+    params = models.JSONField(default=dict, blank=True)
+    ready_at = models.DateTimeField(null=True, blank=True, help_text="A recovery's readyAt")
+    error = models.TextField(null=True, blank=True)
+    signed_at = models.DateTimeField(null=True, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    executed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+        indexes = [
+            models.Index(fields=["status", "updated_at"], name="account_change_status_updated")
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=AccountChangeStatus.values),
+                name="account_change_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(kind__in=AccountChangeKind.values), name="account_change_kind_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.id} ({self.status})"
+
+
+class AccountChangeHistory(StatusHistory):
+    change = models.ForeignKey(AccountChange, on_delete=models.CASCADE, related_name="history")
+
+    class Meta(StatusHistory.Meta):
+        verbose_name_plural = "account change history"
+
+
+class DeviceLink(models.Model):
+    """ "Add a device": a short-lived, one-use link from a signed-in device. Only a hash of its
+    token is kept; opening it (by the same user) binds the next passkey registered in that
+    session to it."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="device_links"
+    )
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    opened_at = models.DateTimeField(null=True, blank=True)
+    passkey = models.OneToOneField(
+        Passkey, null=True, blank=True, on_delete=models.SET_NULL, related_name="device_link"
+    )
+
+    def __str__(self) -> str:
+        return f"device link of {self.user} until {self.expires_at:%H:%M}"
+
+
+class RecoverySetup(models.Model):
+    """The user's recovery key: only its address (derived from the recovery code, which is
+    shown once and kept nowhere) and the on-chain delay. `change` sets it on chain."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="recovery_setup"
+    )
+    account = models.CharField(max_length=42)
+    recovery_address = models.CharField(max_length=42)
+    delay_seconds = models.PositiveIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+    change = models.ForeignKey(
+        AccountChange, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    def __str__(self) -> str:
+        return f"recovery key {self.recovery_address} of {self.user}"

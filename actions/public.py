@@ -13,9 +13,9 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from actions import contract
-from actions.models import IN_FLIGHT, Action, ActionStatus
+from actions.models import IN_FLIGHT, AccountChange, AccountChangeStatus, Action, ActionStatus
 from actions.presenters import action_status_payload
-from actions.selectors import action_with_history, actions_stuck
+from actions.selectors import account_changes_stuck, action_with_history, actions_stuck
 from actions.services.bridges import bridge_why, bridges_waiting
 from actions.services.kinds import ACTION_TOOLS, kind_of
 from actions.services.lifecycle import (
@@ -35,6 +35,8 @@ __all__ = [
     "IN_FLIGHT",
     "ActionResolutionError",
     "ActionStatus",
+    "account_changes_needing_attention",
+    "account_changes_search",
     "action_agent_cancel",
     "action_for_task",
     "action_mark_failed",
@@ -122,4 +124,31 @@ def actions_search(*, shape: str, value: Any, term: str) -> list[tuple[str, Quer
         ]
     if shape == "address":
         return [("smart account", Action.objects.filter(smart_account__in=address_forms(value)))]
+    return []
+
+
+# --- Account changes (owners and recovery): staff see them, never move them ------------------
+
+
+def account_changes_needing_attention(*, now: datetime) -> tuple[QuerySet, Any]:
+    """Stuck signed/submitted changes, recoveries waiting past readyAt, and failures in the
+    last hour. The console lists them; no staff move applies to them (console/moves.py)."""
+    failed_recently = Q(status=AccountChangeStatus.FAILED, updated_at__gte=now - timedelta(hours=1))
+    found = account_changes_stuck(now=now) | AccountChange.objects.filter(failed_recently)
+
+    def why(change: AccountChange) -> str:
+        if change.status == AccountChangeStatus.FAILED:
+            return "failed in the last hour"
+        if change.status == AccountChangeStatus.WAITING:
+            return "recovery waiting past its delay"
+        return "stuck in flight"
+
+    return found, why
+
+
+def account_changes_search(*, shape: str, value: Any, term: str) -> list[tuple[str, QuerySet]]:
+    if shape == "uuid":
+        return [("account change id", AccountChange.objects.filter(pk=value))]
+    if shape == "address":
+        return [("account", AccountChange.objects.filter(account__in=address_forms(value)))]
     return []

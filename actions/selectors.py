@@ -20,6 +20,8 @@ from django.utils.dateparse import parse_datetime
 from actions.models import (
     IN_FLIGHT,
     PENDING_ON_CHAIN,
+    AccountChange,
+    AccountChangeStatus,
     Action,
     ActionStatus,
     ActionStatusHistory,
@@ -29,6 +31,7 @@ from actions.models import (
     HistoryEntry,
     Passkey,
     RampAccount,
+    RecoverySetup,
     SmartAccount,
     SmartAccountKind,
     Token,
@@ -372,3 +375,52 @@ def end_user_accounts(*, user) -> QuerySet[SmartAccount]:
     return SmartAccount.objects.filter(user=user).filter(
         Q(passkey__isnull=False) | Q(kind=SmartAccountKind.GNOSIS_PAY)
     )
+
+
+def account_changes_for_user(*, user, limit: int = 20) -> list[AccountChange]:
+    """The passkeys page's list of changes to the account, newest first."""
+    return list(
+        AccountChange.objects.filter(user=user)
+        .select_related("passkey")
+        .order_by("-created_at")[:limit]
+    )
+
+
+def recovery_setup_of(*, user) -> RecoverySetup | None:
+    return RecoverySetup.objects.filter(user=user).first()
+
+
+def account_changes_stuck(
+    *, minutes: int | None = None, now: datetime | None = None
+) -> QuerySet[AccountChange]:
+    """Signed or submitted and unchanged for a while (a bundler that never included the ops),
+    or waiting well past a recovery's readyAt: what staff should look at. They only look:
+    the account's owners sign and cancel, the chain enforces the delay."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(minutes=minutes or settings.ACTIONS_STUCK_AFTER_MINUTES)
+    return AccountChange.objects.filter(
+        Q(
+            status__in=(AccountChangeStatus.SIGNED, AccountChangeStatus.SUBMITTED),
+            updated_at__lt=cutoff,
+        )
+        | Q(status=AccountChangeStatus.WAITING, ready_at__lt=cutoff)
+    )
+
+
+SIGNED_WITH = "signed with passkey "
+
+
+def action_signer(action: Action) -> Passkey | None:
+    """The passkey that signed `action`, named by its `signed` history row."""
+    row = (
+        ActionStatusHistory.objects.filter(action=action, status=ActionStatus.SIGNED)
+        .exclude(from_status=ActionStatus.SIGNED)
+        .values_list("detail", flat=True)
+        .first()
+    )
+    if not row or not row.startswith(SIGNED_WITH):
+        return None
+    prefix = row[len(SIGNED_WITH) :].split("…", 1)[0]
+    if not prefix:
+        return None
+    return Passkey.objects.filter(user_id=action.user_id, credential_id__startswith=prefix).first()

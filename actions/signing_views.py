@@ -12,15 +12,30 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import formats, timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
-from actions.models import Action, ActionStatus, ActionType
-from actions.selectors import end_user_accounts, passkeys_for_user
+from actions.models import (
+    AccountChangeKind,
+    AccountChangeStatus,
+    Action,
+    ActionStatus,
+    ActionType,
+    OwnerState,
+)
+from actions.selectors import (
+    account_changes_for_user,
+    action_signer,
+    end_user_accounts,
+    passkeys_for_user,
+    recovery_setup_of,
+)
+from actions.services.account_changes import owner_change_propose
 from actions.services.bridges import bridge_leg_of, leg_open
+from actions.services.devices import device_link_bind, device_of, has_account
 from actions.services.lifecycle import (
     action_expire_if_overdue,
     action_status_refresh,
@@ -46,6 +61,9 @@ from core.timeline import render_timeline
 from evm.passkey_account import PasskeyAccountClient
 
 REGISTRATION_SESSION_KEY = "passkey_registration_challenge"
+# Set when a device link is opened on the new device (device_views.py): the next passkey
+# registered in this session belongs to that link.
+DEVICE_LINK_SESSION_KEY = "device_link_id"
 
 
 NOT_YOURS = "This signing link is not for your account"
@@ -97,10 +115,52 @@ USER_MESSAGES = {
         "removed now."
     ),
     "not_found": _("This passkey is not on your account."),
+    "passkey_removed": _(
+        "This passkey was removed from your account. It can no longer sign for you: use one "
+        "of your other devices."
+    ),
+    "passkey_pending": _(
+        "This passkey is waiting for approval: open the Passkeys page on a device that already "
+        "signs for you and approve it there. Nothing was signed."
+    ),
+    "passkey_removing": _(
+        "This passkey is being removed from your account, so it can no longer sign. Nothing "
+        "was signed."
+    ),
+    "last_owner": _(
+        "This is the only passkey that signs for your account: it cannot be removed. Add "
+        "another device first."
+    ),
+    "not_owner": _("This passkey does not sign for your account, so there is nothing to remove."),
+    "self_removal": _("A passkey cannot remove itself: approve the removal on another device."),
+    "not_pending": _("This device is not waiting for approval any more."),
+    "no_account": _("Register your first passkey before adding another device."),
+    "recovery_in_progress": _(
+        "A recovery of this account is already in progress. Nothing changed."
+    ),
     "permission_denied": _("This signing link is not for your account."),
     "not_authenticated": _("Sign in to follow this request."),
     "unreadable": _("What your browser sent could not be read. Nothing changed. Try again."),
     "refused": _("Your passkey's answer could not be verified. Nothing was signed. Try again."),
+}
+
+
+CHANGE_STATUS_LABELS = {
+    AccountChangeStatus.PROPOSED: _("Waiting for your approval"),
+    AccountChangeStatus.SIGNED: _("Signed"),
+    AccountChangeStatus.SUBMITTED: _("Signed, sending"),
+    AccountChangeStatus.WAITING: _("Waiting for the safety delay"),
+    AccountChangeStatus.EXECUTED: _("Done"),
+    AccountChangeStatus.FAILED: _("Not completed"),
+    AccountChangeStatus.CANCELLED: _("Cancelled"),
+}
+
+CHANGE_KIND_LABELS = {
+    AccountChangeKind.ADD_OWNER: _("Add a device"),
+    AccountChangeKind.REMOVE_OWNER: _("Remove a device"),
+    AccountChangeKind.SET_RECOVERY: _("Set up your recovery code"),
+    AccountChangeKind.RECOVERY: _("Recovery with your recovery code"),
+    AccountChangeKind.CANCEL_RECOVERY: _("Cancel a recovery"),
 }
 
 
@@ -111,8 +171,20 @@ def _refusal(detail: str, *, code: str, status: int, shown=None) -> JsonResponse
     return error_json(detail, code=code, status=status, error=str(shown))
 
 
-def _passkey_refusal(exc: PasskeyError, *, status: int) -> JsonResponse:
-    return _refusal(str(exc), code=exc.code, status=status)
+def refusal_words(exc: PasskeyError) -> str:
+    """The sentence a refused passkey step shows, in the user's language (a removed passkey
+    is told when it was removed)."""
+    removed_at = getattr(exc, "removed_at", None)
+    if exc.code == "passkey_removed" and removed_at:
+        return gettext(
+            "This passkey was removed from your account on %(date)s. It can no longer sign "
+            "for you: use one of your other devices."
+        ) % {"date": formats.date_format(timezone.localtime(removed_at), "DATE_FORMAT")}
+    return str(USER_MESSAGES.get(exc.code, USER_MESSAGES["refused"]))
+
+
+def passkey_refusal(exc: PasskeyError, *, status: int) -> JsonResponse:
+    return _refusal(str(exc), code=exc.code, status=status, shown=refusal_words(exc))
 
 
 def _unreadable(exc: BodyRefused) -> JsonResponse:
@@ -140,12 +212,28 @@ class PasskeyNameForm(forms.Form):
 
 @login_required
 def passkeys_page(request: HttpRequest) -> HttpResponse:
+    passkeys = list(passkeys_for_user(user=request.user))
+    changes = account_changes_for_user(user=request.user)
+    for change in changes:
+        change.kind_label = CHANGE_KIND_LABELS.get(change.kind, change.kind)
+        change.status_label = CHANGE_STATUS_LABELS.get(change.status, change.status)
+    live = sum(1 for p in passkeys if p.owner_state == OwnerState.ACTIVE)
     return render(
         request,
         "actions/passkeys.html",
         {
-            "passkeys": passkeys_for_user(user=request.user),
+            "passkeys": passkeys,
             "accounts": end_user_accounts(user=request.user),
+            "live_owners": live,
+            "can_approve": live > 0,
+            "changes": changes,
+            "recoveries": [
+                c
+                for c in changes
+                if c.kind == AccountChangeKind.RECOVERY
+                and c.status in (AccountChangeStatus.SUBMITTED, AccountChangeStatus.WAITING)
+            ],
+            "recovery_setup": recovery_setup_of(user=request.user),
         },
     )
 
@@ -179,6 +267,15 @@ def passkey_remove_view(request: HttpRequest, passkey_id: int) -> HttpResponse:
         return _back_to_passkeys(request, USER_MESSAGES["not_found"])
     if request.method != "POST":
         return render(request, "actions/passkey_remove.html", {"passkey": passkey})
+    if passkey.owner_state == OwnerState.ACTIVE and has_account(user=request.user):
+        # An owner on chain: a removeOwnerAtIndex op on every chain, signed by another owner.
+        try:
+            change = owner_change_propose(
+                user=request.user, kind=AccountChangeKind.REMOVE_OWNER, passkey=passkey
+            )
+        except PasskeyError as exc:
+            return _back_to_passkeys(request, USER_MESSAGES.get(exc.code, USER_MESSAGES["refused"]))
+        return redirect("account-change", change_id=change.pk)
     try:
         passkey_remove(user=request.user, passkey_id=passkey_id)
     except PasskeyError as exc:
@@ -214,9 +311,13 @@ def passkey_register_verify(request: HttpRequest) -> JsonResponse:
             credential_json=credential_json,
             expected_challenge=bytes.fromhex(challenge),
             account_address=_account_address,
+            device=device_of(request),
         )
     except PasskeyError as exc:
-        return _passkey_refusal(exc, status=400)
+        return passkey_refusal(exc, status=400)
+    link_id = request.session.pop(DEVICE_LINK_SESSION_KEY, None)
+    if link_id is not None:
+        device_link_bind(link_id=link_id, user=request.user, passkey=passkey)
     account = request.user.smart_accounts.filter(passkey=passkey).first()
     return JsonResponse(
         {"credential_id": passkey.credential_id, "smart_account": account and account.address}
@@ -288,6 +389,16 @@ def _failure_reason(action: Action) -> str:
     lowered = error.lower()
     if lowered.startswith("bundler "):
         code = _AA_CODE.search(error)
+        signer = action_signer(action) if code and code[0] == "AA24" else None
+        if signer is not None and signer.owner_state == OwnerState.REMOVED and signer.removed_at:
+            # Signed before the passkey left the account, refused on chain after: say so.
+            return gettext(
+                "%(what)s could not be completed: the passkey that signed it was removed from "
+                "your account on %(date)s. Nothing was sent and your funds did not move."
+            ) % {
+                "what": what,
+                "date": formats.date_format(timezone.localtime(signer.removed_at), "DATE_FORMAT"),
+            }
         why = next(
             (text for prefix, text in _AA_REASONS if code and code[0].startswith(prefix)), ""
         )
@@ -467,6 +578,20 @@ def _bridge_text(action: Action, leg) -> str:
     )
 
 
+def _signing_passkey_context(action: Action) -> dict:
+    """Which passkey signs: the user's active ones by name while it waits, the one that
+    signed afterwards (its history row names it)."""
+    signed_with = action_signer(action)
+    names = []
+    if signed_with is None and action.status == ActionStatus.PROPOSED:
+        names = [
+            p.name or gettext("Passkey %(n)s") % {"n": n}
+            for n, p in enumerate(passkeys_for_user(user=action.user), start=1)
+            if p.owner_state == OwnerState.ACTIVE
+        ]
+    return {"signed_with": signed_with, "signing_passkeys": names}
+
+
 @login_required
 def sign_page(request: HttpRequest, action_id) -> HttpResponse:
     action = _own_action(request, action_id)
@@ -509,6 +634,7 @@ def sign_page(request: HttpRequest, action_id) -> HttpResponse:
             "short_tx_hash": _tx_link(action),
             "slippage_warning": slippage is not None and slippage >= 1,
             "reject_confirm": request.GET.get("reject") == "confirm",
+            **_signing_passkey_context(action),
         },
     )
 
@@ -533,7 +659,7 @@ def sign_options(request: HttpRequest, action_id) -> HttpResponse:
     try:
         return HttpResponse(authentication_options(action=action), content_type="application/json")
     except PasskeyError as exc:
-        return _passkey_refusal(exc, status=400)
+        return passkey_refusal(exc, status=400)
 
 
 @login_required
@@ -550,7 +676,7 @@ def sign_approve(request: HttpRequest, action_id) -> JsonResponse:
             action_id=action_id, user=request.user, credential_json=credential_json
         )
     except PasskeyError as exc:
-        return _passkey_refusal(exc, status=409)
+        return passkey_refusal(exc, status=409)
     return JsonResponse({"status": action.status})
 
 
@@ -567,7 +693,7 @@ def sign_reject(request: HttpRequest, action_id) -> HttpResponse:
         action_reject(action_id=action_id, user=request.user)
     except PasskeyError as exc:
         if wants_json:
-            return _passkey_refusal(exc, status=409)
+            return passkey_refusal(exc, status=409)
     if wants_json:
         return JsonResponse({"status": "rejected"})
     return redirect("sign", action_id=action_id)

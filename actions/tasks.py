@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from actions.services import bridges, history, lifecycle, retention
+from actions.services import account_changes, bridges, history, lifecycle, recovery, retention
 from core.lifecycle import Actor
 
 
@@ -41,3 +41,13 @@ def card_purchases_sync_signed_in() -> int:
 @shared_task(name="actions.tasks.bridges_reconcile_pending")
 def bridges_reconcile_pending() -> dict[str, int]:
     return dict(bridges.bridges_reconcile_pending())
+
+
+@shared_task(name="actions.tasks.account_change_submit")
+def account_change_submit(change_id: str) -> str:
+    return account_changes.account_change_submit(change_id=change_id).status
+
+
+@shared_task(name="actions.tasks.account_changes_process")
+def account_changes_process() -> dict[str, int]:
+    return recovery.account_changes_process()

@@ -2,7 +2,7 @@ from functools import wraps
 
 from django.urls import path
 
-from actions import signing_views, views
+from actions import device_views, signing_views, views
 
 app_name = "actions"
 
@@ -53,6 +53,11 @@ staff_urlpatterns = [
         name="action-mark-failed",
     ),
     path("actions/<uuid:action_id>/resend", views.action_resend_view, name="action-resend"),
+    path(
+        "account-changes/<uuid:change_id>/",
+        views.account_change_timeline,
+        name="account-change-timeline",
+    ),
 ]
 
 
@@ -72,6 +77,40 @@ signing_urlpatterns = [
         signing_views.passkey_remove_view,
         name="passkey-remove",
     ),
+    path("passkeys/add-device", device_views.device_link_page, name="device-link"),
+    path("devices/link/<str:token>", device_views.device_link_open_view, name="device-link-open"),
+    path(
+        "passkeys/<int:passkey_id>/approve",
+        device_views.device_approve_start,
+        name="device-approve",
+    ),
+    path("passkeys/recovery-code", device_views.recovery_code_page, name="recovery-code"),
+    path(
+        "account-changes/<uuid:change_id>/", device_views.account_change_page, name="account-change"
+    ),
+    path(
+        "account-changes/<uuid:change_id>/options",
+        device_views.account_change_options,
+        name="account-change-options",
+    ),
+    path(
+        "account-changes/<uuid:change_id>/sign",
+        device_views.account_change_sign,
+        name="account-change-sign",
+    ),
+    path(
+        "account-changes/<uuid:change_id>/cancel",
+        device_views.account_change_cancel,
+        name="account-change-cancel",
+    ),
+    path(
+        "account-changes/<uuid:change_id>/cancel-recovery",
+        device_views.recovery_cancel_start,
+        name="recovery-cancel",
+    ),
+    path("recover/", device_views.recovery_page, name="recover"),
+    path("recover/options", device_views.recovery_options, name="recover-options"),
+    path("recover/verify", device_views.recovery_verify, name="recover-verify"),
     path("sign/<uuid:action_id>/", signing_views.sign_page, name="sign"),
     path("sign/<uuid:action_id>/events", signing_views.sign_events, name="sign-events"),
     path("sign/<uuid:action_id>/options", signing_views.sign_options, name="sign-options"),

@@ -7,8 +7,6 @@ import requests
 from django import forms
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.admin.views.decorators import staff_member_required
-from django.contrib.auth.decorators import permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
@@ -28,7 +26,7 @@ from web3.exceptions import Web3Exception
 from actions import contract
 from actions.chain_reads import ChainsUnavailable, balances_for_user, card_for_user
 from actions.evm_clients import ChainUnavailable
-from actions.models import IN_FLIGHT, PENDING_ON_CHAIN, Action
+from actions.models import IN_FLIGHT, PENDING_ON_CHAIN, AccountChange, Action
 from actions.presenters import (
     action_status_payload,
     profile_for_user,
@@ -78,6 +76,7 @@ from core.api import (
 )
 from core.chains import Chain, chain_name
 from core.formats import rfc3339
+from core.permissions import staff_may_view
 from core.timeline import render_timeline
 from evm.bundler import BundlerError
 from evm.ens import EnsUnavailable
@@ -410,7 +409,7 @@ class ActionStatusView(ApiView):
         return Response(action_status_payload(action))
 
 
-@staff_member_required
+@staff_may_view(Action)
 def action_timeline(request: HttpRequest, action_id) -> HttpResponse:
     """Staff page: the live status timeline of one action (see core.timeline)."""
     action = action_expire_if_overdue(action=get_object_or_404(Action, pk=action_id))
@@ -429,6 +428,22 @@ def action_timeline(request: HttpRequest, action_id) -> HttpResponse:
             "in_flight": action.status in IN_FLIGHT,
             "can_resolve": request.user.has_perm("actions.resolve_action"),
         },
+    )
+
+
+@staff_may_view(AccountChange)
+def account_change_timeline(request: HttpRequest, change_id) -> HttpResponse:
+    """Staff page: the live timeline of one account change (a recovery included). Read-only:
+    staff can neither start, speed up nor cancel a change; only the account's owners can."""
+    change = get_object_or_404(
+        AccountChange.objects.select_related("user", "passkey", "signer", "target"), pk=change_id
+    )
+    return render_timeline(
+        request,
+        template="actions/account_change_timeline.html",
+        version=f"{change.updated_at.isoformat()}|{change.status}",
+        is_terminal=change.is_terminal,
+        context={"change": change, "history": change.history.all()},
     )
 
 
@@ -455,8 +470,7 @@ def _staff_note(request: HttpRequest) -> str:
     return form.cleaned_data["note"]
 
 
-@staff_member_required
-@permission_required("actions.resolve_action", raise_exception=True)
+@staff_may_view(Action, "actions.resolve_action")
 @require_POST
 def action_mark_failed_view(request: HttpRequest, action_id) -> HttpResponse:
     """Staff timeline: end an in-flight action as failed, with the required note."""
@@ -470,8 +484,7 @@ def action_mark_failed_view(request: HttpRequest, action_id) -> HttpResponse:
     return redirect("actions-staff:action-timeline", action.pk)
 
 
-@staff_member_required
-@permission_required("actions.resolve_action", raise_exception=True)
+@staff_may_view(Action, "actions.resolve_action")
 @require_POST
 def action_resend_view(request: HttpRequest, action_id) -> HttpResponse:
     """Staff timeline: deliver an in-flight action again now, with the required note."""

@@ -21,11 +21,9 @@ import os
 import random
 import re
 import secrets
-import signal
-import socket
 import statistics
-import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -33,7 +31,17 @@ from urllib.parse import quote
 import psycopg
 import requests
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import (  # noqa: E402
+    ROOT,
+    create_database,
+    migrate_and_collect,
+    serve_wsgi,
+    server_env,
+    stop_server,
+)
+
 GOAL_MS = 150.0
 STAFF = "bench-staff"
 
@@ -62,7 +70,7 @@ DATA_SQL = [
            user_op, entry_point, entry_point_version, user_op_hash, tx_hash, block_number, error,
            created_at, updated_at, expires_at, signed_at, broadcast_at, executed_at,
            last_reconciled_at, last_reconcile_error, application_id, user_id, next_submit_at,
-           submit_attempts)
+           submit_attempts, trace_id)
        SELECT md5('a' || i)::uuid, (ARRAY['transfer', 'swap', 'cardFreeze', 'cardUnfreeze',
               'cardLimitSet'])[i %% 5 + 1], st,
               'Send 1.5 USDC to 0x' || substr(md5('to' || i), 1, 40), 31337,
@@ -78,7 +86,7 @@ DATA_SQL = [
               NULL, CASE WHEN st = 'executed' THEN at + interval '30 seconds' END,
               NULL, '', (SELECT id FROM oauth2_provider_application WHERE name = 'bench'),
               (SELECT min(id) FROM auth_user WHERE username LIKE 'benchuser%%') + i %% 5000,
-              NULL, 0
+              NULL, 0, md5('trace-a' || i)
        FROM (SELECT i, now() - i * interval '20 seconds' AS at, i %% 5 < 2 AS onchain,
                     CASE WHEN i <= 30 THEN (ARRAY['signed', 'submitted', 'broadcast'])[i %% 3 + 1]
                          WHEN i <= 60 THEN 'proposed'
@@ -90,10 +98,11 @@ DATA_SQL = [
                          ELSE 'executed' END AS st
              FROM generate_series(1, %(n)s) i) g""",
     """INSERT INTO actions_actionstatushistory (from_status, status, timestamp, detail,
-           actor_kind, payload, action_id, actor_user_id)
+           actor_kind, payload, action_id, actor_user_id, trace_id)
        SELECT (ARRAY[NULL, 'proposed', 'signed'])[k],
               CASE k WHEN 1 THEN 'proposed' WHEN 2 THEN 'signed' ELSE a.status END,
-              a.created_at + k * interval '5 seconds', 'bench', 'system', NULL, a.id, NULL
+              a.created_at + k * interval '5 seconds', 'bench', 'system', NULL, a.id, NULL,
+              a.trace_id
        FROM actions_action a, generate_series(1, 3) k""",
     # --- DM deliveries ------------------------------------------------------------------------
     """INSERT INTO messaging_workspace (id, name, created_at)
@@ -109,7 +118,7 @@ DATA_SQL = [
     """INSERT INTO messaging_delivery (id, text, idempotency_key, payload_hash, status,
            provider_message_id, reason, created_at, updated_at, lease_owner, lease_expires_at,
            next_attempt_at, attempts, last_error, application_id, conversation_id, created_by_id,
-           social_account_id, workspace_id)
+           social_account_id, workspace_id, trace_id)
        SELECT md5('d' || i)::uuid, 'hello ' || i, md5('k' || i)::uuid, md5('p' || i), st,
               CASE WHEN st = 'sent' THEN 'msg-' || i END,
               CASE WHEN st = 'failed' THEN (ARRAY['provider refused (403): not following',
@@ -123,7 +132,8 @@ DATA_SQL = [
               CASE WHEN st IN ('claimed', 'sending') THEN at + interval '60 seconds' END,
               at, 1, '', NULL, md5('c' || (c %% 20000 + 1))::uuid,
               (SELECT min(id) FROM auth_user WHERE username LIKE 'benchuser%%') + i %% 5000,
-              md5('s' || (c %% 20 + 1))::uuid, md5('w' || ((c %% 20 + 1) %% 10 + 1))::uuid
+              md5('s' || (c %% 20 + 1))::uuid, md5('w' || ((c %% 20 + 1) %% 10 + 1))::uuid,
+              md5('trace-d' || i)
        FROM (SELECT i, i * 7 AS c, now() - i * interval '20 seconds' AS at,
                     CASE WHEN i <= 3 THEN (ARRAY['queued', 'claimed', 'sending'])[i]
                          WHEN i %% 100003 = 0 THEN 'unknown'
@@ -133,10 +143,11 @@ DATA_SQL = [
                          ELSE 'cancelled' END AS st
              FROM generate_series(1, %(n)s) i) g""",
     """INSERT INTO messaging_deliverystatushistory (from_status, status, timestamp, detail,
-           actor_kind, payload, delivery_id, actor_user_id)
+           actor_kind, payload, delivery_id, actor_user_id, trace_id)
        SELECT (ARRAY[NULL, 'queued', 'claimed'])[k],
               CASE k WHEN 1 THEN 'queued' WHEN 2 THEN 'claimed' ELSE d.status END,
-              d.created_at + k * interval '1 second', 'bench', 'worker', NULL, d.id, NULL
+              d.created_at + k * interval '1 second', 'bench', 'worker', NULL, d.id, NULL,
+              d.trace_id
        FROM messaging_delivery d, generate_series(1, 3) k""",
     # --- operations ---------------------------------------------------------------------------
     """INSERT INTO operations_operation (id, tool, category, channel, model, input, state,
@@ -145,7 +156,7 @@ DATA_SQL = [
            completed_at, next_check_at, last_error, review, result, error_code, billing_status,
            held_credits, pending_credits, usage_credits, wallet_debited_credits,
            released_credits, refunded_credits, unfunded_credits, tokens, application_id,
-           owner_id, quote_id)
+           owner_id, quote_id, trace_id)
        SELECT md5('o' || i)::uuid, (ARRAY['image.generate', 'text.summarize', 'video.render',
               'audio.transcribe', 'text.translate', 'image.upscale'])[i %% 6 + 1],
               (ARRAY['image', 'text', 'media'])[i %% 3 + 1],
@@ -163,7 +174,8 @@ DATA_SQL = [
                       WHEN 'failed' THEN 'released' WHEN 'cancelled' THEN 'released'
                       ELSE 'none' END,
               0, 0, 0, 0, 0, 0, 0, NULL, NULL,
-              (SELECT min(id) FROM auth_user WHERE username LIKE 'benchuser%%') + i %% 5000, NULL
+              (SELECT min(id) FROM auth_user WHERE username LIKE 'benchuser%%') + i %% 5000, NULL,
+              md5('trace-o' || i)
        FROM (SELECT i, now() - i * interval '20 seconds' AS at,
                     i %% 50000 = 7 AS du,
                     CASE WHEN i <= 20 THEN 'running'
@@ -176,24 +188,15 @@ DATA_SQL = [
                          ELSE 'cancelled' END AS st
              FROM generate_series(1, %(n)s) i) g""",
     """INSERT INTO operations_operationstatushistory (from_status, status, timestamp, detail,
-           actor_kind, payload, operation_id, actor_user_id)
+           actor_kind, payload, operation_id, actor_user_id, trace_id)
        SELECT (ARRAY[NULL, 'queued', 'running'])[k],
               CASE k WHEN 1 THEN 'queued' WHEN 2 THEN 'running' ELSE o.state END,
-              o.created_at + k * interval '10 seconds', 'bench', 'worker', NULL, o.id, NULL
+              o.created_at + k * interval '10 seconds', 'bench', 'worker', NULL, o.id, NULL,
+              o.trace_id
        FROM operations_operation o, generate_series(1, 3) k""",
 ]
 
 TABLES = ("actions_action", "messaging_delivery", "operations_operation")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def migrate(code: Path, env: dict) -> None:
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=code, env=env, check=True)
 
 
 def counts(conn) -> dict[str, int]:
@@ -404,19 +407,10 @@ def main() -> None:
     url = os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/bench_admin")
     if not url.rsplit("/", 1)[-1].startswith("bench_admin"):
         raise SystemExit("DATABASE_URL must name a bench_admin* database (it is truncated)")
-    admin_url, name = url.rsplit("/", 1)
-    with psycopg.connect(admin_url + "/postgres", autocommit=True) as root:
-        if not root.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
-            root.execute(f'CREATE DATABASE "{name}"')
-
-    env = {
-        **os.environ,
-        "DJANGO_DEBUG": "false",
-        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
-    }
-    print(f"migrating {args.code} …", flush=True)
-    migrate(args.code, env)
+    create_database(url)
+    env = {**os.environ, **server_env(Path(tempfile.mkdtemp(prefix="bench-admin-")))}
+    print(f"migrating {args.code}, collecting its static files …", flush=True)
+    migrate_and_collect(args.code, env)
     with psycopg.connect(url) as conn:
         have = counts(conn)
         if args.rebuild or any(n != args.rows for n in have.values()):
@@ -442,28 +436,8 @@ def main() -> None:
         explain([baseline, *[p for p in targets(args.rows) if args.only in p[0]]])
         return
 
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "gunicorn"),
-            "picnic.wsgi",
-            "--workers=2",
-            "--worker-class=sync",
-            f"--bind=127.0.0.1:{port}",
-            "--timeout=120",
-            "--log-level=warning",
-        ],
-        cwd=args.code,
-        env=env,
-    )
+    server, base = serve_wsgi(args.code, env)
     try:
-        for _ in range(100):
-            try:
-                requests.get(base + "/healthz", timeout=10)
-                break
-            except requests.RequestException:
-                time.sleep(0.2)
         session = login(base, password)
         pages = [p for p in targets(args.rows) if args.only in p[0]]
         baseline = ("baseline: password-change form", "/admin/password_change/")
@@ -486,8 +460,7 @@ def main() -> None:
                 assert response.status_code == 200, (path, response.status_code)
             print(f"  round {round_no + 1}/{args.rounds}", flush=True)
     finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=30)
+        stop_server(server)
 
     base_p95 = pct(samples[baseline[0]], 0.95)
     print()

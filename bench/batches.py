@@ -22,7 +22,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import drop_database, machine, percentile, setup_django  # noqa: E402
+from bench.common import (  # noqa: E402
+    bench_agent,
+    drop_database,
+    machine,
+    percentile,
+    setup_django,
+)
 
 
 def measure(fn, items: int) -> tuple[float, float, object]:
@@ -49,8 +55,6 @@ def main() -> None:
     print(machine())
     setup_django(args.database)
     from django.conf import settings
-    from django.contrib.auth import get_user_model
-    from oauth2_provider.models import Application
 
     from actions.models import ActionStatus
     from actions.services.lifecycle import actions_reconcile_pending
@@ -62,14 +66,7 @@ def main() -> None:
     from operations.backends.local_openai import LocalResponsesServer
     from operations.services import operation_submit, operations_process_due
 
-    user = get_user_model().objects.create(username="bench")
-    application = Application.objects.create(
-        name="bench agent",
-        user=user,
-        client_type=Application.CLIENT_CONFIDENTIAL,
-        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
-        redirect_uris="http://127.0.0.1/cb",
-    )
+    user, application, _token = bench_agent()
     billing.wallet_grant(owner=user, amount=Decimal("1000000"), note="bench")
     steps: dict[str, list[tuple[float, float]]] = {}
 

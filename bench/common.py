@@ -1,10 +1,19 @@
-"""What the runtime benches share: a throwaway PostgreSQL database of their own, copies of a
-row made in SQL, real server processes on free ports, percentiles and the machine line."""
+"""What the runtime benches share: a fresh throwaway database of their own (PostgreSQL, or SQLite
+where a script allows it), the bench user with its agent application and token, the settings
+and static files of a production-like server, copies of a row made in SQL, real server
+processes on free ports, percentiles and the machine line.
+
+`BENCH_TEMPLATE_DATABASE` (a PostgreSQL database's name, or an SQLite file) makes each fresh
+database a copy of that already-migrated one instead of migrating from scratch: the smoke test
+(`core/tests/test_bench_smoke.py`) runs every script that way in seconds."""
 
 from __future__ import annotations
 
 import os
 import platform
+import secrets
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -13,16 +22,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+TEMPLATE = "BENCH_TEMPLATE_DATABASE"
+POSTGRES = "postgres://postgres@127.0.0.1:5432/postgres"
 
-
-def setup_django(database: str) -> str:
-    """Point Django at `database` (created fresh and migrated) and return its URL."""
-    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
-    if not base.startswith("postgres"):
-        sys.exit("these benches need PostgreSQL: DATABASE_URL=postgres://…")
+if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "picnic.settings")
-    os.environ["DATABASE_URL"] = base
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "picnic.settings")
+
+
+def setup_django(database: str, *, sqlite: bool = False) -> str:
+    """Point Django at a fresh database named `database` (made and migrated, or copied from
+    $BENCH_TEMPLATE_DATABASE) and return its URL. PostgreSQL from DATABASE_URL (default: the
+    local server); with `sqlite` a script that allows it runs on SQLite (var/<database>.sqlite3)
+    when DATABASE_URL is not PostgreSQL. Never the database a test run may be using."""
+    base = os.environ.get("DATABASE_URL", "" if sqlite else POSTGRES)
+    if not base.startswith("postgres") and not sqlite:
+        sys.exit("this bench needs PostgreSQL: DATABASE_URL=postgres://…")
     import django
 
     django.setup()
@@ -30,10 +45,118 @@ def setup_django(database: str) -> str:
     from django.db import connection
     from django.test.utils import setup_test_environment
 
-    settings.DATABASES["default"]["TEST"]["NAME"] = database
+    test = settings.DATABASES["default"]["TEST"]
+    template = os.environ.get(TEMPLATE) or None
+    if connection.vendor == "sqlite":
+        test["NAME"] = str(Path(settings.VAR_DIR) / f"{database}.sqlite3")
+        url = f"sqlite:///{test['NAME']}"
+        if template:
+            shutil.copyfile(template, test["NAME"])  # kept below: migrate has nothing to do
+    else:
+        test["NAME"], test["TEMPLATE"] = database, template
+        url = base.rsplit("/", 1)[0] + "/" + database
     setup_test_environment()
-    connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
-    return base.rsplit("/", 1)[0] + "/" + database
+    keep = bool(template) and connection.vendor == "sqlite"
+    connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=keep)
+    return url
+
+
+def create_database(url: str) -> None:
+    """The PostgreSQL database of `url`, made when missing (from $BENCH_TEMPLATE_DATABASE when
+    set), for the benches that keep theirs between runs and migrate it themselves."""
+    import psycopg
+
+    server, name = url.rsplit("/", 1)
+    template = os.environ.get(TEMPLATE)
+    with psycopg.connect(server + "/postgres", autocommit=True) as root:
+        if not root.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            suffix = f' TEMPLATE "{template}"' if template else ""
+            root.execute(f'CREATE DATABASE "{name}"{suffix}')
+
+
+def server_env(work: Path) -> dict[str, str]:
+    """The environment of a production-like server process: DEBUG off, a fresh secret key,
+    static files collected under `work` (DEBUG off serves the manifest's hashed names, so the
+    pages fail without them: see `collect_static`)."""
+    return {
+        "DJANGO_DEBUG": "false",
+        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
+        "DJANGO_STATIC_ROOT": str(work / "static"),
+    }
+
+
+def migrate_and_collect(code: Path, env: dict[str, str]) -> None:
+    """`migrate` and `collectstatic` of the checkout `code`, in its own process with `env`."""
+    for command in (["migrate", "-v0"], ["collectstatic", "--noinput", "-v0"]):
+        subprocess.run(
+            [PYTHON, "manage.py", *command], cwd=code, env={**os.environ, **env}, check=True
+        )
+
+
+def serve_wsgi(code: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    """gunicorn on `code`'s picnic.wsgi (2 sync workers, as the admin and console benches
+    measure), on a free port, once /healthz answers: (the process, its base URL). Stop it with
+    `stop_server`."""
+    import requests
+
+    port = free_port()
+    server = subprocess.Popen(
+        [str(Path(PYTHON).parent / "gunicorn"), "picnic.wsgi", "--workers=2",
+         "--worker-class=sync", f"--bind=127.0.0.1:{port}", "--timeout=120",
+         "--log-level=warning"],
+        cwd=code,
+        env={**os.environ, **env},
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            requests.get(base + "/healthz", timeout=10)
+            return server, base
+        except requests.RequestException:
+            if server.poll() is not None:
+                raise RuntimeError(f"gunicorn exited with {server.returncode}") from None
+            time.sleep(0.2)
+    stop_server(server)
+    raise RuntimeError("gunicorn did not answer /healthz within a minute")
+
+
+def stop_server(server: subprocess.Popen) -> None:
+    server.send_signal(signal.SIGTERM)
+    server.wait(timeout=30)
+
+
+def bench_agent(*, scope: str | None = None, username: str = "bench"):
+    """The bench's user, its agent (an OAuth application) and, given `scope`, a bearer token of
+    that scope valid for a day: (user, application, token or None)."""
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+    from oauth2_provider.models import AccessToken, Application
+
+    user = get_user_model().objects.create(username=username)
+    application = Application.objects.create(
+        name="bench agent",
+        user=user,
+        client_type=Application.CLIENT_CONFIDENTIAL,
+        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+        redirect_uris="http://127.0.0.1/cb",
+    )
+    token = None
+    if scope is not None:
+        token = AccessToken.objects.create(
+            user=user,
+            application=application,
+            token=secrets.token_urlsafe(32),
+            scope=scope,
+            expires=timezone.now() + timedelta(days=1),
+            # The API's audience, as a token asked for without `resource` gets: the API refuses
+            # unbound tokens (RFC 8707).
+            resource=[settings.PUBLIC_BASE_URL],
+        )
+    return user, application, token
 
 
 def drop_database() -> None:

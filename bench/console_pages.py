@@ -20,19 +20,25 @@ import argparse
 import os
 import random
 import secrets
-import signal
 import statistics
-import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from urllib.parse import quote
 
 import psycopg
-import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import admin_pages as ap  # noqa: E402 - the data and the login of the admin bench
+
+from bench.common import (  # noqa: E402
+    create_database,
+    migrate_and_collect,
+    serve_wsgi,
+    server_env,
+    stop_server,
+)
 
 GOAL_MS = ap.GOAL_MS
 
@@ -53,7 +59,7 @@ def ensure_database(url: str, rows: int) -> None:
                 print("copying bench_admin as a template …", flush=True)
                 root.execute(f'CREATE DATABASE "{name}" TEMPLATE bench_admin')
                 return
-        root.execute(f'CREATE DATABASE "{name}"')
+    create_database(url)
 
 
 def pages(conn) -> list[tuple[str, str, dict]]:
@@ -104,20 +110,9 @@ def main() -> None:
     if not url.rsplit("/", 1)[-1].startswith("bench_console"):
         raise SystemExit("DATABASE_URL must name a bench_console* database (it is truncated)")
     ensure_database(url, args.rows)
-    env = {
-        **os.environ,
-        "DJANGO_DEBUG": "false",
-        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
-    }
+    env = {**os.environ, **server_env(Path(tempfile.mkdtemp(prefix="bench-console-")))}
     print("migrating, collecting static files (DEBUG off serves the manifest's names) …")
-    ap.migrate(ap.ROOT, env)
-    subprocess.run(
-        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
-        cwd=ap.ROOT,
-        env=env,
-        check=True,
-    )
+    migrate_and_collect(ap.ROOT, env)
     with psycopg.connect(url) as conn:
         have = ap.counts(conn)
         if args.rebuild or any(n != args.rows for n in have.values()):
@@ -127,23 +122,9 @@ def main() -> None:
         ap.staff_user(conn, password)
         targets = pages(conn)
 
-    port = ap.free_port()
-    base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "gunicorn"), "picnic.wsgi", "--workers=2",
-         "--worker-class=sync", f"--bind=127.0.0.1:{port}", "--timeout=120",
-         "--log-level=warning"],
-        cwd=ap.ROOT,
-        env={**env, "LOG_LEVEL": "WARNING"},
-    )  # fmt: skip
+    server, base = serve_wsgi(ap.ROOT, {**env, "LOG_LEVEL": "WARNING"})
     baseline = ("baseline: password-change form", "/admin/password_change/", {})
     try:
-        for _ in range(100):
-            try:
-                requests.get(base + "/healthz", timeout=10)
-                break
-            except requests.RequestException:
-                time.sleep(0.2)
         session = ap.login(base, password)
         for name, path, headers in [baseline, *targets]:  # warm both workers up, check each
             for _ in range(2):
@@ -162,8 +143,7 @@ def main() -> None:
                 assert response.status_code == 200, (path, response.status_code)
             print(f"  round {round_no + 1}/{args.rounds}", flush=True)
     finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=30)
+        stop_server(server)
 
     base_p95 = ap.pct(samples[baseline[0]], 0.95)
     print()

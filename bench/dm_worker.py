@@ -5,7 +5,7 @@ local X provider (its own process) and the same database, in this run.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
     CELERY_BROKER_URL=redis://127.0.0.1:6379/6 \\
-        .venv/bin/python bench/dm_worker.py [--per-round 1000] [--rounds 10]
+        .venv/bin/python bench/dm_worker.py [--per-round 1000] [--rounds 10] [--warm 100]
 
 Makes its own database (bench_hot_dm, or `--database`). Each round queues `--per-round` deliveries (copies made
 in SQL) for each side, baseline first on even rounds, and publishes one task per delivery; the
@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import (  # noqa: E402
     PYTHON,
     ROOT,
+    bench_agent,
     drop_database,
     free_port,
     machine,
@@ -48,8 +49,6 @@ FIRST = {PROJECT: "claimed", PROTOCOL: "sending"}
 
 
 def make_template():
-    from django.contrib.auth import get_user_model
-    from oauth2_provider.models import Application
 
     from core.lifecycle import Actor, create
     from messaging.models import (
@@ -61,14 +60,7 @@ def make_template():
     )
     from messaging.services import payload_hash
 
-    user = get_user_model().objects.create(username="bench")
-    application = Application.objects.create(
-        name="bench agent",
-        user=user,
-        client_type=Application.CLIENT_CONFIDENTIAL,
-        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
-        redirect_uris="http://127.0.0.1/cb",
-    )
+    user, application, _token = bench_agent()
     workspace = Workspace.objects.create(name="bench")
     account = SocialAccount.objects.create(
         workspace=workspace, provider=Provider.X, handle="bench", credential_ref="env:BENCH_X_TOKEN"
@@ -272,6 +264,9 @@ def main() -> None:
     parser.add_argument("--per-round", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--events", type=int, default=500)
+    parser.add_argument(
+        "--warm", type=int, default=100, help="unmeasured deliveries per side through the worker"
+    )
     parser.add_argument("--database", default="bench_hot_dm", help="the throwaway database's name")
     args = parser.parse_args()
 
@@ -316,7 +311,7 @@ def main() -> None:
             PROJECT: statements(lambda: delivery_process(delivery_id=ours.pk, worker_id="bench")),
             PROTOCOL: statements(lambda: protocol_deliver_now(str(theirs.pk))),
         }
-        in_process = cpu_in_process(template)
+        in_process = cpu_in_process(template, per_round=3 * args.warm)
         print(
             f"CPU per delivery in process (no Celery): project {in_process[PROJECT]:.2f} ms, "
             f"protocol {in_process[PROTOCOL]:.2f} ms",
@@ -364,7 +359,7 @@ def main() -> None:
         pids = pool_pids(worker.pid)
         for kind in (PROTOCOL, PROJECT):
             tag = f"warm-{kind}"
-            run_round(app, queue, kind, queue_copies(template, 100, tag), tag, pids)
+            run_round(app, queue, kind, queue_copies(template, args.warm, tag), tag, pids)
         results = {PROJECT: [], PROTOCOL: []}
         cpu = {PROJECT: [], PROTOCOL: []}
         rss = []

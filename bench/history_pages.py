@@ -10,7 +10,6 @@ Prints the median time of a page near the end of the history for each, and the r
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -18,7 +17,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "picnic.settings")
+
+from bench.common import drop_database, setup_django  # noqa: E402
 
 
 def main() -> None:
@@ -26,26 +26,13 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=20_000)
     parser.add_argument("--page", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--database", default="bench_history", help="the throwaway database")
     args = parser.parse_args()
 
-    import django
-
-    django.setup()
-    from django.conf import settings
-
-    # Its own throwaway database, never the one a test run may be using at the same time.
-    db = settings.DATABASES["default"]
-    db["TEST"]["NAME"] = (
-        str(Path(settings.VAR_DIR) / "bench.sqlite3")
-        if db["ENGINE"].endswith("sqlite3")
-        else f"bench_{db['NAME']}"
-    )
+    setup_django(args.database, sqlite=True)
     from django.contrib.auth import get_user_model
     from django.db import connection
-    from django.test.utils import setup_test_environment
 
-    setup_test_environment()
-    name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
     try:
         from actions.models import HistoryEntry
         from actions.presenters import entry_payload, transactions_page
@@ -90,7 +77,7 @@ def main() -> None:
         print(f"keyset page via cursor (ours):          {ours * 1000:.2f} ms")
         print(f"ratio ours/baseline: {ours / base:.2f}")
     finally:
-        connection.creation.destroy_test_db(name, verbosity=0)
+        drop_database()
 
 
 if __name__ == "__main__":

@@ -21,15 +21,16 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import secrets
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import create_database, free_port, percentile, server_env  # noqa: E402
+
 CHROMIUM = "/usr/bin/chromium"
 STEPS = ("signed", "submitted", "broadcast", "executed")
 
@@ -45,11 +46,6 @@ new MutationObserver(function () {
 """
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def setup_django(env: dict[str, str]) -> None:
     os.environ.update(env)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "picnic.settings")
@@ -58,15 +54,6 @@ def setup_django(env: dict[str, str]) -> None:
     import django
 
     django.setup()
-
-
-def ensure_database(url: str) -> None:
-    import psycopg
-
-    name = url.rsplit("/", 1)[1]
-    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
-            conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def main() -> None:
@@ -80,16 +67,9 @@ def main() -> None:
         raise SystemExit(
             "set DATABASE_URL=postgres://… and EVENTS_URL=redis://… (see the docstring)"
         )
-    ensure_database(database_url)
+    create_database(database_url)
     work = Path(tempfile.mkdtemp(prefix="bench-live-"))
-    env = {
-        "DJANGO_DEBUG": "false",
-        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "DJANGO_STATIC_ROOT": str(work / "static"),
-        "PICNIC_VAR_DIR": str(work / "var"),
-        "LOG_LEVEL": "WARNING",
-    }
+    env = {**server_env(work), "PICNIC_VAR_DIR": str(work / "var"), "LOG_LEVEL": "WARNING"}
     setup_django(env)
     from django.core.management import call_command
 
@@ -102,7 +82,6 @@ def main() -> None:
 
     from actions.services.lifecycle import action_create
     from actions.services.transitions import action_transition
-    from chain.stack import free_port
     from core.lifecycle import Actor
     from picnic import processes
 
@@ -195,10 +174,10 @@ def main() -> None:
     for mode, values in latencies.items():
         print(
             f"{mode:<10}{len(values):>5}{statistics.median(values):>10.0f}"
-            f"{percentile(values, 0.95):>10.0f}{max(values):>10.0f}"
+            f"{percentile(values, 95):>10.0f}{max(values):>10.0f}"
         )
-    live95 = percentile(latencies["live"], 0.95)
-    poll95 = percentile(latencies["polling"], 0.95)
+    live95 = percentile(latencies["live"], 95)
+    poll95 = percentile(latencies["polling"], 95)
     print(f"\nlive p95 < 1000 ms: {'yes' if live95 < 1000 else 'NO'}")
     print(f"ratio polling p95 / live p95: {poll95 / live95:.1f}x")
 

@@ -13,14 +13,14 @@ for each (rounds interleaved), and the ratio last.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "picnic.settings")
+
+from bench.common import drop_database, setup_django  # noqa: E402
 
 
 def _clone(model, template_pk, n: int, overrides: dict[str, str]) -> None:
@@ -64,23 +64,14 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--open", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--database", default="bench_metrics", help="the throwaway database")
     args = parser.parse_args()
 
-    import django
-
-    django.setup()
-    from django.conf import settings
-
-    db = settings.DATABASES["default"]
-    if not db["ENGINE"].endswith("postgresql"):
-        raise SystemExit("needs PostgreSQL: DATABASE_URL=postgres://…")
-    db["TEST"]["NAME"] = f"bench_{db['NAME']}"
+    setup_django(args.database)
     from django.contrib.auth import get_user_model
     from django.db import connection
-    from django.test.utils import CaptureQueriesContext, setup_test_environment
+    from django.test.utils import CaptureQueriesContext
 
-    setup_test_environment()
-    name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
     try:
         from decimal import Decimal
 
@@ -198,7 +189,7 @@ def main() -> None:
         print(f"  baseline {base_ms:8.2f} ms")
         print(f"ratio baseline/ours: {base_ms / ours_ms:.1f}x")
     finally:
-        connection.creation.destroy_test_db(name, verbosity=0)
+        drop_database()
 
 
 if __name__ == "__main__":

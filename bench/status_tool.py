@@ -3,7 +3,7 @@ DRF view with the same OAuth2 authentication and scope check (`bench/status_urls
 served by the same server in this run.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
-        .venv/bin/python bench/status_tool.py [--server asgi|wsgi] [--actions 200000] [--rounds 10] [--requests 200]
+        .venv/bin/python bench/status_tool.py [--server asgi|wsgi] [--actions 200000] [--rounds 10] [--requests 200] [--warm 100]
 
 `--server asgi` (the default) is the Procfile's web process: `gunicorn -c picnic/gunicorn_conf.py
 picnic.asgi:application` (2 uvicorn workers, pooled database connections); `--server wsgi` is
@@ -24,7 +24,6 @@ import http.client
 import secrets
 import sys
 import time
-from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -32,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import (  # noqa: E402
     PYTHON,
     ROOT,
+    bench_agent,
     copy_rows,
     drop_database,
     free_port,
@@ -45,31 +45,14 @@ from bench.common import (  # noqa: E402
 
 
 def make_data(copies: int):
-    from django.contrib.auth import get_user_model
     from django.db import connection
-    from django.utils import timezone
-    from oauth2_provider.models import AccessToken, Application
 
     from actions.models import ActionStatus
     from actions.services.transitions import action_transition
     from actions.tests.factories import make_action
     from core.lifecycle import Actor
 
-    user = get_user_model().objects.create(username="bench")
-    application = Application.objects.create(
-        name="bench agent",
-        user=user,
-        client_type=Application.CLIENT_CONFIDENTIAL,
-        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
-        redirect_uris="http://127.0.0.1/cb",
-    )
-    token = AccessToken.objects.create(
-        user=user,
-        application=application,
-        token=secrets.token_urlsafe(32),
-        scope="read:actions",
-        expires=timezone.now() + timedelta(days=1),
-    )
+    user, application, token = bench_agent(scope="read:actions")
     action = make_action(user=user, application=application, ttl_seconds=3600)
     for step in (ActionStatus.SIGNED, ActionStatus.SUBMITTED, ActionStatus.BROADCAST):
         action_transition(action_id=action.pk, to=step, actor=Actor.worker())
@@ -120,7 +103,9 @@ def statements_per_request(paths: list[str], token: str) -> dict[str, int]:
     return counts
 
 
-def cpu_per_request(paths: list[str], token: str, rounds: int = 5, n: int = 300) -> dict:
+def cpu_per_request(
+    paths: list[str], token: str, rounds: int = 5, n: int = 300, warm: int = 50
+) -> dict:
     """CPU time of one request of each path in this process (Django's test client through the
     whole middleware stack, logs to /dev/null), rounds interleaved: the steadier figure on a
     shared machine."""
@@ -137,7 +122,7 @@ def cpu_per_request(paths: list[str], token: str, rounds: int = 5, n: int = 300)
         with override_settings(ROOT_URLCONF="bench.status_urls", DEBUG=False):
             client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
             for path in paths:  # warm
-                for _ in range(50):
+                for _ in range(warm):
                     client.get(path)
             for _ in range(rounds):
                 for path in paths:
@@ -172,6 +157,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument(
+        "--warm", type=int, default=100, help="unmeasured requests per endpoint first"
+    )
+    parser.add_argument(
         "--database", default="bench_hot_status", help="the throwaway database's name"
     )
     args = parser.parse_args()
@@ -187,11 +175,13 @@ def main() -> None:
         )
         paths = {"bare": f"/bench/bare/{action.pk}", "status": f"/api/v1/actions/{action.pk}"}
         counts = statements_per_request(list(paths.values()), token.token)
-        cpu = cpu_per_request(list(paths.values()), token.token)
+        cpu = cpu_per_request(
+            list(paths.values()), token.token, n=3 * args.warm, warm=args.warm // 2 or 1
+        )
         for name, path in paths.items():
             print(
                 f"{name}: {counts[path]} SQL statements, {cpu[path]:.2f} ms CPU per request "
-                "(in process, median of 5 x 300)"
+                f"(in process, median of 5 x {3 * args.warm})"
             )
         port = free_port()
         if args.server == "asgi":
@@ -220,7 +210,7 @@ def main() -> None:
             # machine): the first answer may take a while.
             get(port, paths["bare"], token.token, timeout=120)
             for path in paths.values():  # warm both workers
-                for _ in range(100):
+                for _ in range(args.warm):
                     get(port, path, token.token)
             for round_no in range(args.rounds):
                 order = list(paths) if round_no % 2 == 0 else list(reversed(paths))

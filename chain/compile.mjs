@@ -9,8 +9,14 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const sourcesDir = path.join(here, "contracts");
 const outDir = path.join(here, "build");
 const sources = {};
-for (const file of fs.readdirSync(sourcesDir).filter((f) => f.endsWith(".sol")).sort()) {
-  sources[`contracts/${file}`] = { content: fs.readFileSync(path.join(sourcesDir, file), "utf8") };
+// contracts/bench/ holds what only bench/ deploys (a baseline account, a gas meter); adding
+// sources does not change other contracts' bytecode (each one's metadata names its own).
+for (const dir of ["", "bench"]) {
+  const from = path.join(sourcesDir, dir);
+  for (const file of fs.readdirSync(from).filter((f) => f.endsWith(".sol")).sort()) {
+    const name = dir ? `contracts/${dir}/${file}` : `contracts/${file}`;
+    sources[name] = { content: fs.readFileSync(path.join(from, file), "utf8") };
+  }
 }
 const input = {
   language: "Solidity",

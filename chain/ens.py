@@ -85,6 +85,23 @@ def _send(w3: Web3, fn, sender: str) -> None:
         raise RuntimeError(f"ENS set-up transaction {receipt['transactionHash'].hex()} reverted")
 
 
+def _send_signed(w3: Web3, call, signer, what: str) -> None:
+    """Send `call` signed by the local account `signer` (an EOA whose key we hold: the node does
+    not know it) and wait for it; RuntimeError naming `what` if it reverts."""
+    tx = call.build_transaction(
+        {
+            "from": signer.address,
+            "nonce": w3.eth.get_transaction_count(signer.address, "pending"),
+            "chainId": w3.eth.chain_id,
+        }
+    )
+    receipt = w3.eth.wait_for_transaction_receipt(
+        w3.eth.send_raw_transaction(signer.sign_transaction(tx).raw_transaction), timeout=30
+    )
+    if receipt["status"] != 1:
+        raise RuntimeError(f"{what} reverted")
+
+
 def _fund(w3: Web3, address: str) -> None:
     """Gas money from ENS_OWNER (unlocked on the dev node) for an EOA that sets its own record."""
     w3.eth.wait_for_transaction_receipt(
@@ -161,18 +178,9 @@ def set_reverse_name_of_eoa(w3: Web3, key: str, name: str) -> str:
         return account.address
     if w3.eth.get_balance(account.address) < 10**17:
         _fund(w3, account.address)
-    tx = registrar.functions.setName(name).build_transaction(
-        {
-            "from": account.address,
-            "nonce": w3.eth.get_transaction_count(account.address, "pending"),
-            "chainId": w3.eth.chain_id,
-        }
+    _send_signed(
+        w3, registrar.functions.setName(name), account, f"setName({name!r}) from {account.address}"
     )
-    receipt = w3.eth.wait_for_transaction_receipt(
-        w3.eth.send_raw_transaction(account.sign_transaction(tx).raw_transaction), timeout=30
-    )
-    if receipt["status"] != 1:
-        raise RuntimeError(f"setName({name!r}) from {account.address} reverted")
     return account.address
 
 
@@ -203,15 +211,4 @@ def set_reverse_name_of_simple_account(w3: Web3, owner_key: str, account: str, n
             }
         ],
     ).functions.execute(registrar.address, 0, to_bytes(hexstr=call))
-    tx = execute.build_transaction(
-        {
-            "from": owner.address,
-            "nonce": w3.eth.get_transaction_count(owner.address, "pending"),
-            "chainId": w3.eth.chain_id,
-        }
-    )
-    receipt = w3.eth.wait_for_transaction_receipt(
-        w3.eth.send_raw_transaction(owner.sign_transaction(tx).raw_transaction), timeout=30
-    )
-    if receipt["status"] != 1:
-        raise RuntimeError(f"setName({name!r}) through {account} reverted")
+    _send_signed(w3, execute, owner, f"setName({name!r}) through {account}")

@@ -11,12 +11,15 @@ import base64
 import hashlib
 import json
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import cbor2
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
+
+from evm.signature import batch_challenge, pack_owner_signature
 
 
 def b64url(data: bytes) -> str:
@@ -116,3 +119,20 @@ class SoftwarePasskey:
             "client_data_json": client_data_json,
             "signature": signature,
         }
+
+    def owner_signature(
+        self, hash_: bytes, *, owner_index: int = 0, batch: Sequence[str | bytes] = ()
+    ) -> bytes:
+        """What a PasskeyAccount checks, signed by this passkey as owner `owner_index`: an
+        assertion over `hash_` (ERC-1271, module transactions, one op) or, with `batch`, over
+        the batch challenge (ops on several chains)."""
+        challenge = batch_challenge(batch) if batch else hash_
+        a = self.get_assertion(challenge)
+        packed = pack_owner_signature(
+            owner_index=owner_index,
+            batch=batch,
+            authenticator_data=a["authenticator_data"],
+            client_data_json=a["client_data_json"],
+            signature_der=a["signature"],
+        )
+        return bytes.fromhex(packed[2:])

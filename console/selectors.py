@@ -25,13 +25,14 @@ from django.utils import timezone
 from actions import public as actions
 from core.admin import search_term_kind, user_ids_matching
 from core.lifecycle import Lifecycle, lifecycle_named, lifecycles
+from core.permissions import may_view
 from messaging import public as messaging
 from operations import public as operations
 
 # Each source of the needs-attention list and of a search reads at most this many rows; the
 # page says "more than N" when one was cut.
 LIMIT = 200
-KINDS = ("action", "delivery", "operation")
+KINDS = ("action", "delivery", "operation", "accountChange")
 
 
 _SAMPLE = "00000000-0000-4000-8000-000000000000"
@@ -139,6 +140,19 @@ def _action_row(action, why: str) -> Row:
     )
 
 
+def _account_change_row(change, why: str) -> Row:
+    return Row(
+        kind="accountChange",
+        id=str(change.pk),
+        status=change.status,
+        since=change.updated_at,
+        created_at=change.created_at,
+        owner=change.user.username,
+        error=change.error or "",
+        why=why,
+    )
+
+
 def _delivery_row(delivery, why: str) -> Row:
     return Row(
         kind="delivery",
@@ -197,6 +211,10 @@ def attention_sources(now: datetime) -> dict[str, tuple[QuerySet, Any]]:
             operations.operations_needing_attention(now=now, hold_cutoff=hold_cutoff(now)),
             _operation_row,
         ),
+        "accountChange": (
+            actions.account_changes_needing_attention(now=now),
+            _account_change_row,
+        ),
     }
     return {
         kind: (
@@ -207,13 +225,19 @@ def attention_sources(now: datetime) -> dict[str, tuple[QuerySet, Any]]:
     }
 
 
-_OWNER = {"action": "user", "delivery": "created_by", "operation": "owner"}
+_OWNER = {
+    "action": "user",
+    "delivery": "created_by",
+    "operation": "owner",
+    "accountChange": "user",
+}
 # What a row shows: loading only these skips the JSON columns (params, user operation,
 # input, result), a third of a long list's cost.
 _SHOWN_FIELDS = {
     "action": ("status", "error", "last_reconcile_error", "chain_id", "tx_hash", "user__username"),
     "delivery": ("status", "reason", "last_error", "created_by__username"),
     "operation": ("state", "last_error", "error_code", "review", "owner__username"),
+    "accountChange": ("status", "error", "user__username"),
 }
 
 
@@ -222,6 +246,7 @@ _ATTENTION_FIELDS = {
     "action": ("executed_at", "bridge_leg__status", "bridge_leg__deadline"),
     "delivery": (),
     "operation": (),
+    "accountChange": (),
 }
 
 
@@ -230,13 +255,9 @@ def _only(kind: str, queryset: QuerySet, extra: tuple[str, ...] = ()) -> QuerySe
 
 
 def viewable_kinds(user) -> frozenset[str]:
-    """The kinds of work this staff member may view (the model's view permission)."""
-    kinds = set()
-    for lifecycle in lifecycles():
-        meta = lifecycle.model._meta
-        if user.has_perm(f"{meta.app_label}.view_{meta.model_name}"):
-            kinds.add(lifecycle.name)
-    return frozenset(kinds)
+    """The kinds of work this staff member may view (the model's view or change permission,
+    as the admin reads them)."""
+    return frozenset(lc.name for lc in lifecycles() if may_view(user, lc.model))
 
 
 def needs_attention(
@@ -374,8 +395,13 @@ class SearchResult:
 
 
 def _rows(kind: str, queryset: QuerySet, why: str) -> tuple[list[Row], bool]:
-    related = {"action": "user", "delivery": "created_by", "operation": "owner"}[kind]
-    to_row = {"action": _action_row, "delivery": _delivery_row, "operation": _operation_row}[kind]
+    related = _OWNER[kind]
+    to_row = {
+        "action": _action_row,
+        "delivery": _delivery_row,
+        "operation": _operation_row,
+        "accountChange": _account_change_row,
+    }[kind]
     found, more = _bounded(_only(kind, queryset.select_related(related)), "-created_at")
     return [to_row(item, why) for item in found], more
 
@@ -401,6 +427,7 @@ def search(term: str, kinds: frozenset[str] = frozenset(KINDS)) -> SearchResult:
         ("action", actions.actions_search),
         ("delivery", messaging.deliveries_search),
         ("operation", operations.operations_search),
+        ("accountChange", actions.account_changes_search),
     ):
         lookups += [(name, what, qs) for what, qs in provider(shape=kind, value=value, term=term)]
     if kind == "text" and term and (users := user_ids_matching(term)):
@@ -439,13 +466,20 @@ def search(term: str, kinds: frozenset[str] = frozenset(KINDS)) -> SearchResult:
     return SearchResult(term=term, tried=tried, rows=rows, quotes=quotes, cut=cut, limit=LIMIT)
 
 
-def rows_for_keys(keys: Iterable[str]) -> Iterator[tuple[str, Any]]:
-    """The entities named "kind:id" (the bulk form's checkboxes), one query per kind."""
+def rows_for_keys(
+    keys: Iterable[str], kinds: frozenset[str] = frozenset(KINDS)
+) -> Iterator[tuple[str, Any]]:
+    """The entities named "kind:id" (the bulk form's checkboxes), one query per kind; a key of
+    a kind outside `kinds` (one the staff member may not view) names nothing."""
     wanted: dict[str, list[str]] = {}
+    hidden: list[str] = []
     for key in keys:
         kind, _, pk = key.partition(":")
         if kind in KINDS and pk:
-            wanted.setdefault(kind, []).append(pk)
+            if kind in kinds:
+                wanted.setdefault(kind, []).append(pk)
+            else:
+                hidden.append(key)
     for kind, pks in wanted.items():
         model = lifecycle_named(kind).model
         valid = []
@@ -454,10 +488,12 @@ def rows_for_keys(keys: Iterable[str]) -> Iterator[tuple[str, Any]]:
                 valid.append(model._meta.pk.to_python(pk))
             except ValidationError:  # a malformed id names nothing
                 continue
-        related = {"action": "user", "delivery": "created_by", "operation": "owner"}[kind]
+        related = _OWNER[kind]
         found = {
             str(item.pk): item
             for item in model.objects.filter(pk__in=valid[:LIMIT]).select_related(related)
         }
         for pk in pks:
             yield f"{kind}:{pk}", found.get(pk)
+    for key in hidden:
+        yield key, None

@@ -18,7 +18,9 @@ from django.views.decorators.http import require_POST
 from console import selectors
 from console.moves import MOVES, apply_move, refusal_for
 from console.selectors import Filters, Row
+from core.api import error_json
 from core.lifecycle import lifecycles
+from core.live import staff_stream, stream_response
 
 # Saved views: a view is its query string; these are the ones staff reach for first.
 PRESETS = [
@@ -60,7 +62,9 @@ def home(request: HttpRequest) -> HttpResponse:
     )
     if request.htmx:
         return render(request, "console/home.html#attention", context)
-    context["summaries"], context["summaries_at"] = selectors.summaries_cached()
+    summaries, context["summaries_at"] = selectors.summaries_cached()
+    kinds = selectors.viewable_kinds(request.user)
+    context["summaries"] = [summary for summary in summaries if summary.name in kinds]
     return render(request, "console/home.html", context)
 
 
@@ -172,6 +176,9 @@ def _bulk_form(request: HttpRequest):
     move = MOVES[form.cleaned_data["move"]]
     if not request.user.has_perm(move.permission):
         raise PermissionDenied(f"{move.label} needs the permission {move.permission}")
+    # A move shows and changes the rows of its kind: it needs seeing them too.
+    if move.kind not in selectors.viewable_kinds(request.user):
+        raise PermissionDenied(f"{move.label} needs the view permission of {move.kind}s")
     return form, move
 
 
@@ -181,7 +188,8 @@ def _safe_back(value: str) -> str:
 
 def _preview(request: HttpRequest, form: BulkForm, move, status: int = 200) -> HttpResponse:
     rows = []
-    for key, entity in selectors.rows_for_keys(form.cleaned_data["key"]):
+    kinds = selectors.viewable_kinds(request.user)
+    for key, entity in selectors.rows_for_keys(form.cleaned_data["key"], kinds):
         kind = key.partition(":")[0]
         rows.append(
             {"key": key, "kind": kind, "entity": entity, "refusal": refusal_for(move, kind, entity)}
@@ -224,7 +232,8 @@ def bulk_apply(request: HttpRequest) -> HttpResponse:
         form.add_error("note", "a note is required: say why, for the audit trail")
         return _preview(request, form, move, status=400)
     outcomes = []
-    for key, entity in selectors.rows_for_keys(form.cleaned_data["key"]):
+    kinds = selectors.viewable_kinds(request.user)
+    for key, entity in selectors.rows_for_keys(form.cleaned_data["key"], kinds):
         extra = {"provider_message_id": request.POST.get(f"message_id:{key}", "").strip()}
         outcome = apply_move(
             move=move, key=key, entity=entity, user=request.user, note=note, extra=extra
@@ -243,4 +252,32 @@ def bulk_apply(request: HttpRequest) -> HttpResponse:
             back=_safe_back(form.cleaned_data["back"]),
             stage="result",
         ),
+    )
+
+
+# --- The event stream ------------------------------------------------------------------------
+
+
+def staff_events(request: HttpRequest) -> HttpResponse:
+    """`/staff/events` (core/live.py streams it) for the kinds this staff member may view: one
+    entity or one lifecycle only with that kind's view permission (else 403), the whole channel
+    narrowed to the viewable kinds (it carries ids: nothing of a kind the user may not see)."""
+    user = request.user
+    if not (user.is_authenticated and user.is_active and user.is_staff):
+        return error_json("Staff only", code="permission_denied", status=403)
+    kinds = selectors.viewable_kinds(user)
+    name = request.GET.get("lifecycle") or None
+    if name in {lc.name for lc in lifecycles()} and name not in kinds:
+        return error_json(
+            f"Viewing {name} needs its view permission", code="permission_denied", status=403
+        )
+    if name is not None or request.GET.get("id"):
+        return staff_stream(request)  # one lifecycle or one entity: core.live checks the rest
+    if not kinds:
+        return error_json("No kind of work to view", code="permission_denied", status=403)
+    return stream_response(
+        request,
+        matches=lambda event: event.get("lifecycle") in kinds,
+        terminal_now=False,
+        until_terminal=False,
     )

@@ -26,6 +26,7 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from core.echo import prefix
 from core.json_input import too_large
 from core.schema import input_problems
 
@@ -204,14 +205,33 @@ def schema_errors(schema: dict[str, Any], data: Any, *, root: str = "(body)") ->
 
 
 def _message(error) -> str:
+    """The rule the value broke, naming the value by a short escaped prefix at most
+    (core.echo): jsonschema's own messages quote the whole value, and a value may be 100 KB."""
+    shown = prefix(error.instance)
     # A regex says little to a person or an agent: where the field describes what it expects,
-    # say that instead (the value is shortened: it may be long).
+    # say that instead.
     described = isinstance(error.schema, dict) and error.schema.get("description")
     if error.validator == "pattern" and described:
-        shown = repr(error.instance)
-        shown = shown if len(shown) <= 80 else shown[:77] + "…"
         return f"{shown} does not match the expected form: {described}"
-    return error.message
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = (
+            set(error.schema.get("properties", {})) if isinstance(error.schema, dict) else set()
+        )
+        extra = [prefix(key) for key in error.instance if key not in allowed]
+        verb = "was" if len(extra) == 1 else "were"
+        shown_keys = ", ".join(extra[:3]) + (", …" if len(extra) > 3 else "")
+        return f"Additional properties are not allowed ({shown_keys} {verb} unexpected)"
+    if error.validator in ("maxLength", "minLength", "maxItems", "minItems"):
+        what = "characters" if error.validator.endswith("Length") else "items"
+        bound = "at most" if error.validator.startswith("max") else "at least"
+        return f"{shown} must have {bound} {error.validator_value} {what}"
+    # Every other jsonschema message quotes the instance with repr(): keep a prefix of it.
+    message = error.message.replace(repr(error.instance), shown)
+    return message if len(message) <= MAX_MESSAGE_CHARS else message[:MAX_MESSAGE_CHARS] + "…"
+
+
+# A field's message is at most this long (an enum's list of values, a pattern).
+MAX_MESSAGE_CHARS = 300
 
 
 # What an error from a dependency may carry that a client must not see: URLs, host:port pairs,

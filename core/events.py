@@ -1,10 +1,15 @@
 """One event channel for status transitions, published after commit by the lifecycle machinery
 and listened to by the MCP adapter (which turns them into `notifications/resources/updated`).
 
-- `EVENTS_URL=redis://…`: Redis pub/sub on channel `picnic:events` (production, CI).
+- `EVENTS_URL=redis://…`: Redis pub/sub on channel `<DEPLOYMENT_PREFIX>:events` (production,
+  CI): deployments sharing one Redis do not hear each other.
 - default `local://`: Unix datagram sockets in `EVENTS_DIR` (var/events/): every listener binds
   one socket file there, a publisher sends each event to every socket it finds. It crosses
   processes on one machine (web, worker, MCP adapter) with no broker and no polling.
+
+Listening: one subscription per process (per event loop) however many listeners there are;
+`subscribe()` joins it and its reader fans every event out to the listeners' queues. The
+subscription opens with the first listener and closes with the last.
 
 Delivery is best-effort, like the notifications it feeds: a listener that was not there misses
 the event, and clients re-read the resource on reconnect.
@@ -12,12 +17,14 @@ the event, and clients re-read the resource on reconnect.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import json
 import logging
 import os
 import socket
 import uuid
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,8 +36,21 @@ import redis.asyncio
 from django.conf import settings
 
 logger = logging.getLogger(__name__)
-CHANNEL = "picnic:events"
 _MAX_DATAGRAM = 4096
+# What a listener may have queued and not read yet; past it, its events are dropped (logged).
+LISTENER_QUEUE_SIZE = 1000
+
+
+def channel() -> str:
+    """This deployment's Redis channel."""
+    return f"{settings.DEPLOYMENT_PREFIX}:events"
+
+
+def __getattr__(name: str) -> Any:
+    # `CHANNEL` was a constant; the benchmarks still import it by that name.
+    if name == "CHANNEL":
+        return channel()
+    raise AttributeError(name)
 
 
 def publish(event: dict[str, Any]) -> None:
@@ -72,11 +92,11 @@ def _send(events: list[dict[str, Any]]) -> None:
     try:
         if settings.EVENTS_URL.startswith("redis"):
             if len(data) == 1:
-                _redis().publish(CHANNEL, data[0])
+                _redis().publish(channel(), data[0])
             else:
                 pipeline = _redis().pipeline(transaction=False)
                 for item in data:
-                    pipeline.publish(CHANNEL, item)
+                    pipeline.publish(channel(), item)
                 pipeline.execute()
         else:
             for item in data:
@@ -115,10 +135,13 @@ def _publish_local(data: bytes) -> None:
 
 def subscribe() -> Subscription:
     """`async with subscribe() as sub: event = await sub.receive()`; listening starts on
-    entry, so nothing published after entry is missed."""
-    if settings.EVENTS_URL.startswith("redis"):
-        return _RedisSubscription()
-    return _LocalSubscription()
+    entry, so nothing published after entry is missed. Every listener of a process shares its
+    one subscription (`_Hub`)."""
+    return _Listener()
+
+
+class SubscriptionLost(ConnectionError):
+    """The process's subscription broke (Redis went away): listeners end, clients reconnect."""
 
 
 class Subscription:
@@ -132,11 +155,115 @@ class Subscription:
         raise NotImplementedError
 
 
+class _Hub:
+    """The one subscription of an event loop and its listeners' queues."""
+
+    def __init__(self) -> None:
+        self.queues: set[asyncio.Queue] = set()
+        self.reader: asyncio.Task | None = None
+        self.ready: asyncio.Future | None = None
+
+    async def join(self) -> asyncio.Queue:
+        queue: asyncio.Queue = asyncio.Queue(maxsize=LISTENER_QUEUE_SIZE)
+        self.queues.add(queue)
+        if self.reader is None or self.reader.done():
+            self.ready = asyncio.get_running_loop().create_future()
+            self.reader = asyncio.create_task(self._read(self.ready))
+        ready = self.ready
+        try:
+            await asyncio.shield(ready)  # subscribed: nothing published from now on is missed
+        except BaseException:
+            self.leave(queue)
+            raise
+        return queue
+
+    def leave(self, queue: asyncio.Queue) -> None:
+        self.queues.discard(queue)
+        if not self.queues and self.reader is not None:
+            self.reader.cancel()  # the last listener left: release the connection
+            self.reader = None
+
+    async def _read(self, ready: asyncio.Future) -> None:
+        try:
+            async with _backend_subscription() as subscription:
+                ready.set_result(None)
+                while True:
+                    event = await subscription.receive()
+                    for queue in list(self.queues):
+                        try:
+                            queue.put_nowait(event)
+                        except asyncio.QueueFull:
+                            logger.warning("an event listener is not keeping up; event dropped")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - handed to every listener, which ends
+            logger.warning("event subscription ended: %r", exc)
+            if not ready.done():
+                ready.set_exception(SubscriptionLost(str(exc)))
+            for queue in list(self.queues):
+                _force(queue, exc)
+        finally:
+            if not ready.done():
+                ready.cancel()
+
+
+def _force(queue: asyncio.Queue, item: Any) -> None:
+    """Put `item` even into a full queue (it replaces the oldest event)."""
+    while True:
+        try:
+            queue.put_nowait(item)
+            return
+        except asyncio.QueueFull:
+            queue.get_nowait()
+
+
+_hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Hub] = weakref.WeakKeyDictionary()
+
+
+def _hub() -> _Hub:
+    loop = asyncio.get_running_loop()
+    hub = _hubs.get(loop)
+    if hub is None:
+        hub = _hubs[loop] = _Hub()
+    return hub
+
+
+def listener_count() -> int:
+    """Listeners on this event loop's subscription (0 outside a loop or with none)."""
+    try:
+        hub = _hubs.get(asyncio.get_running_loop())
+    except RuntimeError:
+        return 0
+    return len(hub.queues) if hub else 0
+
+
+class _Listener(Subscription):
+    async def __aenter__(self) -> Subscription:
+        self.hub = _hub()
+        self.queue = await self.hub.join()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.hub.leave(self.queue)
+
+    async def receive(self) -> dict[str, Any]:
+        item = await self.queue.get()
+        if isinstance(item, BaseException):
+            raise SubscriptionLost(str(item)) from item
+        return item
+
+
+def _backend_subscription() -> Subscription:
+    if settings.EVENTS_URL.startswith("redis"):
+        return _RedisSubscription()
+    return _LocalSubscription()
+
+
 class _RedisSubscription(Subscription):
     async def __aenter__(self) -> Subscription:
         self.client = redis.asyncio.Redis.from_url(settings.EVENTS_URL)
         self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
-        await self.pubsub.subscribe(CHANNEL)
+        await self.pubsub.subscribe(channel())
         return self
 
     async def __aexit__(self, *exc: object) -> None:

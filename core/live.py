@@ -10,7 +10,11 @@ something changed, rendering stays in the page's own view (and its `?u=` version
   extension closes the source, nothing reconnects.
 - a comment every LIVE_HEARTBEAT_SECONDS keeps proxies from closing an idle stream, and the
   stream ends after LIVE_STREAM_SECONDS: the browser reconnects after `retry:` milliseconds
-  (bounded lifetime: no connection outlives a deploy or a revoked session for long).
+  (bounded lifetime: no connection outlives a deploy for long).
+- the grant: the view hands its stream a check of the session it was opened with
+  (`session_grant`); the stream runs it before every event it sends and at least every
+  STREAM_GRANT_CHECK_SECONDS, and ends with `end` (`reason: signed out`) once it fails: after a
+  logout, a password change, a deactivated user, or staff rights withdrawn.
 
 Streaming needs the ASGI entry point (picnic.asgi). Under WSGI (the test live_server) Django
 would read the whole endless stream into memory, so the view answers `end` at once and the
@@ -22,10 +26,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from types import SimpleNamespace
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.contrib.auth import get_user
+from django.contrib.sessions.backends.base import SessionBase
 from django.core.exceptions import ValidationError
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
@@ -37,6 +45,9 @@ from core.lifecycle import lifecycle_named, lifecycles
 logger = logging.getLogger(__name__)
 
 Filter = Callable[[dict[str, Any]], bool]
+# Whether the stream's session still holds: run before each event and every so often.
+Grant = Callable[[], Awaitable[bool]]
+SIGNED_OUT = "signed out"
 
 
 def _message(name: str, data: dict[str, Any] | None = None) -> str:
@@ -57,7 +68,9 @@ async def _pump(subscription: events.Subscription, queue: asyncio.Queue) -> None
         await queue.put(await subscription.receive())
 
 
-async def event_stream(*, matches: Filter, until_terminal: bool) -> AsyncIterator[str]:
+async def event_stream(
+    *, matches: Filter, until_terminal: bool, grant: Grant | None = None
+) -> AsyncIterator[str]:
     """The body of one stream. Cancelled when the client goes away (Django's ASGI handler
     cancels the response on `http.disconnect`): the subscription is released on the way out."""
     async with events.subscribe() as subscription:
@@ -65,21 +78,32 @@ async def event_stream(*, matches: Filter, until_terminal: bool) -> AsyncIterato
         reader = asyncio.create_task(_pump(subscription, queue))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + settings.LIVE_STREAM_SECONDS
+        next_check = loop.time() + settings.STREAM_GRANT_CHECK_SECONDS
         try:
             yield f"retry: {settings.LIVE_RETRY_MS}\n" + _message("changed", {"connected": True})
             while (remaining := deadline - loop.time()) > 0:
+                wait = min(settings.LIVE_HEARTBEAT_SECONDS, remaining, next_check - loop.time())
                 try:
-                    event = await asyncio.wait_for(
-                        queue.get(), min(settings.LIVE_HEARTBEAT_SECONDS, remaining)
-                    )
+                    event = await asyncio.wait_for(queue.get(), max(wait, 0))
                 except TimeoutError:
                     if reader.done():  # the channel broke: end, the browser reconnects
                         logger.warning("event subscription ended: %r", reader.exception())
                         return
+                    if grant is not None and loop.time() >= next_check:
+                        if not await grant():
+                            yield _message("end", {"reason": SIGNED_OUT})
+                            return
+                        next_check = loop.time() + settings.STREAM_GRANT_CHECK_SECONDS
+                        continue
                     yield ": keepalive\n\n"
                     continue
                 if not matches(event):
                     continue
+                if grant is not None:  # nothing goes out once the session is gone
+                    if not await grant():
+                        yield _message("end", {"reason": SIGNED_OUT})
+                        return
+                    next_check = loop.time() + settings.STREAM_GRANT_CHECK_SECONDS
                 shown = {k: event.get(k) for k in ("lifecycle", "id", "status")}
                 yield _message("changed", shown)
                 if until_terminal and _is_terminal(event):
@@ -88,6 +112,40 @@ async def event_stream(*, matches: Filter, until_terminal: bool) -> AsyncIterato
         finally:
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
+
+
+class _ReadOnlySession(dict):
+    """Session data as `get_user` reads it, whose writes go nowhere."""
+
+    def flush(self) -> None:
+        self.clear()
+
+    def cycle_key(self) -> None:
+        pass
+
+
+def session_grant(request: HttpRequest, allowed: Callable[[Any], bool] | None = None) -> Grant:
+    """A check that the session this request came with still signs in the same user (read
+    afresh from the session store: a logout deletes it, a password change voids its hash, a
+    deactivated user no longer resolves) and that `allowed(user)` still holds (re-read from
+    the database, e.g. `is_staff`)."""
+    session: SessionBase = request.session
+    key = session.session_key
+    user_id = request.user.pk
+    engine = type(session)
+
+    def check() -> bool:
+        if key is None:
+            return False
+        # get_user reads only `request.session`: the same session loaded afresh, read-only (a
+        # failed check must not flush or re-key the browser's session behind its back).
+        session = _ReadOnlySession(engine(session_key=key).load())
+        user = get_user(SimpleNamespace(session=session))
+        if not user.is_authenticated or user.pk != user_id:
+            return False
+        return allowed is None or bool(allowed(user))
+
+    return sync_to_async(check, thread_sensitive=True)
 
 
 def _ended(reason: str) -> HttpResponse:
@@ -103,13 +161,28 @@ def _sse_response(content) -> StreamingHttpResponse:
 
 
 def stream_response(
-    request: HttpRequest, *, matches: Filter, terminal_now: bool, until_terminal: bool
+    request: HttpRequest,
+    *,
+    matches: Filter,
+    terminal_now: bool,
+    until_terminal: bool,
+    grant: Grant | None = None,
 ) -> HttpResponse:
     if terminal_now:
         return _ended("terminal")
     if not isinstance(request, ASGIRequest):
         return _ended("not streaming here (WSGI): the page polls")
-    return _sse_response(event_stream(matches=matches, until_terminal=until_terminal))
+    return _sse_response(
+        event_stream(
+            matches=matches,
+            until_terminal=until_terminal,
+            grant=grant or session_grant(request),
+        )
+    )
+
+
+def _is_staff(user) -> bool:
+    return user.is_active and user.is_staff
 
 
 def staff_stream(request: HttpRequest) -> HttpResponse:
@@ -130,6 +203,7 @@ def staff_stream(request: HttpRequest) -> HttpResponse:
             matches=lambda e: name is None or e.get("lifecycle") == name,
             terminal_now=False,
             until_terminal=False,
+            grant=session_grant(request, _is_staff),
         )
     if name is None:
         return error_json("id needs a lifecycle", code="invalid", status=400)
@@ -144,17 +218,25 @@ def staff_stream(request: HttpRequest) -> HttpResponse:
         row = None
     if row is None:
         return error_json(f"{name} not found: {pk}", code="not_found", status=404)
-    return entity_stream(request, lifecycle_name=name, pk=row[0], status=row[1])
+    return entity_stream(
+        request,
+        lifecycle_name=name,
+        pk=row[0],
+        status=row[1],
+        grant=session_grant(request, _is_staff),
+    )
 
 
 def entity_stream(
-    request: HttpRequest, *, lifecycle_name: str, pk: Any, status: str
+    request: HttpRequest, *, lifecycle_name: str, pk: Any, status: str, grant: Grant | None = None
 ) -> HttpResponse:
     """The stream of one entity the caller may see (the view checked), ending at its terminal
-    status."""
+    status, or when the session it was opened with ends (`grant`; by default: the same user
+    still signed in)."""
     return stream_response(
         request,
         matches=lambda e: e.get("lifecycle") == lifecycle_name and e.get("id") == str(pk),
         terminal_now=lifecycle_named(lifecycle_name).is_terminal(status),
         until_terminal=True,
+        grant=grant,
     )

@@ -2,13 +2,12 @@
 client address lock that pair out for LOGIN_LOCKOUT_SECONDS (counted from the first failure),
 even for the right password. A successful login clears the count.
 
-The count lives in the default cache: per process with the embedded locmem cache, shared by
-every web process with CACHE_URL=redis://… (production).
+The count lives in the default cache (core/throttle.py): per process with the embedded locmem
+cache, shared by every web process with CACHE_URL=redis://… (production; `make prod` refuses
+to start without it).
 """
 
 from __future__ import annotations
-
-import hashlib
 
 from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm
@@ -16,35 +15,33 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView
-from django.core.cache import cache
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.utils.translation import gettext_lazy as _
 
+from core import throttle
 
-def _key(request, username: str) -> str:
+THROTTLE = "login-failures"
+
+
+def _subject(request, username: str) -> str:
     address = getattr(request, "META", {}).get("REMOTE_ADDR", "") if request else ""
-    digest = hashlib.sha256(f"{username.strip().casefold()}\0{address}".encode()).hexdigest()
-    return f"login-failures:{digest}"
+    return f"{username.strip().casefold()}\0{address}"
 
 
 def locked_out(request, username: str | None) -> bool:
     if not username:
         return False
-    return (cache.get(_key(request, username)) or 0) >= settings.LOGIN_MAX_FAILURES
+    return throttle.count(THROTTLE, _subject(request, username)) >= settings.LOGIN_MAX_FAILURES
 
 
 def record_failure(request, username: str) -> None:
-    key = _key(request, username)
-    # add() starts the window; incr() is atomic on Redis (and locmem).
-    if not cache.add(key, 1, timeout=settings.LOGIN_LOCKOUT_SECONDS):
-        try:
-            cache.incr(key)
-        except ValueError:  # expired between add() and incr()
-            cache.add(key, 1, timeout=settings.LOGIN_LOCKOUT_SECONDS)
+    throttle.hit(
+        THROTTLE, _subject(request, username), window_seconds=settings.LOGIN_LOCKOUT_SECONDS
+    )
 
 
 def clear_failures(request, username: str) -> None:
-    cache.delete(_key(request, username))
+    throttle.clear(THROTTLE, _subject(request, username))
 
 
 class ThrottledModelBackend(ModelBackend):

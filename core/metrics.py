@@ -124,6 +124,11 @@ def provider_timer(provider: str) -> Iterator[None]:
         PROVIDER_LATENCY.labels(provider).observe(time.perf_counter() - start)
 
 
+def observe_provider_request(provider: str, seconds: float) -> None:
+    """Observe one provider request timed by its caller (requests sent side by side)."""
+    PROVIDER_LATENCY.labels(provider).observe(seconds)
+
+
 def record_mcp_tool_call(tool: str, outcome: str, seconds: float) -> None:
     MCP_TOOL_CALLS.labels(tool, outcome).inc()
     MCP_TOOL_LATENCY.labels(tool, outcome).observe(seconds)
@@ -132,7 +137,7 @@ def record_mcp_tool_call(tool: str, outcome: str, seconds: float) -> None:
 # --- Chain RPC and the bundler: web3 providers, instrumented from the Django side ------------
 
 
-def _web3_error_kind(exc: BaseException) -> str:
+def web3_error_kind(exc: BaseException) -> str:
     if isinstance(exc, requests.ConnectTimeout):
         return "not_sent"
     if isinstance(exc, requests.Timeout | TimeoutError):
@@ -159,7 +164,7 @@ def instrument_web3(w3: Any, *, provider: str) -> Any:
                 try:
                     response = inner(*args, **kwargs)
                 except Exception as exc:
-                    count_provider_error(provider, _web3_error_kind(exc))
+                    count_provider_error(provider, web3_error_kind(exc))
                     raise
             answers = response if isinstance(response, list) else [response]
             if any(isinstance(a, dict) and a.get("error") is not None for a in answers):

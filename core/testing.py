@@ -25,6 +25,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from core.admin import HISTORY_INLINE_LIMIT
 from core.local_server import LocalJsonServer
 from core.models import ActorKind
 
@@ -237,6 +238,34 @@ def admin_page_queries(client, url: str) -> int:
     with CaptureQueriesContext(connection) as captured:
         assert client.get(url).status_code == 200
     return len(captured)
+
+
+def assert_queries_do_not_grow(client, url: str, grow: Callable[[], Any]) -> str:
+    """The page costs as many queries after `grow()` (more rows, a longer history) as before;
+    its text after."""
+    few = admin_page_queries(client, url)
+    grow()
+    with CaptureQueriesContext(connection) as captured:
+        page = client.get(url)
+    queries = [q["sql"] for q in captured]
+    assert len(queries) == few, f"{len(queries)} queries, not {few}: " + "\n".join(queries)
+    return page.text
+
+
+def assert_change_page_bounds_history(
+    client, changelist_url: str, entity, *, staff_user, extra: int = 5
+) -> str:
+    """With `HISTORY_INLINE_LIMIT + extra` staff notes, `entity`'s admin change page costs as
+    many queries as before them and shows the latest notes, not the first; its text."""
+    count = HISTORY_INLINE_LIMIT + extra
+    text = assert_queries_do_not_grow(
+        client,
+        f"{changelist_url}{entity.pk}/change/",
+        lambda: add_staff_notes(entity, staff_user=staff_user, count=count),
+    )
+    assert f"staff note {count - 1}<" in text
+    assert "staff note 0<" not in text
+    return text
 
 
 def admin_search(client, url: str, term: str) -> str:

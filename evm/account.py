@@ -51,12 +51,16 @@ class Erc4337Account:
         bundler: BundlerClient,
         *,
         gas: dict[str, int] | None = None,
+        nonce_key: int = 0,
     ) -> dict[str, Any]:
-        """An unsigned op: initCode fields when undeployed, nonce, fees and gas from the bundler."""
+        """An unsigned op: initCode fields when undeployed, nonce, fees and gas from the bundler.
+
+        `nonce_key` picks one of the EntryPoint's parallel nonce sequences (ops on different
+        keys do not wait for each other)."""
         sender = self.address
         op: dict[str, Any] = {
             "sender": sender,
-            "nonce": self.entry_point_contract.functions.getNonce(sender, 0).call(),
+            "nonce": self.entry_point_contract.functions.getNonce(sender, nonce_key).call(),
             "callData": call_data,
             "signature": self.dummy_signature,
         }

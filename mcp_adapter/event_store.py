@@ -9,7 +9,8 @@ session id, and a `Last-Event-ID` from another session finds nothing (the known 
 replay of a shared store; FastMCP scopes its store per session the same way, PrefectHQ/fastmcp
 #4402).
 
-Two backends, bounded both: Redis streams (`EVENTS_URL=redis://…`, production; each stream
+Two backends, bounded both: Redis streams (`EVENTS_URL=redis://…`, production; keys under
+`<DEPLOYMENT_PREFIX>:mcp:events:`, so deployments sharing a Redis keep apart; each stream
 keeps its last MCP_EVENT_STORE_MAX_EVENTS events and expires MCP_EVENT_STORE_TTL_SECONDS after
 its last event) and process memory (the embedded default; the same per-stream cap, and at most
 MAX_MEMORY_STREAMS streams, the oldest forgotten first).
@@ -30,8 +31,12 @@ from django.conf import settings
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 
 MAX_MEMORY_STREAMS = 10_000
-REDIS_PREFIX = "picnic:mcp:events:"
 _PRIMING = ""  # stored for the priming event, never replayed
+
+
+def redis_prefix() -> str:
+    """This deployment's keys in Redis."""
+    return f"{settings.DEPLOYMENT_PREFIX}:mcp:events:"
 
 
 def _stream_key(session_id: str, stream_id: Any) -> str:
@@ -79,31 +84,32 @@ class MemoryEvents:
 class RedisEvents:
     """Events in Redis streams, one per MCP stream (production)."""
 
-    def __init__(self, url: str, max_events: int, ttl_seconds: int):
+    def __init__(self, url: str, max_events: int, ttl_seconds: int, prefix: str | None = None):
         self.client = redis.asyncio.Redis.from_url(url)
+        self.prefix = redis_prefix() if prefix is None else prefix
         self.max_events = max_events
         self.ttl_seconds = ttl_seconds
 
     async def append(self, key: str, stream_id: str, payload: str) -> str:
         async with self.client.pipeline(transaction=True) as pipe:
             pipe.xadd(
-                REDIS_PREFIX + key,
+                self.prefix + key,
                 {"stream": stream_id, "message": payload},
                 maxlen=self.max_events,
                 approximate=False,
             )
-            pipe.expire(REDIS_PREFIX + key, self.ttl_seconds)
+            pipe.expire(self.prefix + key, self.ttl_seconds)
             entry_id, _ = await pipe.execute()
         return entry_id.decode()
 
     async def after(self, key: str, position: str) -> tuple[str, list[tuple[str, str]]] | None:
         try:
-            entries = await self.client.xrange(REDIS_PREFIX + key, min=f"({position}")
+            entries = await self.client.xrange(self.prefix + key, min=f"({position}")
         except redis.ResponseError:  # not a stream entry id: not one of ours
             return None
         if not entries:
             # Either nothing came after it, or the stream expired: tell them apart.
-            last = await self.client.xrevrange(REDIS_PREFIX + key, count=1)
+            last = await self.client.xrevrange(self.prefix + key, count=1)
             if not last:
                 return None
             return last[0][1][b"stream"].decode(), []

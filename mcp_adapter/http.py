@@ -10,15 +10,21 @@ and the SDK's app does not do:
 - a clear 400 for an `MCP-Protocol-Version` header no revision defines (the SDK hands it to
   the 2026-07-28 path, which complains about `_meta` keys);
 - resumable SSE streams: an event store per session (mcp_adapter/event_store.py);
+- a stream lives no longer than its token (`GrantWatch`): every SSE response (the GET stream,
+  a POST answered as a stream) re-checks the token before each event it sends and at least
+  every STREAM_GRANT_CHECK_SECONDS; once the token is revoked, deleted by a Disconnect or
+  expired, nothing more is sent and the stream ends cleanly (a reconnection with it is a 401);
 - a CORS preflight for browser clients, from the origins the Origin check allows.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
 import mcp_types as types
 from django.conf import settings
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
@@ -102,13 +108,105 @@ class ScopePolicy:
         return " ".join(dict.fromkeys([*kept, *needed]))
 
 
+TokenCheck = Callable[[str], Awaitable[bool]]
+
+
+class GrantWatch:
+    """One request's response, cut off once its token no longer holds.
+
+    Only a streaming answer (text/event-stream) is watched: before each chunk goes out the
+    token is checked again, and a watcher checks it every STREAM_GRANT_CHECK_SECONDS between
+    chunks. When the check fails the chunk is dropped, the response is ended with an empty
+    final chunk (a clean end of stream, never a half-written event), and the app is told the
+    client went away (`http.disconnect`), which is how the SDK closes a stream."""
+
+    def __init__(self, token: str, check: TokenCheck):
+        self.token = token
+        self.check = check
+        self.revoked = anyio.Event()
+        self.streaming = False
+        self.ended = False
+        self.lock = anyio.Lock()
+
+    async def run(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        self._receive, self._send = receive, send
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._watch)
+            try:
+                await app(scope, self.receive, self.send)
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _holds(self) -> bool:
+        if self.revoked.is_set():
+            return False
+        if await self.check(self.token):
+            return True
+        self.revoked.set()
+        return False
+
+    async def _watch(self) -> None:
+        while True:
+            await anyio.sleep(settings.STREAM_GRANT_CHECK_SECONDS)
+            if self.streaming and not await self._holds():
+                async with self.lock:
+                    await self._end()
+                return
+
+    async def _end(self) -> None:
+        if not self.ended:
+            self.ended = True
+            await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def send(self, message: Message) -> None:
+        async with self.lock:
+            if self.ended:
+                return  # the stream was cut: what the app still sends goes nowhere
+            if message["type"] == "http.response.start":
+                content_type = Headers(raw=message.get("headers", [])).get("content-type", "")
+                self.streaming = content_type.startswith("text/event-stream")
+            elif message["type"] == "http.response.body" and self.streaming:
+                if not await self._holds():
+                    await self._end()
+                    return
+            await self._send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                self.ended = True
+
+    async def receive(self) -> Message:
+        """The client's next message, or `http.disconnect` as soon as the token is gone."""
+        if self.revoked.is_set():
+            return {"type": "http.disconnect"}
+        received: list[Message] = []
+        async with anyio.create_task_group() as tg:
+
+            async def take() -> None:
+                received.append(await self._receive())
+                tg.cancel_scope.cancel()
+
+            async def stop() -> None:
+                await self.revoked.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(take)
+            tg.start_soon(stop)
+        return received[0] if received else {"type": "http.disconnect"}
+
+
 class Gate:
     """Authentication, scope and protocol-version checks in front of the SDK's transport."""
 
-    def __init__(self, app: ASGIApp, policy: ScopePolicy, resource_metadata_url: str):
+    def __init__(
+        self,
+        app: ASGIApp,
+        policy: ScopePolicy,
+        resource_metadata_url: str,
+        token_check: TokenCheck | None = None,
+    ):
         self.app = app
         self.policy = policy
         self.resource_metadata_url = resource_metadata_url
+        self.token_check = token_check
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = Headers(scope=scope)
@@ -147,7 +245,10 @@ class Gate:
                 scopes=self.policy.step_up(granted, needed),
             )
             return await response(scope, receive, send)
-        await self.app(scope, receive, send)
+        if self.token_check is None:
+            return await self.app(scope, receive, send)
+        watch = GrantWatch(user.access_token.token, self.token_check)
+        await watch.run(self.app, scope, receive, send)
 
     def _challenge(
         self, status: int, error: str | None, description: str, scopes: str | None = None
@@ -240,7 +341,12 @@ def streamable_http_app(server) -> Starlette:
     policy = ScopePolicy(server)
     metadata_url = str(build_resource_metadata_url(auth.resource_server_url))
     endpoint = CORSMiddleware(
-        Gate(StreamableHTTPASGIApp(manager), policy, metadata_url),
+        Gate(
+            StreamableHTTPASGIApp(manager),
+            policy,
+            metadata_url,
+            token_check=getattr(server._token_verifier, "still_valid", None),
+        ),
         allow_origins=settings.MCP_ALLOWED_ORIGINS,
         allow_methods=["GET", "POST", "DELETE"],
         allow_headers=CORS_ALLOW_HEADERS,

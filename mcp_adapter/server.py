@@ -56,14 +56,26 @@ class DjangoTokenVerifier:
     async def verify_token(self, token: str) -> AccessToken | None:
         return await sync_to_async(self._verify)(token)
 
+    async def still_valid(self, token: str) -> bool:
+        """Whether a token a stream was opened with still holds (not revoked, deleted by a
+        Disconnect, or expired): the streams' re-check (mcp_adapter/http.py)."""
+        return await sync_to_async(self._find)(token) is not None
+
     @staticmethod
-    def _verify(token: str) -> AccessToken | None:
+    def _find(token: str):
         model = get_access_token_model()
         checksum = hashlib.sha256(token.encode()).hexdigest()
         found = model.objects.select_related("application").filter(token_checksum=checksum).first()
         if found is None or not found.is_valid():
             return None
         if not any(isinstance(r, str) and resource_served(r) for r in found.resource or ()):
+            return None
+        return found
+
+    @classmethod
+    def _verify(cls, token: str) -> AccessToken | None:
+        found = cls._find(token)
+        if found is None:
             return None
         if found.user_id is not None and found.application_id is not None:
             # "Connected agents" shows when each agent last came (a write a minute at most).
@@ -266,19 +278,7 @@ class PicnicMCP(MCPServer):
     # --- the action resource ----------------------------------------------------------------
 
     async def _read_action(self, action_id: str) -> str:
-        token = self._token()
-        if not token:
-            raise ResourceError("Not authenticated")
-        answer = await self.api.call("GET", _action_path(action_id), token=token)
-        if 400 <= answer.status < 500:
-            # None for this caller (no such action, not theirs, out of retention): -32602
-            # (SEP-2164), not the internal error (-32603) a plain ResourceError becomes.
-            raise ResourceNotFoundError(answer.message)
-        if not answer.ok:
-            raise ResourceError(answer.message)
-        if not answer.is_json or not isinstance(answer.body, dict):
-            raise ResourceError(f"The Picnic API answered {answer.status} without a JSON object")
-        return json.dumps(answer.body)
+        return await self._read_path(_action_path(action_id))
 
     async def _read_operation(self, operation_id: str) -> str:
         return await self._read_path(f"/api/v1/operations/{path_segment(operation_id)}")
@@ -288,7 +288,9 @@ class PicnicMCP(MCPServer):
         if not token:
             raise ResourceError("Not authenticated")
         answer = await self.api.call("GET", path, token=token)
-        if 400 <= answer.status < 500:  # none for this caller: -32602, as for an action
+        if 400 <= answer.status < 500:
+            # None for this caller (no such action, not theirs, out of retention): -32602
+            # (SEP-2164), not the internal error (-32603) a plain ResourceError becomes.
             raise ResourceNotFoundError(answer.message)
         if not answer.ok:
             raise ResourceError(answer.message)
@@ -361,13 +363,21 @@ class PicnicMCP(MCPServer):
                 tg.cancel_scope.cancel()
 
     async def _pump(self, ready: anyio.Event) -> None:
-        async with events.subscribe() as subscription:
-            ready.set()
-            while True:
-                event = await subscription.receive()
-                if event.get("uri"):
-                    await self.notify_updated(event["uri"])
-                await self.tasks.on_event(event)
+        while True:
+            try:
+                async with events.subscribe() as subscription:
+                    ready.set()
+                    while True:
+                        event = await subscription.receive()
+                        if event.get("uri"):
+                            await self.notify_updated(event["uri"])
+                        await self.tasks.on_event(event)
+            except events.SubscriptionLost:
+                if not ready.is_set():
+                    raise  # no channel at start: fail loudly
+                # Redis went away: listen again (events meanwhile are missed; clients re-read).
+                logger.warning("event subscription lost; subscribing again", exc_info=True)
+                await anyio.sleep(1)
 
     async def notify_updated(self, uri: str) -> None:
         await self._subscriptions.publish(ResourceUpdated(uri=uri))

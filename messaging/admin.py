@@ -198,7 +198,10 @@ class DeliveryAdmin(LifecycleAdmin):
         ] + super().get_urls()
 
     def resolve_view(self, request, delivery_id):
-        if not self.has_resolve_permission(request):
+        # The page shows the delivery: resolving it needs seeing it.
+        if not (
+            self.has_resolve_permission(request) and self.has_view_or_change_permission(request)
+        ):
             raise PermissionDenied
         delivery = get_object_or_404(Delivery, pk=delivery_id)
         form = ResolveForm(request.POST or None)

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import uuid
 
-from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
@@ -13,6 +12,7 @@ from rest_framework.response import Response
 
 from core.api import ApiView, Conflict, Forbidden, InvalidInput, NotFound
 from core.lifecycle import IllegalTransition
+from core.permissions import staff_may_view
 from core.timeline import render_timeline
 from messaging import contract
 from messaging.models import MANAGE_ROLES, SEND_ROLES, Delivery, Role
@@ -144,7 +144,7 @@ class DeliveryCancelView(ApiView):
         return Response(contract.action_payload(delivery))
 
 
-@staff_member_required
+@staff_may_view(Delivery)
 def delivery_timeline(request: HttpRequest, delivery_id) -> HttpResponse:
     delivery = get_object_or_404(
         Delivery.objects.select_related("social_account", "conversation", "workspace"),

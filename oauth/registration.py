@@ -11,11 +11,9 @@ always a 400 with a reason, never a 500, whatever the body.
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 from django.conf import settings
-from django.core.cache import cache
 from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse
 from oauth2_provider.views import (
@@ -23,7 +21,7 @@ from oauth2_provider.views import (
     DynamicClientRegistrationView,
 )
 
-from core import json_input
+from core import json_input, throttle
 from oauth.policy import MAX_URI_LENGTH, redirect_uri_problem
 from oauth.services import client_profile_record
 
@@ -138,16 +136,9 @@ def _registered(request, data: dict, answer, write):
 
 def _over_the_limit(request) -> bool:
     """Registration is open, so each client address may register OAUTH2_DCR_PER_HOUR clients
-    an hour (in the default cache, shared by the web processes on Redis); past that, 429."""
+    an hour (core/throttle.py: shared by the web processes on Redis); past that, 429."""
     address = request.META.get("REMOTE_ADDR", "")
-    key = "dcr-registrations:" + hashlib.sha256(address.encode()).hexdigest()
-    if cache.add(key, 1, timeout=3600):
-        return False
-    try:
-        return cache.incr(key) > settings.OAUTH2_DCR_PER_HOUR
-    except ValueError:  # expired between add() and incr()
-        cache.add(key, 1, timeout=3600)
-        return False
+    return throttle.hit("dcr", address, window_seconds=3600) > settings.OAUTH2_DCR_PER_HOUR
 
 
 class RegistrationView(DynamicClientRegistrationView):

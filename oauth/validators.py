@@ -1,12 +1,19 @@
-"""django-oauth-toolkit's validator with our two rules: only the grants agents need, and RFC
-8707 resource indicators only for the resource we serve."""
+"""django-oauth-toolkit's validator with our rules: only the grants agents need, RFC 8707
+resource indicators only for the resource we serve, and no unbound token (issued or
+accepted)."""
 
 from __future__ import annotations
+
+import re
 
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2.rfc6749 import errors
 
-from oauth.policy import resource_served
+from core.echo import PREFIX_CHARS, prefix
+from oauth.policy import api_resource, resource_served
+
+# A quoted value in an error description longer than core.echo's prefix.
+_QUOTED = re.compile(f"'([^']{{{PREFIX_CHARS + 1},}})'")
 
 # The code flow (with PKCE) and its refresh: what every MCP client uses. The metadata
 # advertises exactly these (settings.OAUTH2_PROVIDER["OAUTH2_GRANT_TYPES_SUPPORTED"]).
@@ -16,7 +23,7 @@ GRANT_TYPES = ("authorization_code", "refresh_token")
 def unserved_resource_error(resource: str, request=None, state=None) -> errors.CustomOAuth2Error:
     return errors.CustomOAuth2Error(
         error="invalid_target",
-        description=f"This server issues no tokens for the resource {resource!r}",
+        description=f"This server issues no tokens for the resource {prefix(resource)}",
         request=request,
         state=state,
     )
@@ -31,7 +38,32 @@ class PicnicOAuth2Validator(OAuth2Validator):
     def _check_and_set_request_resource(self, request):
         """DOT's checks (absolute URIs; a token asks for no more than its grant) and ours: a
         token names only resources we serve (the authorization view checks the grant's)."""
-        super()._check_and_set_request_resource(request)
+        try:
+            super()._check_and_set_request_resource(request)
+        except errors.CustomOAuth2Error as exc:
+            # DOT's descriptions quote the resource whole: keep a short prefix of it.
+            exc.description = _QUOTED.sub(lambda m: prefix(m.group(1)), exc.description or "")
+            raise
+        api = api_resource()
         for resource in request.resource:
-            if not resource_served(resource):
+            # The API's own audience comes back on a refresh of a token that had it.
+            if not (resource_served(resource) or resource == api):
                 raise unserved_resource_error(resource, request)
+        if not request.resource:
+            # Asked for nothing (not at authorization, not now, not by the refreshed token):
+            # a token for the API alone, never an unbound one the MCP server or another
+            # resource server could be handed.
+            request.resource = [api_resource()]
+
+    def validate_bearer_token(self, token, scopes, request):
+        """DOT's checks (DOT audience-checks only bound tokens), then: an unbound token (made
+        before tokens were always bound, or by hand in the admin) is refused."""
+        if not super().validate_bearer_token(token, scopes, request):
+            return False
+        if not request.access_token.resource:
+            request.oauth2_error = {
+                "error": "invalid_token",
+                "error_description": "The access token is bound to no resource (RFC 8707)",
+            }
+            return False
+        return True

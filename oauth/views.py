@@ -25,6 +25,7 @@ from core.middleware import CSP
 from oauth import selectors, services
 from oauth.policy import is_loopback, resource_served
 from oauth.scopes import ACT, READ, scope_words
+from oauth.throttles import token_refusal
 from oauth.validators import unserved_resource_error
 
 PKCE_CHALLENGE = re.compile(r"[A-Za-z0-9._~-]{43,128}")
@@ -196,6 +197,8 @@ class TokenView(DotTokenView):
     content type: Django would call the JSON error HTML. RFC 6749 §5.2: it is JSON."""
 
     def post(self, request, *args, **kwargs):
+        if refusal := token_refusal(request):
+            return refusal
         if has_nul(request):
             return _oauth_error("The request contains a NUL character")
         response = super().post(request, *args, **kwargs)

@@ -6,8 +6,6 @@ from urllib.parse import urlsplit, urlunsplit
 from django import forms
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.admin.views.decorators import staff_member_required
-from django.contrib.auth.decorators import permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -29,6 +27,7 @@ from core.api import (
 )
 from core.formats import rfc3339
 from core.lifecycle import IllegalTransition
+from core.permissions import staff_may_view
 from core.timeline import render_timeline
 from operations import contract
 from operations.decisions import (
@@ -250,7 +249,7 @@ class QuoteCreateView(ApiView):
         )
 
 
-@staff_member_required
+@staff_may_view(Operation)
 def operation_timeline(request: HttpRequest, operation_id) -> HttpResponse:
     operation = get_object_or_404(Operation.objects.select_related("owner"), pk=operation_id)
     return render_timeline(
@@ -266,7 +265,7 @@ def operation_timeline(request: HttpRequest, operation_id) -> HttpResponse:
     )
 
 
-@staff_member_required
+@staff_may_view(Operation)
 def review_queue(request: HttpRequest) -> HttpResponse:
     pending = (
         Operation.objects.filter(state=State.NEEDS_REVIEW)
@@ -286,8 +285,7 @@ class ReviewDecisionForm(forms.Form):
     note = forms.CharField(required=False, max_length=2000)
 
 
-@staff_member_required
-@permission_required("operations.review_operation", raise_exception=True)
+@staff_may_view(Operation, "operations.review_operation")
 @require_POST
 def review_decide(request: HttpRequest, operation_id) -> HttpResponse:
     form = ReviewDecisionForm(request.POST)

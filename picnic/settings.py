@@ -260,6 +260,10 @@ for _uri in OAUTH2_DCR_REDIRECT_URIS:
 # Registration is open (agents register before anyone signs in): at most this many an hour
 # from one client address.
 OAUTH2_DCR_PER_HOUR = env_int("OAUTH2_DCR_PER_HOUR", 20, minimum=1)
+# The token endpoint: at most this many requests a minute from one client address; metadata
+# documents: at most this many fetches a minute per host of client ids (oauth/throttles.py).
+OAUTH2_TOKEN_PER_MINUTE = env_int("OAUTH2_TOKEN_PER_MINUTE", 60, minimum=1)
+OAUTH2_CIMD_FETCHES_PER_MINUTE = env_int("OAUTH2_CIMD_FETCHES_PER_MINUTE", 30, minimum=1)
 # Client ID Metadata Documents are fetched from public addresses only. Tests serve one on
 # 127.0.0.1: they set this; nothing else should (it lets a client id point us at loopback).
 OAUTH2_CIMD_ALLOW_LOOPBACK = env_bool("OAUTH2_CIMD_ALLOW_LOOPBACK", False)
@@ -302,6 +306,7 @@ OAUTH2_PROVIDER = {
     "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
     "CIMD_ENABLED": True,
     "CIMD_METADATA_FETCHER": "oauth.cimd.ProfileKeepingFetcher",
+    "CIMD_REGISTRATION_PERMISSION_CLASSES": ("oauth.throttles.CimdFetchBudget",),
     # The API accepts a token bound (RFC 8707) to itself or to the MCP server it serves.
     "RESOURCE_SERVER_TOKEN_RESOURCE_VALIDATOR": "oauth.policy.api_accepts_audience",
     # What the metadata advertises is what the server accepts: the code flow with PKCE and
@@ -349,6 +354,14 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Cache (short-lived provider tokens) ----------------------------------------------------
+# One deployment's name on shared infrastructure: the event channel (`<prefix>:events`), every
+# cache key, the Celery queues (`<prefix>.chain`, …) and the MCP event store carry it, so two
+# deployments on one Redis never hear each other (docs/deploy.md).
+DEPLOYMENT_PREFIX = env_str("DEPLOYMENT_PREFIX", "picnic")
+if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}", DEPLOYMENT_PREFIX):
+    raise ImproperlyConfigured(
+        "DEPLOYMENT_PREFIX must be 1-40 letters, digits and _ . - (starting with a letter or digit)"
+    )
 # Status transitions, published for live listeners (the MCP adapter): Redis pub/sub, or Unix
 # datagram sockets under EVENTS_DIR on the embedded default (see core/events.py).
 EVENTS_URL = env_url("EVENTS_URL", "local://", schemes=("local", "redis", "rediss"))
@@ -358,6 +371,12 @@ EVENTS_DIR = Path(env_str("EVENTS_DIR", str(VAR_DIR / "events")))
 LIVE_HEARTBEAT_SECONDS = env_float("LIVE_HEARTBEAT_SECONDS", 15.0)
 LIVE_STREAM_SECONDS = env_float("LIVE_STREAM_SECONDS", 300.0)
 LIVE_RETRY_MS = env_int("LIVE_RETRY_MS", 1000, minimum=100)
+# Every stream (live pages, MCP SSE) re-checks the session or token it was opened with at each
+# event and at least this often, and ends once the grant is gone (logout, revocation, expiry,
+# Disconnect, staff rights withdrawn).
+STREAM_GRANT_CHECK_SECONDS = env_float("STREAM_GRANT_CHECK_SECONDS", 30.0)
+if STREAM_GRANT_CHECK_SECONDS > 30:
+    raise ImproperlyConfigured("STREAM_GRANT_CHECK_SECONDS must be at most 30")
 
 # --- MCP adapter (python manage.py mcp) ----------------------------------------------------
 # The DRF API the adapter calls with the caller's bearer token.
@@ -399,6 +418,7 @@ CACHES = {
         if CACHE_URL.startswith("locmem")
         else {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
     )
+    | {"KEY_PREFIX": DEPLOYMENT_PREFIX}
 }
 
 # --- Celery --------------------------------------------------------------------------------
@@ -429,8 +449,9 @@ CELERY_BEAT_SCHEDULER = "picnic.beat:SingleBeatScheduler"
 BEAT_LOCK_RETRY_SECONDS = env_float("BEAT_LOCK_RETRY_SECONDS", 5.0)
 # Queues split by kind of work, so a slow provider cannot starve the rest: each kind has its
 # own workers in production (Procfile); `make run` has one worker consuming them all.
-# CELERY_QUEUE_PREFIX keeps systems that share one broker apart (the soak test uses it).
-CELERY_QUEUE_PREFIX = env_str("CELERY_QUEUE_PREFIX", "")
+# CELERY_QUEUE_PREFIX keeps systems that share one broker apart: the deployment's prefix by
+# default (the soak test sets its own).
+CELERY_QUEUE_PREFIX = env_str("CELERY_QUEUE_PREFIX", f"{DEPLOYMENT_PREFIX}.")
 if not re.fullmatch(r"[A-Za-z0-9_.:-]*", CELERY_QUEUE_PREFIX):
     raise ImproperlyConfigured("CELERY_QUEUE_PREFIX may hold only letters, digits and _ . : -")
 CELERY_QUEUE_KINDS = ("chain", "dm", "operations", "housekeeping")
@@ -442,6 +463,8 @@ _TASK_KINDS = {
     "actions.tasks.actions_reconcile_pending": "chain",
     "actions.tasks.actions_expire_overdue": "chain",
     "actions.tasks.bridges_reconcile_pending": "chain",
+    "actions.tasks.account_change_submit": "chain",
+    "actions.tasks.account_changes_process": "chain",
     # dm: deliveries to the X API (at most once: a slow X must not hold anything else up).
     "messaging.tasks.delivery_deliver": "dm",
     "messaging.tasks.deliveries_process_due": "dm",
@@ -470,6 +493,10 @@ CELERY_BEAT_SCHEDULE = {
     "bridges-reconcile-pending": {
         "task": "actions.tasks.bridges_reconcile_pending",
         "schedule": 5.0,
+    },
+    "account-changes-process": {
+        "task": "actions.tasks.account_changes_process",
+        "schedule": 10.0,
     },
     "actions-purge-retained": {"task": "actions.tasks.actions_purge_retained", "schedule": 600.0},
     "card-purchases-sync": {
@@ -540,6 +567,19 @@ WEBAUTHN_RP_ID = env_str("WEBAUTHN_RP_ID", "localhost")
 WEBAUTHN_RP_NAME = env_str("WEBAUTHN_RP_NAME", "Picnic")
 WEBAUTHN_ORIGIN = env_url("WEBAUTHN_ORIGIN", "http://localhost:8000", schemes=("http", "https"))
 # PUBLIC_BASE_URL (default: WEBAUTHN_ORIGIN) is read with the HTTPS settings above.
+
+# --- Devices and recovery (docs/devices.md) --------------------------------------------------
+# An "add a device" link works this long, once.
+DEVICE_LINK_TTL_SECONDS = env_int("DEVICE_LINK_TTL_SECONDS", 600, minimum=30)
+# The on-chain delay between a recovery's proposal and its execution, during which any owner
+# can cancel it (48 h). At least a minute: a shorter delay leaves no time to cancel.
+RECOVERY_DELAY_SECONDS = env_int("RECOVERY_DELAY_SECONDS", 48 * 3600, minimum=60)
+# Recovery-code attempts per account and per client address, in the shared cache, per window.
+RECOVERY_ATTEMPTS = env_int("RECOVERY_ATTEMPTS", 5, minimum=1)
+RECOVERY_ATTEMPTS_WINDOW_SECONDS = env_int("RECOVERY_ATTEMPTS_WINDOW_SECONDS", 3600, minimum=60)
+# Mail to end users (recovery started, completed): Django's backend; the console prints them.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Picnic <no-reply@picnic.localhost>")
 
 # --- Swap quotes (LI.FI's API shape) -------------------------------------------------------
 SWAP_QUOTE_URL = env_url("SWAP_QUOTE_URL", "http://127.0.0.1:8789", schemes=("http", "https"))

@@ -11,8 +11,8 @@ from oauth2_provider.urls import metadata_urlpatterns as oauth_metadata
 from actions.urls import api_urlpatterns as actions_api
 from actions.urls import signing_urlpatterns
 from actions.urls import staff_urlpatterns as actions_staff
+from console.views import staff_events
 from core.health import healthz, readyz
-from core.live import staff_stream
 from core.login import ThrottledAdminAuthenticationForm, ThrottledLoginView
 from core.metrics import metrics_view
 from messaging.urls import api_urlpatterns as messaging_api
@@ -83,7 +83,7 @@ urlpatterns = [
         "private-messaging-api/",
         include((messaging_api, "messaging"), namespace="private-messaging-api"),
     ),
-    path("staff/events", staff_stream, name="staff-events"),
+    path("staff/events", staff_events, name="staff-events"),
     path("staff/", include((actions_staff, "actions"), namespace="actions-staff")),
     path("staff/", include((messaging_staff, "messaging"), namespace="messaging-staff")),
     path("staff/", include((operations_staff, "operations"), namespace="operations-staff")),

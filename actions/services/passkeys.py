@@ -28,7 +28,14 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
-from actions.models import Action, ActionStatus, Passkey, SmartAccount, SmartAccountKind
+from actions.models import (
+    Action,
+    ActionStatus,
+    OwnerState,
+    Passkey,
+    SmartAccount,
+    SmartAccountKind,
+)
 from core.chains import all_chains
 
 
@@ -73,11 +80,19 @@ def registration_options(*, user) -> tuple[str, bytes]:
 
 @transaction.atomic
 def passkey_register(
-    *, user, credential_json: str, expected_challenge: bytes, account_address
+    *,
+    user,
+    credential_json: str,
+    expected_challenge: bytes,
+    account_address,
+    device: dict[str, str] | None = None,
 ) -> Passkey:
     """Verify a registration and store the credential with the user's Picnic smart account.
 
-    `account_address(qx, qy)` computes the counterfactual account address for the key."""
+    `account_address(qx, qy)` computes the counterfactual account address for the key (the
+    first passkey only). A passkey registered once the account exists is `pending`: it signs
+    nothing until an owner adds it on chain (a linked device) or a recovery completes.
+    `device` is where it was created (user agent, coarse address), for the approval page."""
     try:
         verified = verify_registration_response(
             credential=credential_json,
@@ -102,7 +117,14 @@ def passkey_register(
         transports = json.loads(credential_json).get("response", {}).get("transports") or []
     except ValueError:
         pass
+    has_account = SmartAccount.objects.filter(
+        user=user, kind=SmartAccountKind.PICNIC, passkey__isnull=False
+    ).exists()
     passkey = Passkey.objects.create(
+        **(device or {}),
+        owner_state=OwnerState.PENDING if has_account else OwnerState.ACTIVE,
+        # The key that makes the account is its owner 0 (the constructor's).
+        owner_index=None if has_account else 0,
         user=user,
         credential_id=bytes_to_base64url(verified.credential_id),
         public_key=verified.credential_public_key,
@@ -111,9 +133,7 @@ def passkey_register(
         sign_count=verified.sign_count,
         transports=transports,
     )
-    if not SmartAccount.objects.filter(
-        user=user, kind=SmartAccountKind.PICNIC, passkey__isnull=False
-    ).exists():
+    if not has_account:
         # The factory sits at the same CREATE2 address on every chain, so the account has one
         # counterfactual address: a row on each configured chain (deployed by its first op).
         address, factory = account_address(key.x, key.y)
@@ -183,6 +203,12 @@ def passkey_remove(*, user, passkey_id: int) -> None:
     passkey = Passkey.objects.select_for_update().filter(pk=passkey_id, user=user).first()
     if passkey is None:
         raise PasskeyError("No such passkey", code="not_found")
+    owner_of_account = SmartAccount.objects.filter(
+        user=user, kind=SmartAccountKind.PICNIC, passkey__isnull=False
+    ).exists()
+    if owner_of_account and passkey.owner_state in (OwnerState.ACTIVE, OwnerState.REMOVING):
+        # An owner on chain leaves through a removal signed by another owner (account_changes).
+        raise PasskeyError("This passkey is an owner of the account", code="owns_account")
     if passkey.smart_accounts.exists():
         raise PasskeyError("This passkey owns a smart account", code="owns_account")
     others = Passkey.objects.filter(user=user).exclude(pk=passkey.pk)

@@ -26,12 +26,13 @@ from webauthn.helpers.structs import (
 )
 
 from actions.models import Action, ActionStatus, Passkey, SmartAccount
+from actions.services.account_changes import signer_refusal
 from actions.services.kinds import kind_of
 from actions.services.lifecycle import action_expire_if_overdue, swap_quote_bounded
 from actions.services.passkeys import PasskeyError
 from actions.services.transitions import action_transition
 from core.lifecycle import Actor, IllegalTransition, enqueue_on_commit
-from evm.signature import pack_assertion
+from evm.signature import pack_owner_signature
 
 
 def action_challenge(action: Action) -> bytes:
@@ -56,13 +57,21 @@ def _signing_account(action: Action) -> SmartAccount:
     return account
 
 
+def _signers(action: Action):
+    """The user's passkeys offered to sign: all of them, so a device whose passkey is pending
+    or was removed is told why in plain words (signer_refusal) rather than finding nothing to
+    sign with."""
+    return Passkey.objects.filter(user=action.user)
+
+
 def authentication_options(*, action: Action) -> str:
-    passkey = _signing_account(action).passkey
+    _signing_account(action)  # the action has a passkey account (or no_passkey)
     options = generate_authentication_options(
         rp_id=settings.WEBAUTHN_RP_ID,
         challenge=action_challenge(action),
         allow_credentials=[
-            PublicKeyCredentialDescriptor(id=base64url_to_bytes(passkey.credential_id))
+            PublicKeyCredentialDescriptor(id=base64url_to_bytes(p.credential_id))
+            for p in _signers(action).order_by("pk")
         ],
         user_verification=UserVerificationRequirement.REQUIRED,
     )
@@ -97,17 +106,24 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
             f"This action can no longer be signed: it is {action.status}", code="not_proposed"
         )
     account = _signing_account(action)
-    passkey = account.passkey
     try:
         credential = parse_authentication_credential_json(credential_json)
     except (WebAuthnException, ValueError):  # not JSON, missing fields, bad base64url
         raise PasskeyError(
             "Signature refused: the assertion could not be read", code="unreadable"
         ) from None
-    if bytes_to_base64url(credential.raw_id) != passkey.credential_id:
+    # Any owner of the account signs, naming its index; a removed, pending or departing
+    # passkey is refused here, in plain words, before anything reaches the chain.
+    passkey = Passkey.objects.filter(
+        user=action.user, credential_id=bytes_to_base64url(credential.raw_id)
+    ).first()
+    if passkey is None:
         raise PasskeyError(
             "Signature refused: this passkey does not own the smart account", code="wrong_passkey"
         )
+    refusal = signer_refusal(passkey)
+    if refusal is not None:
+        raise refusal
     try:
         verified = verify_authentication_response(
             credential=credential,
@@ -120,7 +136,10 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
         )
     except InvalidAuthenticationResponse as exc:
         raise PasskeyError(f"Signature refused: {exc}", code=_refusal_code(str(exc))) from None
-    signature = pack_assertion(
+    # The index it was added at: every owner change applies on every chain, so it is the
+    # same on each (account_changes._apply checks that).
+    signature = pack_owner_signature(
+        owner_index=passkey.owner_index,
         authenticator_data=credential.response.authenticator_data,
         client_data_json=credential.response.client_data_json,
         signature_der=credential.response.signature,
@@ -143,7 +162,8 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
                 updates=kind_of(action.type).signed_updates(
                     action, account=account, signature=signature
                 ),
-                detail=f"signed with passkey {passkey.credential_id[:16]}…",
+                detail=f"signed with passkey {passkey.credential_id[:16]}… "
+                f"(owner {passkey.owner_index})",
             )
         except IllegalTransition as exc:
             raise PasskeyError(

@@ -11,6 +11,7 @@ from actions.demo import ensure_demo_tokens
 from actions.models import SmartAccount
 from actions.services.passkeys import passkey_register, registration_options
 from actions.signing_views import _account_address
+from actions.tests.factories import demo_asset_id
 from chain.dev import fund, mint
 from chain.passkey_account import SoftwarePasskey
 from core.chains import card_chain, with_endpoints
@@ -87,9 +88,7 @@ def write_token(user, application, make_token):
 
 
 def usdc_id() -> str:
-    from chain import contracts
-
-    return f"eip155:31337/erc20:{contracts.demo_token_address('USDC')}"
+    return demo_asset_id(31337, "USDC")
 
 
 def nonce_word(n: int) -> str:

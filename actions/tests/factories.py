@@ -6,6 +6,9 @@ from eth_utils import to_checksum_address
 
 from actions.models import Action, ActionType, Card, Passkey, SmartAccount
 from actions.services.lifecycle import action_create
+from chain import contracts
+from chain.stack import free_port
+from core.chains import with_endpoints
 
 SENDER = "0x1234567890123456789012345678901234567890"
 
@@ -46,6 +49,50 @@ def said(response) -> str:
     return error_text(body["detail"], body["errors"])
 
 
+def demo_asset_id(chain_id: int, symbol: str) -> str:
+    """The CAIP-19 id of a demo token on a local chain."""
+    return f"eip155:{chain_id}/erc20:{contracts.demo_token_address(symbol)}"
+
+
+def make_swap_action(*, user, application, provider: str = "local", **overrides: Any) -> Action:
+    """A proposed swap of 2 USDC for EURe (quoted 1.84, at least 1.81, slippage 1.5 %) on the
+    card's chain."""
+    params = {
+        "from_asset_id": demo_asset_id(31337, "USDC"),
+        "to_asset_id": demo_asset_id(31337, "EURe"),
+        "amount": "2",
+        "symbol": "USDC",
+        "to_symbol": "EURe",
+        "to_amount": "1.84",
+        "to_amount_min": "1.81",
+        "slippage": "1.5",
+        "provider": provider,
+    }
+    return make_action(user=user, application=application, type="swap", params=params, **overrides)
+
+
+def make_card_freeze(*, user, application, **overrides: Any) -> Action:
+    """A proposed card freeze: a real row with history and no user operation, no chain needed."""
+    kwargs: dict[str, Any] = {
+        "type": ActionType.CARD_FREEZE,
+        "summary": "Freeze card",
+        "chain_id": 31337,
+        "smart_account": "0x" + "ab" * 20,
+        "params": {},
+    }
+    kwargs.update(overrides)
+    return action_create(user=user, application=application, **kwargs)
+
+
+def make_chain_unreachable(settings) -> None:
+    """The card chain's bundler and RPC at a closed port: the refresh a page's poll does runs
+    for real and learns nothing, so what the page shows is what the test stores."""
+    closed = f"http://127.0.0.1:{free_port()}"
+    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, bundler_url=closed)
+    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, rpc_url=closed)
+    settings.BUNDLER_TIMEOUT_SECONDS = 0.5
+
+
 def made_up_address(symbol: str) -> str:
     return to_checksum_address("0x" + symbol.encode().hex().rjust(40, "0"))
 
@@ -55,7 +102,6 @@ def make_offline_wallet(user, monkeypatch) -> SmartAccount:
     addresses: the real (CREATE2) ones need the compiled contracts, and the callers never reach
     a contract, so they run without node (test-fast)."""
     from actions.demo import ensure_demo_tokens
-    from chain import contracts
 
     monkeypatch.setattr(contracts, "demo_token_address", made_up_address)
     monkeypatch.setattr(contracts, "demo_vault_address", made_up_address)
@@ -66,6 +112,7 @@ def make_offline_wallet(user, monkeypatch) -> SmartAccount:
         public_key=b"\x00",
         public_key_x="0x" + "11" * 32,
         public_key_y="0x" + "22" * 32,
+        owner_index=0,  # the account's first owner, as registration makes it
     )
     account = SmartAccount.objects.create(
         user=user,

@@ -14,7 +14,11 @@ from actions.services.transitions import action_transition
 from actions.tests.factories import make_action, user_op
 from core.admin import HISTORY_INLINE_LIMIT
 from core.lifecycle import Actor
-from core.testing import add_staff_notes, admin_page_queries, admin_search
+from core.testing import (
+    admin_search,
+    assert_change_page_bounds_history,
+    assert_queries_do_not_grow,
+)
 
 S = ActionStatus
 URL = "/admin/actions/action/"
@@ -31,33 +35,32 @@ def _action(user, application, *steps, **overrides) -> Action:
     "query", ["", "?status__exact=submitted", "?type__exact=transfer", "?stuck=yes", "?q=alice"]
 )
 def test_the_changelist_queries_do_not_grow_with_the_rows(
-    staff_client, user, application, query, django_assert_num_queries, make_user
+    staff_client, user, application, query, make_user
 ):
     _action(user, application, S.SIGNED, S.SUBMITTED)
-    few = admin_page_queries(staff_client, URL + query)
-    for n in range(8):
-        owner = make_user(f"owner{n}")
-        _action(owner, application, S.SIGNED, S.SUBMITTED)
-        _action(user, application, S.SIGNED, S.SUBMITTED)
-    Action.objects.update(signed_at=timezone.now() - timedelta(hours=1))
-    with django_assert_num_queries(few):
-        staff_client.get(URL + query)
+
+    def more():
+        for n in range(8):
+            owner = make_user(f"owner{n}")
+            _action(owner, application, S.SIGNED, S.SUBMITTED)
+            _action(user, application, S.SIGNED, S.SUBMITTED)
+        Action.objects.update(signed_at=timezone.now() - timedelta(hours=1))
+
+    assert_queries_do_not_grow(staff_client, URL + query, more)
 
 
 def test_the_change_page_queries_do_not_grow_with_the_history(
-    staff_client, staff_user, user, application, django_assert_num_queries
+    staff_client, staff_user, user, application
 ):
     action = _action(user, application, S.SIGNED)
-    url = f"{URL}{action.pk}/change/"
-    few = admin_page_queries(staff_client, url)
     # Staff notes, each by a user (no N+1).
-    add_staff_notes(action, staff_user=staff_user, count=HISTORY_INLINE_LIMIT + 10)
-    with django_assert_num_queries(few):
-        page = staff_client.get(url)
+    text = assert_change_page_bounds_history(
+        staff_client, URL, action, staff_user=staff_user, extra=10
+    )
     # Bounded: the latest rows, the oldest left to the live timeline.
-    assert f"staff note {HISTORY_INLINE_LIMIT + 9}" in page.text
-    assert "staff note 0<" not in page.text and "staff note 9<" not in page.text
-    assert "all in the live timeline" in page.text
+    assert f"staff note {HISTORY_INLINE_LIMIT + 9}" in text
+    assert "staff note 0<" not in text and "staff note 9<" not in text
+    assert "all in the live timeline" in text
 
 
 def _search(client, term: str) -> str:

@@ -14,13 +14,13 @@ from web3 import Web3
 
 from actions.models import Action, BridgeLeg
 from actions.presenters import transactions_page
-from actions.providers.local_lifi import LocalLifiServer
 from actions.services.bridges import bridge_reconcile, bridges_reconcile_pending
 from actions.services.history import history_sync
 from actions.services.lifecycle import action_submit, actions_reconcile_pending
 from actions.services.signing import action_sign
+from actions.tests.bridges import leg_settles, local_bridge
+from actions.tests.factories import demo_asset_id
 from actions.tests.test_api_status import SEED_FIELDS
-from chain import contracts
 from chain.dev import fund, mint, token_balance
 from chain.stack import free_port
 from console.selectors import Filters, needs_attention
@@ -36,33 +36,19 @@ QUOTED_EURE = 9_144_800_000_000_000_000
 
 
 def l2_eure_id(l2_chain) -> str:
-    return f"eip155:{l2_chain.chain_id}/erc20:{contracts.demo_token_address('EURe')}"
+    return demo_asset_id(l2_chain.chain_id, "EURe")
 
 
 @pytest.fixture
 def bridge(chain_world, chain_settings, settings):
     """The local LI.FI server over both chains, its relayer delivering half a second after it
-    sees the source transaction; our side polls /status every 0.2 s (at most 1 s apart)."""
-    rpc_urls = {local.chain_id: local.rpc_url for local in chain_world.chains}
-    with LocalLifiServer(rpc_urls=rpc_urls, bridge_delay=0.5, tick_seconds=0.1) as server:
-        settings.SWAP_QUOTE_URL = server.url
-        settings.SWAP_QUOTE_TIMEOUT_SECONDS = 5.0
-        settings.BRIDGE_POLL_SECONDS = 0.2
-        settings.BRIDGE_POLL_MAX_SECONDS = 1.0
+    sees the source transaction."""
+    with local_bridge(chain_world, settings, bridge_delay=0.5) as server:
         yield server
 
 
-def swap_across(api_client, write_token, registered, user, l2_chain) -> Action:
-    """Propose 10 USDC on the card's chain → EURe on the L2 over the API, sign it with the
-    passkey, and let the real bundler mine the source transaction."""
-    passkey, account, w3 = registered
-    response = api_client.post(
-        "/api/v1/actions/swap",
-        write_token,
-        {"from_asset_id": usdc_id(), "to_asset_id": l2_eure_id(l2_chain), "amount": "10"},
-    )
-    assert response.status_code == 201, response.content
-    action = Action.objects.get(pk=response.json()["action_id"])
+def sign_and_execute(passkey, user, action: Action) -> Action:
+    """Sign `action` with the passkey, submit it, and let the real bundler mine it."""
     action_sign(
         action_id=action.pk,
         user=user,
@@ -78,19 +64,27 @@ def swap_across(api_client, write_token, registered, user, l2_chain) -> Action:
     return Action.objects.get(pk=action.pk)
 
 
-def leg_settles(action: Action) -> BridgeLeg:
-    def finished():
-        bridges_reconcile_pending()
-        leg = BridgeLeg.objects.get(action=action)
-        return leg if leg.finished else None
-
-    return wait_until(finished, timeout=60, interval=0.3)
+def swap_across(api_client, write_token, registered, user, l2_chain) -> Action:
+    """Propose 10 USDC on the card's chain → EURe on the L2 over the API, sign it with the
+    passkey, and let the real bundler mine the source transaction."""
+    passkey, account, w3 = registered
+    response = api_client.post(
+        "/api/v1/actions/swap",
+        write_token,
+        {"from_asset_id": usdc_id(), "to_asset_id": l2_eure_id(l2_chain), "amount": "10"},
+    )
+    assert response.status_code == 201, response.content
+    return sign_and_execute(passkey, user, Action.objects.get(pk=response.json()["action_id"]))
 
 
 def status_body(api_client, write_token, action) -> dict:
     answer = api_client.get(f"/api/v1/actions/{action.pk}", write_token)
     assert answer.status_code == 200
     return answer.json()
+
+
+def history_details(api_client, write_token, action) -> list[str]:
+    return [row["detail"] for row in status_body(api_client, write_token, action)["status_history"]]
 
 
 def test_a_cross_chain_swap_runs_end_to_end_and_every_page_shows_both_legs(
@@ -184,7 +178,7 @@ def test_a_refund_sends_the_tokens_back_on_the_source_chain_and_says_so(
     assert token_balance(w3, "USDC", account.address) == 10_000_000  # back where it was
     assert token_balance(l2, "EURe", account.address) == eure_before
     assert Action.objects.get(pk=action.pk).status == "executed"
-    details = [r["detail"] for r in status_body(api_client, write_token, action)["status_history"]]
+    details = history_details(api_client, write_token, action)
     assert details[-1].startswith("destination leg: refunded 10 USDC on Gnosis (local), tx ")
     client.force_login(user)
     page = client.get(f"/sign/{action.pk}/").text
@@ -203,7 +197,7 @@ def test_a_partial_delivery_is_another_token_on_the_destination_chain(
     assert (leg.status, leg.substatus) == ("DONE", "PARTIAL")
     assert (leg.received_amount, leg.received_symbol) == ("9.94", "USDC")
     assert token_balance(l2, "USDC", account.address) - usdc_before == 9_940_000
-    details = [r["detail"] for r in status_body(api_client, write_token, action)["status_history"]]
+    details = history_details(api_client, write_token, action)
     assert "instead of EURe: the bridge delivered another token (DONE, PARTIAL)" in details[-1]
     client.force_login(user)
     page = client.get(f"/sign/{action.pk}/", HTTP_ACCEPT_LANGUAGE="pt-br").text
@@ -305,13 +299,12 @@ def test_a_swap_from_the_l2_into_eure_on_the_cards_chain(
     fund(l2, account.address, Web3.to_wei(1, "ether"))
     mint(l2, "USDC", account.address, 10_000_000)
     eure_before = token_balance(w3, "EURe", account.address)
-    usdc = contracts.demo_token_address("USDC")
     response = api_client.post(
         "/api/v1/actions/swap",
         write_token,
         {
-            "from_asset_id": f"eip155:{l2_chain.chain_id}/erc20:{usdc}",
-            "to_asset_id": f"eip155:{chain.chain_id}/erc20:{contracts.demo_token_address('EURe')}",
+            "from_asset_id": demo_asset_id(l2_chain.chain_id, "USDC"),
+            "to_asset_id": demo_asset_id(chain.chain_id, "EURe"),
             "amount": "10",
         },
     )
@@ -321,19 +314,7 @@ def test_a_swap_from_the_l2_into_eure_on_the_cards_chain(
     assert action.summary.startswith(
         "Swap 10 USDC on Base (local) for at least 9.099076 EURe on Gnosis (local)"
     )
-    action_sign(
-        action_id=action.pk,
-        user=user,
-        credential_json=json.dumps(passkey.get_json(bytes.fromhex(action.user_op_hash[2:]))),
-    )
-    assert action_submit(action_id=action.pk).status == "broadcast"
-
-    def executed():
-        actions_reconcile_pending()
-        return Action.objects.get(pk=action.pk).status == "executed"
-
-    wait_until(executed, timeout=60, interval=0.5)
-    action.refresh_from_db()
+    action = sign_and_execute(passkey, user, action)
     # The source leg on the L2, the destination leg on the card's chain.
     assert l2.eth.get_transaction_receipt(action.tx_hash)["status"] == 1
     assert token_balance(l2, "USDC", account.address) == 0

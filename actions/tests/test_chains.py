@@ -7,9 +7,11 @@ a write tool's 503 while the other chain keeps taking proposals."""
 from __future__ import annotations
 
 import json
+import threading
 
 import jsonschema
 import pytest
+import requests
 from web3 import Web3
 
 from actions.contract import BALANCES_SCHEMA, SMART_ACCOUNTS_SCHEMA, TRANSACTIONS_SCHEMA
@@ -21,6 +23,7 @@ from chain.dev import fund, mint, token_balance
 from chain.stack import LocalChain, free_port
 from core.chains import with_endpoints
 from core.lifecycle import Actor
+from core.local_server import LocalJsonServer
 from core.testing import ScriptedServer, wait_until
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
@@ -100,37 +103,65 @@ def test_balances_cover_both_chains_with_their_caip_ids(on_both, api_client, tok
     ]
 
 
-def test_balances_are_one_batch_per_chain_sent_in_parallel(on_both, user, l2_chain, chain):
-    """Each chain's node gets exactly one HTTP request (a JSON-RPC batch), the two from two
-    threads (this one and a pool thread), at once."""
-    import threading
+class NodeProxy(LocalJsonServer):
+    """A forwarder in front of a real node that records each request's JSON-RPC batch size
+    and, when `together` is a barrier, forwards nothing until every proxy sharing it has
+    received its request (so a reader that waits for one chain's answer before asking the
+    next never gets one). `close_after` closes each kept-alive connection after its answer,
+    without saying so (as a node's idle timeout does)."""
 
+    def __init__(self, target: str, together: threading.Barrier | None = None) -> None:
+        super().__init__()
+        self.target, self.together, self.close_after = target, together, False
+        self.batches: list[int] = []
+
+    def on_post(self, handler) -> None:
+        body = self.read_body(handler)
+        request = json.loads(body)
+        self.batches.append(len(request) if isinstance(request, list) else 0)
+        if self.together is not None:
+            try:
+                self.together.wait()
+            except threading.BrokenBarrierError:
+                return self.send(handler, 502, b'{"message": "asked one after the other"}')
+        answer = requests.post(self.target, data=body, timeout=30)
+        self.send(handler, answer.status_code, answer.content)
+        handler.close_connection = self.close_after
+
+
+def test_balances_are_one_batch_per_chain_all_sent_before_any_answer(
+    on_both, user, l2_chain, chain, settings
+):
+    """Each chain's node gets exactly one HTTP request (a JSON-RPC batch), and neither
+    node answers until both have been asked: the reads wait side by side, from one thread."""
+    from actions.chain_reads import _read_pool, balances_for_user
+
+    together = threading.Barrier(2, timeout=10)
+    settings.CHAIN_READ_TIMEOUT_SECONDS = 20
+    with NodeProxy(chain.rpc_url, together) as card, NodeProxy(l2_chain.rpc_url, together) as l2:
+        settings.CHAINS = with_endpoints(31337, rpc_url=card.url)
+        settings.CHAINS = with_endpoints(31338, rpc_url=l2.url)
+        pool_threads = _read_pool()._threads.copy()
+        body = balances_for_user(user=user)
+    assert [c["error"] for c in body["chains"]] == [None, None]
+    assert (card.batches, l2.batches) == ([4], [4])  # USDC, EURe, svUSDC and its share price
+    assert _usdc_by_chain(body) == {31337: "10", 31338: "7"}
+    assert _read_pool()._threads == pool_threads  # no read thread started for this
+
+
+def test_a_node_that_closes_its_kept_connections_is_asked_again_on_a_fresh_one(
+    on_both, user, l2_chain, chain, settings
+):
     from actions.chain_reads import balances_for_user
 
-    seen: list[tuple[int, str, str]] = []
-
-    class Counting(Web3.HTTPProvider):
-        def __init__(self, chain_id, url):
-            super().__init__(url)
-            self.chain_id = chain_id
-
-        def make_request(self, method, params):
-            seen.append((self.chain_id, method, threading.current_thread().name))
-            return super().make_request(method, params)
-
-        def make_batch_request(self, requests):
-            seen.append((self.chain_id, "batch", threading.current_thread().name))
-            return super().make_batch_request(requests)
-
-    readers = {
-        31337: Web3(Counting(31337, chain.rpc_url)),
-        31338: Web3(Counting(31338, l2_chain.rpc_url)),
-    }
-    body = balances_for_user(user=user, readers=readers)
-    assert sorted((c, m) for c, m, _ in seen) == [(31337, "batch"), (31338, "batch")]
-    threads = {name for _, _, name in seen}
-    assert len(threads) == 2 and threading.current_thread().name in threads
-    assert _usdc_by_chain(body) == {31337: "10", 31338: "7"}
+    with NodeProxy(chain.rpc_url) as card:
+        card.close_after = True
+        settings.CHAINS = with_endpoints(31337, rpc_url=card.url)
+        for _ in range(3):
+            body = balances_for_user(user=user)
+            assert [c["error"] for c in body["chains"]] == [None, None]
+            assert _usdc_by_chain(body) == {31337: "10", 31338: "7"}
+    assert card.batches == [4, 4, 4]
 
 
 def test_a_transfer_on_the_l2_goes_through_the_l2_bundler(
@@ -167,11 +198,17 @@ def test_a_transfer_on_the_l2_goes_through_the_l2_bundler(
 def test_an_l2_that_is_down_is_named_and_the_card_chain_keeps_working(
     on_both, user, api_client, token, settings
 ):
-    """A refused port and a node that hangs: both bounded, both named."""
+    """A refused port, a node that hangs, one that drops the connection and one that answers
+    garbage: all bounded, all named."""
     settings.CHAIN_READ_TIMEOUT_SECONDS = 1
-    with ScriptedServer() as hanging:
-        hanging.mode = "hang"
-        for url, reason in ((f"http://127.0.0.1:{free_port()}", "refused"), (hanging.url, "")):
+    with ScriptedServer() as failing:
+        for url, mode, reason in (
+            (f"http://127.0.0.1:{free_port()}", "result", "refused"),
+            (failing.url, "hang", "timed out"),
+            (failing.url, "drop", "connection"),
+            (failing.url, "garbage", "Expecting value"),
+        ):
+            failing.mode = mode
             settings.CHAINS = with_endpoints(31338, rpc_url=url, bundler_url=url)
             body = _balances(api_client, token)
             assert _usdc_by_chain(body) == {31337: "10"}  # the card chain's data, as it is

@@ -14,16 +14,14 @@ PICNIC_SCREENSHOT_DIR=docs/img refreshes the committed screenshots (docs/img/end
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from web3 import Web3
 
-from actions.models import Action, Passkey, SmartAccount
+from actions.models import Action, Passkey
 from actions.providers.local_coingecko import LocalCoinGeckoServer
-from core.chains import with_endpoints
-from core.testing import add_virtual_authenticator, chromium_options
+from actions.tests.browser import chromium, register_passkey, serve_passkeys, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 RECIPIENT = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"
@@ -38,36 +36,9 @@ WCAG_AA = {
 }
 
 
-@contextmanager
-def chromium(locale: str):
-    """A page in a browser whose language is `locale` (Accept-Language and navigator), with a
-    CDP virtual authenticator that verifies the user."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            **chromium_options(),
-        )
-        context = browser.new_context(locale=locale, viewport={"width": 820, "height": 900})
-        page = context.new_page()
-        cdp = context.new_cdp_session(page)
-        add_virtual_authenticator(cdp)
-        try:
-            yield page
-        finally:
-            browser.close()
-
-
 @pytest.fixture
 def browser_env(live_server, settings, monkeypatch):
-    # Playwright's sync API runs an event loop in this thread; the ORM calls here are still sync.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from picnic.celery import app as celery_app
-
-    monkeypatch.setitem(celery_app.conf, "task_always_eager", True)
-    settings.WEBAUTHN_RP_ID = "localhost"
-    settings.WEBAUTHN_ORIGIN = live_server.url
-    settings.PUBLIC_BASE_URL = live_server.url
+    serve_passkeys(live_server, settings, monkeypatch)
     with LocalCoinGeckoServer() as prices:
         settings.PRICE_API_URL = prices.url
         yield live_server
@@ -86,14 +57,6 @@ def audit(page, language: str, name: str, tmp_path: Path) -> None:
     assert page.evaluate("document.documentElement.lang") == language.lower()
     assert page.title().endswith("· Picnic")
     page.screenshot(path=str(Path(SCREENSHOT_DIR or tmp_path) / f"enduser-{language}-{name}.png"))
-
-
-def sign_in(page, base_url: str, username: str, password: str) -> None:
-    page.goto(f"{base_url}/accounts/login/?next=/passkeys/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", password)
-    page.click("#sign-in")
-    page.wait_for_url("**/passkeys/")
 
 
 # --- Brazilian Portuguese: the whole flow on the local chain --------------------------------
@@ -116,19 +79,15 @@ def test_the_whole_flow_in_portuguese(
 
     ensure_demo_tokens()
     base = browser_env.url
-    django_user_model.objects.create_user("ana", password="ana-password")
+    user = django_user_model.objects.create_user("ana", password="ana-password")
     with chromium("pt-BR") as page:
         page.goto(f"{base}/accounts/login/")
         assert page.inner_text("h1") == "Entrar"
         audit(page, "pt-BR", "login", tmp_path)
-        sign_in(page, base, "ana", "ana-password")
-        page.click("#register-passkey")
-        page.wait_for_selector("li.passkey", timeout=30_000)  # the page reloads with the list
+        account = register_passkey(page, base, user, "ana-password")
         assert "Conta Picnic" in page.inner_text("#accounts")
         audit(page, "pt-BR", "passkeys", tmp_path)
 
-        user = django_user_model.objects.get(username="ana")
-        account = SmartAccount.objects.get(user=user, passkey__isnull=False, chain_id=31337)
         w3 = Web3(Web3.HTTPProvider(chain_settings.rpc_url))
         fund(w3, account.address, Web3.to_wei(1, "ether"))
         mint(w3, "USDC", account.address, 5_000_000)
@@ -204,24 +163,24 @@ def test_the_whole_flow_in_portuguese(
 def test_the_pages_in_spanish_and_english(
     browser_env, language, django_user_model, application, monkeypatch, tmp_path
 ):
-    from actions.models import ActionStatus
-    from actions.services.transitions import action_transition
-    from actions.tests.factories import make_action, make_offline_wallet
-    from chain import contracts
-    from chain.stack import free_port
-    from core.lifecycle import Actor
-
-    closed = f"http://127.0.0.1:{free_port()}"
     from django.conf import settings
 
-    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, bundler_url=closed)
-    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, rpc_url=closed)
-    settings.BUNDLER_TIMEOUT_SECONDS = 0.5
+    from actions.models import ActionStatus
+    from actions.services.transitions import action_transition
+    from actions.tests.factories import (
+        make_action,
+        make_chain_unreachable,
+        make_offline_wallet,
+        make_swap_action,
+    )
+    from chain import contracts
+    from core.lifecycle import Actor
+
+    make_chain_unreachable(settings)
     base = browser_env.url
     user = django_user_model.objects.create_user("eva", password="eva-password")
     make_offline_wallet(user, monkeypatch)
     usdc = f"eip155:31337/erc20:{contracts.demo_token_address('USDC')}"
-    eure = f"eip155:31337/erc20:{contracts.demo_token_address('EURe')}"
     # The browser says English; Spanish is chosen with the switcher and remembered.
     with chromium("en-US") as page:
         page.goto(f"{base}/accounts/login/")
@@ -280,22 +239,7 @@ def test_the_pages_in_spanish_and_english(
         page.wait_for_selector('[data-status="rejected"]', timeout=30_000)
         assert Action.objects.get(pk=transfer.pk).status == "rejected"
 
-        swap = make_action(
-            user=user,
-            application=application,
-            type="swap",
-            params={
-                "from_asset_id": usdc,
-                "to_asset_id": eure,
-                "amount": "2",
-                "symbol": "USDC",
-                "to_symbol": "EURe",
-                "to_amount": "1.84",
-                "to_amount_min": "1.81",
-                "slippage": "1.5",
-                "provider": "demo-dex",
-            },
-        )
+        swap = make_swap_action(user=user, application=application, provider="demo-dex")
         page.goto(f"{base}/sign/{swap.pk}/")
         assert page.is_visible("#slippage-warning")
         audit(page, language, "swap", tmp_path)

@@ -19,10 +19,14 @@ from django.utils import timezone
 from actions.models import Action, ActionStatus, Passkey, SmartAccount
 from actions.providers.local_coingecko import LocalCoinGeckoServer
 from actions.services.passkeys import passkey_register, registration_options
-from actions.tests.factories import make_action, make_offline_wallet
+from actions.tests.factories import (
+    demo_asset_id,
+    make_action,
+    make_chain_unreachable,
+    make_offline_wallet,
+    make_swap_action,
+)
 from chain.passkey_account import SoftwarePasskey
-from chain.stack import free_port
-from core.chains import with_endpoints
 
 pytestmark = pytest.mark.django_db
 RECIPIENT = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"
@@ -36,10 +40,7 @@ def words(response) -> str:
 
 @pytest.fixture(autouse=True)
 def offline(settings):
-    closed = f"http://127.0.0.1:{free_port()}"
-    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, bundler_url=closed)
-    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, rpc_url=closed)
-    settings.BUNDLER_TIMEOUT_SECONDS = 0.5
+    make_chain_unreachable(settings)
     settings.PRICE_CACHE_SECONDS = 0
 
 
@@ -62,15 +63,11 @@ def owner(client, user, wallet):
 
 
 def usdc():
-    from chain import contracts
-
-    return f"eip155:31337/erc20:{contracts.demo_token_address('USDC')}"
+    return demo_asset_id(31337, "USDC")
 
 
 def eure():
-    from chain import contracts
-
-    return f"eip155:31337/erc20:{contracts.demo_token_address('EURe')}"
+    return demo_asset_id(31337, "EURe")
 
 
 def transfer(user, application, chain_id: int = 31337, **params) -> Action:
@@ -84,23 +81,11 @@ def transfer(user, application, chain_id: int = 31337, **params) -> Action:
 
 
 def swap(user, application) -> Action:
-    return make_action(
+    return make_swap_action(
         user=user,
         application=application,
-        type="swap",
         summary="Swap 2 USDC for at least 1.81 EURe (quoted 1.84) via local on Gnosis (local), "
         "slippage 1.5%",
-        params={
-            "from_asset_id": usdc(),
-            "to_asset_id": eure(),
-            "amount": "2",
-            "symbol": "USDC",
-            "to_symbol": "EURe",
-            "to_amount": "1.84",
-            "to_amount_min": "1.81",
-            "slippage": "1.5",
-            "provider": "local",
-        },
     )
 
 
@@ -377,18 +362,23 @@ def software_passkey(user, settings):
     return passkey, stored
 
 
+def approve(client, action, passkey, *, language: str):
+    """The signing page's approve request with the passkey's assertion, in `language`."""
+    assertion = passkey.get_json(bytes.fromhex(action.user_op_hash[2:]))
+    return client.post(
+        f"/sign/{action.pk}/approve",
+        json.dumps(assertion),
+        content_type="application/json",
+        HTTP_ACCEPT_LANGUAGE=language,
+    )
+
+
 def test_a_sign_count_refusal_is_explained_not_quoted(client, user, application, software_passkey):
     passkey, stored = software_passkey
     client.force_login(user)
     action = make_action(user=user, application=application, smart_account="0x" + "ab" * 20)
     Passkey.objects.filter(pk=stored.pk).update(sign_count=passkey.sign_count + 10)
-    assertion = passkey.get_json(bytes.fromhex(action.user_op_hash[2:]))
-    response = client.post(
-        f"/sign/{action.pk}/approve",
-        json.dumps(assertion),
-        content_type="application/json",
-        HTTP_ACCEPT_LANGUAGE="pt-BR",
-    )
+    response = approve(client, action, passkey, language="pt-BR")
     body = response.json()
     assert response.status_code == 409 and body["code"] == "sign_count"
     assert body["error"].startswith("O contador de segurança da sua chave de acesso não avançou")
@@ -402,13 +392,7 @@ def test_an_unverified_user_is_explained_in_spanish(client, user, application, s
     client.force_login(user)
     action = make_action(user=user, application=application, smart_account="0x" + "ab" * 20)
     passkey.user_verified = False  # touched the key, but no fingerprint, face or PIN
-    assertion = passkey.get_json(bytes.fromhex(action.user_op_hash[2:]))
-    response = client.post(
-        f"/sign/{action.pk}/approve",
-        json.dumps(assertion),
-        content_type="application/json",
-        HTTP_ACCEPT_LANGUAGE="es",
-    )
+    response = approve(client, action, passkey, language="es")
     body = response.json()
     assert response.status_code == 409 and body["code"] == "user_verification"
     assert body["error"].startswith("Tu dispositivo no confirmó que eres tú")
@@ -455,7 +439,8 @@ def test_the_passkey_that_owns_the_account_is_never_removed(owner, user, wallet)
     assert page.status_code == 200  # the confirmation
     owner.post(f"/passkeys/{passkey.pk}/remove", HTTP_ACCEPT_LANGUAGE="pt-BR")
     assert Passkey.objects.filter(pk=passkey.pk).exists()
-    assert "Esta chave de acesso é a dona da sua conta Picnic" in words(
+    # The only owner of the account on chain: removing it would leave nobody to sign.
+    assert "Esta é a única chave de acesso que assina pela sua conta" in words(
         owner.get("/passkeys/", HTTP_ACCEPT_LANGUAGE="pt-BR")
     )
 
@@ -464,8 +449,13 @@ def test_a_second_device_is_removed_unless_it_is_the_last_while_actions_wait(
     owner, user, wallet, application
 ):
     owning = Passkey.objects.get(user=user)
-    second = Passkey.objects.create(
-        user=user, credential_id="cred-2", public_key=b"\x00", public_key_x="0x", public_key_y="0x"
+    second = Passkey.objects.create(  # registered, never approved: not an owner on chain
+        user=user,
+        credential_id="cred-2",
+        public_key=b"\x00",
+        public_key_x="0x",
+        public_key_y="0x",
+        owner_state="pending",
     )
     owner.post(f"/passkeys/{second.pk}/remove")
     assert not Passkey.objects.filter(pk=second.pk).exists()

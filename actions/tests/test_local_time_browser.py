@@ -9,10 +9,8 @@ import zoneinfo
 
 import pytest
 
-from actions.tests.test_enduser_browser import (
-    browser_env,  # noqa: F401 (a fixture)
-    sign_in,
-)
+from actions.tests.browser import sign_in
+from actions.tests.test_enduser_browser import browser_env  # noqa: F401 (a fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 ZONE = "America/Sao_Paulo"

@@ -108,34 +108,22 @@ def test_balances_need_their_scope(registered, api_client, user, application, ma
 
 
 def test_all_balances_are_read_in_one_rpc_round_trip_per_chain(
-    registered, user, prices, chain_settings, l2_chain
+    registered, user, prices, chain_settings, l2_chain, settings
 ):
-    from web3 import Web3
-
     from actions.chain_reads import balances_for_user
+    from actions.tests.test_chains import NodeProxy
+    from core.chains import with_endpoints
 
     # On the card's chain a second account (the card's Safe): 2 accounts × 3 tokens (USDC,
     # EURe, the svUSDC vault share), plus the vault's share price, all in one batch; on the L2
     # the passkey account's 3 tokens and the share price, in one batch of its own.
     provision_card(user=user, card_id="c-2", last4="1111")
-    calls: list[str] = []
-
-    class Counting(Web3.HTTPProvider):
-        def make_request(self, method, params):
-            calls.append(method)
-            return super().make_request(method, params)
-
-        def make_batch_request(self, requests):
-            calls.append(f"batch of {len(requests)}")
-            return super().make_batch_request(requests)
-
-    readers = {
-        31337: Web3(Counting(chain_settings.rpc_url)),
-        31338: Web3(Counting(l2_chain.rpc_url)),
-    }
-    body = balances_for_user(user=user, readers=readers)
+    with NodeProxy(chain_settings.rpc_url) as card, NodeProxy(l2_chain.rpc_url) as l2:
+        settings.CHAINS = with_endpoints(31337, rpc_url=card.url)
+        settings.CHAINS = with_endpoints(31338, rpc_url=l2.url)
+        body = balances_for_user(user=user)
     assert len(body["balances"]) == 9
-    assert sorted(calls) == ["batch of 4", "batch of 7"]
+    assert (card.batches, l2.batches) == ([7], [4])
 
 
 def test_get_card_reads_balance_and_daily_limit_from_the_chain_and_virtual_cards_inherit(

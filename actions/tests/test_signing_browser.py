@@ -12,13 +12,11 @@ import pytest
 from django.utils import timezone
 from web3 import Web3
 
-from actions.demo import ensure_demo_tokens
-from actions.models import Action, SmartAccount
+from actions.models import Action
 from actions.providers.local_lifi import LocalLifiServer
+from actions.tests.browser import browser_page, register_passkey, sign_in, sign_on_page  # noqa: F401
 from chain import contracts, ens
 from chain.dev import fund, mint, token_balance
-from core.chains import with_endpoints
-from core.testing import add_virtual_authenticator, chromium_options
 
 pytestmark = [pytest.mark.chain, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 RECIPIENT = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"
@@ -27,32 +25,8 @@ RECIPIENT = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"
 SCREENSHOT_DIR = os.environ.get("PICNIC_SCREENSHOT_DIR")
 
 
-@pytest.fixture
-def browser_page(live_server, chain_settings, settings, monkeypatch):
-    # Playwright's sync API runs an event loop in this thread; the ORM calls here are still sync.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from picnic.celery import app as celery_app
-
-    monkeypatch.setitem(celery_app.conf, "task_always_eager", True)
-    settings.WEBAUTHN_RP_ID = "localhost"
-    settings.WEBAUTHN_ORIGIN = live_server.url
-    settings.PUBLIC_BASE_URL = live_server.url
-    ensure_demo_tokens()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            **chromium_options(),
-        )
-        page = browser.new_page(viewport={"width": 1000, "height": 900})
-        cdp = page.context.new_cdp_session(page)
-        add_virtual_authenticator(cdp)
-        yield page
-        browser.close()
-
-
 def test_register_transfer_sign_execute_reject_and_expire(
-    browser_page,
+    browser_page,  # noqa: F811 - the imported fixture
     live_server,
     django_user_model,
     application,
@@ -63,13 +37,7 @@ def test_register_transfer_sign_execute_reject_and_expire(
 ):
     page = browser_page
     user = django_user_model.objects.create_user("alice", password="alice-password")
-    page.goto(f"{live_server.url}/accounts/login/?next=/passkeys/")
-    page.fill("input[name=username]", "alice")
-    page.fill("input[name=password]", "alice-password")
-    page.click("#sign-in")
-    page.click("#register-passkey")
-    page.wait_for_selector("li.passkey", timeout=30_000)  # the page reloads with the list
-    account = SmartAccount.objects.get(user=user, passkey__isnull=False, chain_id=31337)
+    account = register_passkey(page, live_server.url, user, "alice-password")
 
     w3 = Web3(Web3.HTTPProvider(live_server_chain_url()))
     fund(w3, account.address, Web3.to_wei(1, "ether"))
@@ -91,11 +59,9 @@ def test_register_transfer_sign_execute_reject_and_expire(
         return response.json()
 
     first = propose("1.5")
-    page.goto(first["sign_url"])
-    assert page.inner_text("#headline") == f"Send 1.5 USDC to {RECIPIENT[:6]}…{RECIPIENT[-4:]}"
-    assert page.inner_text("#recipient-address") == RECIPIENT
-    page.click("#approve")
-    page.wait_for_selector('[data-status="executed"]', timeout=90_000)
+    shown = sign_on_page(page, first["sign_url"], "#headline", "#recipient-address")
+    assert shown["#headline"] == f"Send 1.5 USDC to {RECIPIENT[:6]}…{RECIPIENT[-4:]}"
+    assert shown["#recipient-address"] == RECIPIENT
     assert token_balance(w3, "USDC", RECIPIENT) - before == 1_500_000
     executed = Action.objects.get(pk=first["action_id"])
     assert executed.tx_hash and w3.eth.get_transaction_receipt(executed.tx_hash)["status"] == 1
@@ -113,11 +79,9 @@ def test_register_transfer_sign_execute_reject_and_expire(
     ens.register(w3, "merchant.eth", merchant)
     merchant_before = token_balance(w3, "USDC", merchant)
     named = propose("1", to="merchant.eth")
-    page.goto(named["sign_url"])
-    assert page.inner_text("#headline") == "Send 1 USDC to merchant.eth"
-    assert page.inner_text("#recipient-address") == merchant
-    page.click("#approve")
-    page.wait_for_selector('[data-status="executed"]', timeout=90_000)
+    shown = sign_on_page(page, named["sign_url"], "#headline", "#recipient-address")
+    assert shown["#headline"] == "Send 1 USDC to merchant.eth"
+    assert shown["#recipient-address"] == merchant
     assert token_balance(w3, "USDC", merchant) - merchant_before == 1_000_000
     assert Action.objects.get(pk=named["action_id"]).params["ens"] == "merchant.eth"
 
@@ -170,27 +134,23 @@ def _seconds(shown: str) -> int:
 
 
 def test_the_page_counts_down_expires_by_itself_and_stops_polling_at_failed(
-    browser_page, live_server, django_user_model, application, settings
+    browser_page,  # noqa: F811 - the imported fixture
+    live_server,
+    django_user_model,
+    application,
+    settings,
 ):
     from actions.models import ActionStatus as S
     from actions.services.transitions import action_transition
-    from actions.tests.factories import make_action
-    from chain.stack import free_port
+    from actions.tests.factories import make_action, make_chain_unreachable
     from core.lifecycle import Actor
 
     # Polls refresh in-flight actions against the bundler: make it unreachable, so what the
     # page shows is what this test stores.
-    closed = f"http://127.0.0.1:{free_port()}"
-    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, bundler_url=closed)
-    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, rpc_url=closed)
-    settings.BUNDLER_TIMEOUT_SECONDS = 0.5
+    make_chain_unreachable(settings)
     page = browser_page
     user = django_user_model.objects.create_user("carol", password="carol-password")
-    page.goto(f"{live_server.url}/accounts/login/?next=/passkeys/")
-    page.fill("input[name=username]", "carol")
-    page.fill("input[name=password]", "carol-password")
-    page.click("#sign-in")
-    page.wait_for_url("**/passkeys/")
+    sign_in(page, live_server.url, "carol", "carol-password")
 
     # The countdown moves between polls (the server answers 204 while nothing changes).
     action = make_action(user=user, application=application, ttl_seconds=600)

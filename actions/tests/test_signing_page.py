@@ -16,9 +16,7 @@ from django.utils import timezone
 
 from actions.models import Action, ActionStatus, ActionType
 from actions.services.transitions import action_transition
-from actions.tests.factories import make_action
-from chain.stack import free_port
-from core.chains import with_endpoints
+from actions.tests.factories import make_action, make_chain_unreachable
 from core.lifecycle import Actor
 
 pytestmark = pytest.mark.django_db
@@ -35,10 +33,7 @@ REVERT = (
 
 @pytest.fixture(autouse=True)
 def offline(settings):
-    closed = f"http://127.0.0.1:{free_port()}"
-    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, bundler_url=closed)
-    settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, rpc_url=closed)
-    settings.BUNDLER_TIMEOUT_SECONDS = 0.5
+    make_chain_unreachable(settings)
 
 
 @pytest.fixture

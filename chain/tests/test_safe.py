@@ -8,33 +8,18 @@ from web3 import Web3
 from chain.dev import fund
 from chain.passkey_account import SoftwarePasskey
 from chain.safe import deploy_safe
-from evm.passkey_account import PasskeyAccountClient
+from chain.tests.passkeys import deploy_passkey_account
 from evm.safe import eip191_hash, safe_contract, safe_message_hash
 from evm.safe_signature import contract_signature
-from evm.signature import pack_assertion
 
 pytestmark = pytest.mark.chain
-
-
-def _sign(passkey: SoftwarePasskey, challenge: bytes) -> bytes:
-    a = passkey.get_assertion(challenge)
-    return bytes.fromhex(
-        pack_assertion(
-            authenticator_data=a["authenticator_data"],
-            client_data_json=a["client_data_json"],
-            signature_der=a["signature"],
-        )[2:]
-    )
 
 
 def test_a_passkey_signs_for_its_safe_and_nobody_else_does(chain):
     w3 = Web3(Web3.HTTPProvider(chain.rpc_url))
     dev = w3.eth.accounts[0]
     passkey, intruder = SoftwarePasskey(), SoftwarePasskey()
-    account = PasskeyAccountClient(w3, *passkey.public_xy)
-    w3.eth.wait_for_transaction_receipt(
-        account.factory.functions.createAccount(account.qx, account.qy, 0).transact({"from": dev})
-    )
+    account = deploy_passkey_account(w3, passkey, sender=dev)
     fund(w3, account.address, 12345)  # a deployed account: its receive() runs
     assert w3.eth.get_balance(account.address) == 12345
     safe_address = deploy_safe(w3, account.address, sender=dev)
@@ -43,7 +28,9 @@ def test_a_passkey_signs_for_its_safe_and_nobody_else_does(chain):
     assert safe.functions.getOwners().call() == [account.address]
     message_hash = eip191_hash("picnic wants you to sign in")
     challenge = safe_message_hash(w3, safe_address, message_hash)
-    good = contract_signature(owner=account.address, owner_signature=_sign(passkey, challenge))
+    good = contract_signature(
+        owner=account.address, owner_signature=passkey.owner_signature(challenge)
+    )
     erc1271 = w3.eth.contract(
         address=safe_address,
         abi=[
@@ -59,6 +46,8 @@ def test_a_passkey_signs_for_its_safe_and_nobody_else_does(chain):
     assert erc1271.functions.isValidSignature(message_hash, good).call() == bytes.fromhex(
         "1626ba7e"
     )
-    bad = contract_signature(owner=account.address, owner_signature=_sign(intruder, challenge))
+    bad = contract_signature(
+        owner=account.address, owner_signature=intruder.owner_signature(challenge)
+    )
     with pytest.raises(Exception, match="GS024"):  # Safe: invalid contract signature provided
         erc1271.functions.isValidSignature(message_hash, bad).call()

@@ -11,24 +11,12 @@ from web3.exceptions import ContractLogicError
 from chain import contracts, zodiac
 from chain.passkey_account import SoftwarePasskey
 from chain.safe import DelayConfig, deploy_safe
+from chain.tests.passkeys import deploy_passkey_account
 from evm import zodiac as modifiers
-from evm.passkey_account import PasskeyAccountClient
 from evm.safe import safe_contract
-from evm.signature import pack_assertion
 
 pytestmark = pytest.mark.chain
 SENTINEL = "0x0000000000000000000000000000000000000001"
-
-
-def _sign(passkey: SoftwarePasskey, challenge: bytes) -> bytes:
-    a = passkey.get_assertion(challenge)
-    return bytes.fromhex(
-        pack_assertion(
-            authenticator_data=a["authenticator_data"],
-            client_data_json=a["client_data_json"],
-            signature_der=a["signature"],
-        )[2:]
-    )
 
 
 def _send(w3, tx_data: bytes, to: str):
@@ -42,10 +30,7 @@ def test_a_limit_change_waits_for_the_cooldown_then_runs_from_the_safe(chain):
     w3 = Web3(Web3.HTTPProvider(chain.rpc_url))
     dev = w3.eth.accounts[0]
     passkey = SoftwarePasskey()
-    account = PasskeyAccountClient(w3, *passkey.public_xy)
-    w3.eth.wait_for_transaction_receipt(
-        account.factory.functions.createAccount(account.qx, account.qy, 0).transact({"from": dev})
-    )
+    account = deploy_passkey_account(w3, passkey, sender=dev)
     config = DelayConfig(cooldown=3, expiration=600)
     safe = deploy_safe(w3, account.address, sender=dev, delay=config)
     delay_address = zodiac.delay_address(safe, 3, 600)
@@ -71,13 +56,16 @@ def test_a_limit_change_waits_for_the_cooldown_then_runs_from_the_safe(chain):
 
     # A signature over anything else is refused by the account, on chain.
     forged = modifiers.exec_module_tx_call(
-        modifier=delay_address, data=data, salt=salt, signature=_sign(passkey, b"\x01" * 32)
+        modifier=delay_address,
+        data=data,
+        salt=salt,
+        signature=passkey.owner_signature(b"\x01" * 32),
     )
     with pytest.raises(ContractLogicError, match="invalid passkey signature"):
         w3.eth.call({"from": w3.eth.accounts[1], "to": account.address, "data": forged})
 
     relayed = modifiers.exec_module_tx_call(
-        modifier=delay_address, data=data, salt=salt, signature=_sign(passkey, challenge)
+        modifier=delay_address, data=data, salt=salt, signature=passkey.owner_signature(challenge)
     )
     receipt = _send(w3, relayed, account.address)
     assert receipt["status"] == 1

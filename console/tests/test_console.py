@@ -73,7 +73,7 @@ def test_it_lists_stuck_work_of_all_three_apps_with_links_and_full_errors(staff_
     # counts per lifecycle and status, and a chart per lifecycle
     assert 'data-count="delivery:unknown">1<' in text
     assert 'data-count="operation:needs_review">1<' in text
-    assert text.count("<svg") == 3
+    assert text.count("<svg") == 4  # action, delivery, operation, accountChange
     # this hour's bar: the delivery's 4 transitions (queued, claimed, sending, unknown)
     hour = timezone.now().strftime("%H")
     assert f"{hour}:00 UTC — 4 transitions, 1 to a failure" in text
@@ -428,9 +428,11 @@ def test_a_staff_member_without_the_moves_permission_gets_403(
     client, make_user, stuck_all, move, perm
 ):
     member = make_user("rita", is_staff=True)
+    # every other move's permission, and the view permission of every kind
     others = Permission.objects.exclude(codename=perm).filter(
-        codename__in=["resolve_action", "resolve_delivery", "review_operation", "pause_operation"]
-    )
+        codename__in=["resolve_action", "resolve_delivery", "review_operation", "pause_operation",
+                      "view_action", "view_delivery", "view_operation"]
+    )  # fmt: skip
     member.user_permissions.add(*others)
     client.force_login(member)
     target = {

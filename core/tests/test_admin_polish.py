@@ -178,7 +178,12 @@ def test_resolving_an_unknown_delivery_needs_its_permission(client, make_user, q
     client.force_login(_staff_with(make_user, "viewer", "messaging.view_delivery"))
     url = f"/admin/messaging/delivery/{delivery.pk}/resolve/"
     assert client.get(url).status_code == 403
+    # the page shows the delivery: the resolve permission alone does not open it
     client.force_login(_staff_with(make_user, "resolver", "messaging.resolve_delivery"))
+    assert client.get(url).status_code == 403
+    client.force_login(
+        _staff_with(make_user, "both", "messaging.resolve_delivery", "messaging.view_delivery")
+    )
     assert client.get(url).status_code == 200
 
 

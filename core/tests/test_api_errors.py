@@ -172,3 +172,27 @@ def test_the_openapi_schema_documents_the_error_component_on_every_error_answer(
                 assert content["schema"] == {"$ref": "#/components/schemas/Error"}, (path, code)
                 seen += 1
     assert seen > 40
+
+
+BIG = "a" * 100_000
+
+
+@pytest.mark.parametrize(
+    "path, body, field",
+    [
+        ("/api/v1/operations", {"tool": BIG, "category": "c"}, "tool"),  # too long
+        ("/api/v1/operations", {"tool": "t", "category": "c", BIG: 1}, "(body)"),  # unknown key
+        ("/api/v1/operations", {"tool": "t", "category": "c", "channel": BIG}, "channel"),
+        ("/api/v1/actions/transfer", {"asset_id": BIG, "amount": "1", "to": "0x"}, "asset_id"),
+        ("/api/v1/actions/transfer", {"asset_id": 1, "amount": [BIG], "to": "0x"}, "amount"),
+    ],
+)
+def test_a_field_error_names_the_field_and_the_rule_never_the_whole_value(ctx, path, body, field):
+    answer = call(ctx, "post", path, body)
+    assert answer.status_code == 400
+    errors = answer.json()["errors"]
+    assert field in errors, errors
+    assert len(answer.content) < 2000  # the 100 KB value is not in it
+    assert "a" * 40 not in answer.content.decode()
+    for message in errors[field]:
+        assert len(message) <= 320

@@ -6,23 +6,15 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from actions.services.lifecycle import action_create
 from actions.services.transitions import action_transition
+from actions.tests.factories import make_card_freeze
 from core import events
 from core.lifecycle import Actor
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_committed_transition_is_published(backend, user, application):
-    action = action_create(
-        user=user,
-        application=application,
-        type="cardFreeze",
-        summary="s",
-        chain_id=31337,
-        smart_account="0x" + "ab" * 20,
-        params={},
-    )
+    action = make_card_freeze(user=user, application=application, summary="s")
 
     async def body():
         async with events.subscribe() as subscription:
@@ -74,7 +66,7 @@ def test_a_batch_publishes_its_events_together_when_it_ends(backend, settings):
     if backend == "redis":
         client = redis.Redis.from_url(settings.EVENTS_URL)
         listener = client.pubsub(ignore_subscribe_messages=True)
-        listener.subscribe(events.CHANNEL)
+        listener.subscribe(events.channel())
 
         def received() -> list[str]:
             seen, deadline = [], time.monotonic() + 0.5

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from django.conf import settings as django_settings
 from django.db import connections
+from django.test import Client
 
-from actions.services.lifecycle import action_create
 from actions.services.transitions import action_transition
+from actions.tests.factories import make_card_freeze
 from core.lifecycle import Actor
 from core.testing import wait_until
 
@@ -64,15 +65,7 @@ def _session(client, user) -> str:
 
 
 def _action(user, application):
-    return action_create(
-        user=user,
-        application=application,
-        type="cardFreeze",
-        summary="Freeze card",
-        chain_id=31337,
-        smart_account="0x" + "ab" * 20,
-        params={},
-    )
+    return make_card_freeze(user=user, application=application)
 
 
 def _in_another_thread(fn) -> None:
@@ -146,7 +139,9 @@ def test_the_console_stream_carries_every_lifecycle_and_the_signing_stream_the_o
     action = _action(user, application)
     server = asgi_server()
     console = Stream(server.port, "/staff/events", _session(client, staff_user))
-    signing = Stream(server.port, f"/sign/{action.pk}/events", _session(client, user))
+    # Its own client: logging the user in on the staff's client would end the staff session
+    # (and with it the console stream, at its next event).
+    signing = Stream(server.port, f"/sign/{action.pk}/events", _session(Client(), user))
     assert console.next()["data"] == {"connected": True}
     assert signing.next()["data"] == {"connected": True}
 
@@ -254,3 +249,56 @@ def test_the_timeline_page_opens_its_stream_unless_asked_not_to(staff_client, us
     polling_only = staff_client.get(f"/staff/actions/{action.pk}/?live=0").content.decode()
     assert "sse-connect" not in polling_only
     assert 'hx-trigger="sse:changed, every 2s"' in polling_only
+
+
+# --- a stream lives no longer than its session -----------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_logout_ends_the_signing_stream_before_the_next_event(
+    settings, tmp_path, asgi_server, client, user, application
+):
+    settings.EVENTS_URL = "local://"
+    settings.EVENTS_DIR = tmp_path / "events"
+    action = _action(user, application)
+    # The default interval (30 s): the check at the event is what ends this stream.
+    server = asgi_server()
+    signing = Stream(server.port, f"/sign/{action.pk}/events", _session(client, user))
+    assert signing.next()["data"] == {"connected": True}
+    client.logout()  # the session is deleted, as the logout view does
+    _in_another_thread(
+        lambda: action_transition(action_id=action.pk, to="rejected", actor=Actor.system())
+    )
+    # Not the transition: the stream ends (and EventSource does not reconnect after `end`).
+    assert signing.next() == {"event": "end", "data": {"reason": "signed out"}}
+    assert signing.next() is None
+    signing.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_staff_user_losing_is_staff_loses_the_console_stream(
+    settings, tmp_path, asgi_server, client, staff_user, user, application
+):
+    settings.EVENTS_URL = "local://"
+    settings.EVENTS_DIR = tmp_path / "events"
+    action = _action(user, application)
+    server = asgi_server(STREAM_GRANT_CHECK_SECONDS="0.2", LIVE_HEARTBEAT_SECONDS="0.1")
+    console = Stream(server.port, "/staff/events", _session(client, staff_user))
+    assert console.next()["data"] == {"connected": True}
+    # Re-checks of a session that holds change nothing: keepalives, then the event.
+    for _ in range(5):
+        assert console.next(comments=True) == {"comment": "keepalive"}
+    _in_another_thread(
+        lambda: action_transition(action_id=action.pk, to="signed", actor=Actor.system())
+    )
+    seen = console.next()
+    while seen["data"].get("id") != str(action.pk):
+        seen = console.next()
+    assert seen["data"]["status"] == "signed"
+
+    type(staff_user).objects.filter(pk=staff_user.pk).update(is_staff=False)
+    # No event needed: the periodic check ends the stream.
+    assert console.next() == {"event": "end", "data": {"reason": "signed out"}}
+    assert console.next() is None
+    console.close()
+    wait_until(lambda: not list(settings.EVENTS_DIR.glob("*.sock")), timeout=10)

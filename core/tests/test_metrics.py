@@ -264,8 +264,8 @@ def test_the_scrape_costs_the_same_queries_whatever_the_row_count(
 ):
     from mcp_adapter.tests.conftest import make_action
 
-    # Per lifecycle one GROUP BY and one stuck count, then the credits: 2 × 3 + 1.
-    queries = 2 * 3 + 1
+    # Per lifecycle (four) one GROUP BY and one stuck count, then the credits: 2 × 4 + 1.
+    queries = 2 * 4 + 1
     queue()
     make_action(user, application)
     with django_assert_num_queries(queries):
@@ -361,18 +361,25 @@ JsonHttpClient(sys.argv[1], timeout=2.0, provider="prices").call("POST", "/")
 """
 
 
+def run_children(env: dict[str, str]) -> list[subprocess.Popen]:
+    """Two other processes run CHILD (each counts a reconcile and a provider call against a
+    local server) and exit 0."""
+    with ScriptedServer() as provider:
+        provider.result = {"ok": True}
+        children = [
+            subprocess.Popen([sys.executable, "-c", CHILD, provider.url], cwd=ROOT, env=env)
+            for _ in range(2)
+        ]
+        assert [child.wait(timeout=60) for child in children] == [0, 0]
+    return children
+
+
 @pytest.mark.django_db
 def test_one_scrape_sums_the_counters_of_every_process(client, token, tmp_path, monkeypatch):
     directory = tmp_path / "prometheus"
     directory.mkdir()
     env = {"PROMETHEUS_MULTIPROC_DIR": str(directory), "PATH": "/usr/bin:/bin"}
-    with ScriptedServer() as server:
-        server.result = {"ok": True}
-        children = [
-            subprocess.Popen([sys.executable, "-c", CHILD, server.url], cwd=ROOT, env=env)
-            for _ in range(2)
-        ]
-        assert [child.wait(timeout=60) for child in children] == [0, 0]
+    children = run_children(env)
     for child in children:
         metrics.mark_process_dead(child.pid)  # what gunicorn's child_exit does
     assert len(list(directory.glob("counter_*.db"))) == 2
@@ -542,13 +549,7 @@ def test_every_gunicorn_worker_answers_the_sum_of_every_process(
     action = make_action(user, application)
     Action.objects.filter(pk=action.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
     access = make_token(user, application, scope="read:actions").token
-    with ScriptedServer() as provider:
-        provider.result = {"ok": True}
-        children = [
-            subprocess.Popen([sys.executable, "-c", CHILD, provider.url], cwd=ROOT, env=env)
-            for _ in range(2)
-        ]
-        assert [child.wait(timeout=60) for child in children] == [0, 0]
+    run_children(env)
     server = subprocess.Popen(
         [
             sys.executable,

@@ -7,7 +7,8 @@ The first run registers this agent (dynamic client registration), opens the cons
 your browser and waits for the answer on a loopback callback
 (http://127.0.0.1:33418/callback); the tokens and the client id are kept in
 ~/.picnic-mcp-oauth.json, so the next run goes straight to the call (refreshing the token when
-it has expired). Needs only the official MCP Python SDK (`pip install mcp`).
+it has expired). Needs only the official MCP Python SDK (`pip install mcp`) and picnic_mcp.py,
+beside it.
 
 Against `make run`: python docs/examples/mcp_oauth.py http://127.0.0.1:8001/mcp get_profile
 (sign in as alice / alice-demo-password on the consent page).
@@ -30,16 +31,14 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-import httpx2  # the HTTP client of the MCP SDK 2.x (installed with it)
-from mcp import Client
 from mcp.client.auth import OAuthClientProvider, TokenStorage
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import (
     AuthorizationCodeResult,
     OAuthClientInformationFull,
     OAuthClientMetadata,
     OAuthToken,
 )
+from picnic_mcp import connect, print_result  # beside this file
 
 CALLBACK_PORT = 33418
 STORE = Path.home() / ".picnic-mcp-oauth.json"
@@ -164,9 +163,8 @@ async def call_tool(
             redirect_handler=authorize,
             callback_handler=callback.wait,
         )
-        async with httpx2.AsyncClient(auth=provider, timeout=60) as http:
-            async with Client(streamable_http_client(server_url, http_client=http)) as client:
-                return await client.call_tool(tool, arguments)
+        async with connect(server_url, auth=provider) as client:
+            return await client.call_tool(tool, arguments)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,11 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             args.server_url, args.tool, json.loads(args.arguments), storage=FileTokenStorage(STORE)
         )
     )
-    if result.is_error:
-        print(" ".join(getattr(part, "text", "") for part in result.content), file=sys.stderr)
-        return 1
-    print(json.dumps(result.structured_content, indent=2))
-    return 0
+    return print_result(result)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ quote, start as a Task, wait (through a staff review if a policy asks for one), 
 The server is PICNIC_MCP_URL (default: make run's http://127.0.0.1:8001/mcp). Progress (the
 quote, each task status message such as "Waiting for a reviewer…") goes to stderr; the result
 (tong_operation_result's JSON) to stdout. Exits 1 when a tool answers an error or the operation
-does not succeed. Needs only the official MCP Python SDK (`pip install mcp`).
+does not succeed. Needs only the official MCP Python SDK (`pip install mcp`) and picnic_mcp.py,
+beside it.
 """
 
 from __future__ import annotations
@@ -15,19 +16,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import uuid
 from typing import Any, ClassVar, Literal
 
-import httpx2  # the HTTP client of the MCP SDK 2.x (installed with it)
 import mcp_types as types
 from mcp import Client
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
-from mcp.client.streamable_http import streamable_http_client
+from picnic_mcp import connect, error_text, pasted_token, server_url  # beside this file
 from pydantic import Field, TypeAdapter
 
-DEFAULT_URL = "http://127.0.0.1:8001/mcp"
 TASKS = "io.modelcontextprotocol/tasks"
 
 
@@ -80,41 +78,37 @@ class ToolError(Exception):
 async def call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     result = await client.call_tool(tool, arguments)
     if result.is_error:
-        raise ToolError(" ".join(getattr(part, "text", "") for part in result.content))
+        raise ToolError(error_text(result))
     return result.structured_content
 
 
 async def walk(url: str, token: str, prompt: str, category: str, tool: str) -> dict[str, Any]:
-    headers = {"Authorization": f"Bearer {token}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
-        async with Client(streamable_http_client(url, http_client=http), extensions=[Tasks()]) as c:
-            # 1. The price first: nothing is held yet.
-            quote = await call(
-                c,
-                "tong_operation_quote",
-                {"tool": tool, "submit_field": "prompt", "submit_value": prompt},
-            )
-            say(
-                f"quote {quote['id']}: {quote['quoted_credits']} credits until {quote['expires_at']}"
-            )
-            say("  " + json.dumps(quote["breakdown"]))
-            # 2. Start at that price, as a task. The key makes a retry safe: the same key
-            #    returns the same operation, never a second hold.
-            operation = await call(
-                c,
-                "tong_operation_start",
-                {
-                    "tool": tool,
-                    "category": category,
-                    "quote_id": quote["id"],
-                    "idempotency_key": str(uuid.uuid4()),
-                },
-            )
-            say(f"operation {operation['id']}: {operation['state']}")
-            if operation["state"] != "succeeded":
-                raise ToolError(f"the operation ended {operation['state']}")
-            # 3. The output, kept until detail_expires_at.
-            return await call(c, "tong_operation_result", {"operation_id": operation["id"]})
+    async with connect(url, token=token, extensions=[Tasks()]) as c:
+        # 1. The price first: nothing is held yet.
+        quote = await call(
+            c,
+            "tong_operation_quote",
+            {"tool": tool, "submit_field": "prompt", "submit_value": prompt},
+        )
+        say(f"quote {quote['id']}: {quote['quoted_credits']} credits until {quote['expires_at']}")
+        say("  " + json.dumps(quote["breakdown"]))
+        # 2. Start at that price, as a task. The key makes a retry safe: the same key
+        #    returns the same operation, never a second hold.
+        operation = await call(
+            c,
+            "tong_operation_start",
+            {
+                "tool": tool,
+                "category": category,
+                "quote_id": quote["id"],
+                "idempotency_key": str(uuid.uuid4()),
+            },
+        )
+        say(f"operation {operation['id']}: {operation['state']}")
+        if operation["state"] != "succeeded":
+            raise ToolError(f"the operation ended {operation['state']}")
+        # 3. The output, kept until detail_expires_at.
+        return await call(c, "tong_operation_result", {"operation_id": operation["id"]})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,12 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--category", default="writing", help="the operation's category")
     parser.add_argument("--tool", default="text-gen", help="the generation tool")
     args = parser.parse_args(argv)
-    token = os.environ.get("PICNIC_MCP_TOKEN")
-    if not token:
-        parser.error("set PICNIC_MCP_TOKEN to a bearer token for the MCP server")
-    url = os.environ.get("PICNIC_MCP_URL", DEFAULT_URL)
+    token = pasted_token(parser, "a bearer token for the MCP server")
     try:
-        result = asyncio.run(walk(url, token, args.prompt, args.category, args.tool))
+        result = asyncio.run(walk(server_url(), token, args.prompt, args.category, args.tool))
     except ToolError as exc:
         say(f"error: {exc}")
         return 1

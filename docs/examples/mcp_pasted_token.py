@@ -8,7 +8,7 @@
 The server is PICNIC_MCP_URL (default: make run's http://127.0.0.1:8001/mcp). The token must
 be bound to that server (RFC 8707); make run's is. It prints the tool's structured result as
 JSON and exits 1 when the tool answers an error. Needs only the official MCP Python SDK
-(`pip install mcp`).
+(`pip install mcp`) and picnic_mcp.py, beside it.
 """
 
 from __future__ import annotations
@@ -16,22 +16,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 
-import httpx2  # the HTTP client of the MCP SDK 2.x (installed with it)
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-
-DEFAULT_URL = "http://127.0.0.1:8001/mcp"
+from picnic_mcp import connect, pasted_token, print_result, server_url  # beside this file
 
 
 async def call_tool(url: str, token: str, tool: str, arguments: dict):
     """One tool call over streamable HTTP, the token in the Authorization header."""
-    headers = {"Authorization": f"Bearer {token}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
-        async with Client(streamable_http_client(url, http_client=http)) as client:
-            return await client.call_tool(tool, arguments)
+    async with connect(url, token=token) as client:
+        return await client.call_tool(tool, arguments)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,16 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("tool", help="a tool name, e.g. get_balances, transfer")
     parser.add_argument("arguments", nargs="?", default="{}", help="the arguments as JSON")
     args = parser.parse_args(argv)
-    token = os.environ.get("PICNIC_MCP_TOKEN")
-    if not token:
-        parser.error("set PICNIC_MCP_TOKEN to the bearer token make run printed")
-    url = os.environ.get("PICNIC_MCP_URL", DEFAULT_URL)
-    result = asyncio.run(call_tool(url, token, args.tool, json.loads(args.arguments)))
-    if result.is_error:
-        print(" ".join(getattr(part, "text", "") for part in result.content), file=sys.stderr)
-        return 1
-    print(json.dumps(result.structured_content, indent=2))
-    return 0
+    token = pasted_token(parser, "the bearer token make run printed")
+    result = asyncio.run(call_tool(server_url(), token, args.tool, json.loads(args.arguments)))
+    return print_result(result)
 
 
 if __name__ == "__main__":

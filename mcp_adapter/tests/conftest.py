@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 import anyio
 import pytest
 
-from actions.services.lifecycle import action_create
+from actions.tests.factories import make_card_freeze
 from chain.stack import free_port
 from mcp_adapter.api import PicnicApi
 from mcp_adapter.server import PicnicMCP, http_app
@@ -65,13 +65,10 @@ def dm(user, application, make_token, workspace, social_account):  # noqa: F811 
 
 def make_action(user, application):
     """A proposed card action: a real row with history, no chain needed."""
-    return action_create(
+    return make_card_freeze(
         user=user,
         application=application,
-        type="cardFreeze",
         summary="Freeze your Picnic card •••• 4242",
-        chain_id=31337,
-        smart_account="0x" + "ab" * 20,
         params={"card_id": "c1"},
     )
 

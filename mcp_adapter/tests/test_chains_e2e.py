@@ -17,13 +17,12 @@ import pytest
 from web3 import Web3
 
 from actions.demo import demo_owner_key, seed_ens_names
-from actions.models import Action, BridgeLeg, SmartAccount
-from actions.providers.local_lifi import LocalLifiServer
-from actions.services.bridges import bridges_reconcile_pending
-from actions.tests.test_signing_browser import browser_page  # noqa: F401 - shared fixture
-from chain import contracts, ens
+from actions.models import Action, SmartAccount
+from actions.tests.bridges import leg_settles, local_bridge
+from actions.tests.browser import browser_page, register_passkey, sign_on_page  # noqa: F401
+from actions.tests.factories import demo_asset_id
+from chain import ens
 from chain.dev import fund, mint, token_balance
-from core.testing import wait_until
 from mcp_adapter.tests.conftest import run
 
 pytestmark = [pytest.mark.chain, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -57,27 +56,6 @@ def mcp_call(url: str, token: str, name: str, arguments: dict[str, Any]):
     return result.structured_content
 
 
-def register_passkey_in_browser(page, live_server, user, password: str) -> SmartAccount:
-    """Log in and register a passkey with the virtual authenticator; the card chain's account."""
-    page.goto(f"{live_server.url}/accounts/login/?next=/passkeys/")
-    page.fill("input[name=username]", user.username)
-    page.fill("input[name=password]", password)
-    page.click("#sign-in")
-    page.click("#register-passkey")
-    page.wait_for_selector("li.passkey", timeout=30_000)
-    return SmartAccount.objects.get(user=user, passkey__isnull=False, chain_id=31337)
-
-
-def sign_in_browser(page, sign_url: str, *selectors: str) -> dict[str, str]:
-    """Open the signing page, approve with the passkey, wait until executed; the text of
-    `selectors` as the user read them before approving."""
-    page.goto(sign_url)
-    shown = {selector: page.inner_text(selector) for selector in selectors}
-    page.click("#approve")
-    page.wait_for_selector('[data-status="executed"]', timeout=120_000)
-    return shown
-
-
 def test_send_5_usdc_to_merchant_eth_over_mcp_signed_in_chromium(
     browser_page,  # noqa: F811 - the imported fixture
     live_server,
@@ -90,7 +68,7 @@ def test_send_5_usdc_to_merchant_eth_over_mcp_signed_in_chromium(
 ):
     page = browser_page
     user = django_user_model.objects.create_user("alice", password="alice-password")
-    account = register_passkey_in_browser(page, live_server, user, "alice-password")
+    account = register_passkey(page, live_server.url, user, "alice-password")
     card = Web3(Web3.HTTPProvider(chain_world.card.rpc_url))
     fund(card, account.address, Web3.to_wei(1, "ether"))
     mint(card, "USDC", account.address, 10_000_000)
@@ -102,7 +80,7 @@ def test_send_5_usdc_to_merchant_eth_over_mcp_signed_in_chromium(
     token = make_token(user, application, scope=SCOPES)
 
     with http_server(output_schemas=True) as http:
-        usdc = f"eip155:31337/erc20:{contracts.demo_token_address('USDC')}"
+        usdc = demo_asset_id(31337, "USDC")
         proposed = mcp_call(
             http.url,
             token.token,
@@ -110,7 +88,9 @@ def test_send_5_usdc_to_merchant_eth_over_mcp_signed_in_chromium(
             {"asset_id": usdc, "amount": "5", "to": "merchant.eth"},
         )
         assert proposed["status"] == "proposed"
-        shown = sign_in_browser(page, proposed["sign_url"], "#headline", "#recipient-address")
+        shown = sign_on_page(
+            page, proposed["sign_url"], "#headline", "#recipient-address", timeout=120_000
+        )
         status = mcp_call(
             http.url, token.token, "get_action_status", {"action_id": proposed["action_id"]}
         )
@@ -151,15 +131,10 @@ def test_swap_10_usdc_on_the_l2_into_eure_on_the_cards_chain_over_mcp(
 ):
     page = browser_page
     card_id, l2_id = chain_world.card.chain_id, chain_world.l2.chain_id
-    rpc_urls = {local.chain_id: local.rpc_url for local in chain_world.chains}
     # The relayer delivers a second after it sees the source transaction; we poll often.
-    with LocalLifiServer(rpc_urls=rpc_urls, bridge_delay=1.0, tick_seconds=0.1) as bridge:
-        settings.SWAP_QUOTE_URL = bridge.url
-        settings.SWAP_QUOTE_TIMEOUT_SECONDS = 5.0
-        settings.BRIDGE_POLL_SECONDS = 0.2
-        settings.BRIDGE_POLL_MAX_SECONDS = 1.0
+    with local_bridge(chain_world, settings, bridge_delay=1.0):
         user = django_user_model.objects.create_user("alice", password="alice-password")
-        register_passkey_in_browser(page, live_server, user, "alice-password")
+        register_passkey(page, live_server.url, user, "alice-password")
         account = SmartAccount.objects.get(user=user, passkey__isnull=False, chain_id=l2_id)
         card = Web3(Web3.HTTPProvider(chain_world.card.rpc_url))
         l2 = Web3(Web3.HTTPProvider(chain_world.l2.rpc_url))
@@ -170,22 +145,19 @@ def test_swap_10_usdc_on_the_l2_into_eure_on_the_cards_chain_over_mcp(
 
         with http_server(output_schemas=True) as http:
             arguments = {
-                "from_asset_id": f"eip155:{l2_id}/erc20:{contracts.demo_token_address('USDC')}",
-                "to_asset_id": f"eip155:{card_id}/erc20:{contracts.demo_token_address('EURe')}",
+                "from_asset_id": demo_asset_id(l2_id, "USDC"),
+                "to_asset_id": demo_asset_id(card_id, "EURe"),
                 "amount": "10",
             }
             proposed = mcp_call(http.url, token.token, "swap", arguments)
-            shown = sign_in_browser(page, proposed["sign_url"], "#arrives-on", "#bridge-steps")
+            shown = sign_on_page(
+                page, proposed["sign_url"], "#arrives-on", "#bridge-steps", timeout=120_000
+            )
             action = Action.objects.get(pk=proposed["action_id"])
             assert action.chain_id == l2_id
             assert token_balance(l2, "USDC", account.address) == 0  # the source leg, on the L2
 
-            def delivered():  # the beat's work, done here
-                bridges_reconcile_pending()
-                leg = BridgeLeg.objects.get(action=action)
-                return leg if leg.finished else None
-
-            leg = wait_until(delivered, timeout=60, interval=0.3)
+            leg = leg_settles(action)
             # The signing page, left open, shows the delivery by itself (the leg keeps it live).
             page.wait_for_selector('#bridge-leg[data-bridge-status="DONE"]', timeout=30_000)
             delivered_text = page.inner_text("#bridge-leg")

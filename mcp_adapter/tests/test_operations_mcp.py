@@ -11,7 +11,7 @@ import time
 import uuid
 from datetime import timedelta
 from decimal import Decimal
-from typing import Any, ClassVar, Literal
+from typing import Any
 
 import pytest
 from django.utils import timezone
@@ -88,17 +88,11 @@ def task_extension(seen: list[dict[str, Any]]):
     import anyio
     import mcp_types as types
     from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
-    from pydantic import Field, TypeAdapter
-
-    class TaskHandle(types.Result):
-        result_type: Literal["task"] = Field(alias="resultType")
-        task_id: str = Field(alias="taskId")
-        status: str
-
-    class GetTask(types.Request):
-        name_param: ClassVar[str | None] = "taskId"
-        method: Literal["tasks/get"] = "tasks/get"
-        params: dict[str, Any]
+    from mcp_operation import (  # docs/examples: the models the example polls with
+        GetTask,
+        TaskHandle,
+    )
+    from pydantic import TypeAdapter
 
     async def resolve(handle: TaskHandle, ctx: ClaimContext) -> types.CallToolResult:
         deadline = time.monotonic() + 60  # a failed helper thread must not leave it polling
@@ -137,6 +131,27 @@ def start_args(quote_id: str, category: str = "reviewed", key: str | None = None
         "quote_id": quote_id,
         "idempotency_key": key or str(uuid.uuid4()),
     }
+
+
+def start_while(worker, url: str, token: str, seen: list, revived: list, *prompt: str):
+    """Quote, then start a `plain` operation as a task over the SDK while `worker` runs in a
+    thread (the beat, the backend going down and coming back); the backends it revived are
+    stopped after. The start's answer."""
+    (quote,) = sdk(url, token, ("tong_operation_quote", quote_args(*prompt)))
+    thread = threading.Thread(target=worker)
+    thread.start()
+    try:
+        (started,) = sdk(
+            url,
+            token,
+            ("tong_operation_start", start_args(quote.structured_content["id"], "plain")),
+            tasks=task_extension(seen),
+        )
+    finally:
+        thread.join()
+        for server in revived:
+            server.stop()
+    return started
 
 
 def worker_until(operation_filter, *, until: set[str], timeout: float = 20) -> Operation:
@@ -361,20 +376,7 @@ def test_a_backend_down_at_dispatch_is_waited_for_and_the_task_ends_when_it_is_b
         worker_until({"owner": user}, until={State.SUCCEEDED, State.FAILED})
 
     with http_server(output_schemas=True) as http:
-        (quote,) = sdk(http.url, agent.token, ("tong_operation_quote", quote_args()))
-        thread = threading.Thread(target=worker)
-        thread.start()
-        try:
-            (started,) = sdk(
-                http.url,
-                agent.token,
-                ("tong_operation_start", start_args(quote.structured_content["id"], "plain")),
-                tasks=task_extension(seen),
-            )
-        finally:
-            thread.join()
-            for server in revived:
-                server.stop()
+        started = start_while(worker, http.url, agent.token, seen, revived)
     final = seed_valid(started.structured_content)
     assert final["state"] == "succeeded" and final["dispatch_status"] == "acknowledged"
     messages = [t["statusMessage"] for t in seen]
@@ -421,20 +423,7 @@ def test_a_lost_acknowledgement_is_reported_as_reconciling_until_the_backend_ans
         worker_until({"owner": user}, until={State.SUCCEEDED, State.FAILED})
 
     with http_server() as http:
-        (quote,) = sdk(http.url, agent.token, ("tong_operation_quote", quote_args("[lose-ack] go")))
-        thread = threading.Thread(target=worker)
-        thread.start()
-        try:
-            (started,) = sdk(
-                http.url,
-                agent.token,
-                ("tong_operation_start", start_args(quote.structured_content["id"], "plain")),
-                tasks=task_extension(seen),
-            )
-        finally:
-            thread.join()
-            for server in revived:
-                server.stop()
+        started = start_while(worker, http.url, agent.token, seen, revived, "[lose-ack] go")
     assert seed_valid(started.structured_content)["state"] == "succeeded"
     assert seen[-1]["status"] == "completed"
     operation = Operation.objects.get(owner=user)

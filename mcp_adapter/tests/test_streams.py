@@ -13,7 +13,7 @@ import pytest
 import requests
 from django.conf import settings as django_settings
 
-from mcp_adapter.event_store import REDIS_PREFIX, MemoryEvents, PicnicEventStore, RedisEvents
+from mcp_adapter.event_store import MemoryEvents, PicnicEventStore, RedisEvents
 from mcp_adapter.tests.test_http import Session, sse_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -119,7 +119,7 @@ def redis_events():
     backend = RedisEvents(url, max_events=2, ttl_seconds=120)
     yield backend
     client = redis.Redis.from_url(url)
-    for key in client.scan_iter(REDIS_PREFIX + "*"):
+    for key in client.scan_iter(backend.prefix + "*"):
         client.delete(key)
 
 
@@ -131,5 +131,5 @@ def test_redis_streams_are_bounded_expire_and_stay_per_session(redis_events):
     assert sent == [(ids[1], 1), (ids[2], 2)]
     assert foreign is None and bogus is None
     client = redis.Redis.from_url(django_settings.CELERY_BROKER_URL)
-    key = REDIS_PREFIX + ids[0].rsplit(".", 1)[0]
+    key = redis_events.prefix + ids[0].rsplit(".", 1)[0]
     assert client.xlen(key) == 2 and 0 < client.ttl(key) <= 120

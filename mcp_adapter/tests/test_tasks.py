@@ -623,7 +623,7 @@ def test_the_official_sdk_client_follows_a_task_through_its_extension_hook(
     """mcp 2.3's Client has no tasks of its own, but lets an extension claim a `resultType`
     and resolve it (SEP-2663: a client may drive the polling itself and hand back the final
     CallToolResult). With that hook the plain `call_tool` returns the delivery's end."""
-    from typing import Any, ClassVar, Literal
+    from typing import Any
 
     import anyio
     import httpx2
@@ -631,19 +631,13 @@ def test_the_official_sdk_client_follows_a_task_through_its_extension_hook(
     from mcp import Client
     from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
     from mcp.client.streamable_http import streamable_http_client
-    from pydantic import Field, TypeAdapter
+    from mcp_operation import (  # docs/examples: the models the example polls with
+        GetTask,
+        TaskHandle,
+    )
+    from pydantic import TypeAdapter
 
     from mcp_adapter.tests.conftest import run
-
-    class TaskHandle(types.Result):
-        result_type: Literal["task"] = Field(alias="resultType")
-        task_id: str = Field(alias="taskId")
-        status: str
-
-    class GetTask(types.Request):
-        name_param: ClassVar[str | None] = "taskId"  # the Mcp-Name routing header
-        method: Literal["tasks/get"] = "tasks/get"
-        params: dict[str, Any]
 
     polled: list[str] = []
     first_poll = threading.Event()

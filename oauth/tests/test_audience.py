@@ -1,7 +1,8 @@
-"""RFC 8707 audiences: tokens are issued only for the MCP server; the MCP server accepts only
-tokens bound to it; the API accepts those (it serves that resource), tokens bound to itself and
-unbound ones (scripts); a token for any other resource is refused by both. Issue 21 item 1:
-a token from the real flow, with `resource`, calls the API."""
+"""RFC 8707 audiences: a client may name only the MCP server; a token asked for without
+`resource` is bound to the API (this origin), never unbound. The MCP server accepts only tokens
+bound to it; the API accepts those (it serves that resource) and tokens bound to itself; an
+unbound token and a token for any other resource are refused by both. A token from the real
+flow, with `resource`, calls the API."""
 
 from __future__ import annotations
 
@@ -73,17 +74,51 @@ def test_a_token_request_for_another_resource_is_refused(code_flow, mcp_resource
     assert not AccessToken.objects.exists()
 
 
-def test_the_api_accepts_unbound_mcp_bound_and_api_bound_tokens_only(
-    api_client, user, application, make_token, mcp_resource
+def test_a_token_asked_for_without_resource_is_bound_to_the_api_alone(
+    code_flow, api_client, settings
 ):
-    unbound = make_token(user, application)
+    """Nothing asked at authorization nor at the token endpoint: the API's audience (the web
+    origin), which the API accepts and the MCP server refuses."""
+    answer = code_flow.approve()
+    issued = code_flow.token(answer["code"])
+    assert issued.status_code == 200, issued.content
+    stored = AccessToken.objects.get(user=code_flow.user)
+    assert stored.resource == [settings.PUBLIC_BASE_URL.rstrip("/").lower()]
+    token = issued.json()["access_token"]
+    assert _status(api_client, token) == 404
+    assert DjangoTokenVerifier._verify(token) is None
+    # Its refresh keeps the binding.
+    refreshed = code_flow.client.post(
+        "/o/token/",
+        {
+            "grant_type": "refresh_token",
+            "refresh_token": issued.json()["refresh_token"],
+            "client_id": code_flow.application.client_id,
+        },
+    )
+    assert refreshed.status_code == 200, refreshed.content
+    again = AccessToken.objects.filter(user=code_flow.user).order_by("-pk").first()
+    assert again.pk != stored.pk
+    assert again.resource == stored.resource
+
+
+def test_the_api_accepts_mcp_bound_and_api_bound_tokens_only(
+    api_client, user, application, make_token, mcp_resource, settings
+):
+    unbound = make_token(user, application, resource=[])
     mcp_bound = make_token(user, application, resource=[mcp_resource])
     api_bound = make_token(user, application, resource=["http://testserver/api/"])
+    origin_bound = make_token(user, application, resource=[settings.PUBLIC_BASE_URL])
     elsewhere = make_token(user, application, resource=[OTHER])
     neighbour = make_token(user, application, resource=[mcp_resource + "-admin"])
-    assert _status(api_client, unbound) == 404
+    refused = api_client.get(f"/api/v1/actions/{uuid.uuid4()}", unbound)
+    assert refused.status_code == 401
+    assert "bound to no resource" in refused.headers.get("WWW-Authenticate", "") + str(
+        refused.content
+    )
     assert _status(api_client, mcp_bound) == 404
     assert _status(api_client, api_bound) == 404
+    assert _status(api_client, origin_bound) == 404
     assert _status(api_client, elsewhere) == 401
     assert _status(api_client, neighbour) == 401
 

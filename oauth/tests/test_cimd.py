@@ -100,3 +100,66 @@ def test_a_document_with_a_secret_or_a_client_id_with_dots_is_refused(
     dotted = f"{documents.origin}/a/../client.json"
     assert _authorize(client, user, dotted).status_code == 400
     assert not Application.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "redirect_uri",
+    [
+        "http://evil.example/cb",  # http off loopback
+        "https://evil.example/cb",  # https on another host than the document's
+        "http://127.0.0.1:9999/callback#frag",  # a fragment
+        "javascript:alert(1)",
+    ],
+)
+def test_a_document_whose_redirect_uris_break_the_policy_is_refused_and_nothing_is_kept(
+    client, user, documents, settings, redirect_uri
+):
+    """The policy dynamic registration applies (oauth.policy.redirect_uri_problem), before the
+    consent page and before any profile row."""
+    settings.OAUTH2_CIMD_ALLOW_LOOPBACK = True
+    documents.document["redirect_uris"] = [redirect_uri]
+    client.force_login(user)
+    page = client.get(
+        "/o/authorize/",
+        {
+            "client_id": documents.client_id,
+            "response_type": "code",
+            "redirect_uri": redirect_uri,
+            "scope": "read:actions",
+            "code_challenge": "x" * 43,
+            "code_challenge_method": "S256",
+        },
+    )
+    assert page.status_code == 400
+    assert "wants to use your Picnic account" not in page.content.decode()
+    assert not Application.objects.exists()
+    assert not ClientProfile.objects.exists()
+
+
+def test_a_document_that_dot_refuses_after_the_fetch_leaves_no_profile(
+    client, user, documents, settings
+):
+    settings.OAUTH2_CIMD_ALLOW_LOOPBACK = True
+    documents.document["grant_types"] = ["client_credentials"]  # DOT: no redirect-based grant
+    assert _authorize(client, user, documents.client_id).status_code == 400
+    assert not Application.objects.exists()
+    assert not ClientProfile.objects.exists()
+
+
+def test_an_https_redirect_on_the_documents_host_is_allowed_and_matched_exactly(
+    client, user, documents, settings
+):
+    settings.OAUTH2_CIMD_ALLOW_LOOPBACK = True
+    on_host = f"{documents.origin}/callback"
+    documents.document["redirect_uris"] = [on_host]
+    client.force_login(user)
+    params = {
+        "client_id": documents.client_id,
+        "response_type": "code",
+        "scope": "read:actions",
+        "code_challenge": "x" * 43,
+        "code_challenge_method": "S256",
+    }
+    assert client.get("/o/authorize/", {**params, "redirect_uri": on_host}).status_code == 200
+    for near in (on_host + "/", on_host + "?x=1", on_host.replace("/callback", "/callbacK")):
+        assert client.get("/o/authorize/", {**params, "redirect_uri": near}).status_code == 400

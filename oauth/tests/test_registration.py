@@ -282,3 +282,34 @@ def test_a_registered_private_use_callback_receives_the_code(client, allow, user
     answer = client.post("/o/authorize/", {**params, "allow": "Authorize"})
     assert answer.status_code == 302
     assert answer["Location"].startswith(f"{CURSOR[0]}?code=")
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "https://evil.example/" + "a" * 15_000,  # under the 16 KiB body limit
+        "http://127.0.0.1/#" + "a" * 15_000,
+        "ftp://" + "a" * 15_000,
+    ],
+)
+def test_a_refused_redirect_uri_is_named_by_a_short_prefix_only(client, uri):
+    answer = register(client, agent(redirect_uris=[uri]))
+    assert answer.status_code == 400
+    assert answer.json()["error"] == "invalid_redirect_uri"
+    assert len(answer.content) < 1000
+    assert "a" * 40 not in answer.content.decode()
+
+
+def test_a_token_request_for_a_huge_resource_does_not_echo_it(client):
+    answer = client.post(
+        "/o/token/",
+        {
+            "grant_type": "authorization_code",
+            "code": "nope",
+            "client_id": "nope",
+            "redirect_uri": LOOPBACK,
+            "resource": "https://elsewhere.example/" + "a" * 100_000,
+        },
+    )
+    assert 400 <= answer.status_code < 500
+    assert len(answer.content) < 1000

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 
 import pytest
@@ -27,13 +29,24 @@ def billing_checked_after_every_transition(monkeypatch):
     monkeypatch.setattr(services, "operation_transition", checked)
 
 
-@pytest.fixture
-def backend_server(settings):
-    with LocalResponsesServer(api_key=API_KEY, work_seconds=0.3) as server:
+@contextmanager
+def local_backend(
+    settings, *, work_seconds: float, timeout: float | None = None
+) -> Iterator[LocalResponsesServer]:
+    """The local Responses backend, its work done after `work_seconds`, as the settings'
+    backend (`timeout`: the client's, when given); polled as soon as due."""
+    with LocalResponsesServer(api_key=API_KEY, work_seconds=work_seconds) as server:
         settings.OPERATIONS_BACKEND_URL = server.url
         settings.OPERATIONS_BACKEND_API_KEY = API_KEY
-        settings.OPERATIONS_BACKEND_TIMEOUT_SECONDS = 1.0
+        if timeout is not None:
+            settings.OPERATIONS_BACKEND_TIMEOUT_SECONDS = timeout
         settings.OPERATIONS_POLL_SECONDS = 0.0
+        yield server
+
+
+@pytest.fixture
+def backend_server(settings):
+    with local_backend(settings, work_seconds=0.3, timeout=1.0) as server:
         yield server
 
 

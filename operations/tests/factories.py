@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from core.lifecycle import Actor
 from operations import billing
-from operations.models import Operation
-from operations.services import operation_submit
+from operations.models import DispatchStatus, Operation, State
+from operations.services import operation_submit, operation_transition
 
 
 def fund(owner, amount: str = "100") -> None:
@@ -32,4 +33,14 @@ def submit_operation(
         category=category,
         input_text=input_text,
         **extra,
+    )
+
+
+def make_dispatch_unknown(operation: Operation) -> Operation:
+    """`operation` as a dispatch whose outcome is unknown leaves it: reconciling."""
+    return operation_transition(
+        operation_id=operation.pk,
+        to=State.RECONCILING,
+        actor=Actor.worker(),
+        updates={"dispatch_status": DispatchStatus.UNKNOWN, "billing_status": "reconciling"},
     )

@@ -10,13 +10,14 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from core.admin import HISTORY_INLINE_LIMIT
-from core.lifecycle import Actor
-from core.testing import add_staff_notes, admin_page_queries, admin_search
+from core.testing import (
+    admin_search,
+    assert_change_page_bounds_history,
+    assert_queries_do_not_grow,
+)
 from operations import billing
-from operations.models import DispatchStatus, Operation, State
-from operations.services import operation_transition
-from operations.tests.factories import fund, submit_operation
+from operations.models import Operation, State
+from operations.tests.factories import fund, make_dispatch_unknown, submit_operation
 
 URL = "/admin/operations/operation/"
 
@@ -44,30 +45,21 @@ def submit(user):
         "?q=alice",
     ],
 )
-def test_the_changelist_queries_do_not_grow_with_the_rows(
-    staff_client, submit, query, django_assert_num_queries
-):
+def test_the_changelist_queries_do_not_grow_with_the_rows(staff_client, submit, query):
     submit()
     submit(category="sensitive")
-    few = admin_page_queries(staff_client, URL + query)
-    for _ in range(5):
-        submit()
-        submit(category="sensitive")
-    with django_assert_num_queries(few):
-        staff_client.get(URL + query)
+
+    def more():
+        for _ in range(5):
+            submit()
+            submit(category="sensitive")
+
+    assert_queries_do_not_grow(staff_client, URL + query, more)
 
 
-def test_the_change_page_queries_do_not_grow_with_the_history(
-    staff_client, staff_user, submit, django_assert_num_queries
-):
+def test_the_change_page_queries_do_not_grow_with_the_history(staff_client, staff_user, submit):
     operation = submit()
-    url = f"{URL}{operation.pk}/change/"
-    few = admin_page_queries(staff_client, url)
-    add_staff_notes(operation, staff_user=staff_user, count=HISTORY_INLINE_LIMIT + 5)
-    with django_assert_num_queries(few):
-        page = staff_client.get(url)
-    assert f"staff note {HISTORY_INLINE_LIMIT + 4}<" in page.text
-    assert "staff note 0<" not in page.text
+    assert_change_page_bounds_history(staff_client, URL, operation, staff_user=staff_user)
 
 
 def _search(client, term: str) -> str:
@@ -92,12 +84,7 @@ def test_the_attention_filters_select_the_right_rows(staff_client, submit, setti
     settings.OPERATIONS_STUCK_RUNNING_MINUTES = 10
     review = submit(category="sensitive")
     unknown = submit()
-    operation_transition(
-        operation_id=unknown.pk,
-        to=State.RECONCILING,
-        actor=Actor.worker(),
-        updates={"dispatch_status": DispatchStatus.UNKNOWN, "billing_status": "reconciling"},
-    )
+    make_dispatch_unknown(unknown)
     plain = submit()
     running = submit()
     Operation.objects.filter(pk=running.pk).update(
@@ -126,13 +113,14 @@ def test_the_attention_filters_select_the_right_rows(staff_client, submit, setti
     [("/admin/operations/quote/add/", "owner"), ("/admin/actions/rampaccount/add/", "user")],
 )
 def test_forms_with_a_user_take_its_id_not_a_select_of_every_user(
-    staff_client, make_user, url, field, django_assert_num_queries
+    staff_client, make_user, url, field
 ):
     page = staff_client.get(url)
     assert page.status_code == 200
     assert f'name="{field}"' in page.text and f'<select name="{field}"' not in page.text
-    few = admin_page_queries(staff_client, url)
-    for n in range(5):
-        make_user(f"someone{n}")
-    with django_assert_num_queries(few):
-        staff_client.get(url)
+
+    def more():
+        for n in range(5):
+            make_user(f"someone{n}")
+
+    assert_queries_do_not_grow(staff_client, url, more)

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.lifecycle import Actor
-from operations.models import DispatchStatus, Operation, State
-from operations.services import operation_transition
-from operations.tests.factories import fund, submit_operation
+from operations.models import Operation, State
+from operations.tests.factories import fund, make_dispatch_unknown, submit_operation
 
 
 @pytest.fixture
@@ -23,12 +21,7 @@ def make_op(user):
 def test_filters_for_work_that_needs_attention(staff_client, make_op):
     review = make_op(category="sensitive")
     reconciling = make_op()
-    operation_transition(
-        operation_id=reconciling.pk,
-        to=State.RECONCILING,
-        actor=Actor.worker(),
-        updates={"dispatch_status": DispatchStatus.UNKNOWN, "billing_status": "reconciling"},
-    )
+    make_dispatch_unknown(reconciling)
     plain = make_op()
     page = staff_client.get("/admin/operations/operation/", {"attention": "needs_review"})
     assert str(review.pk) in page.text and str(plain.pk) not in page.text

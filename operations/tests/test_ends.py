@@ -15,7 +15,6 @@ from django.utils import timezone
 from chain.stack import free_port
 from core.testing import history_statuses
 from operations import services
-from operations.backends.local_openai import LocalResponsesServer
 from operations.backends.openai import BackendResponse, NotSent, OutcomeUnknown, Refused
 from operations.decisions import (
     operation_pause,
@@ -33,18 +32,14 @@ from operations.services import (
     operations_process_due,
 )
 
-from .conftest import API_KEY
+from .conftest import local_backend
 
 
 @pytest.fixture
 def queued_backend(settings):
     """A backend whose work stays `queued` for the whole test: every acknowledgement is
     `queued`, whatever the machine's speed."""
-    with LocalResponsesServer(api_key=API_KEY, work_seconds=3600) as server:
-        settings.OPERATIONS_BACKEND_URL = server.url
-        settings.OPERATIONS_BACKEND_API_KEY = API_KEY
-        settings.OPERATIONS_BACKEND_TIMEOUT_SECONDS = 5.0
-        settings.OPERATIONS_POLL_SECONDS = 0.0
+    with local_backend(settings, work_seconds=3600, timeout=5.0) as server:
         yield server
 
 
@@ -108,20 +103,26 @@ COMPLETED = answer(
 )
 
 
+def three_with_one_approved(owner, staff_user) -> tuple[Operation, Operation, Operation]:
+    """Three operations submitted in turn; the middle one was held for review and approved."""
+    first, approved, last = (
+        submit(owner),
+        submit(owner, category="sensitive"),
+        submit(owner),
+    )
+    operation_review_decide(
+        operation_id=approved.pk, staff_user=staff_user, approve=True, note="ok"
+    )
+    return first, approved, last
+
+
 # --- 1. a lost race is a no-op and the batch goes on -------------------------------------
 
 
 def test_a_batch_goes_on_when_the_on_commit_dispatch_races_it_for_one_operation(
     queued_backend, funded, staff_user
 ):
-    first, approved, last = (
-        submit(funded),
-        submit(funded, category="sensitive"),
-        submit(funded),
-    )
-    operation_review_decide(
-        operation_id=approved.pk, staff_user=staff_user, approve=True, note="ok"
-    )
+    first, approved, last = three_with_one_approved(funded, staff_user)
     Operation.objects.filter(pk=last.pk).update(next_check_at=timezone.now())  # after `approved`
     # The on-commit task of the approval runs while the beat is dispatching the same operation.
     client = Interloper(
@@ -224,14 +225,7 @@ def test_the_on_commit_dispatch_and_the_beat_race_on_postgres(queued_backend, fu
     for _round in range(3):
         # Earlier rounds' operations are not part of this batch.
         Operation.objects.update(next_check_at=timezone.now() + timedelta(days=1))
-        first, approved, last = (
-            submit(funded),
-            submit(funded, category="sensitive"),
-            submit(funded),
-        )
-        operation_review_decide(
-            operation_id=approved.pk, staff_user=staff_user, approve=True, note="ok"
-        )
+        first, approved, last = three_with_one_approved(funded, staff_user)
         # First in the beat's batch, so both take it at the same moment; the rest follows.
         Operation.objects.filter(pk=approved.pk).update(
             next_check_at=Operation.objects.get(pk=first.pk).next_check_at - timedelta(seconds=1)

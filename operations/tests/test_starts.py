@@ -14,7 +14,6 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from operations import billing
-from operations.backends.local_openai import LocalResponsesServer
 from operations.models import LedgerEntry, Operation, State, Wallet
 from operations.services import (
     NotCancellable,
@@ -26,7 +25,7 @@ from operations.services import (
     operations_expire_details,
     quote_create,
 )
-from operations.tests.conftest import API_KEY
+from operations.tests.conftest import local_backend
 
 THREADS = 20
 
@@ -106,11 +105,7 @@ def test_twenty_starts_of_one_quote_hold_once_on_postgres(funded, settings):
 
 @pytest.fixture
 def quick_backend(settings):
-    with LocalResponsesServer(api_key=API_KEY, work_seconds=0.3) as server:
-        settings.OPERATIONS_BACKEND_URL = server.url
-        settings.OPERATIONS_BACKEND_API_KEY = API_KEY
-        settings.OPERATIONS_BACKEND_TIMEOUT_SECONDS = 2.0
-        settings.OPERATIONS_POLL_SECONDS = 0.0
+    with local_backend(settings, work_seconds=0.3, timeout=2.0) as server:
         yield server
 
 
@@ -161,10 +156,7 @@ def test_a_cancel_after_the_backend_finished_settles_instead(quick_backend, fund
 
 @pytest.mark.django_db(transaction=True)
 def test_a_waiting_operation_is_cancelled_at_the_backend_and_released(settings, funded):
-    with LocalResponsesServer(api_key=API_KEY, work_seconds=3600) as server:
-        settings.OPERATIONS_BACKEND_URL = server.url
-        settings.OPERATIONS_BACKEND_API_KEY = API_KEY
-        settings.OPERATIONS_POLL_SECONDS = 0.0
+    with local_backend(settings, work_seconds=3600):
         operation = _waiting(funded)
         ended = operation_cancel_by_owner(operation_id=operation.pk, owner=funded)
     assert ended.state == State.CANCELLED and ended.billing_status == "released"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -28,6 +29,8 @@ EXPECTED_QUEUES = {
     "actions.tasks.actions_reconcile_pending": "chain",
     "actions.tasks.actions_expire_overdue": "chain",
     "actions.tasks.bridges_reconcile_pending": "chain",
+    "actions.tasks.account_change_submit": "chain",
+    "actions.tasks.account_changes_process": "chain",
     "messaging.tasks.delivery_deliver": "dm",
     "messaging.tasks.deliveries_process_due": "dm",
     "operations.tasks.operation_dispatch": "operations",
@@ -68,12 +71,19 @@ def _celery_routes(**env: str) -> dict:
 
 
 def test_every_task_and_every_beat_entry_is_routed_to_its_kind_of_queue():
-    routes = _celery_routes(CELERY_QUEUE_PREFIX="")
-    assert routes["tasks"] == EXPECTED_QUEUES
-    assert set(routes["beat"]) <= set(EXPECTED_QUEUES)
+    # Unset (or empty) CELERY_QUEUE_PREFIX: the deployment's prefix, "picnic" by default.
+    routes = _celery_routes(CELERY_QUEUE_PREFIX="", DEPLOYMENT_PREFIX="")
+    expected = {name: f"picnic.{q}" for name, q in EXPECTED_QUEUES.items()}
+    assert routes["tasks"] == expected
+    assert set(routes["beat"]) <= set(expected)
     assert {name: routes["beat"][name] for name in routes["beat"]} == {
-        name: EXPECTED_QUEUES[name] for name in routes["beat"]
+        name: expected[name] for name in routes["beat"]
     }
+
+
+def test_the_queues_carry_the_deployment_prefix():
+    routes = _celery_routes(CELERY_QUEUE_PREFIX="", DEPLOYMENT_PREFIX="blue")
+    assert routes["tasks"] == {name: f"blue.{q}" for name, q in EXPECTED_QUEUES.items()}
 
 
 def test_a_queue_prefix_keeps_two_systems_on_one_broker_apart():
@@ -255,17 +265,38 @@ def test_the_procfile_lists_every_process_type_and_make_prod_runs_them_all():
             types[name] = command.strip()
     assert set(types) == {"release", *PROCESS_TYPES}
     # One worker type per queue kind, each consuming only its own queue.
+    # The shell picks the same queue names as the settings: the deployment's prefix unless
+    # CELERY_QUEUE_PREFIX says otherwise.
+    cases = [
+        ({}, "picnic."),
+        ({"DEPLOYMENT_PREFIX": "blue"}, "blue."),
+        ({"DEPLOYMENT_PREFIX": "blue", "CELERY_QUEUE_PREFIX": "soak-1."}, "soak-1."),
+        ({"CELERY_QUEUE_PREFIX": ""}, "picnic."),
+    ]
     for kind in settings.CELERY_QUEUE_KINDS:
-        assert f'-Q "${{CELERY_QUEUE_PREFIX}}{kind}"' in types[f"worker_{kind}"]
+        queue = re.search(r'-Q ("[^"]+")', types[f"worker_{kind}"]).group(1)
+        for env, prefix in cases:
+            clean = {k: v for k, v in os.environ.items() if "PREFIX" not in k}
+            echoed = subprocess.run(
+                ["sh", "-c", f"echo {queue}"], env={**clean, **env}, capture_output=True, text=True
+            ).stdout.strip()
+            assert echoed == f"{prefix}{kind}", (env, echoed)
     assert "picnic.asgi:application" in types["web"] and "uvicorn" not in types["web"]
 
 
-def test_make_prod_refuses_debug_and_the_embedded_engines(settings):
+def test_make_prod_refuses_debug_and_the_embedded_engines(settings, monkeypatch):
     from django.core.management import call_command
     from django.core.management.base import CommandError
 
     settings.DEBUG = True
     with pytest.raises(CommandError, match="DJANGO_DEBUG=false"):
+        call_command("run_prod")
+    # The throttles count in the cache: a per-process one would not hold across processes.
+    settings.DEBUG = False
+    monkeypatch.setitem(settings.DATABASES["default"], "ENGINE", "django.db.backends.postgresql")
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:6379/0"
+    settings.CACHE_URL = "locmem://"
+    with pytest.raises(CommandError, match="CACHE_URL=redis"):
         call_command("run_prod")
 
 

@@ -75,6 +75,10 @@ class Command(BaseCommand):
             raise CommandError("make prod needs DATABASE_URL=postgres://…")
         if not settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
             raise CommandError("make prod needs CELERY_BROKER_URL=redis://…")
+        if not settings.CACHE_URL.startswith(("redis://", "rediss://")):
+            # The login, token, registration and metadata-fetch throttles count there: on a
+            # per-process cache each web process would grant the whole budget again.
+            raise CommandError("make prod needs CACHE_URL=redis://…")
         if ensure_database():
             self.stdout.write(f"created database {settings.DATABASES['default']['NAME']}")
 

@@ -85,10 +85,50 @@
         },
       });
       say("passkey-result", gettext("Passkey registered."), "registered");
-      // The list, its names and the account come from the server: show them.
-      window.setTimeout(() => window.location.reload(), 800);
+      // The list, its names and the account come from the server: show them (a page that
+      // cannot be shown twice, an opened device link, names where to go instead).
+      const next = button.dataset.nextUrl;
+      window.setTimeout(() => (next ? window.location.assign(next) : window.location.reload()), 800);
     } catch (error) {
       say("passkey-result", explain(error, gettext("No passkey was registered.")), "failed");
+      button.disabled = false;
+    }
+  }
+
+  function attestation(credential) {
+    return {
+      id: credential.id,
+      rawId: bytesToB64url(credential.rawId),
+      type: credential.type,
+      response: {
+        clientDataJSON: bytesToB64url(credential.response.clientDataJSON),
+        attestationObject: bytesToB64url(credential.response.attestationObject),
+        transports: credential.response.getTransports ? credential.response.getTransports() : [],
+      },
+    };
+  }
+
+  // Recovery: the code travels once, with the new passkey; the server keeps neither.
+  async function recover(button) {
+    const form = document.getElementById("recover-form");
+    const username = form.querySelector("#recover-username").value.trim();
+    const code = form.querySelector("#recover-code").value.trim();
+    if (!username || !code) {
+      say("recover-result", gettext("Enter your username and your recovery code."), "failed");
+      return;
+    }
+    say("recover-result", gettext("Waiting for your passkey…"), "waiting");
+    button.disabled = true;
+    try {
+      const options = await post(form.dataset.optionsUrl, { username: username });
+      options.challenge = b64urlToBytes(options.challenge);
+      options.user.id = b64urlToBytes(options.user.id);
+      (options.excludeCredentials || []).forEach((c) => { c.id = b64urlToBytes(c.id); });
+      const credential = await navigator.credentials.create({ publicKey: options });
+      const data = await post(form.dataset.verifyUrl, { code: code, credential: attestation(credential) });
+      say("recover-result", data.message, "started");
+    } catch (error) {
+      say("recover-result", explain(error, gettext("Nothing changed.")), "failed");
       button.disabled = false;
     }
   }
@@ -167,6 +207,7 @@
     if (!target) return;
     if (target.id === "register-passkey") register(target);
     if (target.id === "approve") approve(target);
+    if (target.id === "recover") recover(target);
     if (target.id === "reject") { event.preventDefault(); showRejectConfirm(true); }
     if (target.id === "reject-no") { event.preventDefault(); showRejectConfirm(false); }
   });

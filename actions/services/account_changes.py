@@ -1,0 +1,479 @@
+"""Account changes: who owns the user's Picnic account, on every configured chain at once.
+
+Adding a passkey (a linked device), removing one, setting the recovery key and cancelling a
+recovery are user operations of the account calling itself (`addOwner`,
+`removeOwnerAtIndex`, `setRecovery`, `cancelRecovery`), one per chain, signed with ONE passkey
+prompt: the passkey signs keccak256(abi.encode(every op hash)) and each op's signature carries
+the list (evm.signature.pack_owner_signature). A recovery is relayed by the server from the
+recovery code (recovery.py). Each change is tracked through the `accountChange` lifecycle."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from webauthn import (
+    generate_authentication_options,
+    options_to_json,
+    verify_authentication_response,
+)
+from webauthn.helpers import (
+    base64url_to_bytes,
+    bytes_to_base64url,
+    parse_authentication_credential_json,
+)
+from webauthn.helpers.exceptions import InvalidAuthenticationResponse, WebAuthnException
+from webauthn.helpers.structs import PublicKeyCredentialDescriptor, UserVerificationRequirement
+
+from actions.evm_clients import bundler_client, on_chain
+from actions.models import (
+    ACCOUNT_CHANGE_LIFECYCLE,
+    ACCOUNT_CHANGE_OPEN,
+    AccountChange,
+    AccountChangeKind,
+    AccountChangeStatus,
+    OwnerState,
+    Passkey,
+    SmartAccount,
+    SmartAccountKind,
+)
+from actions.services.passkeys import PasskeyError
+from actions.services.proposals import web3
+from core.chains import get_chain
+from core.lifecycle import Actor, IllegalTransition, create, enqueue_on_commit, transition
+from evm.bundler import BundlerError, SendVerdict, classify_send_error
+from evm.passkey_account import PasskeyAccountClient
+from evm.signature import batch_challenge, pack_owner_signature
+from evm.userops import entry_point_address, to_rpc, user_op_hash
+
+logger = logging.getLogger(__name__)
+
+K = AccountChangeKind
+S = AccountChangeStatus
+# Owner changes use their own EntryPoint nonce sequence: proposing one does not take the
+# nonce of a transfer waiting for its signature (nor the other way round).
+CHANGE_NONCE_KEY = 1
+
+
+def change_transition(*, change_id, to: str, actor: Actor, **kwargs: Any) -> AccountChange:
+    return transition(
+        lifecycle=ACCOUNT_CHANGE_LIFECYCLE, pk=change_id, to=to, actor=actor, **kwargs
+    )
+
+
+def picnic_accounts(*, user) -> list[SmartAccount]:
+    """The user's passkey account on each configured chain (one address), by chain id."""
+    return list(
+        SmartAccount.objects.select_related("passkey")
+        .filter(user=user, kind=SmartAccountKind.PICNIC, passkey__isnull=False)
+        .order_by("chain_id")
+    )
+
+
+def _key(passkey: Passkey) -> tuple[bytes, bytes]:
+    return bytes.fromhex(passkey.public_key_x[2:]), bytes.fromhex(passkey.public_key_y[2:])
+
+
+def change_client(account: SmartAccount, *, batch_size: int = 0) -> PasskeyAccountClient:
+    """The account's client on its chain; `batch_size` sizes the gas-estimation stub for a
+    signature that carries every chain's op hash."""
+    return PasskeyAccountClient(
+        web3(account.chain_id),
+        bytes.fromhex(account.passkey.public_key_x[2:]),
+        bytes.fromhex(account.passkey.public_key_y[2:]),
+        version=account.entry_point_version,
+        salt=account.salt,
+        origin=settings.WEBAUTHN_ORIGIN,
+        batch_size=batch_size,
+    )
+
+
+def _op(account: SmartAccount, call_of, *, batch_size: int) -> dict[str, Any]:
+    """The unsigned user operation of `call_of(client)` on the account's chain, and its hash."""
+    chain = get_chain(account.chain_id)
+    with on_chain(chain):
+        client = change_client(account, batch_size=batch_size)
+        bundler = bundler_client(chain.id, timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10))
+        op = client.build(call_of(client), bundler, nonce_key=CHANGE_NONCE_KEY)
+    entry_point = entry_point_address(account.entry_point_version)
+    return {
+        "chain_id": chain.id,
+        "entry_point": entry_point,
+        "version": account.entry_point_version,
+        "user_op": op,
+        "user_op_hash": user_op_hash(
+            op, entry_point=entry_point, chain_id=chain.id, version=account.entry_point_version
+        ),
+        "tx_hash": None,
+        "done": False,
+    }
+
+
+def _challenge(ops: list[dict]) -> str:
+    hashes = [op["user_op_hash"] for op in ops]
+    if len(hashes) == 1:
+        return hashes[0]
+    return "0x" + batch_challenge(hashes).hex()
+
+
+def _calls(kind: str, *, passkey: Passkey | None, params: dict):
+    if kind == K.ADD_OWNER:
+        qx, qy = _key(passkey)
+        return lambda client: client.add_owner_call(qx, qy)
+    if kind == K.REMOVE_OWNER:
+        qx, qy = _key(passkey)
+        return lambda client: client.remove_owner_call(passkey.owner_index, qx, qy)
+    if kind == K.SET_RECOVERY:
+        return lambda client: client.set_recovery_call(
+            params["recovery_address"], params["delay_seconds"]
+        )
+    if kind == K.CANCEL_RECOVERY:
+        return lambda client: client.cancel_recovery_call()
+    raise ValueError(f"{kind} is not signed by an owner")
+
+
+def live_owners(*, user):
+    """Passkeys that can sign: active on chain and not being removed."""
+    return Passkey.objects.filter(
+        user=user, owner_state=OwnerState.ACTIVE, owner_index__isnull=False
+    )
+
+
+def owner_change_propose(
+    *, user, kind: str, passkey: Passkey | None = None, params: dict | None = None, target=None
+) -> AccountChange:
+    """Build the change's user op on every chain (proposed). Refusals say why (`code`)."""
+    params = params or {}
+    accounts = picnic_accounts(user=user)
+    if not accounts:
+        raise PasskeyError("No Picnic account yet", code="no_account")
+    if kind == K.ADD_OWNER and passkey.owner_state != OwnerState.PENDING:
+        raise PasskeyError("This passkey is not waiting to be added", code="not_pending")
+    if kind == K.REMOVE_OWNER:
+        if passkey.owner_state != OwnerState.ACTIVE or passkey.owner_index is None:
+            raise PasskeyError("This passkey is not an owner", code="not_owner")
+        if not live_owners(user=user).exclude(pk=passkey.pk).exists():
+            raise PasskeyError("The last owner cannot be removed", code="last_owner")
+    calls = _calls(kind, passkey=passkey, params=params)
+    # One chain: the passkey signs the op hash itself; several: the list of every op hash.
+    batch_size = len(accounts) if len(accounts) > 1 else 0
+    ops = [_op(account, calls, batch_size=batch_size) for account in accounts]
+    return create(
+        lifecycle=ACCOUNT_CHANGE_LIFECYCLE,
+        actor=Actor.end_user(user),
+        values={
+            "kind": kind,
+            "user": user,
+            "account": accounts[0].address,
+            "passkey": passkey,
+            "target": target,
+            "ops": ops,
+            "challenge": _challenge(ops),
+            "params": params,
+        },
+        detail=f"user operations built on chains {', '.join(str(o['chain_id']) for o in ops)}",
+    )
+
+
+def change_options(*, change: AccountChange, exclude: Passkey | None = None) -> str:
+    """The WebAuthn request: the challenge covers every chain's op. Every passkey of the user
+    is allowed, so a pending or removed one is told why in plain words (signer_refusal)
+    rather than silently not offered."""
+    allowed = Passkey.objects.filter(user=change.user)
+    if exclude is not None:
+        allowed = allowed.exclude(pk=exclude.pk)
+    options = generate_authentication_options(
+        rp_id=settings.WEBAUTHN_RP_ID,
+        challenge=bytes.fromhex(change.challenge[2:]),
+        allow_credentials=[
+            PublicKeyCredentialDescriptor(id=base64url_to_bytes(p.credential_id)) for p in allowed
+        ],
+        user_verification=UserVerificationRequirement.REQUIRED,
+    )
+    return options_to_json(options)
+
+
+def signer_refusal(passkey: Passkey) -> PasskeyError | None:
+    """Why this passkey cannot sign for the account, if it cannot (plain words on the page)."""
+    if passkey.owner_state == OwnerState.REMOVED:
+        refusal = PasskeyError(
+            f"This passkey was removed from your account on {passkey.removed_at:%Y-%m-%d}",
+            code="passkey_removed",
+        )
+        refusal.removed_at = passkey.removed_at  # the page says when, in the user's words
+        return refusal
+    if passkey.owner_state == OwnerState.PENDING:
+        return PasskeyError("This passkey is waiting to be approved", code="passkey_pending")
+    if passkey.owner_state == OwnerState.REMOVING:
+        return PasskeyError("This passkey is being removed", code="passkey_removing")
+    if passkey.owner_index is None:
+        return PasskeyError("This passkey is not an owner", code="wrong_passkey")
+    return None
+
+
+def verify_signer(*, user, credential_json: str, challenge: bytes) -> tuple[Passkey, Any, Any]:
+    """The user's passkey that made this assertion over `challenge`, verified (not yet
+    counted): (passkey, credential, verification)."""
+    try:
+        credential = parse_authentication_credential_json(credential_json)
+    except (WebAuthnException, ValueError):
+        raise PasskeyError(
+            "Signature refused: the assertion could not be read", code="unreadable"
+        ) from None
+    passkey = Passkey.objects.filter(
+        user=user, credential_id=bytes_to_base64url(credential.raw_id)
+    ).first()
+    if passkey is None:
+        raise PasskeyError("Signature refused: not a passkey of this user", code="wrong_passkey")
+    refusal = signer_refusal(passkey)
+    if refusal is not None:
+        raise refusal
+    try:
+        verified = verify_authentication_response(
+            credential=credential,
+            expected_challenge=challenge,
+            expected_rp_id=settings.WEBAUTHN_RP_ID,
+            expected_origin=settings.WEBAUTHN_ORIGIN,
+            credential_public_key=bytes(passkey.public_key),
+            credential_current_sign_count=passkey.sign_count,
+            require_user_verification=True,
+        )
+    except InvalidAuthenticationResponse as exc:
+        raise PasskeyError(f"Signature refused: {exc}", code="refused") from None
+    return passkey, credential, verified
+
+
+def count_use(passkey: Passkey, verified) -> None:
+    """The sign count only moves forward (a cloned authenticator would replay an old one)."""
+    updated = Passkey.objects.filter(pk=passkey.pk, sign_count=passkey.sign_count).update(
+        sign_count=verified.new_sign_count, last_used_at=timezone.now()
+    )
+    if not updated:
+        raise PasskeyError(
+            "Signature refused: the passkey was used concurrently", code="sign_count"
+        )
+
+
+def removal_claim(*, user, signer_id: int, target_id: int) -> None:
+    """Mark `target` as being removed, signed by `signer`, under a lock on the user's
+    passkeys: two devices removing each other at once are serialised here, and the second
+    finds its own passkey being removed (or no other owner left) and is refused. The account
+    keeps at least one owner, and the contract refuses the last one too."""
+    owners = {p.pk: p for p in Passkey.objects.select_for_update().filter(user=user).order_by("pk")}
+    signer, target = owners.get(signer_id), owners.get(target_id)
+    if signer is None or target is None:
+        raise PasskeyError("No such passkey", code="not_found")
+    refusal = signer_refusal(signer)
+    if refusal is not None:
+        raise refusal
+    if target.owner_state != OwnerState.ACTIVE:
+        raise PasskeyError(f"This passkey is {target.owner_state}", code="not_owner")
+    if signer.pk == target.pk:
+        raise PasskeyError("A passkey cannot remove itself", code="self_removal")
+    live = [p for p in owners.values() if p.owner_state == OwnerState.ACTIVE and p.pk != target.pk]
+    if not live:
+        raise PasskeyError("The last owner cannot be removed", code="last_owner")
+    Passkey.objects.filter(pk=target.pk).update(owner_state=OwnerState.REMOVING)
+
+
+def owner_change_sign(*, change_id, user, credential_json: str) -> AccountChange:
+    """Verify the one assertion over every chain's op and sign each op with it (signed)."""
+    change = AccountChange.objects.select_related("passkey").get(pk=change_id, user=user)
+    if change.status != S.PROPOSED:
+        raise PasskeyError(f"This change is {change.status}", code="not_proposed")
+    passkey, credential, verified = verify_signer(
+        user=user, credential_json=credential_json, challenge=bytes.fromhex(change.challenge[2:])
+    )
+    batch = [op["user_op_hash"] for op in change.ops] if len(change.ops) > 1 else []
+    signed_ops = [
+        {
+            **op,
+            "user_op": {
+                **op["user_op"],
+                "signature": pack_owner_signature(
+                    owner_index=passkey.owner_index,
+                    batch=batch,
+                    authenticator_data=credential.response.authenticator_data,
+                    client_data_json=credential.response.client_data_json,
+                    signature_der=credential.response.signature,
+                ),
+            },
+        }
+        for op in change.ops
+    ]
+    with transaction.atomic():
+        count_use(passkey, verified)
+        if change.kind == K.REMOVE_OWNER:
+            removal_claim(user=user, signer_id=passkey.pk, target_id=change.passkey_id)
+        try:
+            change = change_transition(
+                change_id=change.pk,
+                to=S.SIGNED,
+                actor=Actor.end_user(user),
+                only_from={S.PROPOSED},
+                updates={"ops": signed_ops, "signer": passkey},
+                detail=f"signed with passkey {passkey.credential_id[:16]}… (owner {passkey.owner_index})",
+            )
+        except IllegalTransition as exc:
+            raise PasskeyError(f"This change is {exc.current}", code="not_proposed") from None
+        enqueue_on_commit("actions.tasks.account_change_submit", change.pk)
+    return change
+
+
+def account_change_submit(*, change_id) -> AccountChange:
+    """signed → submitted, then each chain's op to its bundler. A refusal for good fails the
+    change; a transient error is retried by `account_changes_process`."""
+    change = change_transition(
+        change_id=change_id,
+        to=S.SUBMITTED,
+        actor=Actor.worker(),
+        only_from={S.SIGNED},
+        detail="delivering the user operations to the bundlers",
+    )
+    return _send_ops(change)
+
+
+def _send_ops(change: AccountChange, *, only_unknown: bool = False) -> AccountChange:
+    """Deliver each chain's op not yet included. A re-send (`only_unknown`) goes only to a
+    bundler that does not hold the op, and a refusal then counts only if no receipt shows the
+    op was included meanwhile (a deployed account refuses its own initCode again: AA10)."""
+    for op in change.ops:
+        if op["done"]:
+            continue
+        client = bundler_client(op["chain_id"])
+        try:
+            if only_unknown and client.get_user_operation_by_hash(op["user_op_hash"]) is not None:
+                continue
+            client.send_user_operation(to_rpc(op["user_op"]), op["entry_point"])
+        except BundlerError as exc:
+            verdict = classify_send_error(exc)
+            if verdict == SendVerdict.FINAL and (
+                not only_unknown or client.get_user_operation_receipt(op["user_op_hash"]) is None
+            ):
+                return _fail(change, f"bundler refused on chain {op['chain_id']}: {exc}")
+            logger.warning("account change %s: chain %s: %s", change.pk, op["chain_id"], exc)
+    return change
+
+
+def _fail(change: AccountChange, message: str) -> AccountChange:
+    with transaction.atomic():
+        try:
+            change = change_transition(
+                change_id=change.pk,
+                to=S.FAILED,
+                actor=Actor.worker(),
+                updates={"error": message[:2000]},
+                detail=message[:2000],
+            )
+        except IllegalTransition:
+            return AccountChange.objects.get(pk=change.pk)
+        _undo(change)
+    return change
+
+
+def _undo(change: AccountChange) -> None:
+    """A failed or cancelled change leaves its passkey as it was."""
+    if change.kind == K.REMOVE_OWNER and change.passkey_id:
+        Passkey.objects.filter(pk=change.passkey_id, owner_state=OwnerState.REMOVING).update(
+            owner_state=OwnerState.ACTIVE
+        )
+    if change.kind == K.RECOVERY and change.passkey_id:
+        Passkey.objects.filter(pk=change.passkey_id, owner_state=OwnerState.PENDING).update(
+            owner_state=OwnerState.REMOVED, removed_at=timezone.now()
+        )
+
+
+def owner_index_on_chain(*, account: SmartAccount, passkey: Passkey) -> int | None:
+    """The index `passkey` signs as on the account's chain (None: not a live owner there)."""
+    qx, qy = _key(passkey)
+    return change_client(account).owner_index(qx, qy)
+
+
+def _apply(change: AccountChange) -> None:
+    """What an executed change means for the passkeys (in the executing transaction)."""
+    now = timezone.now()
+    if change.kind in (K.ADD_OWNER, K.RECOVERY) and change.passkey_id:
+        # Every change applies on every chain from the same owners, so the index is the same
+        # on each; a difference (a chain that missed a change) is an error staff must see.
+        indexes = {
+            account.chain_id: owner_index_on_chain(account=account, passkey=change.passkey)
+            for account in picnic_accounts(user=change.user)
+        }
+        if len(set(indexes.values())) != 1:
+            logger.error("account change %s: owner indexes differ by chain: %s", change.pk, indexes)
+        Passkey.objects.filter(pk=change.passkey_id).update(
+            owner_state=OwnerState.ACTIVE, owner_index=next(iter(indexes.values()))
+        )
+    elif change.kind == K.REMOVE_OWNER and change.passkey_id:
+        Passkey.objects.filter(pk=change.passkey_id).update(
+            owner_state=OwnerState.REMOVED, removed_at=now
+        )
+    elif change.kind == K.CANCEL_RECOVERY and change.target_id:
+        recovery = change.target
+        try:
+            change_transition(
+                change_id=recovery.pk,
+                to=S.CANCELLED,
+                actor=Actor.end_user(change.user),
+                only_from={S.WAITING, S.SUBMITTED},
+                detail=f"cancelled by an owner (change {change.pk})",
+            )
+        except IllegalTransition:
+            return
+        _undo(recovery)
+
+
+def account_change_reconcile(*, change: AccountChange) -> AccountChange:
+    """A submitted change: each chain's receipt; executed once every chain has it."""
+    ops = [dict(op) for op in change.ops]
+    for op in ops:
+        if op["done"]:
+            continue
+        try:
+            receipt = bundler_client(op["chain_id"]).get_user_operation_receipt(op["user_op_hash"])
+        except BundlerError as exc:
+            logger.warning("account change %s: chain %s: %s", change.pk, op["chain_id"], exc)
+            continue
+        if receipt is None:
+            continue
+        if not receipt.success:
+            return _fail(change, f"chain {op['chain_id']}: {receipt.reason}")
+        op["done"], op["tx_hash"] = True, receipt.tx_hash
+    if ops != change.ops and not all(op["done"] for op in ops):
+        AccountChange.objects.filter(pk=change.pk).update(ops=ops, updated_at=timezone.now())
+    if not all(op["done"] for op in ops):
+        return _send_ops(AccountChange.objects.get(pk=change.pk), only_unknown=True)
+    with transaction.atomic():
+        try:
+            change = change_transition(
+                change_id=change.pk,
+                to=S.EXECUTED,
+                actor=Actor.worker(),
+                only_from={S.SUBMITTED},
+                updates={"ops": ops, "error": None},
+                detail="included on every chain: "
+                + ", ".join(f"{op['chain_id']} tx {op['tx_hash']}" for op in ops),
+            )
+        except IllegalTransition:
+            return AccountChange.objects.get(pk=change.pk)
+        _apply(change)
+    return change
+
+
+def account_change_cancel_proposed(*, change_id, user) -> AccountChange:
+    """The user leaves a change unsigned (proposed → cancelled)."""
+    change = change_transition(
+        change_id=change_id,
+        to=S.CANCELLED,
+        actor=Actor.end_user(user),
+        only_from={S.PROPOSED},
+        detail="not signed: the user cancelled",
+    )
+    return change
+
+
+def account_changes_open(*, user):
+    return AccountChange.objects.filter(user=user, status__in=ACCOUNT_CHANGE_OPEN)

@@ -1,0 +1,382 @@
+"""Recovery with a time lock. At set-up the user gets a recovery code, shown once: only the
+address of the key derived from it is kept (evm.recovery, scrypt), and an owner op sets that
+address as the account's recovery key on every chain. To recover, the user gives the code and
+creates a new passkey: the server derives the key in memory, signs the proposal and relays
+`proposeRecovery` on every chain. The account adds the new passkey as an owner only after the
+on-chain delay, and any owner can cancel meanwhile; staff can see it but not move it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.mail import send_mail
+from django.db import transaction
+from django.utils import timezone, translation
+from django.utils.translation import gettext
+from web3.exceptions import Web3Exception
+from webauthn import generate_registration_options, options_to_json
+from webauthn.helpers.structs import (
+    AuthenticatorSelectionCriteria,
+    ResidentKeyRequirement,
+    UserVerificationRequirement,
+)
+
+from actions.evm_clients import card_relayer
+from actions.models import (
+    ACCOUNT_CHANGE_LIFECYCLE,
+    AccountChange,
+    AccountChangeKind,
+    AccountChangeStatus,
+    RecoverySetup,
+)
+from actions.services.account_changes import (
+    _apply,
+    _fail,
+    _undo,
+    account_change_reconcile,
+    change_client,
+    change_transition,
+    owner_change_propose,
+    owner_index_on_chain,
+    picnic_accounts,
+)
+from actions.services.devices import coarse_ip, recovery_attempt_count, recovery_throttled
+from actions.services.passkeys import OFFERED_ALGORITHMS, PasskeyError, passkey_register
+from actions.services.proposals import web3
+from core.lifecycle import Actor, IllegalTransition, create
+from evm.bundler import BundlerError
+from evm.recovery import (
+    InvalidRecoveryCode,
+    execute_recovery_tx,
+    new_recovery_code,
+    propose_recovery_tx,
+    recovery_key_from_code,
+    sign_recovery_proposal,
+)
+from evm.relayer import RelayError
+
+logger = logging.getLogger(__name__)
+
+K = AccountChangeKind
+S = AccountChangeStatus
+# Derived for an unknown username too, so a wrong name costs the same time as a wrong code.
+_NOBODY = "0x000000000000000000000000000000000000dEaD"
+
+
+class RecoveryRefused(Exception):
+    """Wrong code, unknown username, no recovery key: one answer for all of them."""
+
+
+class RecoveryThrottled(Exception):
+    pass
+
+
+def recovery_code_create(*, user) -> tuple[str, AccountChange]:
+    """A new code (shown once, kept nowhere) and the owner op setting its key on chain."""
+    accounts = picnic_accounts(user=user)
+    if not accounts:
+        raise PasskeyError("No Picnic account yet", code="no_account")
+    account = accounts[0].address
+    code = new_recovery_code()
+    key = recovery_key_from_code(code, account)
+    delay = settings.RECOVERY_DELAY_SECONDS
+    change = owner_change_propose(
+        user=user,
+        kind=K.SET_RECOVERY,
+        params={"recovery_address": key.address, "delay_seconds": delay},
+    )
+    RecoverySetup.objects.update_or_create(
+        user=user,
+        defaults={
+            "account": account,
+            "recovery_address": key.address,
+            "delay_seconds": delay,
+            "change": change,
+            "created_at": timezone.now(),
+        },
+    )
+    return code, change
+
+
+def recovery_registration_options(*, username: str) -> tuple[str, bytes]:
+    """Registration options for the new passkey. The same shape whether the username exists
+    or not (a random user handle for nobody): the page tells nothing about accounts."""
+    user = get_user_model().objects.filter(username=username).first()
+    challenge = secrets.token_bytes(32)
+    options = generate_registration_options(
+        rp_id=settings.WEBAUTHN_RP_ID,
+        rp_name=settings.WEBAUTHN_RP_NAME,
+        user_id=str(user.pk).encode() if user else secrets.token_hex(4).encode(),
+        user_name=username or "recovery",
+        challenge=challenge,
+        supported_pub_key_algs=OFFERED_ALGORITHMS,
+        authenticator_selection=AuthenticatorSelectionCriteria(
+            resident_key=ResidentKeyRequirement.PREFERRED,
+            user_verification=UserVerificationRequirement.REQUIRED,
+        ),
+    )
+    return options_to_json(options), challenge
+
+
+def _recovery_key(*, username: str, code: str):
+    """(user, setup, key) when the code is right; RecoveryRefused otherwise, the same way."""
+    user = get_user_model().objects.filter(username=username).first()
+    setup = (
+        RecoverySetup.objects.filter(user=user).select_related("change").first() if user else None
+    )
+    active = setup is not None and setup.change and setup.change.status == S.EXECUTED
+    try:
+        key = recovery_key_from_code(code, setup.account if active else _NOBODY)
+    except InvalidRecoveryCode:
+        key = None  # not even the shape of a code: the same answer as a wrong one
+    if not active or key is None or key.address.lower() != setup.recovery_address.lower():
+        raise RecoveryRefused("Recovery refused: username and recovery code do not match")
+    return user, setup, key
+
+
+def _proposals(*, user, key, passkey) -> list[dict]:
+    """proposeRecovery on every chain, signed by the recovery key and prepared (not sent)."""
+    qx, qy = bytes.fromhex(passkey.public_key_x[2:]), bytes.fromhex(passkey.public_key_y[2:])
+    ops = []
+    for account in picnic_accounts(user=user):
+        state = change_client(account).recovery_state()
+        if state is None or state.key.lower() != key.address.lower():
+            raise RecoveryRefused("Recovery refused: this chain does not know the recovery key")
+        # Signed here, in memory: the key is derived from the code and dropped with it.
+        signature = sign_recovery_proposal(
+            key, chain_id=account.chain_id, account=account.address, qx=qx, qy=qy, nonce=state.nonce
+        )
+        relayer = card_relayer(account.chain_id)
+        try:
+            prepared = relayer.prepare(
+                to=account.address, data=propose_recovery_tx(qx=qx, qy=qy, signature=signature)
+            )
+        except RelayError as exc:
+            raise PasskeyError(f"Recovery could not be proposed: {exc}", code="refused") from None
+        ops.append({"chain_id": account.chain_id, "tx_hash": prepared.hash, "raw": prepared.raw})
+    return ops
+
+
+def recovery_start(
+    *,
+    username: str,
+    code: str,
+    credential: dict,
+    expected_challenge: bytes,
+    address: str,
+    user_agent: str,
+) -> AccountChange:
+    """Check the code (throttled), register the new passkey (pending), relay the proposal on
+    every chain; the change waits for the delay (`account_changes_process` ends it)."""
+    if recovery_throttled(username=username, address=address):
+        raise RecoveryThrottled("Too many recovery attempts")
+    recovery_attempt_count(username=username, address=address)
+    user, setup, key = _recovery_key(username=username, code=code)
+    if AccountChange.objects.filter(
+        user=user, kind=K.RECOVERY, status__in=(S.PROPOSED, S.SUBMITTED, S.WAITING)
+    ).exists():
+        raise PasskeyError("A recovery is already in progress", code="recovery_in_progress")
+    with transaction.atomic():
+        # Nothing is kept if a chain refuses: the passkey, the change and the proposals are
+        # one unit, and the transactions leave only once they are recorded.
+        passkey = passkey_register(
+            user=user,
+            credential_json=json.dumps(credential),
+            expected_challenge=expected_challenge,
+            account_address=None,
+            device={"user_agent": user_agent[:300], "ip_coarse": coarse_ip(address)},
+        )
+        ops = _proposals(user=user, key=key, passkey=passkey)
+        change = create(
+            lifecycle=ACCOUNT_CHANGE_LIFECYCLE,
+            actor=Actor.end_user(user),
+            values={
+                "kind": K.RECOVERY,
+                "user": user,
+                "account": setup.account,
+                "passkey": passkey,
+                "ops": [
+                    {**{k: v for k, v in op.items() if k != "raw"}, "done": False} for op in ops
+                ],
+            },
+            detail="recovery code accepted; a new passkey proposed as owner",
+        )
+    try:
+        for op in ops:
+            relayer = card_relayer(op["chain_id"])
+            relayer.send(op["raw"])
+            relayer.receipt(op["tx_hash"], wait=10)
+    except RelayError as exc:
+        return _fail(change, f"proposeRecovery could not be relayed: {exc}")
+    change = change_transition(
+        change_id=change.pk,
+        to=S.SUBMITTED,
+        actor=Actor.system(),
+        detail="proposeRecovery relayed: "
+        + ", ".join(f"{o['chain_id']} tx {o['tx_hash']}" for o in ops),
+    )
+    return recovery_settle(change=change)
+
+
+def _chain_recovery(change: AccountChange):
+    """Each chain's recovery() state for the change's account, by chain id."""
+    return {
+        account.chain_id: change_client(account).recovery_state()
+        for account in picnic_accounts(user=change.user)
+    }
+
+
+def recovery_settle(*, change: AccountChange) -> AccountChange:
+    """Move a recovery on from what the chains say: proposed everywhere → waiting (readyAt);
+    no longer pending anywhere → cancelled (an owner cancelled, even at the last block);
+    past readyAt → relay executeRecovery, then executed once every chain added the owner."""
+    states = _chain_recovery(change)
+    passkey = change.passkey
+    qx, qy = passkey.public_key_x.lower(), passkey.public_key_y.lower()
+
+    def pending(state) -> bool:
+        return (
+            state is not None
+            and state.pending is not None
+            and "0x" + bytes(state.pending[0]).hex() == qx
+            and "0x" + bytes(state.pending[1]).hex() == qy
+        )
+
+    if change.status == S.SUBMITTED:
+        if all(pending(state) for state in states.values()):
+            ready = max(state.ready_at for state in states.values())
+            change = change_transition(
+                change_id=change.pk,
+                to=S.WAITING,
+                actor=Actor.system(),
+                updates={"ready_at": datetime.fromtimestamp(ready, tz=UTC)},
+                detail=f"proposed on every chain; executable from {ready} (chain time)",
+            )
+            transaction.on_commit(lambda: recovery_mail(change_id=change.pk, started=True))
+        return change
+    if change.status != S.WAITING:
+        return change
+    added = _owner_added(change)
+    if added:
+        return _recovery_done(change)
+    if not all(pending(state) for state in states.values()):
+        with transaction.atomic():
+            try:
+                change = change_transition(
+                    change_id=change.pk,
+                    to=S.CANCELLED,
+                    actor=Actor.system(),
+                    detail="no longer pending on chain: an owner cancelled it",
+                )
+            except IllegalTransition:
+                return AccountChange.objects.get(pk=change.pk)
+            _undo(change)
+        return change
+    for account in picnic_accounts(user=change.user):
+        # Chain time decides (the contract checks it), not this server's clock.
+        now = web3(account.chain_id).eth.get_block("latest")["timestamp"]
+        if now < states[account.chain_id].ready_at:
+            return change
+    for account in picnic_accounts(user=change.user):
+        relayer = card_relayer(account.chain_id)
+        try:
+            prepared = relayer.prepare(to=account.address, data=execute_recovery_tx())
+            relayer.send(prepared.raw)
+            relayer.receipt(prepared.hash, wait=10)
+        except RelayError as exc:
+            logger.warning("recovery %s on chain %s: %s", change.pk, account.chain_id, exc)
+    if _owner_added(change):
+        return _recovery_done(change)
+    return change
+
+
+def _owner_added(change: AccountChange) -> bool:
+    return all(
+        owner_index_on_chain(account=account, passkey=change.passkey) is not None
+        for account in picnic_accounts(user=change.user)
+    )
+
+
+def _recovery_done(change: AccountChange) -> AccountChange:
+    with transaction.atomic():
+        try:
+            change = change_transition(
+                change_id=change.pk,
+                to=S.EXECUTED,
+                actor=Actor.system(),
+                only_from={S.WAITING},
+                detail="executeRecovery: the new passkey is an owner on every chain",
+            )
+        except IllegalTransition:
+            return AccountChange.objects.get(pk=change.pk)
+        _apply(change)
+        transaction.on_commit(lambda: recovery_mail(change_id=change.pk, started=False))
+    return change
+
+
+def account_change_refresh(*, change: AccountChange) -> AccountChange:
+    """One submitted or waiting change moved on from what the chains say (its page's poll)."""
+    try:
+        if change.kind == K.RECOVERY:
+            recovery_settle(change=change)
+        elif change.status == S.SUBMITTED:
+            account_change_reconcile(change=change)
+    except (BundlerError, RelayError, Web3Exception, OSError) as exc:
+        logger.warning("account change %s: %s", change.pk, exc)  # the next poll tries again
+    return AccountChange.objects.select_related("passkey", "signer").get(pk=change.pk)
+
+
+def account_changes_process() -> dict[str, int]:
+    """Beat: submitted owner ops are reconciled, recoveries moved on (few rows: open ones)."""
+    counts = {"reconciled": 0, "recoveries": 0}
+    for change in AccountChange.objects.filter(status__in=(S.SUBMITTED, S.WAITING)).select_related(
+        "user", "passkey", "target"
+    ):
+        try:
+            if change.kind == K.RECOVERY:
+                recovery_settle(change=change)
+                counts["recoveries"] += 1
+            elif change.status == S.SUBMITTED:
+                account_change_reconcile(change=change)
+                counts["reconciled"] += 1
+        except Exception:  # one bad change must not stop the others; logged with its id
+            logger.exception("account change %s could not be processed", change.pk)
+    return counts
+
+
+def recovery_mail(*, change_id, started: bool) -> None:
+    """Tell the user by e-mail when a recovery starts (so a device can cancel it) and when it
+    completes. In the site's language: the user's own is not stored."""
+    change = AccountChange.objects.select_related("user").get(pk=change_id)
+    if not change.user.email:
+        return
+    with translation.override(settings.LANGUAGE_CODE):
+        if started:
+            subject = gettext("Picnic: someone started recovering your account")
+            body = gettext(
+                "A recovery of your Picnic account was started with your recovery code. Once "
+                "the safety delay has passed (%(ready)s UTC), a new passkey will be able to sign "
+                "for your account.\n\nIf this was not you, open Picnic on one of your devices "
+                "and cancel it on the Passkeys page before then."
+            ) % {"ready": f"{change.ready_at:%Y-%m-%d %H:%M}" if change.ready_at else "—"}
+        else:
+            subject = gettext("Picnic: your account was recovered")
+            body = gettext(
+                "The recovery of your Picnic account is complete: the new passkey can now sign "
+                "for your account. If this was not you, contact Picnic support now."
+            )
+    send_mail(subject, body, None, [change.user.email])
+
+
+def recovery_for_staff(*, user) -> AccountChange | None:
+    """The recovery in progress, for staff pages: read-only."""
+    return (
+        AccountChange.objects.filter(user=user, kind=K.RECOVERY)
+        .exclude(status__in=(S.EXECUTED, S.FAILED, S.CANCELLED))
+        .first()
+    )

@@ -1,0 +1,156 @@
+"""Two devices in Debian's Chromium, each with its own CDP virtual authenticator: the phone
+(device 1) registers, makes an "add a device" link; the laptop (device 2) opens it, signs in,
+creates a passkey that signs nothing until the phone approves it (one prompt for both chains).
+Both sign a transfer; the laptop removes the phone; the phone's signature is refused in plain
+words, and the laptop still signs."""
+
+from __future__ import annotations
+
+import pytest
+from web3 import Web3
+
+from actions.demo import ensure_demo_tokens
+from actions.models import AccountChange, Action, OwnerState, Passkey, SmartAccount
+from chain import contracts
+from chain.dev import fund, mint
+from core.chains import all_chains
+from core.testing import add_virtual_authenticator, chromium_options
+
+pytestmark = [pytest.mark.chain, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+RECIPIENT = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"
+
+
+@pytest.fixture
+def two_devices(live_server, chain_settings, settings, monkeypatch):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    from picnic.celery import app as celery_app  # noqa: PLC0415 (as test_signing_browser)
+
+    monkeypatch.setitem(celery_app.conf, "task_always_eager", True)
+    settings.WEBAUTHN_RP_ID = "localhost"
+    settings.WEBAUTHN_ORIGIN = live_server.url
+    settings.PUBLIC_BASE_URL = live_server.url
+    ensure_demo_tokens()
+    from playwright.sync_api import sync_playwright  # noqa: PLC0415
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(**chromium_options())
+        pages = []
+        for agent in ("Phone (Android) Chrome", "Laptop (Windows) Chrome"):
+            # One browser context per device: its own cookies and its own authenticator.
+            context = browser.new_context(user_agent=agent, viewport={"width": 1000, "height": 900})
+            page = context.new_page()
+            add_virtual_authenticator(page.context.new_cdp_session(page))
+            pages.append(page)
+        yield pages
+        browser.close()
+
+
+def _sign_in(page, url: str, next_path: str) -> None:
+    page.goto(f"{url}/accounts/login/?next={next_path}")
+    page.fill("input[name=username]", "alice")
+    page.fill("input[name=password]", "alice-password")
+    page.click("#sign-in")
+
+
+def test_link_approve_both_sign_remove_one_and_its_signature_is_refused(
+    two_devices, live_server, django_user_model, application, make_token, api_client
+):
+    phone, laptop = two_devices
+    url = live_server.url
+    user = django_user_model.objects.create_user("alice", password="alice-password")
+
+    _sign_in(phone, url, "/passkeys/")
+    phone.click("#register-passkey")
+    phone.wait_for_selector("li.passkey", timeout=30_000)
+    account = SmartAccount.objects.filter(user=user, passkey__isnull=False).first()
+    for chain in all_chains():
+        w3 = Web3(Web3.HTTPProvider(chain.rpc_url))
+        fund(w3, account.address, Web3.to_wei(1, "ether"))
+    mint(Web3(Web3.HTTPProvider(all_chains()[0].rpc_url)), "USDC", account.address, 5_000_000)
+    first = Passkey.objects.get(user=user)
+
+    # Device 1 makes a link (and its QR code); device 2 opens it and signs in there.
+    phone.goto(f"{url}/passkeys/add-device")
+    phone.click("#create-device-link")
+    phone.wait_for_selector("#device-qr svg", timeout=30_000)
+    link = phone.get_attribute("#device-link-url", "href")
+    laptop.goto(link)
+    laptop.fill("input[name=username]", "alice")
+    laptop.fill("input[name=password]", "alice-password")
+    laptop.click("#sign-in")
+    laptop.click("#register-passkey")
+    laptop.wait_for_selector("li.passkey >> nth=1", timeout=30_000)
+    second = Passkey.objects.exclude(pk=first.pk).get(user=user)
+    assert second.owner_state == OwnerState.PENDING and second.device_link is not None
+    assert "Waiting for approval" in laptop.inner_text(
+        f'[data-credential-id="{second.credential_id}"]'
+    )
+
+    # A replayed link does nothing.
+    laptop.goto(link)
+    assert "already used" in laptop.inner_text("#link-refused")
+
+    token = make_token(user, application, scope="read:actions write:actions")
+
+    def propose() -> dict:
+        response = api_client.post(
+            "/api/v1/actions/transfer",
+            token,
+            {
+                "asset_id": f"eip155:31337/erc20:{contracts.demo_token_address('USDC')}",
+                "amount": "0.5",
+                "to": RECIPIENT,
+            },
+        )
+        assert response.status_code == 201, response.content
+        return response.json()
+
+    # Before approval, the laptop's passkey signs nothing.
+    waiting = propose()
+    laptop.goto(waiting["sign_url"])
+    laptop.click("#approve")
+    laptop.wait_for_selector('#sign-result[data-outcome="failed"]', timeout=30_000)
+    assert "waiting for approval" in laptop.inner_text("#sign-result")
+
+    # Device 1 approves, on a page that names the new device: one prompt, both chains.
+    phone.goto(f"{url}/passkeys/")
+    phone.click(f"#approve-device-{second.pk}")
+    assert "Laptop (Windows) Chrome" in phone.inner_text("#device-facts")
+    phone.click("#approve")
+    phone.wait_for_selector('[data-status="executed"]', timeout=120_000)
+    second.refresh_from_db()
+    assert (second.owner_state, second.owner_index) == (OwnerState.ACTIVE, 1)
+    change = AccountChange.objects.get(kind="add_owner")
+    assert len(change.ops) == 2 and all(op["done"] for op in change.ops)
+
+    # Both sign transfers (the laptop's was refused above: nothing was signed; a new one).
+    from_laptop = propose()
+    laptop.goto(from_laptop["sign_url"])
+    assert "Signs with one of your passkeys" in laptop.inner_text("#signing-passkey")
+    laptop.click("#approve")
+    laptop.wait_for_selector('[data-status="executed"]', timeout=90_000)
+    from_phone = propose()
+    phone.goto(from_phone["sign_url"])
+    phone.click("#approve")
+    phone.wait_for_selector('[data-status="executed"]', timeout=90_000)
+
+    # The laptop removes the phone (signed by the laptop's own passkey).
+    laptop.goto(f"{url}/passkeys/")
+    laptop.click(f"#remove-{first.pk}")
+    laptop.click("#remove-yes")
+    laptop.click("#approve")
+    laptop.wait_for_selector('[data-status="executed"]', timeout=120_000)
+    first.refresh_from_db()
+    assert first.owner_state == OwnerState.REMOVED
+
+    # The phone's signature is refused in plain words; the laptop still signs.
+    last = propose()
+    phone.goto(last["sign_url"])
+    phone.click("#approve")
+    phone.wait_for_selector('#sign-result[data-outcome="failed"]', timeout=30_000)
+    assert "This passkey was removed from your account on" in phone.inner_text("#sign-result")
+    assert Action.objects.get(pk=last["action_id"]).status == "proposed"
+    laptop.goto(last["sign_url"])
+    laptop.click("#approve")
+    laptop.wait_for_selector('[data-status="executed"]', timeout=90_000)
+    assert "Signed with" in laptop.inner_text("#signing-passkey")

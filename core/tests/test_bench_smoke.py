@@ -1,0 +1,172 @@
+"""Every script under bench/ runs, with its documented command, at a tiny size, from a fresh
+database: a schema change that breaks a bench fails here, not months later on the day someone
+needs the numbers. No timing is asserted; each run must exit 0 and print its result line.
+
+The scripts are found by their `if __name__ == "__main__":` (the modules they load are not
+scripts), so a new bench without a tiny run below fails `test_every_bench_script_has_a_smoke_run`.
+Each fresh database is a copy of the session's migrated test database
+(BENCH_TEMPLATE_DATABASE, see bench/common.py) instead of a migration from scratch."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+# The session's test database is the template: django_db makes pytest-django create it.
+pytestmark = pytest.mark.django_db
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
+
+
+@dataclass(frozen=True)
+class Run:
+    args: tuple[str, ...]
+    prints: str  # in its result line
+    marks: tuple = ()
+    database: str = "argument"  # "argument" (--database NAME), "url" (its own, in DATABASE_URL)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+REDIS = pytest.mark.skipif(
+    not settings.CELERY_BROKER_URL.startswith("redis"),
+    reason="needs a Redis broker (set CELERY_BROKER_URL=redis://…)",
+)
+PG = pytest.mark.postgres
+
+RUNS = {
+    "admin_pages.py": Run(
+        ("--rows", "1000", "--rounds", "1"), "pages meet p95", (PG,), database="url"
+    ),
+    "balances.py": Run(
+        ("--accounts", "1", "--rounds", "2", "--requests", "2"),
+        "two chains / one chain at p50: ",
+        (pytest.mark.chain,),
+    ),
+    "batches.py": Run(("--items", "3", "--rounds", "1"), "action reconcile, executed: ", (PG,)),
+    "console_pages.py": Run(
+        ("--rows", "1000", "--rounds", "1"), "console pages meet p95", (PG,), database="url"
+    ),
+    "dm_worker.py": Run(
+        ("--per-round", "5", "--rounds", "1", "--events", "5", "--warm", "5"),
+        "ratio project/protocol deliveries/s: ",
+        (PG, REDIS),
+    ),
+    "history_pages.py": Run(
+        ("--entries", "200", "--page", "10", "--repeat", "2"), "ratio ours/baseline: "
+    ),
+    "live_updates.py": Run(
+        ("--rounds", "1", "--workers", "1"),
+        "ratio polling p95 / live p95: ",
+        (PG, REDIS, pytest.mark.browser),
+        database="url",
+    ),
+    "metrics_scrape.py": Run(
+        ("--rows", "100", "--open", "5", "--rounds", "1"), "ratio baseline/ours: ", (PG,)
+    ),
+    "owner_gas.py": Run((), "multi-owner spread over ", (pytest.mark.chain,), database="none"),
+    "status_tool.py": Run(
+        ("--actions", "10", "--rounds", "1", "--requests", "5", "--warm", "5"),
+        "ratio p99 get_action_status/bare: ",
+        (PG,),
+    ),
+    "trace_overhead.py": Run(
+        ("--requests", "10", "--rounds", "1"), "ratio ours/baseline: ", database="none"
+    ),
+}
+
+
+def _scripts() -> list[str]:
+    return sorted(
+        path.name
+        for path in BENCH.glob("*.py")
+        if 'if __name__ == "__main__":' in path.read_text(encoding="utf-8")
+    )
+
+
+def test_every_bench_script_has_a_smoke_run():
+    assert _scripts() == sorted(RUNS), "give each bench script a tiny run in RUNS"
+
+
+def _admin(url: str):
+    import psycopg
+
+    return psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True)
+
+
+@pytest.fixture(scope="module")
+def fresh(django_db_setup, django_db_blocker):
+    """(the DATABASE_URL server, a prefix for database names, the template's name or None)."""
+    from django.db import connection, connections
+
+    with django_db_blocker.unblock():
+        test_db = connection.settings_dict["NAME"]  # django_db_setup pointed it at the test db
+        url = os.environ.get("DATABASE_URL", "")
+    if connection.vendor != "postgresql":
+        # The session's SQLite test database (in memory or not), copied into a file.
+        template = Path(settings.VAR_DIR) / f"bench_smoke_template_{os.getpid()}.sqlite3"
+        template.unlink(missing_ok=True)
+        with django_db_blocker.unblock(), connection.cursor() as cursor:
+            cursor.execute("VACUUM INTO %s", [str(template)])
+        yield None, f"bench_smoke_{os.getpid()}", str(template)
+        template.unlink(missing_ok=True)
+        return
+    connections.close_all()  # a database being copied must have no session open
+    template = f"{test_db}_bench_template"[:63]
+    with _admin(url) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{template}"')
+        for attempt in range(10):
+            try:
+                admin.execute(f'CREATE DATABASE "{template}" TEMPLATE "{test_db}"')
+                break
+            except Exception:  # noqa: BLE001 - a session of this run still closing: again
+                if attempt == 9:
+                    raise
+                time.sleep(1)
+    yield url, f"{test_db}_bench"[:50], template
+    with _admin(url) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)')
+
+
+@pytest.mark.parametrize(
+    "script",
+    [pytest.param(name, marks=RUNS[name].marks if name in RUNS else ()) for name in _scripts()],
+)
+def test_the_bench_runs_at_a_tiny_size_from_a_fresh_database(script, fresh):
+    url, prefix, template = fresh
+    run = RUNS[script]
+    stem = script.removesuffix(".py")
+    env = {**os.environ, **run.env}
+    if template:
+        env["BENCH_TEMPLATE_DATABASE"] = template
+    args = list(run.args)
+    own = None
+    if run.database == "argument":
+        args += ["--database", f"{prefix}_{stem}"]
+    elif run.database == "url" and url:
+        # These keep their database between runs and refuse a name without their prefix.
+        own = {"admin_pages": "bench_admin", "console_pages": "bench_console"}.get(stem, "")
+        own = f"{own}_{prefix}_{stem}" if own else f"{prefix}_{stem}"
+        env["DATABASE_URL"] = url.rsplit("/", 1)[0] + "/" + own[:63]
+    try:
+        result = subprocess.run(
+            [sys.executable, f"bench/{script}", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    finally:
+        if own and url:
+            with _admin(url) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{own[:63]}" WITH (FORCE)')
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    lines = [line.strip() for line in result.stdout.splitlines() if line.strip()]
+    assert any(run.prints in line for line in lines), result.stdout[-3000:]

@@ -1,0 +1,162 @@
+"""A stream lives no longer than its grant (mcp_adapter/http.py, `GrantWatch`): an open SSE
+stream whose token is revoked, deleted by "Disconnect" or expired delivers nothing more and
+ends; the task it followed stays readable by its owner with a new token. Raw streamable HTTP
+against the real server (requests streaming), the worker's moves with the real services."""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from datetime import timedelta
+
+import pytest
+import requests
+from django.test import Client
+from django.utils import timezone
+
+from mcp_adapter.models import McpTask
+from mcp_adapter.tests.conftest import DM_SCOPES
+from mcp_adapter.tests.test_tasks import LEGACY, HttpRpc, _send
+
+pytestmark = pytest.mark.django_db(transaction=True)
+END = object()  # the server closed the stream
+
+
+def _listen(http, rpc: HttpRpc) -> tuple[requests.Response, queue.Queue]:
+    """The session's GET stream, read in a thread: every JSON-RPC message, then END."""
+    stream = requests.get(
+        http.url,
+        headers={
+            **rpc.headers,
+            "Accept": "text/event-stream",
+            "Mcp-Session-Id": rpc.session_id,
+            "MCP-Protocol-Version": LEGACY,
+        },
+        stream=True,
+        timeout=30,
+    )
+    assert stream.status_code == 200
+    received: queue.Queue = queue.Queue()
+
+    def read():
+        try:
+            for line in stream.iter_lines(decode_unicode=True):
+                if line and line.startswith("data:") and line[5:].strip():
+                    received.put(json.loads(line[5:]))
+        except requests.RequestException as exc:  # a broken (not a cleanly ended) stream
+            received.put(exc)
+        except AttributeError:  # closed by the test (urllib3 drops its socket)
+            pass
+        received.put(END)
+
+    threading.Thread(target=read, daemon=True).start()
+    return stream, received
+
+
+def _status_notes(received: queue.Queue, task_id: str) -> list:
+    """What the stream delivers until it ends: this task's status notifications (and any
+    transport error, which would fail the caller's assertions)."""
+    found = []
+    while (message := received.get(timeout=15)) is not END:
+        if isinstance(message, Exception):
+            found.append(message)
+        elif message.get("params", {}).get("taskId") == task_id:
+            found.append(message["params"]["status"])
+    return found
+
+
+def _start_task(rpc: HttpRpc, dm) -> tuple[str, object]:
+    task = rpc.call(
+        "tools/call", {"name": "sosoapi_dm_actions_send", "arguments": dm(), "task": {}}
+    )
+    task_id = task["result"]["task"]["taskId"]
+    return task_id, McpTask.objects.get(pk=task_id).entity_id
+
+
+def _wait_for(received: queue.Queue, task_id: str, status: str) -> None:
+    while True:
+        message = received.get(timeout=10)
+        assert message is not END, "the stream ended before the update"
+        params = message.get("params", {})
+        if params.get("taskId") == task_id and params.get("status") == status:
+            return
+
+
+def test_a_revoked_token_hears_nothing_after_the_revocation_and_the_task_stays_readable(
+    http_server, dm, user, application, make_token
+):
+    # The default interval (30 s): what ends the stream here is the check at the event itself.
+    with http_server() as http:
+        rpc = HttpRpc(http.url, dm.token.token, LEGACY)
+        stream, received = _listen(http, rpc)
+        task_id, delivery_id = _start_task(rpc, dm)
+        _send(delivery_id, "claimed")
+        _wait_for(received, task_id, "working")  # the stream works while the token holds
+
+        dm.token.revoke()  # what the RFC 7009 endpoint does
+        _send(delivery_id, "sending", "sent")
+        after = _status_notes(received, task_id)
+        stream.close()
+        again = requests.get(
+            http.url,
+            headers={
+                **rpc.headers,
+                "Accept": "text/event-stream",
+                "Mcp-Session-Id": rpc.session_id,
+            },
+            timeout=5,
+        )
+        fresh = make_token(user, application, scope=DM_SCOPES)
+        task = HttpRpc(http.url, fresh.token, LEGACY).call("tasks/get", {"taskId": task_id})
+    # Nothing after the revocation: neither "working" (sending) nor "completed" (sent), and
+    # the stream ended cleanly (no transport error).
+    assert after == []
+    assert again.status_code == 401
+    assert task["result"]["taskId"] == task_id and task["result"]["status"] == "completed"
+
+
+def test_disconnect_on_the_connected_agents_page_ends_an_idle_stream(
+    http_server, dm, user, application
+):
+    with http_server(STREAM_GRANT_CHECK_SECONDS=0.3) as http:
+        rpc = HttpRpc(http.url, dm.token.token, LEGACY)
+        stream, received = _listen(http, rpc)
+        task_id, delivery_id = _start_task(rpc, dm)
+        _send(delivery_id, "claimed")
+        _wait_for(received, task_id, "working")
+
+        page = Client()
+        page.force_login(user)
+        answer = page.post(f"/agents/{application.pk}/revoke")
+        assert answer.status_code == 302
+        # No event follows: the periodic re-check ends the stream by itself.
+        assert _status_notes(received, task_id) == []
+        _send(delivery_id, "sending")
+        stream.close()
+    assert not type(dm.token).objects.filter(pk=dm.token.pk).exists()
+
+
+def test_an_expired_token_ends_the_stream(http_server, dm, user, application, make_token):
+    token = make_token(user, application, scope=DM_SCOPES)
+    with http_server(STREAM_GRANT_CHECK_SECONDS=0.3) as http:
+        rpc = HttpRpc(http.url, token.token, LEGACY)
+        stream, received = _listen(http, rpc)
+        type(token).objects.filter(pk=token.pk).update(
+            expires=timezone.now() - timedelta(seconds=1)
+        )
+        assert received.get(timeout=15) is END
+        stream.close()
+
+
+def test_a_stream_with_a_valid_token_outlives_its_checks(http_server, dm):
+    """The control: re-checks of a token that holds change nothing."""
+    with http_server(STREAM_GRANT_CHECK_SECONDS=0.2) as http:
+        rpc = HttpRpc(http.url, dm.token.token, LEGACY)
+        stream, received = _listen(http, rpc)
+        task_id, delivery_id = _start_task(rpc, dm)
+        # Several checks pass before the first event (a handful of 0.2 s intervals).
+        threading.Event().wait(1.0)
+        _send(delivery_id, "claimed", "sending", "sent")
+        _wait_for(received, task_id, "completed")
+        stream.close()
