@@ -1,11 +1,13 @@
 """What a request pays for its trace: `core.middleware.TraceMiddleware` (parse or start a
 `traceparent`, response headers, one JSON access line written to a file) against the same
 middleware stack without it, both measured in this run, interleaved, on `/healthz` (no I/O, so
-the difference is ours alone). No database.
+the difference is ours alone). No database. A third column, "otel", is the same request with
+OpenTelemetry on (picnic.otel: the Django instrumentation's server span, exported in the
+background over OTLP/HTTP to a local receiver started here).
 
     .venv/bin/python bench/trace_overhead.py [--requests 1000] [--rounds 9]
 
-Prints the median time per request of each and the ratio, last.
+Prints the median time per request of each and the ratios, last.
 """
 
 from __future__ import annotations
@@ -60,16 +62,44 @@ def main() -> None:
 
     assert "X-Request-ID" in ours.get("/healthz").headers
     assert "X-Request-ID" not in baseline.get("/healthz").headers
-    times: dict[str, list[float]] = {"baseline": [], "ours": []}
+
+    # Tracing on, for a third client only: it loads the chain with the instrumentation's
+    # middleware; the other two keep theirs, and ours runs with tracing off between turns.
+    from core import tracing
+    from core.testing import OtlpReceiver
+    from picnic import otel
+
+    collector = OtlpReceiver().start()
+    settings.OTEL_EXPORTER_OTLP_ENDPOINT = os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = (
+        collector.endpoint
+    )
+    provider = otel.configure()
+    tracer = provider.get_tracer("picnic")
+    traced = Client()
+    traced.get("/healthz")
+    tracing.use_opentelemetry(None)
+
+    times: dict[str, list[float]] = {"baseline": [], "ours": [], "otel": []}
     for _ in range(args.rounds):
         times["baseline"].append(per_request(baseline))
         times["ours"].append(per_request(ours))
+        tracing.use_opentelemetry(tracer)
+        times["otel"].append(per_request(traced))
+        tracing.use_opentelemetry(None)
+    provider.force_flush()
+    assert len(collector.spans) >= args.rounds * args.requests, len(collector.spans)
+    collector.stop()
     base = statistics.median(times["baseline"])
     mine = statistics.median(times["ours"])
+    spans = statistics.median(times["otel"])
     print(f"{args.rounds} interleaved rounds of {args.requests} GET /healthz, median per request")
     print(f"baseline (no trace middleware): {base:.3f} ms")
     print(f"ours (trace + JSON access line): {mine:.3f} ms  (+{(mine - base) * 1000:.0f} µs)")
+    print(
+        f"otel (ours + server span, OTLP/HTTP export): {spans:.3f} ms  (+{(spans - mine) * 1000:.0f} µs over ours)"
+    )
     print(f"ratio ours/baseline: {mine / base:.2f}")
+    print(f"ratio otel/ours: {spans / mine:.2f}")
 
 
 if __name__ == "__main__":

@@ -109,10 +109,23 @@ class JsonHttpClient:
         # bytes go as they are (e.g. a form-encoded OAuth token request), anything else as JSON
         data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
         all_headers = {"Content-Type": "application/json", "User-Agent": "picnic-backoffice/1"}
-        all_headers.update(tracing.outgoing_headers())  # the provider may log our trace too
-        all_headers.update(headers or {})
         try:
-            with metrics.provider_timer(self.provider):
+            with (
+                # no query string on the span: it may carry what a provider asks for
+                tracing.client_span(
+                    method,
+                    **{
+                        "http.request.method": method,
+                        "server.address": self.host,
+                        "server.port": self.port,
+                        "url.path": self.prefix + path.partition("?")[0],
+                    },
+                ),
+                metrics.provider_timer(self.provider),
+            ):
+                # the provider may log our trace too (with OpenTelemetry on: the client span)
+                all_headers.update(tracing.outgoing_headers())
+                all_headers.update(headers or {})
                 conn.request(method, self.prefix + path, body=data, headers=all_headers)
                 response = conn.getresponse()
                 raw = response.read()

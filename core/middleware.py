@@ -42,7 +42,11 @@ class TraceMiddleware:
         started = time.perf_counter()
         # Set, not reset on the way out: Django logs "Not Found" and 500s after the middleware
         # chain returns, and those lines belong to the request too. `request_finished` clears it.
-        context = tracing.continue_from(request.headers.get(tracing.HEADER))
+        # With OpenTelemetry on, its Django middleware (first) has started the request's span
+        # from the same header: that span is our context, so logs and history name it.
+        context = tracing.from_opentelemetry() or tracing.continue_from(
+            request.headers.get(tracing.HEADER)
+        )
         tracing.activate(context)
         response = self.get_response(request)
         response[tracing.HEADER] = context.traceparent

@@ -3,6 +3,10 @@ Celery message headers, and the worker runs the task in a span of that trace. A 
 without one (beat, an older publisher) starts a new trace. Eager tasks run in the caller's
 context already, so their trace is left alone.
 
+With OpenTelemetry on (picnic.otel), its Celery instrumentation carries the same header
+instead (one mechanism: the publish span's `traceparent`), and the task's span, started from it
+before our prerun receiver runs, is the task's context.
+
 While a task runs, its log lines also name the task and the entity it was handed (an argument
 named `*_id`, e.g. `delivery_id`)."""
 
@@ -19,6 +23,8 @@ _tokens: dict[str, list[contextvars.Token]] = {}
 
 
 def _on_publish(headers=None, **_):
+    if tracing.opentelemetry_on():
+        return
     if headers is not None and tracing.HEADER not in headers:
         headers.update(tracing.outgoing_headers())
 
@@ -37,7 +43,7 @@ def _on_prerun(task_id=None, task=None, args=None, kwargs=None, **_):
         return
     tokens = []
     if not request.is_eager:
-        context = tracing.continue_from(request.get(tracing.HEADER))
+        context = tracing.from_opentelemetry() or tracing.continue_from(request.get(tracing.HEADER))
         tokens.append(tracing.activate(context))
     tokens.append(tracing.bind_ids(task=task.name, **_work_ids(task, args, kwargs)))
     _tokens[task_id] = tokens
@@ -49,6 +55,13 @@ def _on_postrun(task_id=None, **_):
             token.var.reset(token)
     except ValueError:  # set in another context (a pool that switched threads): start clean
         tracing.clear()
+
+
+def disconnect() -> None:
+    """picnic.otel reconnects these after OpenTelemetry's own receivers (they run in order)."""
+    before_task_publish.disconnect(dispatch_uid="picnic-trace-publish")
+    task_prerun.disconnect(dispatch_uid="picnic-trace-prerun")
+    task_postrun.disconnect(dispatch_uid="picnic-trace-postrun")
 
 
 def connect() -> None:

@@ -20,6 +20,10 @@ import pytest
 from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 
 from core.admin import HISTORY_INLINE_LIMIT
 from core.local_server import LocalJsonServer
@@ -80,6 +84,45 @@ class ScriptedServer(LocalJsonServer):
             error = {"code": exc.code, "message": exc.message}
             return self.send_json(handler, 200, {"jsonrpc": "2.0", "id": rpc_id, "error": error})
         return self.send_json(handler, 200, {"jsonrpc": "2.0", "id": rpc_id, "result": result})
+
+
+class OtlpReceiver(LocalJsonServer):
+    """A local OTLP/HTTP trace collector: decodes each `ExportTraceServiceRequest` (protobuf)
+    posted to /v1/traces and keeps its spans, as dicts with hex ids and the service name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spans: list[dict[str, Any]] = []
+
+    @property
+    def endpoint(self) -> str:
+        """What OTEL_EXPORTER_OTLP_ENDPOINT is set to (the exporter adds /v1/traces)."""
+        return self.url
+
+    def on_post(self, handler) -> None:
+        body = self.read_body(handler)
+        if handler.path != "/v1/traces":
+            return self.send(handler, 404, b"")
+        request = ExportTraceServiceRequest.FromString(body)
+        for resource_spans in request.resource_spans:
+            attributes = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    self.spans.append(
+                        {
+                            "service": attributes.get("service.name", ""),
+                            "scope": scope_spans.scope.name,
+                            "name": span.name,
+                            "kind": span.kind,
+                            "trace_id": span.trace_id.hex(),
+                            "span_id": span.span_id.hex(),
+                            "parent_span_id": span.parent_span_id.hex(),
+                        }
+                    )
+        self.send(handler, 200, ExportTraceServiceResponse().SerializeToString())
+
+    def in_trace(self, trace_id: str) -> list[dict[str, Any]]:
+        return [s for s in list(self.spans) if s["trace_id"] == trace_id]
 
 
 def wait_until(

@@ -5,9 +5,14 @@ into the history rows it writes.
 The context lives in a contextvar (a request, a task and an async MCP call each see their own).
 `traceparent` is parsed here rather than with opentelemetry-api's propagator: the format is
 four fixed fields, the values also come from JSON (MCP `_meta`), where the propagator would
-need the same type guards, and we keep no OpenTelemetry context or spans of our own.
+need the same type guards.
 A value that is not a valid version-00 header is ignored and a new trace is started: a client
 can never make us fail or log something that is not two hex ids.
+
+When OpenTelemetry is on (picnic.otel, only with OTEL_EXPORTER_OTLP_ENDPOINT set), its span is
+the trace context: the instrumentations start the web and task spans from the same header, and
+we take our context from the current span (`from_opentelemetry()`), so the ids in log lines and
+history rows are the ids of the exported spans. Off, nothing here touches OpenTelemetry.
 
 Work identifiers (`action_id`, `delivery_id`, `operation_id`) sit beside it in a second
 contextvar (`bind()`), so every log line written while handling an item names it.
@@ -23,6 +28,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace as otel_trace
 
 HEADER = "traceparent"
 # version 00: exactly four lower-case hex fields; longer or upper-case values are refused.
@@ -87,6 +95,72 @@ _work: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar(
 )
 
 
+# Set once at start-up by picnic.otel when spans are exported.
+_tracer: otel_trace.Tracer | None = None
+
+
+def use_opentelemetry(tracer: otel_trace.Tracer | None) -> None:
+    global _tracer
+    _tracer = tracer
+
+
+def opentelemetry_on() -> bool:
+    return _tracer is not None
+
+
+def from_opentelemetry() -> TraceContext | None:
+    """The current OpenTelemetry span as our context (None when off or outside any span)."""
+    if _tracer is None:
+        return None
+    span_context = otel_trace.get_current_span().get_span_context()
+    if not span_context.is_valid:
+        return None
+    return TraceContext(
+        format(span_context.trace_id, "032x"),
+        format(span_context.span_id, "016x"),
+        format(span_context.trace_flags, "02x"),
+    )
+
+
+def _otel_attach(context: TraceContext) -> object | None:
+    """Make `context` the parent of the OpenTelemetry spans started in the block (a trace we
+    adopt or continue by hand), so they join it too; None when off."""
+    if _tracer is None:
+        return None
+    parent = otel_trace.NonRecordingSpan(
+        otel_trace.SpanContext(
+            int(context.trace_id, 16),
+            int(context.span_id, 16),
+            is_remote=False,
+            trace_flags=otel_trace.TraceFlags(int(context.flags, 16)),
+        )
+    )
+    return otel_context.attach(otel_trace.set_span_in_context(parent))
+
+
+def _otel_detach(token: object | None) -> None:
+    if token is not None:
+        otel_context.detach(token)
+
+
+@contextmanager
+def client_span(name: str, **attributes: Any) -> Iterator[None]:
+    """An outgoing call as an OpenTelemetry client span (the project's HTTP client is
+    http.client, which has no instrumentation), current for the block, so the `traceparent`
+    we send names it. Nothing happens when OpenTelemetry is off."""
+    if _tracer is None:
+        yield
+        return
+    with _tracer.start_as_current_span(
+        name, kind=otel_trace.SpanKind.CLIENT, attributes=attributes
+    ):
+        token = _current.set(from_opentelemetry())
+        try:
+            yield
+        finally:
+            _current.reset(token)
+
+
 def current() -> TraceContext | None:
     return _current.get()
 
@@ -120,9 +194,11 @@ def span(traceparent: Any = None) -> Iterator[TraceContext]:
     """Run the block in our own span of `traceparent`'s trace (or of a new trace)."""
     context = continue_from(traceparent)
     token = _current.set(context)
+    otel_token = _otel_attach(context)
     try:
         yield context
     finally:
+        _otel_detach(otel_token)
         _current.reset(token)
 
 
@@ -135,10 +211,13 @@ def adopt(trace_id: str | None) -> Iterator[None]:
         yield
         return
     flags = context.flags if context else "01"
-    token = _current.set(TraceContext(trace_id, _new_span_id(), flags))
+    adopted = TraceContext(trace_id, _new_span_id(), flags)
+    token = _current.set(adopted)
+    otel_token = _otel_attach(adopted)
     try:
         yield
     finally:
+        _otel_detach(otel_token)
         _current.reset(token)
 
 
@@ -165,6 +244,9 @@ def clear() -> None:
 
 
 def outgoing_headers() -> dict[str, str]:
-    """`traceparent` of a child span for a call we make (empty outside any trace)."""
+    """`traceparent` of our span for a call we make (empty outside any trace)."""
     context = _current.get()
-    return {HEADER: context.child().traceparent} if context else {}
+    if context is None:
+        return {}
+    # With OpenTelemetry on, the current span is the client span made for this call.
+    return {HEADER: (context if _tracer is not None else context.child()).traceparent}

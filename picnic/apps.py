@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.conf import settings
 from django.contrib.admin import apps as admin_apps
 
 
@@ -8,6 +9,15 @@ class PicnicConfig(AppConfig):
 
     name = "picnic"
     verbose_name = "Picnic (this deployment)"
+
+    def ready(self) -> None:
+        # Every process sets Django up before it serves or runs anything: spans (when
+        # OTEL_EXPORTER_OTLP_ENDPOINT is set) are configured here, once.
+        if settings.OTEL_EXPORTER_OTLP_ENDPOINT:
+            # Imported here: with tracing off the SDK and instrumentations are not even loaded.
+            from picnic import otel
+
+            otel.configure()
 
 
 class PicnicAdminConfig(admin_apps.AdminConfig):

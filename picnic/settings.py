@@ -701,6 +701,16 @@ HEALTH_CHECK_TIMEOUT_SECONDS = env_float("HEALTH_CHECK_TIMEOUT_SECONDS", 2.0)
 # --- Metrics (/metrics, Prometheus text format) ----------------------------------------------
 # The bearer token Prometheus sends (`authorization: {credentials: ...}`); unset, /metrics
 # answers 404. Compared in constant time; at least 16 characters so it cannot be guessed.
+# Spans over OTLP/HTTP to this collector (picnic.otel); unset, tracing stays off: no
+# OpenTelemetry provider, instrumentation or exporter is installed. The SDK reads it too.
+OTEL_EXPORTER_OTLP_ENDPOINT = (
+    env_url("OTEL_EXPORTER_OTLP_ENDPOINT", "", schemes=("http", "https"))
+    if env_is_set("OTEL_EXPORTER_OTLP_ENDPOINT")
+    else ""
+)
+# The `service.name` of this process's spans (e.g. picnic-web, picnic-worker-dm).
+OTEL_SERVICE_NAME = env_str("OTEL_SERVICE_NAME", "picnic")
+
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 if METRICS_TOKEN and (len(METRICS_TOKEN) < 16 or not METRICS_TOKEN.isprintable()):
     raise ImproperlyConfigured("METRICS_TOKEN must be at least 16 printable characters")

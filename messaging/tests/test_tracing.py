@@ -5,15 +5,21 @@ trace of the request that queued the delivery."""
 from __future__ import annotations
 
 import json
+import os
+import uuid
 
 import pytest
+from django.conf import settings
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from chain.stack import free_port
 from core import tracing
-from core.testing import start_celery_worker, wait_until
+from core.testing import OtlpReceiver, database_url, start_celery_worker, wait_until
 from messaging.models import D, Delivery
 from messaging.providers.local_x import LocalXServer
 from messaging.services import deliveries_process_due
 from messaging.tests.factories import TOKEN_ENV, X_TOKEN
+from picnic import processes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -65,6 +71,103 @@ def test_the_request_trace_reaches_the_worker_the_provider_and_the_history(
     assert about_it, records
     assert {r["trace_id"] for r in about_it} == {TRACE_ID}
     assert {r.get("task") for r in about_it} == {"messaging.tasks.delivery_deliver"}
+
+
+def test_with_opentelemetry_one_agent_call_is_one_trace_of_spans_across_processes(
+    dm_token, send_body, tmp_path
+):
+    """The web (gunicorn), the worker (Celery) and the provider call each export their spans
+    to a local OTLP/HTTP collector; the API call's trace id is the spans' trace id, the
+    history rows' and the log lines'."""
+    prefix = f"otel-{uuid.uuid4().hex[:8]}."  # the web routes the task to `{prefix}dm`
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with OtlpReceiver() as collector, LocalXServer(token=X_TOKEN) as provider:
+        common = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint,
+            "OTEL_BSP_SCHEDULE_DELAY": "100",  # export within 0.1 s, not the 5 s default
+            "CELERY_QUEUE_PREFIX": prefix,
+            "LOG_FORMAT": "json",
+            "PICNIC_VAR_DIR": str(tmp_path / "var"),
+        }
+        web = processes.gunicorn(
+            {
+                **os.environ,
+                "DATABASE_URL": database_url(),
+                "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+                "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+                "OTEL_SERVICE_NAME": "picnic-web",
+                **common,
+            },
+            tmp_path / "web.log",
+            bind=f"127.0.0.1:{port}",
+        ).start()
+        worker = start_celery_worker(
+            queue=f"{prefix}dm",
+            log_path=tmp_path / "worker.log",
+            env={
+                "X_API_BASE_URL": provider.url,
+                TOKEN_ENV: X_TOKEN,
+                "OTEL_SERVICE_NAME": "picnic-worker",
+                **common,
+            },
+        )
+        try:
+            wait_until(lambda: processes.answers(f"{base}/healthz"), timeout=60)
+            status, headers, body = processes.http(
+                "POST",
+                f"{base}/private-messaging-api/actions/send",
+                body=send_body,
+                token=dm_token.token,
+                headers={"traceparent": PARENT},
+            )
+            assert status == 202, body
+            assert headers["X-Request-ID"] == TRACE_ID
+            delivery = Delivery.objects.get(pk=json.loads(body)["action"]["id"])
+            wait_until(lambda: Delivery.objects.get(pk=delivery.pk).status == D.SENT, timeout=60)
+            kinds = {Span.SPAN_KIND_SERVER, Span.SPAN_KIND_CONSUMER, Span.SPAN_KIND_CLIENT}
+            wait_until(
+                lambda: kinds <= {s["kind"] for s in collector.in_trace(TRACE_ID)}, timeout=30
+            )
+            # No `traceparent`: the trace the web starts is the request id it answers with.
+            _, fresh, _ = processes.http("GET", f"{base}/healthz")
+            wait_until(lambda: collector.in_trace(fresh["X-Request-ID"]), timeout=30)
+        finally:
+            web.stop()
+            worker.terminate()
+            worker.wait(timeout=30)
+            worker.log.close()
+    spans = collector.in_trace(TRACE_ID)
+    [server] = [s for s in spans if s["kind"] == Span.SPAN_KIND_SERVER]
+    assert (server["service"], server["parent_span_id"]) == ("picnic-web", "b7ad6b7169203331")
+    # Our `traceparent` answer names the exported server span.
+    assert headers["traceparent"] == f"00-{TRACE_ID}-{server['span_id']}-01"
+    [task] = [s for s in spans if s["kind"] == Span.SPAN_KIND_CONSUMER]
+    assert (task["service"], task["name"]) == (
+        "picnic-worker",
+        "run/messaging.tasks.delivery_deliver",
+    )
+    [call] = [s for s in spans if s["kind"] == Span.SPAN_KIND_CLIENT]
+    assert (call["service"], call["name"]) == ("picnic-worker", "POST")
+    # The provider was sent the client span as its parent.
+    [sent] = provider.requests
+    assert sent["traceparent"] == f"00-{TRACE_ID}-{call['span_id']}-01"
+    assert {s["trace_id"] for s in spans} == {TRACE_ID}
+    assert {trace_id for _, trace_id in _trace_ids(delivery)} == {TRACE_ID}
+    records = [
+        json.loads(line)
+        for line in (tmp_path / "worker.log").read_text().splitlines()
+        if line.startswith("{")
+    ]
+    about_it = [r for r in records if r.get("delivery_id") == str(delivery.pk)]
+    assert about_it, records
+    assert {r["trace_id"] for r in about_it} == {TRACE_ID}
+    # The worker's lines name its task span.
+    assert task["span_id"] in {r["span_id"] for r in about_it}
+    [fresh_server] = [
+        s for s in collector.in_trace(fresh["X-Request-ID"]) if s["kind"] == Span.SPAN_KIND_SERVER
+    ]
+    assert fresh_server["parent_span_id"] == ""
 
 
 def test_beat_catching_up_continues_the_trace_that_queued_the_delivery(
