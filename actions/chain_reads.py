@@ -259,7 +259,14 @@ def token_balance(chain_id: int, token_address: str, owner: str) -> int:
     """One ERC-20 balance in units (the signing page's "before"), bounded like every read;
     raises one of CHAIN_RPC_ERRORS when the node cannot say."""
     call = _eth_call(token_address, BALANCE_OF + owner[2:].lower().rjust(64, "0"))
-    (result,) = rpc_batch(chain_reader(chain_id), [call])
+    answers, _ = send_batches(
+        {chain_id: (get_chain(chain_id).rpc_url, [call])},
+        timeout=settings.CHAIN_READ_TIMEOUT_SECONDS,
+    )
+    answer = answers[chain_id]
+    if answer.error is not None:
+        raise answer.error
+    (result,) = batch_results(answer.body, 1)
     return _word(result)
 
 
