@@ -66,6 +66,8 @@ RUNS = {
         "ratio polling p95 / live p95: ",
         (PG, REDIS, pytest.mark.browser),
         database="url",
+        # Its live pages need the Redis event channel; the broker's Redis serves (REDIS above).
+        env={"EVENTS_URL": settings.CELERY_BROKER_URL},
     ),
     "metrics_scrape.py": Run(
         ("--rows", "100", "--open", "5", "--rounds", "1"), "ratio baseline/ours: ", (PG,)
