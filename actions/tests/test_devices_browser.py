@@ -11,6 +11,7 @@ from web3 import Web3
 
 from actions.demo import ensure_demo_tokens
 from actions.models import AccountChange, Action, OwnerState, Passkey, SmartAccount
+from actions.tests.browser import serve_passkeys
 from chain import contracts
 from chain.dev import fund, mint
 from core.chains import all_chains
@@ -22,13 +23,7 @@ RECIPIENT = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"
 
 @pytest.fixture
 def two_devices(live_server, chain_settings, settings, monkeypatch):
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from picnic.celery import app as celery_app  # noqa: PLC0415 (as test_signing_browser)
-
-    monkeypatch.setitem(celery_app.conf, "task_always_eager", True)
-    settings.WEBAUTHN_RP_ID = "localhost"
-    settings.WEBAUTHN_ORIGIN = live_server.url
-    settings.PUBLIC_BASE_URL = live_server.url
+    serve_passkeys(live_server, settings, monkeypatch)
     ensure_demo_tokens()
     from playwright.sync_api import sync_playwright  # noqa: PLC0415
 
