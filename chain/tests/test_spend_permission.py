@@ -121,9 +121,9 @@ class Setup:
         )
 
 
-def _setup(local, version: str) -> Setup:
+def _setup(local, version: str, passkey: SoftwarePasskey | None = None) -> Setup:
     w3 = Web3(Web3.HTTPProvider(local.rpc_url))
-    passkey = SoftwarePasskey()
+    passkey = passkey or SoftwarePasskey()
     account = PasskeyAccountClient(w3, *passkey.public_xy, version=version)
     fund(w3, account.address, Web3.to_wei(1, "ether"))
     mint(w3, "USDC", account.address, 100 * USDC)
@@ -438,3 +438,40 @@ def test_the_session_key_can_do_nothing_outside_its_permission(chain, version):
     # Nothing moved, the permission is intact, and the session key still spends within it.
     assert sp.spendable(s.w3, s.account.address, pid).remaining == 10 * USDC
     assert _spend(s, key, SHOP, 1 * USDC).success
+
+
+def test_a_spend_signed_for_one_chain_is_refused_on_the_other(chain, l2_chain):
+    """The same passkey, account address, permission id and session key on both chains: a
+    spend signed for one chain is refused on the other (the userOpHash binds the chain id)."""
+    passkey = SoftwarePasskey()
+    session_address, session_key = sp.new_session_key()
+    pid = sp.permission_id()
+    sides = []
+    for local in (chain, l2_chain):
+        s = _setup(local, "0.7", passkey)
+        now = _now(s.w3)
+        s.run_owner(
+            sp.grant_call(
+                s.account,
+                permission_id=pid,
+                session_key=session_address,
+                token=s.usdc.address,
+                allowance=5 * USDC,
+                period_seconds=sp.DAILY,
+                start=_started(s.w3),
+                end=now + 86_400,
+                recipients=[SHOP],
+            )
+        )
+        key = sp.SessionKeyAccount(s.w3, s.account.address, pid, session_key, version="0.7")
+        sides.append((s, key))
+    (card, card_key), (l2, l2_key) = sides
+    assert card.account.address == l2.account.address
+    signed, _ = card_key.sign(card_key.build_spend(card.bundler, to=SHOP, amount=1 * USDC))
+    before = l2.balance(SHOP)
+    with pytest.raises(BundlerError, match="AA24"):
+        l2.bundler.send_user_operation(to_rpc(signed), l2_key.entry_point)
+    assert l2.balance(SHOP) == before
+    # On its own chain the same op goes through.
+    card.bundler.send_user_operation(to_rpc(signed), card_key.entry_point)
+    assert _receipt(card.bundler, card_key.op_hash(signed)).success
