@@ -236,10 +236,14 @@ def dummy_permission_signature(permission_id: bytes | str) -> str:
     return pack_permission_signature(permission_id, bytes.fromhex(DUMMY_SIGNATURE[2:]))
 
 
-def nonce_key_for(permission_id: bytes | str) -> int:
-    """The EntryPoint nonce key a permission's spends use by default (the id's first 24
-    bytes): they queue behind each other, never behind the owners' ops."""
-    return int.from_bytes(_id(permission_id)[:24], "big")
+def nonce_key_for(permission_id: bytes | str, lane: int = 0) -> int:
+    """An EntryPoint nonce key of the permission's own: the id's first 20 bytes, then a 32-bit
+    `lane`. The account accepts a session key's op only on such a key, so the key cannot use
+    up the owners' nonces or another permission's. Spends on one lane queue behind each other
+    (never behind the owners' ops); spends meant to run in parallel take different lanes."""
+    if not 0 <= lane < 2**32:
+        raise ValueError("a lane is a 32-bit number")
+    return (int.from_bytes(_id(permission_id)[:20], "big") << 32) | lane
 
 
 # --- reads ---------------------------------------------------------------------------------
@@ -346,8 +350,9 @@ class SessionKeyAccount(Erc4337Account):
         gas: dict[str, int] | None = None,
         nonce_key: int | None = None,
     ) -> dict[str, Any]:
-        """An unsigned op that spends `amount` to `to`. Without `gas` the bundler estimates it,
-        which simulates the transfer: a spend over the allowance is refused there already
+        """An unsigned op that spends `amount` to `to`, on `nonce_key` (by default the
+        permission's lane 0, `nonce_key_for`). Without `gas` the bundler estimates it, which
+        simulates the transfer: a spend over the allowance is refused there already
         (BundlerError naming OVER_ALLOWANCE)."""
         if not self.is_deployed():
             raise RuntimeError("the account is not deployed: no permission can exist yet")

@@ -14,6 +14,9 @@ import {MessageHashUtils} from "@openzeppelin/contracts/utils/cryptography/Messa
 /// listed recipients (or to anyone). The session key then signs user operations whose callData
 /// is exactly `executePermitted(id, to, amount)` and nothing else; no passkey is involved.
 ///
+/// Its ops use the permission's own EntryPoint nonce keys: the key's top 160 bits are the id's
+/// first 20 bytes (the low 32 bits are free, for spends in parallel).
+///
 /// A permission signature is `abi.encode(type(uint256).max, bytes32 id, bytes ecdsaSignature)`,
 /// the ECDSA signature over the userOpHash as an EIP-191 personal message
 /// ("\x19Ethereum Signed Message:\n32" ‖ userOpHash). The userOpHash binds the chain id, the
@@ -172,8 +175,8 @@ abstract contract SpendPermissions is Account {
     }
 
     /// A session key's user operation: its callData must be exactly
-    /// `executePermitted(id, to, amount)` for the id its signature names, the key must be that
-    /// permission's, `to` allowed. Returns the permission's window as validAfter/validUntil
+    /// `executePermitted(id, to, amount)` for the id its signature names, its nonce key the
+    /// permission's, the key must be that permission's, `to` allowed. Returns the permission's window as validAfter/validUntil
     /// (the EntryPoint compares them with the block's time); never reverts on malformed input.
     function _validatePermissionOp(PackedUserOperation calldata userOp, bytes32 userOpHash)
         internal
@@ -187,6 +190,10 @@ abstract contract SpendPermissions is Account {
             return ERC4337Utils.SIG_VALIDATION_FAILED;
         }
         if (bytes32(data[4:0x24]) != id) return ERC4337Utils.SIG_VALIDATION_FAILED;
+        // The op's nonce key must be the permission's own (its top 160 bits are the id's first
+        // 20 bytes; the low 32 bits are free for parallel spends): a session key cannot use up
+        // the owners' nonces, or another permission's.
+        if (uint160(userOp.nonce >> 96) != uint160(bytes20(id))) return ERC4337Utils.SIG_VALIDATION_FAILED;
         uint256 toWord = uint256(bytes32(data[0x24:0x44]));
         if (toWord >> 160 != 0) return ERC4337Utils.SIG_VALIDATION_FAILED;
         Permission storage p = _permissions[id];

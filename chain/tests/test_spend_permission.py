@@ -202,8 +202,8 @@ def test_two_spends_at_once_over_the_cap_move_exactly_the_allowance(chain, versi
     before = s.balance(SHOP)
     # Both priced and signed while the whole allowance is left, on two nonce keys so neither
     # waits for the other, and submitted before either is mined.
-    base = sp.nonce_key_for(key.permission_id)
-    ops = [key.build_spend(s.bundler, to=SHOP, amount=6 * USDC, nonce_key=base + i) for i in (0, 1)]
+    lanes = [sp.nonce_key_for(key.permission_id, lane) for lane in (0, 1)]
+    ops = [key.build_spend(s.bundler, to=SHOP, amount=6 * USDC, nonce_key=n) for n in lanes]
     hashes = [_send_signed(s, key, op) for op in ops]
     outcomes = [_receipt(s.bundler, h) for h in hashes]
     assert sorted(r.success for r in outcomes if r is not None) in ([False, True], [True])
@@ -213,7 +213,7 @@ def test_two_spends_at_once_over_the_cap_move_exactly_the_allowance(chain, versi
     assert sp.spendable(s.w3, s.account.address, key.permission_id).remaining == 4 * USDC
 
     # The worst case, both in one bundle (validated together, then run): the same.
-    ops = [key.build_spend(s.bundler, to=SHOP, amount=3 * USDC, nonce_key=base + i) for i in (0, 1)]
+    ops = [key.build_spend(s.bundler, to=SHOP, amount=3 * USDC, nonce_key=n) for n in lanes]
     success = _hand_bundle(s, [key.sign(op)[0] for op in ops])
     assert success == [True, False]
     assert s.balance(SHOP) - before == 9 * USDC
@@ -373,10 +373,20 @@ def test_revocation_ends_spends_and_a_racing_spend_either_runs_first_or_fails(ch
     assert sp.read_permission(s.w3, s.account.address, key.permission_id) is None
 
 
-def _refused(s: Setup, key: sp.SessionKeyAccount, call_data: str, signature: str | None = None):
-    """Submit an op with `call_data` signed by the session key (or carrying `signature`):
-    the bundler must refuse it at signature validation (AA24), never as a revert (AA23)."""
-    op = key.build(call_data, s.bundler, gas=FIXED_GAS, nonce_key=7)
+def _refused(
+    s: Setup,
+    key: sp.SessionKeyAccount,
+    call_data: str,
+    signature: str | None = None,
+    *,
+    nonce_key: int | None = None,
+):
+    """Submit an op with `call_data` signed by the session key (or carrying `signature`), on
+    its permission's lane 7 unless `nonce_key` says otherwise: the bundler must refuse it at
+    signature validation (AA24), never as a revert (AA23)."""
+    if nonce_key is None:
+        nonce_key = sp.nonce_key_for(key.permission_id, 7)
+    op = key.build(call_data, s.bundler, gas=FIXED_GAS, nonce_key=nonce_key)
     if signature is None:
         op, _ = key.sign(op)
     else:
@@ -397,6 +407,10 @@ def test_the_session_key_can_do_nothing_outside_its_permission(chain, version):
     # A plain call of the account: execute(token.transfer), a new owner, a batch.
     _refused(s, key, s.account.execute(s.usdc.address, 0, Web3.to_bytes(hexstr=transfer)))
     _refused(s, key, s.account.add_owner_call(*SoftwarePasskey().public_xy))
+    # A spend the permission allows, but on the owners' nonce key or another permission's.
+    allowed = sp.spend_call_data(permission_id=pid, to=SHOP, amount=1)
+    _refused(s, key, allowed, nonce_key=0)
+    _refused(s, key, allowed, nonce_key=sp.nonce_key_for(other.permission_id))
     # A recipient not on the list.
     _refused(s, key, sp.spend_call_data(permission_id=pid, to=STRANGER, amount=1))
     # Another permission's id (its key is not this one), in the call or in the signature.
@@ -414,7 +428,8 @@ def test_the_session_key_can_do_nothing_outside_its_permission(chain, version):
 
     # Malformed permission signatures are refusals, never reverts in validation.
     spend = sp.spend_call_data(permission_id=pid, to=SHOP, amount=1)
-    good = key.sign(key.build(spend, s.bundler, gas=FIXED_GAS, nonce_key=7))[0]["signature"]
+    lane = sp.nonce_key_for(pid, 7)
+    good = key.sign(key.build(spend, s.bundler, gas=FIXED_GAS, nonce_key=lane))[0]["signature"]
     raw = bytes.fromhex(good[2:])
     max_word = b"\xff" * 32
     for junk in (
