@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import pytest
 from eth_abi import decode, encode
 from web3 import Web3
+from web3.exceptions import ContractCustomError, ContractLogicError
 from web3.logs import DISCARD
 
 from chain import contracts
@@ -490,3 +491,38 @@ def test_a_spend_signed_for_one_chain_is_refused_on_the_other(chain, l2_chain):
     # On its own chain the same op goes through.
     card.bundler.send_user_operation(to_rpc(signed), card_key.entry_point)
     assert _receipt(card.bundler, card_key.op_hash(signed)).success
+
+
+def test_the_account_refuses_a_malformed_grant_and_installs_nothing(chain):
+    s = _setup(chain, "0.7")
+    s.run_owner(s.account.execute(SHOP, 0))  # deployed, no permission
+    contract = s.account.contract
+    now = _now(s.w3)
+    session, _key = sp.new_session_key()
+    pid = sp.permission_id()
+    good = [pid, session, s.usdc.address, 5, sp.DAILY, now - 60, now + 3_600, [SHOP], False]
+    zero = "0x" + "00" * 20
+    cases = {
+        "PasskeyAccount: no session key": {1: zero},
+        "PasskeyAccount: token is not a contract": {2: SHOP},
+        "PasskeyAccount: zero allowance": {3: 0},
+        "PasskeyAccount: zero period": {4: 0},
+        "PasskeyAccount: end before start": {6: now - 60},
+        "PasskeyAccount: end in the past": {5: now - 600, 6: now - 10},
+        "PasskeyAccount: recipients or any recipient, not both": {7: []},
+        "PasskeyAccount: zero recipient": {7: [SHOP, zero]},
+    }
+    both = ("PasskeyAccount: recipients or any recipient, not both", {8: True})
+    for reason, changes in [*cases.items(), both]:
+        args = [changes.get(i, value) for i, value in enumerate(good)]
+        data = bytes.fromhex(contract.encode_abi("grantPermission", args)[2:])
+        with pytest.raises(BundlerError) as refused:
+            s.account.build(s.account.execute(s.account.address, 0, data), s.bundler)
+        assert reason in decode_revert_reason(str(refused.value).split()[-1]), reason
+    assert not contract.functions.usedPermissionIds(pid).call()
+    # Nobody but the account grants, and nobody but the EntryPoint spends.
+    stranger = s.w3.eth.accounts[1]
+    with pytest.raises(ContractLogicError, match="only the account itself"):
+        contract.functions.grantPermission(*good).call({"from": stranger})
+    with pytest.raises(ContractCustomError):  # OpenZeppelin's AccountUnauthorized(address)
+        contract.functions.executePermitted(pid, SHOP, 1).call({"from": stranger})
