@@ -128,7 +128,11 @@ def main() -> None:
         spend_call = sp.spend_call_data(permission_id=pid, to=RECIPIENT, amount=AMOUNT)
         permission_sig = sp.sign_with_session_key(digest, session_key, permission_id=pid)
         permission_validation, valid = meter.validation_gas(
-            account.address, permission_sig, digest, call_data=spend_call
+            account.address,
+            permission_sig,
+            digest,
+            call_data=spend_call,
+            nonce=sp.nonce_key_for(pid) << 64,  # the permission's own nonce key
         )
         assert valid & (2**160 - 1) == 0, "the session key's signature was refused"
 
