@@ -65,6 +65,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from core import tracing
 from mcp_adapter.event_store import PicnicEventStore, event_store_from_settings
 from mcp_adapter.sessions import EVENT_META_KEY, SessionRecord, Sessions, sessions_from_settings
 from mcp_adapter.tools import resource_scope
@@ -579,7 +580,7 @@ def streamable_http_app(server) -> Starlette:
         server._token_verifier,
         resource_server_url=auth.resource_server_url if auth.validate_token_resource else None,
     )
-    return Starlette(
+    app = Starlette(
         routes=routes,
         middleware=[
             Middleware(AuthenticationMiddleware, backend=backend),
@@ -587,3 +588,4 @@ def streamable_http_app(server) -> Starlette:
         ],
         lifespan=lambda app: manager.run(),
     )
+    return tracing.traced_asgi(app)  # a server span per request when spans are exported

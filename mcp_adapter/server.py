@@ -248,8 +248,9 @@ class PicnicMCP(MCPServer):
         token = self._token()
         if not token:
             return _error(f"Not authenticated: set {TOKEN_ENV} to an OAuth2 access token")
-        # The caller's trace continues through the API call (PicnicApi sends our traceparent).
-        with tracing.span(incoming_traceparent(context)):
+        # The caller's trace continues through the API call (PicnicApi sends our traceparent);
+        # with spans exported, the tool's span (the SDK's `tools/call <tool>`) is our context.
+        with tracing.span_of(incoming_traceparent(context)):
             answer = await self._call_api(spec, arguments, token)
         if not answer.ok:
             return _error(answer.message)

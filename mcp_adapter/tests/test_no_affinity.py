@@ -33,9 +33,13 @@ from mcp_adapter.tests.conftest import make_action, run
 from mcp_adapter.tests.test_http import Session, messages
 from picnic import processes
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
 REDIS_URL = django_settings.CELERY_BROKER_URL
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        not REDIS_URL.startswith("redis"), reason="needs Redis (CELERY_BROKER_URL=redis://…)"
+    ),
+]
 PREFIX = f"noaff-{uuid.uuid4().hex[:8]}"  # this module's keys and event channel
 PORT_A, PORT_B = free_port(), free_port()
 RESOURCE = f"http://127.0.0.1:{PORT_A}/mcp"  # what the tokens are bound to (RFC 8707)
@@ -44,8 +48,6 @@ RESOURCE = f"http://127.0.0.1:{PORT_A}/mcp"  # what the tokens are bound to (RFC
 @pytest.fixture(scope="module")
 def instances(django_db_setup, django_db_blocker, live_server, tmp_path_factory):
     """Instances A and B (A at the resource URL, B beside it), sharing Redis and the database."""
-    if not REDIS_URL.startswith("redis"):
-        pytest.skip("needs Redis (CELERY_BROKER_URL=redis://…)")
     logs = tmp_path_factory.mktemp("mcp")
     with django_db_blocker.unblock():
         db = database_url()
