@@ -8,133 +8,300 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('actions', '0015_preferences'),
+        ("actions", "0015_preferences"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
         migrations.swappable_dependency(settings.OAUTH2_PROVIDER_APPLICATION_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='SpendPermission',
+            name="SpendPermission",
             fields=[
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('trace_id', models.CharField(blank=True, default='', editable=False, max_length=32)),
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('status', models.CharField(choices=[('requested', 'Requested'), ('granting', 'Being granted'), ('active', 'Active'), ('revoking', 'Being revoked'), ('revoked', 'Revoked'), ('expired', 'Expired'), ('declined', 'Declined'), ('failed', 'Failed')], db_index=True, default='requested', max_length=16)),
-                ('chain_id', models.PositiveBigIntegerField()),
-                ('name', models.CharField(max_length=100)),
-                ('purpose', models.TextField(blank=True, default='')),
-                ('allowance_units', models.CharField(help_text='per period, token units', max_length=78)),
-                ('allowance', models.CharField(help_text='per period, as a decimal string', max_length=80)),
-                ('period', models.CharField(choices=[('daily', 'day'), ('weekly', 'week'), ('monthly', 'month (30 days)')], max_length=8)),
-                ('recipients', models.JSONField(blank=True, default=list)),
-                ('any_recipient', models.BooleanField(default=False)),
-                ('starts_at', models.DateTimeField()),
-                ('expires_at', models.DateTimeField(db_index=True)),
-                ('permission_id', models.CharField(help_text='bytes32 on chain', max_length=66, unique=True)),
-                ('session_key_address', models.CharField(max_length=42)),
-                ('session_key_encrypted', models.TextField(blank=True, default='', editable=False)),
-                ('error', models.TextField(blank=True, default='')),
-                ('granted_at', models.DateTimeField(blank=True, null=True)),
-                ('key_destroyed_at', models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "trace_id",
+                    models.CharField(blank=True, default="", editable=False, max_length=32),
+                ),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("requested", "Requested"),
+                            ("granting", "Being granted"),
+                            ("active", "Active"),
+                            ("revoking", "Being revoked"),
+                            ("revoked", "Revoked"),
+                            ("expired", "Expired"),
+                            ("declined", "Declined"),
+                            ("failed", "Failed"),
+                        ],
+                        db_index=True,
+                        default="requested",
+                        max_length=16,
+                    ),
+                ),
+                ("chain_id", models.PositiveBigIntegerField()),
+                ("name", models.CharField(max_length=100)),
+                ("purpose", models.TextField(blank=True, default="")),
+                (
+                    "allowance_units",
+                    models.CharField(help_text="per period, token units", max_length=78),
+                ),
+                (
+                    "allowance",
+                    models.CharField(help_text="per period, as a decimal string", max_length=80),
+                ),
+                (
+                    "period",
+                    models.CharField(
+                        choices=[
+                            ("daily", "day"),
+                            ("weekly", "week"),
+                            ("monthly", "month (30 days)"),
+                        ],
+                        max_length=8,
+                    ),
+                ),
+                ("recipients", models.JSONField(blank=True, default=list)),
+                ("any_recipient", models.BooleanField(default=False)),
+                ("starts_at", models.DateTimeField()),
+                ("expires_at", models.DateTimeField(db_index=True)),
+                (
+                    "permission_id",
+                    models.CharField(help_text="bytes32 on chain", max_length=66, unique=True),
+                ),
+                ("session_key_address", models.CharField(max_length=42)),
+                ("session_key_encrypted", models.TextField(blank=True, default="", editable=False)),
+                ("error", models.TextField(blank=True, default="")),
+                ("granted_at", models.DateTimeField(blank=True, null=True)),
+                ("key_destroyed_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'ordering': ('-created_at',),
+                "ordering": ("-created_at",),
             },
         ),
         migrations.CreateModel(
-            name='SpendPermissionHistory',
+            name="SpendPermissionHistory",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('from_status', models.CharField(blank=True, max_length=32, null=True)),
-                ('status', models.CharField(max_length=32)),
-                ('timestamp', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                ('detail', models.TextField(blank=True, null=True)),
-                ('actor_kind', models.CharField(choices=[('system', 'System'), ('worker', 'Worker'), ('staff', 'Staff'), ('user', 'End user'), ('agent', 'Agent')], max_length=16)),
-                ('payload', models.JSONField(blank=True, null=True)),
-                ('trace_id', models.CharField(blank=True, db_index=True, default='', max_length=32)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("from_status", models.CharField(blank=True, max_length=32, null=True)),
+                ("status", models.CharField(max_length=32)),
+                (
+                    "timestamp",
+                    models.DateTimeField(db_index=True, default=django.utils.timezone.now),
+                ),
+                ("detail", models.TextField(blank=True, null=True)),
+                (
+                    "actor_kind",
+                    models.CharField(
+                        choices=[
+                            ("system", "System"),
+                            ("worker", "Worker"),
+                            ("staff", "Staff"),
+                            ("user", "End user"),
+                            ("agent", "Agent"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("payload", models.JSONField(blank=True, null=True)),
+                (
+                    "trace_id",
+                    models.CharField(blank=True, db_index=True, default="", max_length=32),
+                ),
             ],
             options={
-                'verbose_name_plural': 'spending permission history',
-                'ordering': ('timestamp', 'id'),
-                'abstract': False,
+                "verbose_name_plural": "spending permission history",
+                "ordering": ("timestamp", "id"),
+                "abstract": False,
             },
         ),
         migrations.RemoveConstraint(
-            model_name='action',
-            name='action_type_valid',
+            model_name="action",
+            name="action_type_valid",
         ),
         migrations.AlterField(
-            model_name='action',
-            name='type',
-            field=models.CharField(choices=[('transfer', 'Transfer'), ('swap', 'Swap'), ('cardFreeze', 'Card freeze'), ('cardUnfreeze', 'Card unfreeze'), ('cardLimitSet', 'Card daily limit'), ('spendGrant', 'Spending permission'), ('spendRevoke', 'Spending permission revoked')], max_length=16),
+            model_name="action",
+            name="type",
+            field=models.CharField(
+                choices=[
+                    ("transfer", "Transfer"),
+                    ("swap", "Swap"),
+                    ("cardFreeze", "Card freeze"),
+                    ("cardUnfreeze", "Card unfreeze"),
+                    ("cardLimitSet", "Card daily limit"),
+                    ("spendGrant", "Spending permission"),
+                    ("spendRevoke", "Spending permission revoked"),
+                ],
+                max_length=16,
+            ),
         ),
         migrations.AddField(
-            model_name='spendpermission',
-            name='account',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='spend_permissions', to='actions.smartaccount'),
+            model_name="spendpermission",
+            name="account",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="spend_permissions",
+                to="actions.smartaccount",
+            ),
         ),
         migrations.AddField(
-            model_name='spendpermission',
-            name='application',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='spend_permissions', to=settings.OAUTH2_PROVIDER_APPLICATION_MODEL),
+            model_name="spendpermission",
+            name="application",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="spend_permissions",
+                to=settings.OAUTH2_PROVIDER_APPLICATION_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='spendpermission',
-            name='grant_action',
-            field=models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='granted_permission', to='actions.action'),
+            model_name="spendpermission",
+            name="grant_action",
+            field=models.OneToOneField(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="granted_permission",
+                to="actions.action",
+            ),
         ),
         migrations.AddField(
-            model_name='spendpermission',
-            name='revoke_action',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='revoked_permissions', to='actions.action'),
+            model_name="spendpermission",
+            name="revoke_action",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="revoked_permissions",
+                to="actions.action",
+            ),
         ),
         migrations.AddField(
-            model_name='spendpermission',
-            name='token',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='spend_permissions', to='actions.token'),
+            model_name="spendpermission",
+            name="token",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="spend_permissions",
+                to="actions.token",
+            ),
         ),
         migrations.AddField(
-            model_name='spendpermission',
-            name='user',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='spend_permissions', to=settings.AUTH_USER_MODEL),
+            model_name="spendpermission",
+            name="user",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="spend_permissions",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='action',
-            name='spend_permission',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='actions', to='actions.spendpermission'),
+            model_name="action",
+            name="spend_permission",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="actions",
+                to="actions.spendpermission",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='action',
-            constraint=models.CheckConstraint(condition=models.Q(('type__in', ['transfer', 'swap', 'cardFreeze', 'cardUnfreeze', 'cardLimitSet', 'spendGrant', 'spendRevoke'])), name='action_type_valid'),
+            model_name="action",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    (
+                        "type__in",
+                        [
+                            "transfer",
+                            "swap",
+                            "cardFreeze",
+                            "cardUnfreeze",
+                            "cardLimitSet",
+                            "spendGrant",
+                            "spendRevoke",
+                        ],
+                    )
+                ),
+                name="action_type_valid",
+            ),
         ),
         migrations.AddField(
-            model_name='spendpermissionhistory',
-            name='actor_user',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="spendpermissionhistory",
+            name="actor_user",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='spendpermissionhistory',
-            name='permission',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='history', to='actions.spendpermission'),
+            model_name="spendpermissionhistory",
+            name="permission",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="history",
+                to="actions.spendpermission",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='spendpermission',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['requested', 'granting', 'active', 'revoking', 'revoked', 'expired', 'declined', 'failed'])), name='spend_permission_status_valid'),
+            model_name="spendpermission",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    (
+                        "status__in",
+                        [
+                            "requested",
+                            "granting",
+                            "active",
+                            "revoking",
+                            "revoked",
+                            "expired",
+                            "declined",
+                            "failed",
+                        ],
+                    )
+                ),
+                name="spend_permission_status_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='spendpermission',
-            constraint=models.CheckConstraint(condition=models.Q(('period__in', ['daily', 'weekly', 'monthly'])), name='spend_permission_period_valid'),
+            model_name="spendpermission",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("period__in", ["daily", "weekly", "monthly"])),
+                name="spend_permission_period_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='spendpermission',
-            constraint=models.CheckConstraint(condition=models.Q(('expires_at__gt', models.F('starts_at'))), name='spend_permission_window'),
+            model_name="spendpermission",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("expires_at__gt", models.F("starts_at"))),
+                name="spend_permission_window",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='spendpermission',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['requested', 'granting', 'active']), ('session_key_encrypted', ''), _connector='OR'), name='spend_permission_ended_no_key'),
+            model_name="spendpermission",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("status__in", ["requested", "granting", "active"]),
+                    ("session_key_encrypted", ""),
+                    _connector="OR",
+                ),
+                name="spend_permission_ended_no_key",
+            ),
         ),
     ]

@@ -31,7 +31,6 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from web3 import Web3
 
 from actions.chain_reads import CHAIN_RPC_ERRORS
 from actions.evm_clients import ChainUnavailable, bundler_client, on_chain
@@ -223,17 +222,6 @@ def spend_permission_request(
     account = _account(user, chain)
     session_address, session_key = chain_permission.new_session_key()
     permission_id = chain_permission.permission_id()
-    grant = chain_permission.grant_call(
-        permission_id=permission_id,
-        session_key=session_address,
-        token=token.address,
-        allowance=units,
-        period=PERIOD_SECONDS[period],
-        start=int(window.starts_at.timestamp()),
-        end=int(window.expires_at.timestamp()),
-        recipients=[r["address"] for r in listed],
-        any_recipient=bool(any_recipient),
-    )
     name = (name or purpose or f"{value} {token.symbol} per {PERIOD_WORDS[period]}")[:100]
     params = {
         "asset_id": token.asset_id,
@@ -252,7 +240,19 @@ def spend_permission_request(
     }
     with on_chain(chain):
         client = passkey_client(web3(chain.id), account)
-        op = _build(client, client.execute(client.address, 0, grant), params, chain=chain)
+        grant = chain_permission.grant_call(
+            client,
+            permission_id=permission_id,
+            session_key=session_address,
+            token=token.address,
+            allowance=units,
+            period_seconds=PERIOD_SECONDS[period],
+            start=int(window.starts_at.timestamp()),
+            end=int(window.expires_at.timestamp()),
+            recipients=[r["address"] for r in listed],
+            any_recipient=bool(any_recipient),
+        )
+        op = _build(client, grant, params, chain=chain)
     to = recipients_text(listed) if listed else "anyone"
     summary = (
         f"{agent_name(application)} may send up to {value} {token.symbol} per "
@@ -340,10 +340,7 @@ def spend_permissions_revoke(*, user, permission_ids, actor: Actor, why: str) ->
 def _revoke_action(*, user, permissions: list[SpendPermission], actor: Actor) -> Action:
     account: SmartAccount = permissions[0].account
     chain = get_chain(account.chain_id)
-    calls = [
-        chain_permission.revoke_call(permission_id=bytes.fromhex(p.permission_id[2:]))
-        for p in permissions
-    ]
+    calls = [chain_permission.revoke_data(permission_id=p.permission_id) for p in permissions]
     params = {
         "permission_ids": [p.permission_id for p in permissions],
         "names": [p.name for p in permissions],
@@ -417,16 +414,14 @@ def remaining(permission: SpendPermission) -> Remaining:
     chain = get_chain(permission.chain_id)
     try:
         with on_chain(chain):
-            units, ends = chain_permission.spendable(
-                web3(chain.id),
-                permission.account.address,
-                bytes.fromhex(permission.permission_id[2:]),
+            left = chain_permission.spendable(
+                web3(chain.id), permission.account.address, permission.permission_id
             )
     except (ChainUnavailable, *CHAIN_RPC_ERRORS) as exc:  # shown as such, never guessed
         logger.warning("spendable of %s not readable: %r", permission.pk, exc)
         return Remaining(None, None, error=f"{chain.name} could not be read")
-    when = datetime.fromtimestamp(ends, tz=UTC) if ends else None
-    return Remaining(int(units), when)
+    ends = left.period_ends_at
+    return Remaining(int(left.remaining), datetime.fromtimestamp(ends, tz=UTC) if ends else None)
 
 
 def amount_text(units: int, token: Token) -> str:
@@ -494,26 +489,29 @@ def transfer_under_permission(
     recipient, units, summary = request.recipient, request.units, request.summary
     account = permission.account
     chain = get_chain(permission.chain_id)
-    pid = bytes.fromhex(permission.permission_id[2:])
     try:
         key = session_keys.unseal(permission.session_key_encrypted)
     except session_keys.SessionKeyUnavailable as exc:
         params["permission_note"] = str(exc)
         return None
-    call = Web3.to_hex(
-        chain_permission.spend_call_data(permission_id=pid, to=recipient, amount=units)
-    )
     with on_chain(chain):
-        client = passkey_client(web3(chain.id), account)
-        if hasattr(chain_permission, "dummy_session_signature"):
-            client.dummy_signature = chain_permission.dummy_session_signature()
+        session = chain_permission.SessionKeyAccount(
+            web3(chain.id),
+            account.address,
+            bytes.fromhex(permission.permission_id[2:]),
+            key,
+            version=account.entry_point_version,
+        )
         bundler = bundler_client(chain.id, timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10))
-        # A nonce sequence of its own per spend: concurrent spends do not replace each other
-        # (the contract, not the nonce, decides which fit the allowance).
         try:
-            op = client.build(call, bundler, nonce_key=secrets.randbits(160))
+            # A nonce sequence of its own per spend: concurrent spends are all valid ops and
+            # the contract, not the nonce, decides which fit the period's allowance. The
+            # estimate simulates the transfer: a spend the contract would refuse stops here.
+            op = session.build_spend(
+                bundler, to=recipient, amount=units, nonce_key=secrets.randbits(160)
+            )
         except BundlerError as exc:
-            params["permission_note"] = f"the permission would not cover it on chain: {exc}"
+            params["permission_note"] = f"the permission does not cover it on chain: {exc}"
             return None
     agent = agent_name(application)
     with transaction.atomic():
@@ -529,7 +527,7 @@ def transfer_under_permission(
             entry_point_version=account.entry_point_version,
         )
         signature = chain_permission.sign_with_session_key(
-            bytes.fromhex(action.user_op_hash[2:]), key
+            action.user_op_hash, key, permission_id=permission.permission_id
         )
         action = action_transition(
             action_id=action.pk,
@@ -537,7 +535,7 @@ def transfer_under_permission(
             actor=Actor.system(),
             only_from={ActionStatus.PROPOSED},
             updates={
-                "user_op": {**action.user_op, "signature": Web3.to_hex(signature)},
+                "user_op": {**action.user_op, "signature": signature},
                 "spend_permission": permission,
             },
             detail=f"signed by permission {permission.name} for {agent}",
