@@ -13,13 +13,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from actions.models import (
-    SPEND_PERMISSION_LIFECYCLE,
     Action,
     ActionStatus,
-    ActionType,
     SpendPermission,
     SpendPermissionStatus,
-    Token,
 )
 from actions.services import session_keys
 from actions.services.spend_follow import spend_permission_follow, spend_permissions_sweep
@@ -28,16 +25,20 @@ from actions.services.spend_permissions import (
     spend_permissions_revoke,
 )
 from actions.services.transitions import action_transition
-from actions.tests.factories import made_up_address, make_action, make_offline_wallet
+from actions.tests.factories import (
+    MERCHANT,
+    made_up_address,
+    make_offline_wallet,
+    make_permission,
+)
 from core.formats import rfc3339
-from core.lifecycle import Actor, create
+from core.lifecycle import Actor
 from evm import spend_permission as chain_permission
 
 pytestmark = pytest.mark.django_db
 
 P = SpendPermissionStatus
 USDC = f"eip155:31337/erc20:{made_up_address('USDC')}"
-MERCHANT = "0x" + "5a" * 20
 PATH = "/api/v1/actions/request_spend_permission"
 
 
@@ -66,43 +67,6 @@ def _ask(api_client, token, **overrides):
     }
     body.update(overrides)
     return api_client.post(PATH, token, {k: v for k, v in body.items() if v is not None})
-
-
-def make_permission(*, user, application, account, status=P.ACTIVE, **values) -> SpendPermission:
-    """A permission row as a granted one looks (its grant action executed)."""
-    address, key = chain_permission.new_session_key()
-    grant = make_action(
-        user=user,
-        application=application,
-        type=ActionType.SPEND_GRANT,
-        summary="grant",
-        smart_account=account.address,
-    )
-    fields = {
-        "user": user,
-        "account": account,
-        "chain_id": 31337,
-        "token": Token.objects.get(symbol="USDC", chain_id=31337),
-        "application": application,
-        "name": "groceries",
-        "allowance_units": "50000000",
-        "allowance": "50",
-        "period": "weekly",
-        "recipients": [{"address": MERCHANT, "name": "merchant.eth"}],
-        "starts_at": timezone.now() - timedelta(hours=1),
-        "expires_at": timezone.now() + timedelta(days=30),
-        "permission_id": "0x" + chain_permission.permission_id().hex(),
-        "session_key_address": address,
-        "session_key_encrypted": session_keys.seal(key),
-        "grant_action": grant,
-        "status": status,
-        **values,
-    }
-    permission = create(
-        lifecycle=SPEND_PERMISSION_LIFECYCLE, actor=Actor.agent(), values=fields, detail="asked"
-    )
-    Action.objects.filter(pk=grant.pk).update(spend_permission=permission)
-    return permission
 
 
 @pytest.mark.parametrize(
