@@ -240,18 +240,21 @@ def spend_permission_request(
     }
     with on_chain(chain):
         client = passkey_client(web3(chain.id), account)
-        grant = chain_permission.grant_call(
-            client,
-            permission_id=permission_id,
-            session_key=session_address,
-            token=token.address,
-            allowance=units,
-            period_seconds=PERIOD_SECONDS[period],
-            start=int(window.starts_at.timestamp()),
-            end=int(window.expires_at.timestamp()),
-            recipients=[r["address"] for r in listed],
-            any_recipient=bool(any_recipient),
-        )
+        try:
+            grant = chain_permission.grant_call(
+                client,
+                permission_id=permission_id,
+                session_key=session_address,
+                token=token.address,
+                allowance=units,
+                period_seconds=PERIOD_SECONDS[period],
+                start=int(window.starts_at.timestamp()),
+                end=int(window.expires_at.timestamp()),
+                recipients=[r["address"] for r in listed],
+                any_recipient=bool(any_recipient),
+            )
+        except chain_permission.InvalidGrant as exc:  # what the contract would refuse
+            raise ToolError(str(exc)) from None
         op = _build(client, grant, params, chain=chain)
     to = recipients_text(listed) if listed else "anyone"
     summary = (
