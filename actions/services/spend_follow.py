@@ -17,7 +17,7 @@ from actions.models import (
     SpendPermission,
     SpendPermissionStatus,
 )
-from core.lifecycle import Actor, IllegalTransition, transition
+from core.lifecycle import Actor, IllegalTransition, record_history, transition
 
 P = SpendPermissionStatus
 
@@ -145,12 +145,12 @@ def spend_permission_destroy_key(*, permission: SpendPermission, actor: Actor, w
     if emptied:
         from_status = permission.status
         permission.refresh_from_db()
-        SPEND_PERMISSION_LIFECYCLE.history_model._default_manager.create(
-            permission=permission,
+        record_history(
+            lifecycle=SPEND_PERMISSION_LIFECYCLE,
+            instance=permission,
             from_status=from_status,
             status=permission.status,
-            actor_kind=actor.kind,
-            actor_user=actor.user,
+            actor=actor,
             detail=f"session key destroyed: {why}",
         )
     return bool(emptied)
