@@ -507,12 +507,12 @@ def transfer_under_permission(
         )
         bundler = bundler_client(chain.id, timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10))
         try:
-            # A nonce sequence of its own per spend: concurrent spends are all valid ops and
-            # the contract, not the nonce, decides which fit the period's allowance. The
+            # A lane of the permission's own nonce key per spend (the account takes a session
+            # key's op only on that key): concurrent spends are all valid ops and the
+            # contract, not the nonce, decides which fit the period's allowance. The
             # estimate simulates the transfer: a spend the contract would refuse stops here.
-            op = session.build_spend(
-                bundler, to=recipient, amount=units, nonce_key=secrets.randbits(160)
-            )
+            lane = chain_permission.nonce_key_for(permission.permission_id, secrets.randbits(32))
+            op = session.build_spend(bundler, to=recipient, amount=units, nonce_key=lane)
         except BundlerError as exc:
             params["permission_note"] = f"the permission does not cover it on chain: {exc}"
             return None
