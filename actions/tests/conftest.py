@@ -29,6 +29,14 @@ def webauthn_settings(settings, chain_settings):
 
 
 @pytest.fixture
+def webauthn(settings):
+    """The WebAuthn relying party of the software passkeys, no chain (webauthn_settings has)."""
+    settings.WEBAUTHN_RP_ID = "localhost"
+    settings.WEBAUTHN_ORIGIN = ORIGIN
+    return settings
+
+
+@pytest.fixture
 def make_user_registered(webauthn_settings, make_user):
     """A user with a registered software passkey and a funded, not yet deployed account."""
 

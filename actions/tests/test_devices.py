@@ -41,13 +41,6 @@ ORIGIN = "http://localhost:8000"
 ACCOUNT = "0x" + "ab" * 20
 
 
-@pytest.fixture
-def webauthn(settings):
-    settings.WEBAUTHN_RP_ID = "localhost"
-    settings.WEBAUTHN_ORIGIN = ORIGIN
-    return settings
-
-
 def _register(user, *, device=None) -> tuple[Passkey, SoftwarePasskey]:
     """A real WebAuthn registration (a software authenticator); the first passkey makes the
     account (a made-up address: no chain here)."""
