@@ -52,8 +52,10 @@ def _remember_time_zone(sender, request, user, **kwargs) -> None:
     zone = preferences_time_zone(user=user)
     if zone and request is not None:
         request.session[USER_ZONE_SESSION_KEY] = zone
-    if request is not None:
-        preferences_set_language(user=user, language=translation.get_language() or "")
+    # LocaleMiddleware's pick for the sign-in page (absent on a request made up in code).
+    language = getattr(request, "LANGUAGE_CODE", None)
+    if language:
+        preferences_set_language(user=user, language=language)
 
 
 def connect_login_receiver() -> None:
