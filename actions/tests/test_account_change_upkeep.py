@@ -18,7 +18,11 @@ from actions.models import (
     Passkey,
     Preferences,
 )
-from actions.services.account_changes import account_changes_expire, owner_change_sign
+from actions.services.account_changes import (
+    account_changes_expire,
+    owner_change_propose,
+    owner_change_sign,
+)
 from actions.services.account_mail import (
     DEVICE_ADDED,
     DEVICE_REMOVED,
@@ -90,8 +94,6 @@ def test_an_expired_change_page_says_so_and_it_can_no_longer_be_signed(
 
 
 def test_a_change_is_refused_while_another_is_still_being_applied(webauthn, user):
-    from actions.services.account_changes import owner_change_propose  # noqa: PLC0415
-
     first, _ = _register(user)
     second, _ = _register(user)
     _change(user, kind=K.ADD_OWNER, status=S.SUBMITTED)
