@@ -146,9 +146,10 @@ def sign_as_owner(
     """`authenticator` (anything with `get_assertion(challenge) -> {"authenticator_data",
     "client_data_json", "signature"}`: a software passkey in tests and demo data) signs as
     owner `owner_index`: over `challenge` itself, or with `batch` (which must list it) over
-    the batch challenge, one assertion for every op listed."""
+    the batch challenge, one assertion for every op listed (an empty `challenge` with a batch:
+    the batch alone)."""
     if batch:
-        if _hash_bytes(challenge) not in {_hash_bytes(h) for h in batch}:
+        if challenge and _hash_bytes(challenge) not in {_hash_bytes(h) for h in batch}:
             raise ValueError("the batch does not list this hash")
         signed = batch_challenge(batch)
     else:
