@@ -14,6 +14,7 @@ from django.urls import reverse
 from web3 import Web3
 from webauthn.helpers import base64url_to_bytes
 
+from actions.evm_clients import bundler_client
 from actions.models import (
     AccountChange,
     AccountChangeKind,
@@ -25,6 +26,7 @@ from actions.models import (
 )
 from actions.selectors import account_changes_stuck
 from actions.services.account_changes import (
+    _key,
     account_change_reconcile,
     account_change_submit,
     change_client,
@@ -47,6 +49,7 @@ from chain.passkey_account import SoftwarePasskey
 from chain.stack import LocalChain, free_port
 from core.chains import all_chains, with_endpoints
 from core.testing import wait_until
+from evm.userops import entry_point_address, to_rpc, user_op_hash
 
 from .conftest import ORIGIN, usdc_id
 from .test_devices import _register
@@ -345,6 +348,9 @@ def test_a_change_a_stopped_chain_missed_is_applied_there_once_it_is_back(
         l2.start()  # back, on the same ports (a fresh node: the account is not deployed yet
         # there, as before: its op carries the initCode)
         fund(Web3(Web3.HTTPProvider(l2.rpc_url)), registered[1].address, 10**18)
+        # Meanwhile the owner reaches that chain by another op (another nonce key): the
+        # worker's re-sent op is refused there, and the chain, read, already has the change.
+        _added_directly(user, second, passkey_authenticator, chain_id=31338)
 
         def executed() -> bool:
             account_changes_process()  # beat's sweep: the L2 op is re-sent once its delay passed
@@ -359,7 +365,10 @@ def test_a_change_a_stopped_chain_missed_is_applied_there_once_it_is_back(
         for account in picnic_accounts(user=user):
             assert [o.index for o in change_client(account).owners()] == [0, 1]
         details = list(change.history.values_list("detail", flat=True))
-        assert any(d.startswith("chain 31338: included after ") for d in details)
+        assert any(
+            d.startswith("chain 31338: included after ") and d.endswith("(already had the change)")
+            for d in details
+        )
         statuses = list(change.history.values_list("status", flat=True))
         assert statuses.count("executed") == 1
         # The sweep again: nothing more happens to it (no second owner, no second row).
@@ -369,3 +378,24 @@ def test_a_change_a_stopped_chain_missed_is_applied_there_once_it_is_back(
         assert AccountChange.objects.get(pk=change.pk).status == AccountChangeStatus.EXECUTED
     finally:
         l2.stop()
+
+
+def _added_directly(user, passkey: Passkey, authenticator, *, chain_id: int) -> None:
+    """`passkey` added as an owner on one chain by an op of the test's own (nonce key 2),
+    outside the account change."""
+    account = next(a for a in picnic_accounts(user=user) if a.chain_id == chain_id)
+    client = change_client(account)
+    bundler = bundler_client(chain_id)
+    op = client.build(client.add_owner_call(*_key(passkey)), bundler, nonce_key=2)
+    op_hash = user_op_hash(
+        op,
+        entry_point=entry_point_address(account.entry_point_version),
+        chain_id=chain_id,
+        version=account.entry_point_version,
+    )
+    op = client.sign_with(authenticator, op, op_hash)
+    bundler.send_user_operation(to_rpc(op), entry_point_address(account.entry_point_version))
+    receipt = wait_until(
+        lambda: bundler.get_user_operation_receipt(op_hash), timeout=60, interval=0.3
+    )
+    assert receipt.success
