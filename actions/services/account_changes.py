@@ -601,46 +601,38 @@ def account_changes_expire(*, now=None) -> int:
     """Proposed changes nobody signed within ACCOUNT_CHANGE_EXPIRY_SECONDS → expired. Only
     `proposed` ones: a signed change may be on a chain already, and a recovery's steps are
     on chain from the start; those are never expired."""
-    now = now or timezone.now()
-    cutoff = now - timedelta(seconds=settings.ACCOUNT_CHANGE_EXPIRY_SECONDS)
-    overdue = (
-        AccountChange.objects.filter(status=S.PROPOSED, created_at__lt=cutoff)
-        .exclude(kind=K.RECOVERY)
-        .values_list("pk", flat=True)
+    overdue = AccountChange.objects.filter(status=S.PROPOSED, created_at__lt=_expiry_cutoff(now))
+    return sum(
+        _expire(pk) for pk in list(overdue.exclude(kind=K.RECOVERY).values_list("pk", flat=True))
     )
-    expired = 0
-    for pk in list(overdue):
-        try:
-            change_transition(
-                change_id=pk,
-                to=S.EXPIRED,
-                actor=Actor.system(),
-                only_from={S.PROPOSED},
-                detail=f"not signed within {settings.ACCOUNT_CHANGE_EXPIRY_SECONDS} s",
-            )
-        except IllegalTransition:
-            continue  # signed or cancelled meanwhile
-        expired += 1
-    return expired
 
 
 def account_change_expire_if_overdue(*, change: AccountChange) -> AccountChange:
     """Expired on read: a page opened after the expiry sees it at once, not at the next
     sweep."""
-    overdue = timezone.now() - timedelta(seconds=settings.ACCOUNT_CHANGE_EXPIRY_SECONDS)
-    if change.status != S.PROPOSED or change.kind == K.RECOVERY or change.created_at >= overdue:
+    if change.status != S.PROPOSED or change.kind == K.RECOVERY:
         return change
+    if change.created_at >= _expiry_cutoff(None) or not _expire(change.pk):
+        return change
+    return AccountChange.objects.select_related("passkey", "signer").get(pk=change.pk)
+
+
+def _expiry_cutoff(now):
+    return (now or timezone.now()) - timedelta(seconds=settings.ACCOUNT_CHANGE_EXPIRY_SECONDS)
+
+
+def _expire(pk) -> bool:
     try:
         change_transition(
-            change_id=change.pk,
+            change_id=pk,
             to=S.EXPIRED,
             actor=Actor.system(),
             only_from={S.PROPOSED},
             detail=f"not signed within {settings.ACCOUNT_CHANGE_EXPIRY_SECONDS} s",
         )
     except IllegalTransition:
-        pass  # signed or cancelled meanwhile
-    return AccountChange.objects.select_related("passkey", "signer").get(pk=change.pk)
+        return False  # signed or cancelled meanwhile
+    return True
 
 
 def account_change_cancel_proposed(*, change_id, user) -> AccountChange:

@@ -27,21 +27,26 @@ def _device(change: AccountChange) -> str:
     return passkey.name or passkey.user_agent[:80] or gettext("a passkey")
 
 
-def _words(event: str, change: AccountChange) -> tuple[str, str]:
-    """Subject and body, in the active language and time zone."""
-    when = format_datetime(change.executed_at or change.updated_at)
+def _device_words(event: str) -> tuple[str, str]:
     if event == DEVICE_ADDED:
         return gettext("Picnic: a device was added to your account"), gettext(
             "A new passkey (%(device)s) became an owner of your Picnic account on %(when)s: it "
             "can now sign for you.\n\nIf this was not you, remove it on the Passkeys page from "
             "one of your devices."
-        ) % {"device": _device(change), "when": when}
-    if event == DEVICE_REMOVED:
-        return gettext("Picnic: a device was removed from your account"), gettext(
-            "The passkey %(device)s was removed from your Picnic account on %(when)s: it no "
-            "longer signs for you.\n\nIf this was not you, open Picnic on one of your devices "
-            "now."
-        ) % {"device": _device(change), "when": when}
+        )
+    return gettext("Picnic: a device was removed from your account"), gettext(
+        "The passkey %(device)s was removed from your Picnic account on %(when)s: it no "
+        "longer signs for you.\n\nIf this was not you, open Picnic on one of your devices "
+        "now."
+    )
+
+
+def _words(event: str, change: AccountChange) -> tuple[str, str]:
+    """Subject and body, in the active language and time zone."""
+    if event in (DEVICE_ADDED, DEVICE_REMOVED):
+        subject, body = _device_words(event)
+        when = format_datetime(change.executed_at or change.updated_at)
+        return subject, body % {"device": _device(change), "when": when}
     if event == RECOVERY_STARTED:
         return gettext("Picnic: someone started recovering your account"), gettext(
             "A recovery of your Picnic account was started with your recovery code. Once "
