@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("actions", "0015_preferences"),
+        ("actions", "0016_spend_permissions"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
