@@ -69,6 +69,27 @@ def registered(make_user_registered, user):
 
 
 @pytest.fixture
+def own_l2(settings, tmp_path):
+    """A second chain (31338) of the test's own, node and bundler, with settings.CHAINS
+    pointed at it: a test may stop it (and start it again on the same ports)."""
+    from chain.stack import LocalChain, free_port
+
+    l2 = LocalChain(
+        rpc_port=free_port(),
+        bundler_port=free_port(),
+        workdir=tmp_path,
+        chain_id=31338,
+        card_contracts=False,
+    )
+    l2.start()
+    try:
+        settings.CHAINS = with_endpoints(31338, rpc_url=l2.rpc_url, bundler_url=l2.bundler_url)
+        yield l2
+    finally:
+        l2.stop()
+
+
+@pytest.fixture
 def gnosis_pay(settings, chain_settings):
     """A local server speaking the Gnosis Pay API, verifying SIWE on the local chain."""
     from actions.providers.local_gnosis_pay import LocalGnosisPayServer

@@ -46,8 +46,7 @@ from actions.services.recovery import (
 from actions.services.signing import action_sign
 from chain.dev import fund
 from chain.passkey_account import SoftwarePasskey
-from chain.stack import LocalChain, free_port
-from core.chains import all_chains, with_endpoints
+from core.chains import all_chains
 from core.testing import wait_until
 from evm.userops import entry_point_address, to_rpc, user_op_hash
 
@@ -301,25 +300,14 @@ def test_recovery_started_cancelled_started_again_and_executed_after_the_delay(
     assert subjects.count("Picnic: your account was recovered") == 1
 
 
-def test_a_change_a_stopped_chain_missed_is_applied_there_once_it_is_back(
-    entry_point_version, registered, user, settings, tmp_path
-):
+def test_a_change_a_stopped_chain_missed_is_applied_there_once_it_is_back(registered, user, own_l2):
     """A second chain of our own, its node and bundler really stopped between signing and
     submitting: the card chain applies the change, the other is retried with backoff (the
     change stays submitted, stuck for staff, history per chain), and once the chain is back
     (restarted on the same ports) its op is re-sent and the change ends executed, once."""
     passkey_authenticator = registered[0]
-    l2 = LocalChain(
-        rpc_port=free_port(),
-        bundler_port=free_port(),
-        workdir=tmp_path,
-        chain_id=31338,
-        card_contracts=False,
-        ens=False,
-    )
-    l2.start()
+    l2 = own_l2
     try:
-        settings.CHAINS = with_endpoints(31338, rpc_url=l2.rpc_url, bundler_url=l2.bundler_url)
         for chain in all_chains():
             fund(Web3(Web3.HTTPProvider(chain.rpc_url)), registered[1].address, 10**18)
         second, _ = _register(user)
