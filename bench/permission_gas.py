@@ -1,6 +1,7 @@
 """Gas of a USDC transfer spent under a spend permission (a session key's secp256k1 signature,
 checked against the permission, the allowance recorded on chain) against the same transfer
-signed with the passkey (a WebAuthn P-256 assertion), on one local chain of its own.
+signed with the passkey (a WebAuthn P-256 assertion), on one local chain of its own (or the card's
+chain of the running world $BENCH_LOCAL_WORLD names, see bench/common.py).
 
 What is measured, for each kind of op:
 - validation gas: what `validateUserOp` uses, called by the EntryPoint with cold storage as in a
@@ -21,6 +22,7 @@ import secrets
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from web3 import Web3  # noqa: E402
 
-from bench.common import machine  # noqa: E402
+from bench.common import machine, running_world  # noqa: E402
 from bench.owner_gas import VERSION, Meter, calldata_gas  # noqa: E402
 from chain import contracts  # noqa: E402
 from chain.dev import fund, mint  # noqa: E402
@@ -68,15 +70,20 @@ def _passkey_transfer(account, passkey, bundler, usdc) -> tuple[int, int]:
 
 def main() -> None:
     print(machine())
-    local = LocalChain(
-        rpc_port=free_port(),
-        bundler_port=free_port(),
-        workdir=Path(tempfile.mkdtemp(prefix="bench-permission-gas-")),
-        card_contracts=False,
-        ens=False,
+    world = running_world()  # $BENCH_LOCAL_WORLD: already running (the smoke test's)
+    local = (
+        world.card
+        if world
+        else LocalChain(
+            rpc_port=free_port(),
+            bundler_port=free_port(),
+            workdir=Path(tempfile.mkdtemp(prefix="bench-permission-gas-")),
+            card_contracts=False,
+            ens=False,
+        )
     )
     started = time.monotonic()
-    with local:
+    with nullcontext(local) if world else local:
         print(f"local chain up in {time.monotonic() - started:.1f}s (EntryPoint v{VERSION})")
         w3 = Web3(Web3.HTTPProvider(local.rpc_url))
         bundler = BundlerClient(local.bundler_url, timeout=30)
