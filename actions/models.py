@@ -279,12 +279,15 @@ class Passkey(models.Model):
 
 class Preferences(models.Model):
     """What an end user's pages remember about them: the time zone their browser reports
-    (picnic/local_time.js), so times are written in it server-side too."""
+    (picnic/local_time.js), so times are written in it server-side too, and the language
+    their pages were last shown in (e-mails are written in it)."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="picnic_preferences"
     )
     time_zone = models.CharField(max_length=64, blank=True)  # an IANA name, checked on write
+    # The language of their pages (one of LANGUAGES), for what reaches them elsewhere: e-mail.
+    language = models.CharField(max_length=16, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
@@ -594,6 +597,7 @@ class AccountChangeStatus(models.TextChoices):
     EXECUTED = "executed", "Executed"
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
+    EXPIRED = "expired", "Expired"
 
 
 C = AccountChangeStatus
@@ -601,20 +605,22 @@ C = AccountChangeStatus
 # are built) → signed (one passkey prompt covers every chain) → submitted (delivered to each
 # chain's bundler) → executed once every chain has it, or failed. A recovery is relayed by the
 # server from the recovery code (proposed → submitted) and then waits for its on-chain delay
-# (waiting → executed), unless an owner cancels it first.
+# (waiting → executed), unless an owner cancels it first. A proposal left unsigned for
+# ACCOUNT_CHANGE_EXPIRY_SECONDS is expired (proposed → expired); nothing later ever is.
 ACCOUNT_CHANGE_LIFECYCLE = register(
     Lifecycle(
         name="accountChange",
         model_label="actions.AccountChange",
         history_label="actions.AccountChangeHistory",
         moves={
-            C.PROPOSED: frozenset({C.SIGNED, C.SUBMITTED, C.CANCELLED, C.FAILED}),
+            C.PROPOSED: frozenset({C.SIGNED, C.SUBMITTED, C.CANCELLED, C.FAILED, C.EXPIRED}),
             C.SIGNED: frozenset({C.SUBMITTED, C.FAILED}),
             C.SUBMITTED: frozenset({C.EXECUTED, C.WAITING, C.FAILED}),
             C.WAITING: frozenset({C.EXECUTED, C.CANCELLED, C.FAILED}),
             C.EXECUTED: frozenset(),
             C.FAILED: frozenset(),
             C.CANCELLED: frozenset(),
+            C.EXPIRED: frozenset(),
         },
         timestamps={C.SIGNED: "signed_at", C.SUBMITTED: "submitted_at", C.EXECUTED: "executed_at"},
         history_fk="change",
@@ -661,6 +667,9 @@ class AccountChange(LifecycleModel):
     signed_at = models.DateTimeField(null=True, blank=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
     executed_at = models.DateTimeField(null=True, blank=True)
+    # Since when some chain has the change and another has not yet (one was down): the
+    # worker re-sends the missing chain's op, and staff see it as stuck, until it is whole.
+    behind_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ("-created_at",)

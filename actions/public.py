@@ -141,8 +141,8 @@ def actions_search(*, shape: str, value: Any, term: str) -> list[tuple[str, Quer
 
 
 def account_changes_needing_attention(*, now: datetime) -> tuple[QuerySet, Any]:
-    """Stuck signed/submitted changes, recoveries waiting past readyAt, and failures in the
-    last hour. The console lists them; no staff move applies to them (console/moves.py)."""
+    """Stuck signed/submitted changes (and changes some chain still misses), recoveries
+    waiting past readyAt, and failures in the last hour. The console lists them; no staff move applies to them (console/moves.py)."""
     failed_recently = Q(status=AccountChangeStatus.FAILED, updated_at__gte=now - timedelta(hours=1))
     found = account_changes_stuck(now=now) | AccountChange.objects.filter(failed_recently)
 
@@ -151,6 +151,9 @@ def account_changes_needing_attention(*, now: datetime) -> tuple[QuerySet, Any]:
             return "failed in the last hour"
         if change.status == AccountChangeStatus.WAITING:
             return "recovery waiting past its delay"
+        if change.behind_since is not None:
+            missing = [str(op["chain_id"]) for op in change.ops if not op["done"]]
+            return f"applied on some chains, missing on {', '.join(missing)} (retrying)"
         return "stuck in flight"
 
     return found, why

@@ -584,10 +584,19 @@ DEVICE_LINK_TTL_SECONDS = env_int("DEVICE_LINK_TTL_SECONDS", 600, minimum=30)
 # The on-chain delay between a recovery's proposal and its execution, during which any owner
 # can cancel it (48 h). At least a minute: a shorter delay leaves no time to cancel.
 RECOVERY_DELAY_SECONDS = env_int("RECOVERY_DELAY_SECONDS", 48 * 3600, minimum=60)
+# A proposed account change (add or remove a passkey, the recovery key, a cancellation) not
+# signed within this long is expired, and its page says so; signed ones never expire.
+ACCOUNT_CHANGE_EXPIRY_SECONDS = env_int("ACCOUNT_CHANGE_EXPIRY_SECONDS", 3600, minimum=60)
+# A chain that missed a change (down, or its bundler unreachable) is tried again after a delay
+# that doubles from 10 s up to this, until it has the change too.
+ACCOUNT_CHANGE_REPAIR_MAX_BACKOFF_SECONDS = env_int(
+    "ACCOUNT_CHANGE_REPAIR_MAX_BACKOFF_SECONDS", 600, minimum=10
+)
 # Recovery-code attempts per account and per client address, in the shared cache, per window.
 RECOVERY_ATTEMPTS = env_int("RECOVERY_ATTEMPTS", 5, minimum=1)
 RECOVERY_ATTEMPTS_WINDOW_SECONDS = env_int("RECOVERY_ATTEMPTS_WINDOW_SECONDS", 3600, minimum=60)
-# Mail to end users (recovery started, completed): Django's backend; the console prints them.
+# Mail to end users (a device added or removed, recovery started or completed), in their
+# language and time zone (actions.Preferences): Django's backend; the console prints them.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Picnic <no-reply@picnic.localhost>")
 

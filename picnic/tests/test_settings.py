@@ -39,6 +39,7 @@ def _start(**overrides: str) -> subprocess.CompletedProcess:
         ("ENTRY_POINT_VERSION", "0.9"),
         ("BUNDLER_TIMEOUT_SECONDS", "soon"),
         ("ACTION_TTL_SECONDS", "-5"),
+        ("ACCOUNT_CHANGE_EXPIRY_SECONDS", "10"),
         ("DJANGO_DEBUG", "maybe"),
         ("LOG_FORMAT", "xml"),
         ("METRICS_TOKEN", "too-short"),
