@@ -95,22 +95,36 @@ def rabbitmq_url():
     _rabbitmqctl("delete_vhost", vhost)
 
 
-def use_rabbitmq(settings, monkeypatch, url: str) -> None:
+def use_broker(settings, monkeypatch, url: str) -> None:
     """Point this process's Celery app, and the settings a worker started by the test inherits,
-    at the RabbitMQ `url`, with the settings it needs (what picnic/settings.py does at start-up
-    for an amqp:// CELERY_BROKER_URL; pytest-django's `settings` undoes its part)."""
+    at the broker `url` (redis:// or amqp://), with the settings RabbitMQ needs (what
+    picnic/settings.py does at start-up; pytest-django's `settings` and `monkeypatch` undo
+    their part, `celery_broker` the app's)."""
     from picnic.brokers import amqp_celery_settings
     from picnic.celery import app
 
-    extra = amqp_celery_settings(
-        queues=settings.CELERY_QUEUES_BY_KIND.values(),
-        prefix=settings.CELERY_QUEUE_PREFIX,
-        delivery_limit=settings.CELERY_DELIVERY_LIMIT,
-    )
+    extra = {"broker_transport_options": {}}
+    if url.startswith("amqp://"):
+        extra = amqp_celery_settings(
+            queues=settings.CELERY_QUEUES_BY_KIND.values(),
+            prefix=settings.CELERY_QUEUE_PREFIX,
+            delivery_limit=settings.CELERY_DELIVERY_LIMIT,
+        )
     settings.CELERY_BROKER_URL = url
     monkeypatch.setenv("CELERY_BROKER_URL", url)  # Celery reads it before its own setting
     settings.CELERY_BROKER_TRANSPORT_OPTIONS = extra["broker_transport_options"]
     app.conf.update(broker_url=url, **extra)
+    _forget_broker(app)
+
+
+@pytest.fixture
+def celery_app_restored():
+    """Whatever a test points the Celery app at (`use_broker`), it is pointed back after."""
+    from picnic.celery import app
+
+    saved = {key: app.conf[key] for key in AMQP_CONF_KEYS}
+    yield app
+    app.conf.update(saved)
     _forget_broker(app)
 
 
@@ -124,22 +138,23 @@ def _forget_broker(app) -> None:
     app.amqp.flush_routes()
 
 
+@pytest.fixture
+def switch_broker(settings, monkeypatch, celery_app_restored):
+    """`switch_broker(url)` points the test's Celery app and its workers at another broker."""
+    return lambda url: use_broker(settings, monkeypatch, url)
+
+
 @pytest.fixture(params=["configured", "amqp"])
 def celery_broker(request, settings, monkeypatch, celery_test_queue):
     """Runs a test once on each broker and returns its URL: `configured` is CELERY_BROKER_URL
     as given (Redis in CI), `amqp` RabbitMQ with quorum queues in the session's vhost (skipped
     with the reason when RabbitMQ is not reachable). Workers the test starts inherit it."""
-    from picnic.celery import app
-
     if request.param == "configured":
         yield settings.CELERY_BROKER_URL
         return
-    saved = {key: app.conf[key] for key in AMQP_CONF_KEYS}
-    use_rabbitmq(settings, monkeypatch, request.getfixturevalue("rabbitmq_url"))
+    request.getfixturevalue("celery_app_restored")
+    use_broker(settings, monkeypatch, request.getfixturevalue("rabbitmq_url"))
     yield settings.CELERY_BROKER_URL
-    monkeypatch.undo()
-    app.conf.update(saved)
-    _forget_broker(app)
 
 
 AMQP_CONF_KEYS = (
