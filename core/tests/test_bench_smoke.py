@@ -61,6 +61,9 @@ RUNS = {
         "ratio project/protocol deliveries/s: ",
         (PG, REDIS),
     ),
+    "growth.py": Run(
+        ("--small", "200", "--large", "2000", "--rounds", "1"), "growth factor 2,000/200", (PG,)
+    ),
     "history_pages.py": Run(
         ("--entries", "200", "--page", "10", "--repeat", "2"), "ratio ours/baseline: "
     ),
