@@ -66,7 +66,7 @@ test: deps
 # Only the Python venv: no npm packages, no compiled contracts, no Chromium. A test that
 # uses the `chain` fixture without the `chain` marker fails collection (conftest.py).
 test-fast: $(PY_STAMP)
-	$(BIN)/pytest -m "not chain and not browser and not soak and not node" $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not chain and not browser and not soak and not node and not chaos" $(PYTEST_ARGS)
 
 lint: deps
 	$(BIN)/ruff check .

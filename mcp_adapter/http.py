@@ -20,13 +20,18 @@ and the SDK's app does not do:
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
 import mcp_types as types
+from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import InterfaceError as DatabaseInterfaceError
+from django.db import OperationalError as DatabaseOperationalError
+from django.db import close_old_connections
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
 from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
@@ -43,6 +48,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from core.api import DATABASE_UNAVAILABLE
 from mcp_adapter.event_store import PicnicEventStore, event_store_from_settings
 from mcp_adapter.tools import resource_scope
 
@@ -60,6 +66,7 @@ CORS_ALLOW_HEADERS = [
     "traceparent",
     "tracestate",
 ]
+logger = logging.getLogger(__name__)
 CORS_EXPOSE_HEADERS = ["Mcp-Session-Id", "MCP-Protocol-Version", "WWW-Authenticate"]
 
 
@@ -73,6 +80,40 @@ class PicnicSessionManager(StreamableHTTPSessionManager):
             # The SDK's transports keep their store in `_event_store`; this is its one seam.
             transport._event_store = self.event_store.for_session(transport.mcp_session_id)
         return transport
+
+
+class DatabaseConnections:
+    """What Django's own request handlers do, for the MCP server's requests: a connection that
+    broke (the database restarted, a failover) is closed before the request's queries, which
+    then open a fresh one, instead of failing on the dead one for the life of the process. A
+    request the database fails under gets a 503 its client retries, not a 500."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        await sync_to_async(close_old_connections)()
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except (DatabaseOperationalError, DatabaseInterfaceError):
+            if started:
+                raise
+            logger.warning("database unavailable", exc_info=True)
+            response = JSONResponse(
+                {"error": "unavailable", "error_description": DATABASE_UNAVAILABLE},
+                status_code=503,
+                headers={"Retry-After": "1"},
+            )
+            await response(scope, receive, send)
 
 
 class ScopePolicy:
@@ -368,6 +409,7 @@ def streamable_http_app(server) -> Starlette:
     return Starlette(
         routes=routes,
         middleware=[
+            Middleware(DatabaseConnections),
             Middleware(AuthenticationMiddleware, backend=backend),
             Middleware(AuthContextMiddleware),
         ],
