@@ -402,6 +402,9 @@ MCP_REQUIRED_SCOPES = env_list("MCP_REQUIRED_SCOPES", [])
 MCP_SSE_RETRY_MS = env_int("MCP_SSE_RETRY_MS", 1000, minimum=100)
 MCP_EVENT_STORE_MAX_EVENTS = env_int("MCP_EVENT_STORE_MAX_EVENTS", 1000, minimum=10)
 MCP_EVENT_STORE_TTL_SECONDS = env_int("MCP_EVENT_STORE_TTL_SECONDS", 3600, minimum=60)
+# Sessions (2025-11-25) are shared by every MCP instance (mcp_adapter/sessions.py): a session
+# nobody has used for MCP_SESSION_IDLE_SECONDS ends everywhere (its id then answers 404).
+MCP_SESSION_IDLE_SECONDS = env_int("MCP_SESSION_IDLE_SECONDS", 1800, minimum=10)
 # MCP tasks (mcp_adapter/task_store.py): the TTL a task gets when the client asks for none, the
 # most it may ask for, the poll interval we suggest, and the tasks/list page size.
 MCP_TASK_DEFAULT_TTL_MS = env_int("MCP_TASK_DEFAULT_TTL_MS", 24 * 3600 * 1000, minimum=1000)
