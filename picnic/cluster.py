@@ -33,8 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HAPROXY = "/usr/sbin/haproxy"
 TEMPLATE = ROOT / "picnic" / "haproxy.cfg.template"
 QUEUE_KINDS = ("chain", "dm", "operations", "housekeeping")
-# What each process type prints once it serves (a log is appended to across restarts: the
-# supervisor counts these).
+# What each process type prints once it serves.
 READY_MARKS = {
     "web": "Application startup complete",
     "mcp": "",  # no startup line at log level warning: its port answering is the sign
@@ -78,23 +77,29 @@ class Member:
     port: int | None = None
     proc: processes.Process | None = None
     starts: int = 0
+    log_offset: int = 0
     last_exit: float | None = None
 
     def start(self) -> None:
-        self.proc = self.make().start()
+        proc = self.make()
+        # The log is appended to across restarts: what this start wrote begins here.
+        self.log_offset = len(proc.log())
+        self.proc = proc.start()
         self.starts += 1
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.alive()
 
+    def log(self) -> str:
+        """What the current process wrote."""
+        return self.proc.log()[self.log_offset :] if self.proc is not None else ""
+
     def ready(self) -> bool:
         if not self.alive():
             return False
-        if self.port is not None:
-            return port_open(self.port) and (
-                self.kind != "web" or self.proc.log().count(READY_MARKS["web"]) >= self.starts
-            )
-        return self.proc.log().count(READY_MARKS[self.kind]) >= self.starts
+        if self.port is not None and not port_open(self.port):
+            return False
+        return READY_MARKS[self.kind] in self.log()
 
 
 class Cluster:
@@ -272,28 +277,31 @@ class Cluster:
         return time.monotonic()
 
     def beat_holder(self) -> str | None:
-        """The beat whose latest start acquired the lock."""
+        """The beat whose current process acquired the lock."""
         for member in self.members.values():
             if member.kind == "beat" and member.alive():
-                log = member.proc.log()
-                last_start = log.rfind("celery beat v")
-                if "acquired the beat lock" in log[last_start:]:
+                if "acquired the beat lock" in member.log():
                     return member.name
         return None
 
     def pids(self) -> dict[str, int]:
         return {name: m.proc.pid for name, m in self.members.items() if m.alive()}
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 15) -> None:
+        """SIGTERM to every process at once (HAProxy first: no new requests), then wait."""
         self._stopping.set()
         if self._supervisor is not None:
             self._supervisor.join(timeout=5)
+        procs = [m.proc for m in self.members.values() if m.proc is not None]
         if self.haproxy is not None:
-            self.haproxy.stop(timeout=10)
+            procs.insert(0, self.haproxy)
+        for proc in procs:
+            if proc.alive():
+                proc.proc.terminate()
+        deadline = time.monotonic() + timeout
+        for proc in procs:
+            proc.stop(timeout=max(0.1, deadline - time.monotonic()))
         shutil.rmtree(self.stats_socket.parent, ignore_errors=True)
-        for member in self.members.values():
-            if member.proc is not None:
-                member.proc.stop(timeout=15)
 
     def __enter__(self) -> Cluster:
         return self.start()

@@ -51,6 +51,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from prometheus_client.parser import text_string_to_metric_families
 
+from core.api import DATABASE_UNAVAILABLE
 from core.testing import ScriptedServer
 from evm.userops import entry_point_address
 from messaging.providers.local_x import LocalXServer
@@ -127,6 +128,7 @@ class Agents:
         self.deliveries: dict[str, str] = {}  # id -> text
         self.operations: set[str] = set()
         self.mcp_sessions = 0
+        self.mcp_failures: list[str] = []
         self.lock = threading.Lock()
         loops = [self._dm, self._dm, self._operation, self._poll]
         self.threads = [threading.Thread(target=self._loop, args=(f,), daemon=True) for f in loops]
@@ -211,7 +213,7 @@ class Agents:
                 "status read",
                 "POST",
                 "/private-messaging-api/actions/status",
-                {"action_id": deliveries[-1]},
+                {**self.system.dm_account, "action_id": deliveries[-1]},
             )
         if operations:
             self.call("status read", "GET", f"/api/v1/operations/{operations[-1]}")
@@ -242,9 +244,7 @@ class Agents:
                                 "idempotency_key": str(uuid.uuid4()),
                             }
                         result = await client.call_tool("sosoapi_dm_actions_send", pending)
-                        self.tally.count(
-                            "mcp tool call", "mcp tool error" if result.is_error else None
-                        )
+                        self.tool_result(result)
                         if result.is_error:
                             # The API behind the tool answered 502/503 (or was unreachable):
                             # the same key again.
@@ -255,16 +255,30 @@ class Agents:
                             self.deliveries[action["id"]] = pending["text"]
                         pending = None
                         read = await client.call_tool(
-                            "sosoapi_dm_actions_status", {"action_id": action["id"]}
+                            "sosoapi_dm_actions_status",
+                            {**self.system.dm_account, "action_id": action["id"]},
                         )
-                        self.tally.count(
-                            "mcp tool call", "mcp tool error" if read.is_error else None
-                        )
+                        self.tool_result(read)
                         await anyio.sleep(0.1)
             except Exception as exc:  # noqa: BLE001 - a lost session is counted, then reopened
+                while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+                    exc = exc.exceptions[0]
                 kind = error_kind(exc) or f"mcp {type(exc).__name__}"
+                self.mcp_failures.append(f"{type(exc).__name__}: {exc}"[:300])
                 self.tally.count("mcp tool call", kind)
                 await anyio.sleep(0.2)
+
+    def tool_result(self, result) -> None:
+        """A tool call's outcome: an error result must be the API's retryable answer (the
+        MCP server's note that the API answered 502/503 or was unreachable)."""
+        if not result.is_error:
+            return self.tally.count("mcp tool call")
+        text = " ".join(c.text for c in result.content if hasattr(c, "text"))
+        retryable = ("answered 502", "answered 503", "answered 504", "unreachable",
+                     DATABASE_UNAVAILABLE)  # fmt: skip
+        if not any(marker in text for marker in retryable):
+            self.tally.unexpected.append(f"mcp tool error: {text[:300]}")
+        self.tally.count("mcp tool call", "mcp tool error (API 502/503)")
 
     def __enter__(self) -> Agents:
         for thread in self.threads:
@@ -292,6 +306,10 @@ class System:
     api_token: str = ""
     mcp_token: str = ""
     dm_target: dict = field(default_factory=dict)
+
+    @property
+    def dm_account(self) -> dict:
+        return {k: self.dm_target[k] for k in ("workspace_id", "social_account_id")}
 
     def probe(self, command: str, stdin: dict | None = None) -> dict:
         done = subprocess.run(
@@ -491,7 +509,7 @@ def test_chaos_faults_under_load_nothing_lost_nothing_sent_twice(system, caplog)
     lost += [i for i in agents.operations if i not in operations]
     duplicates = sum(n - 1 for n in receipts.values() if n > 1)
     duplicates += len(system.backend.responses) - len(system.backend.by_key)
-    print_table(recovered, agents.tally, lost, duplicates, statuses, operations)
+    print_table(recovered, agents, lost, duplicates, statuses, operations)
 
     assert agents.tally.unexpected == [], agents.tally.unexpected[:10]
     assert agents.tally.gave_up == []
@@ -530,7 +548,8 @@ def test_chaos_faults_under_load_nothing_lost_nothing_sent_twice(system, caplog)
     assert succeeded - kills <= counted <= succeeded, (counted, succeeded)
 
 
-def print_table(recovered, tally, lost, duplicates, statuses, operations) -> None:
+def print_table(recovered, agents, lost, duplicates, statuses, operations) -> None:
+    tally = agents.tally
     lines = ["", "chaos under load: fault                        recovered in"]
     lines += [f"  {name:<44} {seconds:6.1f} s" for name, seconds in recovered.items()]
     lines.append(f"faults injected: {len(recovered)}")
@@ -541,4 +560,5 @@ def print_table(recovered, tally, lost, duplicates, statuses, operations) -> Non
     )
     lines.append(f"DMs: {dict(statuses)}; operations: {len(operations)}")
     lines.append(f"items lost: {len(lost)}; duplicates: {duplicates}")
+    lines.append(f"MCP sessions opened: {agents.mcp_sessions}; lost: {agents.mcp_failures[:5]}")
     print("\n".join(lines))
