@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
+import socket
+import subprocess
 import uuid
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings
@@ -62,6 +66,93 @@ def celery_test_queue():
             conn.default_channel.queue_purge(name)
     except Exception:  # noqa: BLE001 - best-effort cleanup of a broker we may not reach
         pass
+
+
+# RabbitMQ for the tests that run on both brokers (`celery_broker`): the machine's broker,
+# in a vhost of the session's own. PICNIC_TEST_AMQP_URL names another server (no vhost part).
+AMQP_TEST_URL = os.environ.get("PICNIC_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672")
+
+
+def _rabbitmqctl(*args: str) -> None:
+    subprocess.run(["rabbitmqctl", *args], check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_url():
+    """An amqp:// URL of a vhost made for this test session (rabbitmqctl add_vhost), deleted at
+    the end, so nothing else on the broker is touched. Skips when RabbitMQ is not reachable."""
+    url = urlsplit(AMQP_TEST_URL)
+    try:
+        socket.create_connection((url.hostname, url.port or 5672), timeout=2).close()
+    except OSError:
+        pytest.skip(f"RabbitMQ is not reachable at {url.hostname}:{url.port or 5672}")
+    if shutil.which("rabbitmqctl") is None:
+        pytest.skip("rabbitmqctl is not installed (it makes the test vhost)")
+    vhost = f"picnic-test-{uuid.uuid4().hex[:8]}"
+    _rabbitmqctl("add_vhost", vhost)
+    _rabbitmqctl("set_permissions", "-p", vhost, url.username or "guest", ".*", ".*", ".*")
+    yield f"{AMQP_TEST_URL}/{vhost}"
+    _rabbitmqctl("delete_vhost", vhost)
+
+
+def use_rabbitmq(settings, monkeypatch, url: str) -> None:
+    """Point this process's Celery app, and the settings a worker started by the test inherits,
+    at the RabbitMQ `url`, with the settings it needs (what picnic/settings.py does at start-up
+    for an amqp:// CELERY_BROKER_URL; pytest-django's `settings` undoes its part)."""
+    from picnic.brokers import amqp_celery_settings
+    from picnic.celery import app
+
+    extra = amqp_celery_settings(
+        queues=settings.CELERY_QUEUES_BY_KIND.values(),
+        prefix=settings.CELERY_QUEUE_PREFIX,
+        delivery_limit=settings.CELERY_DELIVERY_LIMIT,
+    )
+    settings.CELERY_BROKER_URL = url
+    monkeypatch.setenv("CELERY_BROKER_URL", url)  # Celery reads it before its own setting
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = extra["broker_transport_options"]
+    app.conf.update(broker_url=url, **extra)
+    _forget_broker(app)
+
+
+def _forget_broker(app) -> None:
+    # Celery caches the connection pools and the queue table it built for the old broker.
+    app.__dict__.pop("pool", None)
+    app._pool = None
+    app.amqp._producer_pool = None
+    for cached in ("queues", "default_queue", "router"):
+        app.amqp.__dict__.pop(cached, None)
+    app.amqp.flush_routes()
+
+
+@pytest.fixture(params=["configured", "amqp"])
+def celery_broker(request, settings, monkeypatch, celery_test_queue):
+    """Runs a test once on each broker and returns its URL: `configured` is CELERY_BROKER_URL
+    as given (Redis in CI), `amqp` RabbitMQ with quorum queues in the session's vhost (skipped
+    with the reason when RabbitMQ is not reachable). Workers the test starts inherit it."""
+    from picnic.celery import app
+
+    if request.param == "configured":
+        yield settings.CELERY_BROKER_URL
+        return
+    saved = {key: app.conf[key] for key in AMQP_CONF_KEYS}
+    use_rabbitmq(settings, monkeypatch, request.getfixturevalue("rabbitmq_url"))
+    yield settings.CELERY_BROKER_URL
+    monkeypatch.undo()
+    app.conf.update(saved)
+    _forget_broker(app)
+
+
+AMQP_CONF_KEYS = (
+    "broker_url",
+    "broker_transport_options",
+    "task_queues",
+    "task_default_queue_type",
+    "task_default_exchange_type",
+    "task_create_missing_queue_type",
+    "task_create_missing_queue_exchange_type",
+    "task_reject_on_worker_lost",
+    "worker_detect_quorum_queues",
+)
 
 
 @pytest.fixture(scope="session", autouse=True)

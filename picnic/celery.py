@@ -1,7 +1,8 @@
 import os
 
 from celery import Celery
-from celery.signals import worker_process_shutdown
+from celery.signals import worker_init, worker_process_shutdown
+from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "picnic.settings")
 
@@ -20,3 +21,16 @@ def _metrics_process_dead(pid=None, **kwargs):
     from core.metrics import mark_process_dead
 
     mark_process_dead(pid or os.getpid())
+
+
+@worker_init.connect
+def _declare_amqp_queues(sender=None, **kwargs):
+    # On RabbitMQ every queue of the deployment and the dead-letter queue (picnic/brokers.py)
+    # exist before the worker consumes: native delayed delivery binds them all, and the broker
+    # keeps a dead-lettered message only in a queue that exists. Declaring is idempotent.
+    dead = settings.BROKER_DEAD_LETTER_QUEUE
+    if dead is None:
+        return
+    with app.connection_for_write() as conn:
+        for queue in (*app.conf.task_queues, dead):
+            queue.bind(conn.default_channel).declare()

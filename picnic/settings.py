@@ -15,6 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from core.chains import parse_chains
 from core.logs import logging_config
+from picnic.brokers import amqp_celery_settings, dead_letter_queue
 from picnic.env import (
     env_bool,
     env_choice,
@@ -487,6 +488,28 @@ CELERY_TASK_ROUTES = {
 }
 # Anything unrouted (a new task nobody classified yet) still runs: on housekeeping.
 CELERY_TASK_DEFAULT_QUEUE = CELERY_QUEUES_BY_KIND["housekeeping"]
+# RabbitMQ (CELERY_BROKER_URL=amqp://…): quorum queues, publisher confirms, a message given
+# back more than CELERY_DELIVERY_LIMIT times dead-lettered to `<prefix>dead` (picnic/brokers.py,
+# docs/deploy.md).
+CELERY_DELIVERY_LIMIT = env_int("CELERY_DELIVERY_LIMIT", 5, minimum=1)
+BROKER_DEAD_LETTER_QUEUE = None
+if CELERY_BROKER_URL.startswith("amqp://"):
+    _amqp = amqp_celery_settings(
+        queues=CELERY_QUEUES_BY_KIND.values(),
+        prefix=CELERY_QUEUE_PREFIX,
+        delivery_limit=CELERY_DELIVERY_LIMIT,
+    )
+    CELERY_BROKER_TRANSPORT_OPTIONS = _amqp["broker_transport_options"]
+    CELERY_TASK_QUEUES = _amqp["task_queues"]
+    CELERY_TASK_DEFAULT_QUEUE_TYPE = _amqp["task_default_queue_type"]
+    CELERY_TASK_DEFAULT_EXCHANGE_TYPE = _amqp["task_default_exchange_type"]
+    CELERY_TASK_CREATE_MISSING_QUEUE_TYPE = _amqp["task_create_missing_queue_type"]
+    CELERY_TASK_CREATE_MISSING_QUEUE_EXCHANGE_TYPE = _amqp[
+        "task_create_missing_queue_exchange_type"
+    ]
+    CELERY_TASK_REJECT_ON_WORKER_LOST = _amqp["task_reject_on_worker_lost"]
+    CELERY_WORKER_DETECT_QUORUM_QUEUES = _amqp["worker_detect_quorum_queues"]
+    BROKER_DEAD_LETTER_QUEUE = dead_letter_queue(CELERY_QUEUE_PREFIX)
 CELERY_BEAT_SCHEDULE = {
     "actions-expire-overdue": {"task": "actions.tasks.actions_expire_overdue", "schedule": 15.0},
     "actions-reconcile-pending": {

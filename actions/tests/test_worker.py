@@ -1,4 +1,5 @@
-"""A real Celery worker process, fed through the configured broker (Redis in CI)."""
+"""A real Celery worker process, fed through each broker: the configured one (Redis in CI) and
+RabbitMQ with quorum queues (`celery_broker`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from core.testing import ScriptedServer, start_celery_worker, wait_until
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_real_worker_reconciles_an_action_sent_through_the_broker(user, application, tmp_path):
+def test_a_real_worker_reconciles_an_action_sent_through_the_broker(
+    celery_broker, user, application, tmp_path
+):
     action = make_action(user=user, application=application)
     for step in (ActionStatus.SIGNED, ActionStatus.SUBMITTED, ActionStatus.BROADCAST):
         action_transition(action_id=action.pk, to=step, actor=Actor.system())

@@ -1,4 +1,5 @@
-"""Fault tests with a real Celery worker process, fed through the broker (Redis in CI)."""
+"""Fault tests with a real Celery worker process, fed through the broker: each runs on the
+configured one (Redis in CI) and on RabbitMQ with quorum queues (`celery_broker`)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def send(member, application, workspace, social_account):
 
 
 @pytest.fixture
-def worker(celery_test_queue, tmp_path):
+def worker(celery_broker, celery_test_queue, tmp_path):
+    """Starts real workers on the test queue, on each broker in turn (`celery_broker`)."""
     started = []
 
     def start(base_url: str, *, timeout: str = "1", lease: str = "2"):

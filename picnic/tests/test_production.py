@@ -106,6 +106,35 @@ def test_a_bad_queue_prefix_stops_start_up():
     assert result.returncode != 0 and "CELERY_QUEUE_PREFIX" in result.stderr
 
 
+def test_on_rabbitmq_every_queue_is_a_quorum_queue_with_a_delivery_limit(rabbitmq_url):
+    # A fresh process on an amqp:// broker publishes one task of each kind of queue (confirmed
+    # by the broker before send_task returns); the broker then holds each queue as declared.
+    vhost = rabbitmq_url.rsplit("/", 1)[1]
+    tasks = ["actions.tasks.actions_expire_overdue", "messaging.tasks.deliveries_process_due"]
+    tasks += ["operations.tasks.operations_process_due", "actions.tasks.actions_purge_retained"]
+    code = (
+        "import django; django.setup(); from picnic.celery import app; "
+        f"[app.send_task(n) for n in {tasks!r}]"
+    )
+    environ = _environ(CELERY_BROKER_URL=rabbitmq_url, CELERY_QUEUE_PREFIX="q-test.")
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=environ, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    listing = subprocess.run(
+        ["rabbitmqctl", "list_queues", "-q", "-p", vhost, "name", "type", "messages", "arguments"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rows = {line.split("\t")[0]: line.split("\t")[1:] for line in listing.splitlines() if line}
+    for kind in ("chain", "dm", "operations", "housekeeping"):
+        queue_type, messages, arguments = rows[f"q-test.{kind}"]
+        assert (queue_type, messages) == ("quorum", "1")
+        assert '{"x-delivery-limit",5}' in arguments
+        assert '{"x-dead-letter-routing-key","q-test.dead"}' in arguments
+
+
 def test_tests_send_every_task_to_their_own_queue(celery_test_queue):
     from picnic.celery import app
 
