@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -299,7 +300,7 @@ class System:
     cluster: clusters.Cluster
     postgres: clusters.PostgresServer
     redis: clusters.RedisServer
-    broker: clusters.RedisServer
+    broker: clusters.RedisServer | RabbitVhost
     x_api: LocalXServer
     backend: LocalResponsesServer
     env: dict[str, str]
@@ -375,11 +376,47 @@ def create_database(postgres: clusters.PostgresServer) -> None:
         conn.execute("CREATE DATABASE picnic")
 
 
-@pytest.fixture(params=["redis"])
+class RabbitVhost:
+    """Celery on the machine's RabbitMQ, in a vhost of this test's own (quorum queues). The
+    node is shared with other tests, so it is not restarted: the broker fault cuts every
+    connection of the vhost (what a node restart does to its clients) instead."""
+
+    def __init__(self) -> None:
+        self.vhost = f"chaos-{uuid.uuid4().hex[:8]}"
+
+    def _ctl(self, *args: str) -> str:
+        return subprocess.run(
+            ["rabbitmqctl", "-q", *args], check=True, capture_output=True, text=True, timeout=60
+        ).stdout
+
+    def url(self) -> str:
+        return f"amqp://guest:guest@127.0.0.1:5672/{self.vhost}"
+
+    def start(self) -> RabbitVhost:
+        if shutil.which("rabbitmqctl") is None or not clusters.port_open(5672):
+            pytest.skip("RabbitMQ is not running on 127.0.0.1:5672")
+        self._ctl("add_vhost", self.vhost)
+        self._ctl("set_permissions", "-p", self.vhost, "guest", ".*", ".*", ".*")
+        return self
+
+    def restart(self) -> None:
+        for line in self._ctl("list_connections", "vhost", "pid").splitlines():
+            vhost, _, pid = line.partition("\t")
+            if vhost == self.vhost:
+                self._ctl("close_connection", pid.strip(), "chaos: broker restart")
+
+    def stop(self) -> None:
+        self._ctl("delete_vhost", self.vhost)
+
+
+@pytest.fixture(params=["redis", "amqp"])
 def system(request, tmp_path):
     postgres = clusters.PostgresServer()
     redis = clusters.RedisServer(tmp_path / "redis")
-    broker = clusters.RedisServer(tmp_path / "broker")
+    if request.param == "amqp":
+        broker = RabbitVhost()
+    else:  # a Redis of its own with AOF, restarted on its own
+        broker = clusters.RedisServer(tmp_path / "broker")
     started: list = []
     try:
         for service in (postgres, redis, broker):
