@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -133,6 +134,7 @@ def main() -> None:
     import django
 
     django.setup()
+    logging.getLogger("httpx2").setLevel(logging.WARNING)  # a line per MCP request otherwise
     from picnic.tests.chaos_world import world
 
     print(machine())

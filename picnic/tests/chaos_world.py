@@ -103,6 +103,17 @@ class System:
             time.sleep(0.1)
         return False
 
+    def state(self) -> dict:
+        """What is not back yet (for a failure's message)."""
+        cluster = self.cluster
+        return {
+            "not ready": [m.name for m in cluster.members.values() if not m.ready()],
+            "web up": sorted(cluster.servers_up("web")),
+            "mcp up": sorted(cluster.servers_up("mcp")),
+            "beat holder": cluster.beat_holder(),
+            "restarts": cluster.restarts[-5:],
+        }
+
     def serving(self) -> bool:
         cluster = self.cluster
         members = cluster.members.values()
