@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from cryptography.fernet import Fernet
+
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 TEMPLATE = "BENCH_TEMPLATE_DATABASE"
@@ -81,6 +83,7 @@ def server_env(work: Path) -> dict[str, str]:
     return {
         "DJANGO_DEBUG": "false",
         "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+        "SPEND_PERMISSION_KEYS": Fernet.generate_key().decode(),
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
         "DJANGO_STATIC_ROOT": str(work / "static"),
     }

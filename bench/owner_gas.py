@@ -56,12 +56,21 @@ class Meter:
         self.entry_point = contracts.ENTRY_POINTS[VERSION]["address"]
         self.contract = w3.eth.contract(address=self.entry_point, abi=artifact["abi"])
 
-    def validation_gas(self, account: str, signature: str, op_hash: bytes) -> tuple[int, int]:
-        """(gas used by validateUserOp, its validationData: 0 valid, 1 signature refused)."""
+    def validation_gas(
+        self,
+        account: str,
+        signature: str,
+        op_hash: bytes,
+        *,
+        call_data: str = "0x",
+        nonce: int = 0,
+    ) -> tuple[int, int]:
+        """(gas used by validateUserOp, its validationData: 0 valid, 1 signature refused, or
+        a time window packed in it)."""
         op = {
             "sender": account,
-            "nonce": 0,
-            "callData": "0x",
+            "nonce": nonce,
+            "callData": call_data,
             "verificationGasLimit": 1_000_000,
             "callGasLimit": 100_000,
             "preVerificationGas": 60_000,

@@ -19,8 +19,8 @@ from evm.signature import batch_challenge, dummy_signature, pack_owner_signature
 # What a real assertion costs in validateUserOp beyond the estimation stub, which names no live
 # owner and so stops right after reading the owner's key: the batch check, base64url of the
 # challenge compared, two SHA-256 and the P256VERIFY precompile (EIP-7951). Measured on the
-# local stack (OpenZeppelin 5.7, osaka) with bench/owner_gas.py: 16,668 gas (12,385 for the
-# stub, 29,053 for a real assertion), 17,213 for a batch of two op hashes, whatever the number
+# local stack (OpenZeppelin 5.7, osaka) with bench/owner_gas.py: 16,692 gas (12,708 for the
+# stub, 29,400 for a real assertion), 17,237 for a batch of two op hashes, whatever the number
 # of owners. About doubled for the EntryPoint's 63/64 forwarding and for longer clientDataJSON
 # from other browsers; unused verification gas is not charged, so the margin costs the user
 # nothing. A chain without P256VERIFY runs OpenZeppelin's Solidity verifier (hundreds of

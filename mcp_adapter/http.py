@@ -55,6 +55,7 @@ from mcp.server.streamable_http_manager import (
     _send_and_report_status,
 )
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp_types import InitializeRequestParams
@@ -100,6 +101,7 @@ _opening: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 # How often an instance checks that the sessions it holds still exist (ended by a DELETE or
 # their expiry elsewhere: their streams here close).
 SWEEP_SECONDS = 5
+UNAVAILABLE = "The MCP session store is unavailable; try again"
 
 
 class PicnicSessionManager(StreamableHTTPSessionManager):
@@ -123,6 +125,7 @@ class PicnicSessionManager(StreamableHTTPSessionManager):
         super().__init__(*args, **kwargs)
         self.sessions = sessions
         self.connections: dict[str, Connection] = {}
+        self._unrecorded: set[str] = set()  # opened, but the store could not take the record
         self.app.middleware.append(self._record_initialize)
 
     def _admit_session(self, requestor):
@@ -147,22 +150,30 @@ class PicnicSessionManager(StreamableHTTPSessionManager):
         result = await call_next(ctx)
         session_id = _opening.get()
         if ctx.method == "initialize" and session_id is not None and isinstance(result, dict):
-            await self.sessions.save(
-                SessionRecord(
-                    session_id=session_id,
-                    protocol_version=str(result.get("protocolVersion")),
-                    client_params=dict(ctx.params or {}),
-                    owner=self._session_owners.get(session_id),
-                    created=time.time(),
-                )
+            record = SessionRecord(
+                session_id=session_id,
+                protocol_version=str(result.get("protocolVersion")),
+                client_params=dict(ctx.params or {}),
+                owner=self._session_owners.get(session_id),
+                created=time.time(),
             )
+            try:
+                await self.sessions.save(record)
+            except RedisError as exc:  # no session the other instances cannot see
+                logger.warning("could not record MCP session %s", session_id, exc_info=True)
+                self._unrecorded.add(session_id)
+                raise MCPError(types.INTERNAL_ERROR, UNAVAILABLE) from exc
         return result
 
     async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
         session_id = Headers(scope=scope).get(MCP_SESSION_ID_HEADER)
         if session_id is None:  # a new session (`_serve_opening_request`)
             return await super()._handle_stateful_request(scope, receive, send)
-        record = await self.sessions.touch(session_id)
+        try:
+            record = await self.sessions.touch(session_id)
+        except RedisError:
+            logger.warning("could not read MCP session %s", session_id[:64], exc_info=True)
+            return await _unavailable()(scope, receive, send)
         held = self._server_instances.get(session_id)
         if record is None and held is not None:  # ended elsewhere (DELETE) or expired
             await self._discard_session(session_id, held)
@@ -215,7 +226,9 @@ class PicnicSessionManager(StreamableHTTPSessionManager):
             assert self._task_group is not None
             await self._task_group.start(self._run_session, transport, record)
             status = await _send_and_report_status(transport.handle_request, scope, receive, send)
-            established = status is not None and status < 400
+            unrecorded = transport.mcp_session_id in self._unrecorded
+            self._unrecorded.discard(transport.mcp_session_id)
+            established = status is not None and status < 400 and not unrecorded
         finally:
             if not established:
                 await self._discard_session(transport.mcp_session_id, transport)
@@ -318,12 +331,15 @@ class DatabaseConnections:
             if started:
                 raise
             logger.warning("database unavailable", exc_info=True)
-            response = JSONResponse(
-                {"error": "unavailable", "error_description": DATABASE_UNAVAILABLE},
-                status_code=503,
-                headers={"Retry-After": "1"},
-            )
-            await response(scope, receive, send)
+            await _unavailable(DATABASE_UNAVAILABLE)(scope, receive, send)
+
+
+def _unavailable(message: str = UNAVAILABLE) -> JSONResponse:
+    """503 while the shared session store (or the database) cannot be reached: the client
+    retries."""
+    error = {"code": types.INTERNAL_ERROR, "message": message}
+    body = {"jsonrpc": "2.0", "id": None, "error": error}
+    return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
 
 
 class ScopePolicy:

@@ -81,20 +81,26 @@ class MemorySessions:
     async def save(self, record: SessionRecord) -> None:
         self._records[record.session_id] = (record, time.time())
 
-    async def touch(self, session_id: str) -> SessionRecord | None:
+    def _live(self, session_id: str) -> SessionRecord | None:
         found = self._records.get(session_id)
-        if found is None:
+        if found is not None and time.time() - found[1] > self.ttl_seconds:
+            self._forget(session_id)
             return None
-        if time.time() - found[1] > self.ttl_seconds:
-            await self.delete(session_id)
-            return None
-        self._records[session_id] = (found[0], time.time())
-        return found[0]
+        return found[0] if found else None
+
+    async def touch(self, session_id: str) -> SessionRecord | None:
+        record = self._live(session_id)
+        if record is not None:
+            self._records[session_id] = (record, time.time())
+        return record
 
     async def alive(self, session_ids: list[str]) -> set[str]:
         return {s for s in session_ids if await self.touch(s) is not None}
 
     async def delete(self, session_id: str) -> None:
+        self._forget(session_id)
+
+    def _forget(self, session_id: str) -> None:
         self._records.pop(session_id, None)
         for sessions in self._followers.values():
             sessions.discard(session_id)
@@ -106,7 +112,7 @@ class MemorySessions:
         self._followers.get(uri, set()).discard(session_id)
 
     async def followers(self, uri: str) -> list[str]:
-        return [s for s in self._followers.get(uri, ()) if s in self._records]
+        return [s for s in list(self._followers.get(uri, ())) if self._live(s) is not None]
 
 
 class RedisSessions:
@@ -145,11 +151,15 @@ class RedisSessions:
     async def alive(self, session_ids: list[str]) -> set[str]:
         """Which of these sessions still exist; their expiry starts again (an instance holds
         them, with a request or a stream in flight or idle for less than the timeout)."""
-        found = set()
-        for session_id in session_ids:
-            if await self.touch(session_id) is not None:
-                found.add(session_id)
-        return found
+        now = time.time()
+        async with self.client.pipeline(transaction=False) as pipe:
+            for session_id in session_ids:
+                key = self._session(session_id)
+                await self._touch(
+                    keys=[key, key + ":follows"], args=[self.ttl_seconds, now], client=pipe
+                )
+            found = await pipe.execute()
+        return {s for s, record in zip(session_ids, found, strict=True) if record}
 
     async def delete(self, session_id: str) -> None:
         key = self._session(session_id)

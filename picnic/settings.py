@@ -7,10 +7,13 @@ broker, and the local chain stack on 127.0.0.1.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 from pathlib import Path
 
 import dj_database_url
+from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
 from core.chains import parse_chains
@@ -469,6 +472,7 @@ _TASK_KINDS = {
     "actions.tasks.bridges_reconcile_pending": "chain",
     "actions.tasks.account_change_submit": "chain",
     "actions.tasks.account_changes_process": "chain",
+    "actions.tasks.spend_permissions_sweep": "chain",
     # dm: deliveries to the X API (at most once: a slow X must not hold anything else up).
     "messaging.tasks.delivery_deliver": "dm",
     "messaging.tasks.deliveries_process_due": "dm",
@@ -524,6 +528,9 @@ CELERY_BEAT_SCHEDULE = {
         "task": "actions.tasks.account_changes_process",
         "schedule": 10.0,
     },
+    # Spending permissions past their end expire (keys destroyed); grants and revocations
+    # whose action ended outside the worker (unsigned, rejected) are followed.
+    "spend-permissions-sweep": {"task": "actions.tasks.spend_permissions_sweep", "schedule": 15.0},
     "actions-purge-retained": {"task": "actions.tasks.actions_purge_retained", "schedule": 600.0},
     "card-purchases-sync": {
         "task": "actions.tasks.card_purchases_sync_signed_in",
@@ -606,6 +613,32 @@ RECOVERY_ATTEMPTS_WINDOW_SECONDS = env_int("RECOVERY_ATTEMPTS_WINDOW_SECONDS", 3
 # Mail to end users (recovery started, completed): Django's backend; the console prints them.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Picnic <no-reply@picnic.localhost>")
+
+# --- Spending permissions (docs/spend-permissions.md) ---------------------------------------
+# Fernet keys (comma-separated, newest first: MultiFernet encrypts with the first and decrypts
+# with any, so a key is rotated by putting a new one in front) that encrypt each grant's
+# session key at rest. Required in production; the dev setup and tests derive one from the
+# secret key, never a constant.
+SPEND_PERMISSION_KEYS = env_list("SPEND_PERMISSION_KEYS", [])
+if not SPEND_PERMISSION_KEYS:
+    if env_is_set("DJANGO_DEBUG") and not DEBUG:
+        raise ImproperlyConfigured("SPEND_PERMISSION_KEYS must be set when DJANGO_DEBUG is false")
+    SPEND_PERMISSION_KEYS = [
+        base64.urlsafe_b64encode(
+            hashlib.sha256(b"picnic spend permissions|" + SECRET_KEY.encode()).digest()
+        ).decode()
+    ]
+for _key in SPEND_PERMISSION_KEYS:
+    try:
+        Fernet(_key)
+    except (ValueError, TypeError):
+        raise ImproperlyConfigured(
+            "SPEND_PERMISSION_KEYS: each key must be a Fernet key (32 url-safe base64 bytes; "
+            "make one with cryptography.fernet.Fernet.generate_key())"
+        ) from None
+# Most grants one agent may hold open on one user's account, and the longest window.
+SPEND_PERMISSIONS_PER_AGENT = env_int("SPEND_PERMISSIONS_PER_AGENT", 10, minimum=1)
+SPEND_PERMISSION_MAX_DAYS = env_int("SPEND_PERMISSION_MAX_DAYS", 366, minimum=1)
 
 # --- Swap quotes (LI.FI's API shape) -------------------------------------------------------
 SWAP_QUOTE_URL = env_url("SWAP_QUOTE_URL", "http://127.0.0.1:8789", schemes=("http", "https"))

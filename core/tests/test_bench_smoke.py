@@ -80,6 +80,9 @@ RUNS = {
         ("--rows", "100", "--open", "5", "--rounds", "1"), "ratio baseline/ours: ", (PG,)
     ),
     "owner_gas.py": Run((), "multi-owner spread over ", (pytest.mark.chain,), database="none"),
+    "permission_gas.py": Run(
+        (), "permissioned/passkey transfer gas: ", (pytest.mark.chain,), database="none"
+    ),
     "status_tool.py": Run(
         ("--actions", "10", "--rounds", "1", "--requests", "5", "--warm", "5"),
         "ratio p99 get_action_status/bare: ",

@@ -5,7 +5,7 @@ round-robin HTTP transport in the client, the balancer of these tests).
 A 2025-11-25 session opened on one instance is served by the other; its subscription outlives
 the instance holding its stream (SIGKILL), and the stream resumed with Last-Event-ID on the
 other instance brings every missed update once; a DELETE ends it on both; another user's token
-finds no session on either; 2026-07-28 calls need no session at all."""
+finds no session on either; 2026-07-28 calls and listen streams need no session at all."""
 
 from __future__ import annotations
 
@@ -194,6 +194,48 @@ def test_2026_calls_need_no_session_on_either_instance(user, application, make_t
     calls = [s for s in balancer.served if s["rpc"] == "tools/call"]
     assert {c["port"] for c in calls} == {PORT_A, PORT_B}
     assert not any(s["session"] for s in balancer.served)
+
+
+def test_a_2026_listen_stream_hears_updates_on_either_instance(user, application, make_token):
+    """subscriptions/listen is one long request on whichever instance took it; every instance
+    hears every transition, so each stream gets the update."""
+    action = make_action(user, application)
+    token = make_token(user, application, scope="read:actions")
+    balancer = RoundRobin([PORT_A, PORT_B])
+
+    async def listen_once(client, ready):
+        async with client.listen(resource_subscriptions=[action.resource_uri]) as stream:
+            ready.set()
+            async for event in stream:
+                return event
+
+    async def body():
+        async with _client(balancer, token.token, mode="2026-07-28") as client:
+            events = []
+            async with anyio.create_task_group() as tg:
+                for _ in range(2):  # one stream per instance
+                    ready = anyio.Event()
+
+                    async def take(ready=ready):
+                        events.append(await listen_once(client, ready))
+
+                    tg.start_soon(take)
+                    await ready.wait()
+                await anyio.sleep(0.2)  # both streams acknowledged past their first event
+                await anyio.to_thread.run_sync(
+                    lambda: touch(
+                        lifecycle=Action.lifecycle, pk=action.pk, changes={"summary": "listened"}
+                    )
+                )
+                with anyio.fail_after(20):
+                    while len(events) < 2:
+                        await anyio.sleep(0.05)
+            return events
+
+    events = run(body)
+    assert [e.uri for e in events] == [action.resource_uri] * 2
+    listens = [s for s in balancer.served if s["rpc"] == "subscriptions/listen"]
+    assert {s["port"] for s in listens} == {PORT_A, PORT_B}
 
 
 def test_delete_ends_the_session_everywhere_and_another_user_finds_none(

@@ -57,6 +57,18 @@ def test_production_without_a_secret_key_refuses_to_start():
     assert "DJANGO_SECRET_KEY must be set" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("keys", "said"),
+    [
+        ("", "SPEND_PERMISSION_KEYS must be set when DJANGO_DEBUG is false"),
+        ("not-a-fernet-key", "each key must be a Fernet key"),
+    ],
+)
+def test_production_without_spend_permission_keys_refuses_to_start(keys, said):
+    result = _start(DJANGO_DEBUG="false", DJANGO_SECRET_KEY="k" * 60, SPEND_PERMISSION_KEYS=keys)
+    assert result.returncode != 0 and said in result.stderr
+
+
 def test_the_defaults_start_on_embedded_components():
     result = _start(DATABASE_URL="", CELERY_BROKER_URL="")
     assert result.returncode == 0, result.stderr
