@@ -73,8 +73,10 @@ prod: deps
 # with CELERY_BROKER_URL=amqp://….
 cluster: deps
 	@mkdir -p var && test -s $(PROD_SECRET) || (umask 077 && $(BIN)/python -c "import secrets; print(secrets.token_urlsafe(50))" > $(PROD_SECRET))
+	@test -s $(PROD_SPEND_KEYS) || (umask 077 && $(BIN)/python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())" > $(PROD_SPEND_KEYS))
 	DJANGO_DEBUG=false \
 	DJANGO_SECRET_KEY=$${DJANGO_SECRET_KEY:-$$(cat $(PROD_SECRET))} \
+	SPEND_PERMISSION_KEYS=$${SPEND_PERMISSION_KEYS:-$$(cat $(PROD_SPEND_KEYS))} \
 	DJANGO_ALLOWED_HOSTS=$${DJANGO_ALLOWED_HOSTS:-127.0.0.1,localhost} \
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/picnic} \
 	CELERY_BROKER_URL=$${CELERY_BROKER_URL:-redis://127.0.0.1:6379/0} \

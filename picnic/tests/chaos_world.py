@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
+from cryptography.fernet import Fernet
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -200,6 +201,7 @@ def world(tmp_path: Path, broker_kind: str, *, instances: int = 2) -> Iterator[S
                 "CELERY_QUEUE_PREFIX": PREFIX,
                 "DJANGO_DEBUG": "false",
                 "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+                "SPEND_PERMISSION_KEYS": Fernet.generate_key().decode(),
                 "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
                 "DJANGO_STATIC_MANIFEST": "false",  # the APIs only: no collectstatic needed
                 "PUBLIC_BASE_URL": f"http://127.0.0.1:{web_port}",
