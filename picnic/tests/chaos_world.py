@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
-from cryptography.fernet import Fernet
 import pytest
+from cryptography.fernet import Fernet
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.testing import ScriptedServer
