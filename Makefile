@@ -10,15 +10,19 @@ PY_STAMP := $(VENV)/.deps-stamp
 NODE_STAMP := chain/node_modules/.deps-stamp
 MCP_NODE_STAMP := mcp_adapter/conformance/node_modules/.deps-stamp
 
-.PHONY: deps chromium run prod test test-fast lint format chain clean
+.PHONY: deps chromium haproxy run prod cluster test test-fast lint format chain clean
 
 BUILD_STAMP := chain/build/.build-stamp
 
-deps: $(PY_STAMP) $(NODE_STAMP) $(MCP_NODE_STAMP) $(BUILD_STAMP) chromium
+deps: $(PY_STAMP) $(NODE_STAMP) $(MCP_NODE_STAMP) $(BUILD_STAMP) chromium haproxy
 
 # The browser tests drive Debian's Chromium (never a downloaded browser build).
 chromium:
 	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+# The cluster on one machine (`make cluster`) and the chaos test put Debian's HAProxy in front.
+haproxy:
+	@test -x /usr/sbin/haproxy || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; }
 
 $(PY_STAMP): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -63,13 +67,31 @@ prod: deps
 	EVENTS_URL=$${EVENTS_URL:-redis://127.0.0.1:6379/0} \
 	$(BIN)/python manage.py run_prod
 
+# The same with several instances of each type behind HAProxy (docs/deploy.md, "The cluster on
+# one machine"): 2 web, 2 MCP, 2 workers per queue kind, a beat and a standby beat. Not the
+# default: `make run` stays the one-process embedded system. Celery on Redis, or on RabbitMQ
+# with CELERY_BROKER_URL=amqp://….
+cluster: deps
+	@mkdir -p var && test -s $(PROD_SECRET) || (umask 077 && $(BIN)/python -c "import secrets; print(secrets.token_urlsafe(50))" > $(PROD_SECRET))
+	@test -s $(PROD_SPEND_KEYS) || (umask 077 && $(BIN)/python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())" > $(PROD_SPEND_KEYS))
+	DJANGO_DEBUG=false \
+	DJANGO_SECRET_KEY=$${DJANGO_SECRET_KEY:-$$(cat $(PROD_SECRET))} \
+	SPEND_PERMISSION_KEYS=$${SPEND_PERMISSION_KEYS:-$$(cat $(PROD_SPEND_KEYS))} \
+	DJANGO_ALLOWED_HOSTS=$${DJANGO_ALLOWED_HOSTS:-127.0.0.1,localhost} \
+	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/picnic} \
+	CELERY_BROKER_URL=$${CELERY_BROKER_URL:-redis://127.0.0.1:6379/0} \
+	CACHE_URL=$${CACHE_URL:-redis://127.0.0.1:6379/0} \
+	EVENTS_URL=$${EVENTS_URL:-redis://127.0.0.1:6379/0} \
+	MCP_RESOURCE_URL=$${MCP_RESOURCE_URL:-http://127.0.0.1:8001/mcp} \
+	$(BIN)/python manage.py run_cluster
+
 test: deps
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 # Only the Python venv: no npm packages, no compiled contracts, no Chromium. A test that
 # uses the `chain` fixture without the `chain` marker fails collection (conftest.py).
 test-fast: $(PY_STAMP)
-	$(BIN)/pytest -m "not chain and not browser and not soak and not node" $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not chain and not browser and not soak and not node and not chaos" $(PYTEST_ARGS)
 
 lint: deps
 	$(BIN)/ruff check .

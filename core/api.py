@@ -10,6 +10,7 @@ responses. DRF's own exceptions (401, 405, 415, parse errors) get the same body 
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
@@ -17,6 +18,8 @@ import requests
 import uritemplate
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError as DatabaseInterfaceError
+from django.db import OperationalError as DatabaseOperationalError
 from django.http import Http404, JsonResponse
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse
@@ -30,7 +33,10 @@ from core.echo import prefix
 from core.json_input import too_large
 from core.schema import input_problems
 
+logger = logging.getLogger(__name__)
+
 INVALID_INPUT = "Invalid input"
+DATABASE_UNAVAILABLE = "The database is unavailable for a moment; retry the request."
 
 
 class ApiError(exceptions.APIException):
@@ -163,10 +169,18 @@ def exception_handler(exc, context):
         exc = exceptions.PermissionDenied()
     elif isinstance(exc, RequestDataTooBig):  # DRF reads request.body: a JSON 400, not HTML
         exc = too_large()
+    elif isinstance(exc, DatabaseOperationalError | DatabaseInterfaceError):
+        # The database went away under the request (a restart, a failover): its transaction
+        # rolled back, so a retry (a write with its idempotency key) is safe. A 503 says so;
+        # a 500 would say the request itself is wrong.
+        logger.warning("database unavailable: %s", failure_reason(exc))
+        exc = ServiceUnavailable(DATABASE_UNAVAILABLE)
     response = drf_exception_handler(exc, context)  # headers, rollback; None for a bug (a 500)
     if response is None:
         return None
     response.data = error_body(exc)
+    if isinstance(exc, ServiceUnavailable):
+        response.setdefault("Retry-After", "1")
     if isinstance(exc, InsufficientScope):
         response["WWW-Authenticate"] = (
             f'Bearer error="insufficient_scope", scope="{" ".join(exc.required)}"'

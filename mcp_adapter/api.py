@@ -49,6 +49,10 @@ class PicnicApi:
     def _call(self, method: str, path: str, token: str, body: Any) -> ApiAnswer:
         headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
         headers.update(tracing.outgoing_headers())  # the API continues the caller's trace
+        if isinstance(body, dict) and isinstance(body.get("idempotency_key"), str):
+            # A keyed write is safe to send again: a load balancer in front of the API
+            # (HAProxy, docs/deploy.md) retries only requests that say so.
+            headers["Idempotency-Key"] = body["idempotency_key"]
         try:
             response = self._session.request(
                 method,

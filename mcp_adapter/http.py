@@ -30,7 +30,11 @@ from urllib.parse import urlsplit
 
 import anyio
 import mcp_types as types
+from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import InterfaceError as DatabaseInterfaceError
+from django.db import OperationalError as DatabaseOperationalError
+from django.db import close_old_connections
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import (
     AuthenticatedUser,
@@ -67,6 +71,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core import tracing
+from core.api import DATABASE_UNAVAILABLE
 from mcp_adapter.event_store import PicnicEventStore, event_store_from_settings
 from mcp_adapter.sessions import EVENT_META_KEY, SessionRecord, Sessions, sessions_from_settings
 from mcp_adapter.tools import resource_scope
@@ -300,9 +305,39 @@ class PicnicSessionManager(StreamableHTTPSessionManager):
                     await self._discard_session(session_id, transport)
 
 
-def _unavailable() -> JSONResponse:
-    """503 while the shared session store cannot be reached: the client retries."""
-    error = {"code": types.INTERNAL_ERROR, "message": UNAVAILABLE}
+class DatabaseConnections:
+    """What Django's own request handlers do, for the MCP server's requests: a connection that
+    broke (the database restarted, a failover) is closed before the request's queries, which
+    then open a fresh one, instead of failing on the dead one for the life of the process. A
+    request the database fails under gets a 503 its client retries, not a 500."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        await sync_to_async(close_old_connections)()
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except (DatabaseOperationalError, DatabaseInterfaceError):
+            if started:
+                raise
+            logger.warning("database unavailable", exc_info=True)
+            await _unavailable(DATABASE_UNAVAILABLE)(scope, receive, send)
+
+
+def _unavailable(message: str = UNAVAILABLE) -> JSONResponse:
+    """503 while the shared session store (or the database) cannot be reached: the client
+    retries."""
+    error = {"code": types.INTERNAL_ERROR, "message": message}
     body = {"jsonrpc": "2.0", "id": None, "error": error}
     return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
 
@@ -603,6 +638,7 @@ def streamable_http_app(server) -> Starlette:
     app = Starlette(
         routes=routes,
         middleware=[
+            Middleware(DatabaseConnections),
             Middleware(AuthenticationMiddleware, backend=backend),
             Middleware(AuthContextMiddleware),
         ],

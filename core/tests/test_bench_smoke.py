@@ -53,6 +53,13 @@ RUNS = {
         (pytest.mark.chain,),
     ),
     "batches.py": Run(("--items", "3", "--rounds", "1"), "action reconcile, executed: ", (PG,)),
+    # Two clusters of its own (1 and 2 instances of each type), each on private services.
+    "cluster_scale.py": Run(
+        ("--seconds", "1", "--clients", "1"),
+        "ratio 2/1 instances, MCP tool call: ",
+        (pytest.mark.chaos,),
+        database="none",
+    ),
     "console_pages.py": Run(
         ("--rows", "1000", "--rounds", "1"), "console pages meet p95", (PG,), database="url"
     ),

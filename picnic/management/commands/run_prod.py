@@ -67,14 +67,16 @@ def ensure_database(db: dict | None = None) -> bool:
 
 class Command(BaseCommand):
     help = "make prod: the Procfile's process types with DEBUG off on PostgreSQL and Redis."
+    # The brokers this command runs on (run_cluster adds RabbitMQ).
+    broker_schemes: tuple[str, ...] = ("redis://", "rediss://")
 
     def handle(self, *args, **options):
         if settings.DEBUG:
             raise CommandError("make prod runs with DJANGO_DEBUG=false")
         if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
             raise CommandError("make prod needs DATABASE_URL=postgres://…")
-        if not settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
-            raise CommandError("make prod needs CELERY_BROKER_URL=redis://…")
+        if not settings.CELERY_BROKER_URL.startswith(self.broker_schemes):
+            raise CommandError(f"{self.help.split(':')[0]} needs CELERY_BROKER_URL=redis://…")
         if not settings.CACHE_URL.startswith(("redis://", "rediss://")):
             # The login, token, registration and metadata-fetch throttles count there: on a
             # per-process cache each web process would grant the whole budget again.
@@ -136,7 +138,9 @@ class Command(BaseCommand):
             world.stop()
             self.stdout.write("stopped the local providers and the chain stack")
 
-    def _run(self, env: dict[str, str]) -> None:
+    def _release(self, env: dict[str, str]) -> None:
+        """The environment every process shares, then the release step (migrate,
+        collectstatic)."""
         python = sys.executable
         # The Procfile names gunicorn, celery and python: this venv's.
         env["PATH"] = f"{Path(python).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -150,6 +154,10 @@ class Command(BaseCommand):
         env.setdefault("METRICS_TOKEN", secrets.token_urlsafe(24))
         for step in (["migrate", "--noinput"], ["collectstatic", "--noinput", "-v", "0"]):
             subprocess.run([python, "manage.py", *step], cwd=ROOT, env=env, check=True)
+
+    def _run(self, env: dict[str, str]) -> None:
+        python = sys.executable
+        self._release(env)
         web = env.get("WEB_BIND") or f"127.0.0.1:{env.get('PORT', '8000')}"
         # honcho hands each type its own PORT: name the web's bind and the MCP API explicitly.
         env.update(WEB_BIND=web, MCP_API_URL=env.get("MCP_API_URL") or f"http://{web}")
