@@ -30,6 +30,7 @@ import collections
 import http.client
 import json
 import logging
+import os
 import socket
 import threading
 import time
@@ -282,12 +283,15 @@ class Agents:
 @pytest.fixture(
     params=[
         "redis",
+        # Opt-in until an open defect is understood: on RabbitMQ a fresh DM was once not
+        # delivered within the recovery bound after the MCP kill although every process
+        # served; an expected failure would be a test that cannot fail, so it runs on request.
         pytest.param(
             "amqp",
-            marks=pytest.mark.xfail(
-                strict=False,
-                reason="on RabbitMQ a fresh DM is at times not delivered within the recovery "
-                "bound although every process serves (seen once after the MCP kill); open",
+            marks=pytest.mark.skipif(
+                os.environ.get("PICNIC_CHAOS_AMQP") != "1",
+                reason="the RabbitMQ chaos run is opt-in (PICNIC_CHAOS_AMQP=1): an open "
+                "defect, a DM once not delivered within the bound after the MCP kill",
             ),
         ),
     ]
