@@ -53,6 +53,7 @@ STAFF_ROUTES = {
     "staff/operations/review/<uuid:operation_id>/",
     "staff/operations/<uuid:operation_id>/",
     "staff/account-changes/<uuid:change_id>/",
+    "staff/spend-permissions/<uuid:permission_id>/",
 }
 POST_ROUTES = {
     "staff/bulk/preview/",
@@ -411,6 +412,7 @@ def test_a_non_staff_user_with_every_permission_gets_no_staff_page(make_user, wo
         url = url.replace("<uuid:delivery_id>", str(world.delivery.pk))
         url = url.replace("<uuid:operation_id>", str(world.operation.pk))
         url = url.replace("<uuid:change_id>", str(uuid.uuid4()))
+        url = url.replace("<uuid:permission_id>", str(uuid.uuid4()))
         response = (walk.client.post if route in POST_ROUTES else walk.client.get)(url)
         assert response.status_code == 302 and "/admin/login/" in response["Location"], url
     assert walk.client.get("/staff/events").status_code == 403
