@@ -71,6 +71,8 @@ DOCS = {
     "signing-pt-BR-1280-light.png": "enduser-pt-BR-transfer.png",
     "signing-pt-BR-390-dark.png": "signing-pt-BR-390-dark.png",
     "timeline-failed-1280-light.png": "timeline-failed.png",
+    "timeline-delivery-failed-1280-light.png": "timeline-delivery-failed.png",
+    "timeline-operation-failed-1280-light.png": "timeline-operation-failed.png",
 }
 
 COMPARE = """async ([a, b, tolerance]) => {
