@@ -49,10 +49,13 @@ run: deps
 # the local providers and chain stack in place of the real ones. No demo data (it has known
 # passwords): `manage.py createsuperuser` with the same environment makes a staff login.
 PROD_SECRET = var/prod_secret_key
+PROD_SPEND_KEYS = var/prod_spend_permission_keys
 prod: deps
 	@mkdir -p var && test -s $(PROD_SECRET) || (umask 077 && $(BIN)/python -c "import secrets; print(secrets.token_urlsafe(50))" > $(PROD_SECRET))
+	@test -s $(PROD_SPEND_KEYS) || (umask 077 && $(BIN)/python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())" > $(PROD_SPEND_KEYS))
 	DJANGO_DEBUG=false \
 	DJANGO_SECRET_KEY=$${DJANGO_SECRET_KEY:-$$(cat $(PROD_SECRET))} \
+	SPEND_PERMISSION_KEYS=$${SPEND_PERMISSION_KEYS:-$$(cat $(PROD_SPEND_KEYS))} \
 	DJANGO_ALLOWED_HOSTS=$${DJANGO_ALLOWED_HOSTS:-127.0.0.1,localhost} \
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/picnic} \
 	CELERY_BROKER_URL=$${CELERY_BROKER_URL:-redis://127.0.0.1:6379/0} \

@@ -26,6 +26,7 @@ from actions.models import (
     Passkey,
     RampAccount,
     SmartAccount,
+    SpendPermission,
     Token,
     TokenTransfer,
 )
@@ -509,3 +510,52 @@ class AccountChangeAdmin(ReadOnlyAdmin):
     list_display = ("id", "kind", "status", "user", "account", "ready_at", "created_at")
     list_filter = ("kind", "status")
     search_fields = ("=id", "account", "user__username")
+
+
+@admin.register(SpendPermission)
+class SpendPermissionAdmin(ReadOnlyAdmin):
+    """Spending permissions and the transfers signed under them: read-only. The session key
+    is never shown (only whether the server still holds one)."""
+
+    list_display = (
+        "id",
+        "name",
+        "status",
+        "user",
+        "application",
+        "allowance",
+        "period",
+        "token",
+        "expires_at",
+        "key_held",
+    )
+    list_filter = ("status", "period")
+    search_fields = ("=id", "permission_id", "session_key_address", "user__username")
+    list_select_related = ("user", "application", "token")
+    exclude = ("session_key_encrypted",)
+    readonly_fields = ("key_held", "spends")
+
+    @admin.display(boolean=True, description="server holds its session key")
+    def key_held(self, obj: SpendPermission) -> bool:
+        return obj.has_key
+
+    @admin.display(description="transfers signed under it")
+    def spends(self, obj: SpendPermission) -> str:
+        rows = obj.actions.filter(type="transfer").order_by("-created_at")[:50]
+        return (
+            format_html_join(
+                "\n",
+                "<div>{} · {} {} → {} · {}</div>",
+                (
+                    (
+                        a.created_at,
+                        a.params.get("amount"),
+                        a.params.get("symbol"),
+                        a.params.get("to"),
+                        a.status,
+                    )
+                    for a in rows
+                ),
+            )
+            or "—"
+        )

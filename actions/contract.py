@@ -13,7 +13,15 @@ CAIP2 = {"type": "string", "pattern": "^eip155:[1-9][0-9]{0,17}$"}
 NULL_INT = {"type": ["integer", "null"]}
 DATE = {"type": "string", "format": "date-time"}
 NULL_DATE = {"type": ["string", "null"], "format": "date-time"}
-ACTION_TYPES = ["transfer", "swap", "cardFreeze", "cardUnfreeze", "cardLimitSet"]
+ACTION_TYPES = [
+    "transfer",
+    "swap",
+    "cardFreeze",
+    "cardUnfreeze",
+    "cardLimitSet",
+    "spendGrant",
+    "spendRevoke",
+]
 ACTION_STATUSES = [
     "proposed",
     "signed",
@@ -84,17 +92,25 @@ ACTION_STATUS_SCHEMA = _object(
     ],
 )
 
-# What every action tool answers: where the user signs, and what to subscribe to.
+# What every action tool answers: where the user signs, and what to subscribe to. A transfer
+# signed under a spending permission is already `signed` (or further) with no sign_url, and
+# says which permission signed it; one that fell back to the passkey says why
+# (permission_note).
 ACTION_CREATED_SCHEMA = _object(
     {
         "action_id": {"type": "string"},
         "type": {"type": "string", "enum": ACTION_TYPES},
-        "status": {"type": "string", "const": "proposed"},
+        "status": {
+            "type": "string",
+            "enum": ["proposed", "signed", "submitted", "broadcast", "executed", "failed"],
+        },
         "summary": {"type": "string"},
-        "sign_url": {"type": "string"},
+        "sign_url": NULL_STR,
         "resource_uri": {"type": "string", "pattern": "^picnic://action/"},
         "user_op_hash": NULL_STR,
         "expires_at": DATE,
+        "signed_by_permission": NULL_STR,
+        "permission_note": NULL_STR,
     },
     [
         "action_id",
@@ -485,3 +501,104 @@ SWAP_INPUT_SCHEMA = _object(
 )
 CARD_STATE_INPUT_SCHEMA = _object({"card_id": CARD_ID}, [])
 CARD_LIMIT_INPUT_SCHEMA = _object({"daily_limit": AMOUNT, "card_id": CARD_ID}, ["daily_limit"])
+
+# --- spending permissions -------------------------------------------------------------------
+
+SPEND_PERIODS = ["daily", "weekly", "monthly"]
+REQUEST_SPEND_PERMISSION_INPUT_SCHEMA = _object(
+    {
+        "asset_id": ASSET,
+        "amount": {**AMOUNT, "description": "the most that may be sent per period"},
+        "period": {"type": "string", "enum": SPEND_PERIODS},
+        "recipients": {
+            "type": "array",
+            "items": RECIPIENT,
+            "maxItems": 20,
+            "description": "who may be paid (0x addresses or ENS names); or any_recipient",
+        },
+        "any_recipient": {"type": "boolean", "default": False},
+        "starts_at": {
+            "type": "string",
+            "maxLength": 64,
+            "description": "RFC 3339 date-time; default now",
+        },
+        "expires_at": {
+            "type": "string",
+            "maxLength": 64,
+            "description": "RFC 3339 date-time: when the permission ends",
+        },
+        "purpose": {"type": "string", "maxLength": 500, "description": "shown to the user"},
+        "name": {"type": "string", "maxLength": 100, "description": "a short name for it"},
+    },
+    ["asset_id", "amount", "period", "expires_at"],
+)
+_SPEND = _object(
+    {
+        "action_id": {"type": "string"},
+        "amount": {"type": "string"},
+        "to": {"type": "string"},
+        "status": {"type": "string", "enum": ACTION_STATUSES},
+        "created_at": DATE,
+    },
+    ["action_id", "amount", "to", "status", "created_at"],
+)
+SPEND_PERMISSION_SCHEMA = _object(
+    {
+        "permission_id": {"type": "string"},
+        "name": {"type": "string"},
+        "purpose": {"type": "string"},
+        "status": {
+            "type": "string",
+            "enum": [
+                "requested",
+                "granting",
+                "active",
+                "revoking",
+                "revoked",
+                "expired",
+                "declined",
+                "failed",
+            ],
+        },
+        "chain_id": {"type": "integer"},
+        "asset_id": {"type": "string"},
+        "symbol": {"type": "string"},
+        "allowance": DECIMAL,
+        "period": {"type": "string", "enum": SPEND_PERIODS},
+        "recipients": {
+            "type": "array",
+            "items": _object(
+                {"address": {"type": "string"}, "name": NULL_STR}, ["address", "name"]
+            ),
+        },
+        "any_recipient": {"type": "boolean"},
+        "starts_at": DATE,
+        "expires_at": DATE,
+        "remaining": {"anyOf": [DECIMAL, {"type": "null"}]},
+        "period_ends_at": NULL_DATE,
+        "remaining_error": NULL_STR,
+        "spends": {"type": "array", "items": _SPEND},
+    },
+    [
+        "permission_id",
+        "name",
+        "purpose",
+        "status",
+        "chain_id",
+        "asset_id",
+        "symbol",
+        "allowance",
+        "period",
+        "recipients",
+        "any_recipient",
+        "starts_at",
+        "expires_at",
+        "remaining",
+        "period_ends_at",
+        "remaining_error",
+        "spends",
+    ],
+)
+SPEND_PERMISSIONS_SCHEMA = _object(
+    {"permissions": {"type": "array", "items": SPEND_PERMISSION_SCHEMA}}, ["permissions"]
+)

@@ -22,6 +22,7 @@ from actions.models import AccountChange, AccountChangeKind, AccountChangeStatus
 from actions.services import recovery
 from actions.services.account_changes import (
     account_change_cancel_proposed,
+    account_change_expire_if_overdue,
     change_options,
     owner_change_propose,
     owner_change_sign,
@@ -41,9 +42,10 @@ from actions.signing_views import (
     USER_MESSAGES,
     _refusal,
     _unreadable,
+    assertion_step,
     passkey_refusal,
 )
-from core.json_input import BodyRefused, json_body, loads
+from core.json_input import BodyRefused, loads
 from core.lifecycle import IllegalTransition
 from core.timeline import render_timeline
 
@@ -146,6 +148,7 @@ def account_change_page(request: HttpRequest, change_id) -> HttpResponse:
     change = _own_change(request, change_id)
     if change is None:
         return render(request, "actions/sign_refused.html", status=403)
+    change = account_change_expire_if_overdue(change=change)
     if request.htmx and change.status in (
         AccountChangeStatus.SUBMITTED,
         AccountChangeStatus.WAITING,
@@ -163,6 +166,7 @@ def account_change_page(request: HttpRequest, change_id) -> HttpResponse:
             "kind_label": CHANGE_KIND_LABELS.get(change.kind, change.kind),
             "status_label": CHANGE_STATUS_LABELS.get(change.status, change.status),
             "device": change.passkey,
+            "expiry_minutes": settings.ACCOUNT_CHANGE_EXPIRY_SECONDS // 60,
         },
     )
 
@@ -173,6 +177,9 @@ def account_change_options(request: HttpRequest, change_id) -> HttpResponse:
     change = _own_change(request, change_id)
     if change is None:
         return _refusal("Not your account change", code="permission_denied", status=403)
+    change = account_change_expire_if_overdue(change=change)
+    if change.status == AccountChangeStatus.EXPIRED:
+        return _refusal("This change expired", code="change_expired", status=410)
     if change.status != AccountChangeStatus.PROPOSED:
         return _refusal(f"This change is {change.status}", code="not_proposed", status=409)
     # Removing a passkey is signed by another one.
@@ -185,19 +192,14 @@ def account_change_options(request: HttpRequest, change_id) -> HttpResponse:
 @login_required
 @require_POST
 def account_change_sign(request: HttpRequest, change_id) -> JsonResponse:
-    if _own_change(request, change_id) is None:
-        return _refusal("Not your account change", code="permission_denied", status=403)
-    try:
-        credential_json = json_body(request)
-    except BodyRefused as exc:
-        return _unreadable(exc)
-    try:
-        change = owner_change_sign(
+    return assertion_step(
+        request,
+        owned=_own_change(request, change_id) is not None,
+        not_yours="Not your account change",
+        sign=lambda credential_json: owner_change_sign(
             change_id=change_id, user=request.user, credential_json=credential_json
-        )
-    except PasskeyError as exc:
-        return passkey_refusal(exc, status=409)
-    return JsonResponse({"status": change.status})
+        ),
+    )
 
 
 @login_required

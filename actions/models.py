@@ -18,6 +18,8 @@ class ActionType(models.TextChoices):
     CARD_FREEZE = "cardFreeze", "Card freeze"
     CARD_UNFREEZE = "cardUnfreeze", "Card unfreeze"
     CARD_LIMIT_SET = "cardLimitSet", "Card daily limit"
+    SPEND_GRANT = "spendGrant", "Spending permission"
+    SPEND_REVOKE = "spendRevoke", "Spending permission revoked"
 
 
 class ActionStatus(models.TextChoices):
@@ -115,6 +117,15 @@ class Action(LifecycleModel):
     # reconciliation may send the same op again (backoff, or a check that the bundler kept it).
     submit_attempts = models.PositiveIntegerField(default=0)
     next_submit_at = models.DateTimeField(null=True, blank=True)
+    # A grant or revocation of a spending permission, or a transfer signed under one (by its
+    # session key, with no passkey prompt).
+    spend_permission = models.ForeignKey(
+        "SpendPermission",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="actions",
+    )
 
     class Meta:
         ordering = ("-created_at",)
@@ -268,12 +279,15 @@ class Passkey(models.Model):
 
 class Preferences(models.Model):
     """What an end user's pages remember about them: the time zone their browser reports
-    (picnic/local_time.js), so times are written in it server-side too."""
+    (picnic/local_time.js), so times are written in it server-side too, and the language
+    their pages were last shown in (e-mails are written in it)."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="picnic_preferences"
     )
     time_zone = models.CharField(max_length=64, blank=True)  # an IANA name, checked on write
+    # The language of their pages (one of LANGUAGES), for what reaches them elsewhere: e-mail.
+    language = models.CharField(max_length=16, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
@@ -583,6 +597,7 @@ class AccountChangeStatus(models.TextChoices):
     EXECUTED = "executed", "Executed"
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
+    EXPIRED = "expired", "Expired"
 
 
 C = AccountChangeStatus
@@ -590,20 +605,22 @@ C = AccountChangeStatus
 # are built) → signed (one passkey prompt covers every chain) → submitted (delivered to each
 # chain's bundler) → executed once every chain has it, or failed. A recovery is relayed by the
 # server from the recovery code (proposed → submitted) and then waits for its on-chain delay
-# (waiting → executed), unless an owner cancels it first.
+# (waiting → executed), unless an owner cancels it first. A proposal left unsigned for
+# ACCOUNT_CHANGE_EXPIRY_SECONDS is expired (proposed → expired); nothing later ever is.
 ACCOUNT_CHANGE_LIFECYCLE = register(
     Lifecycle(
         name="accountChange",
         model_label="actions.AccountChange",
         history_label="actions.AccountChangeHistory",
         moves={
-            C.PROPOSED: frozenset({C.SIGNED, C.SUBMITTED, C.CANCELLED, C.FAILED}),
+            C.PROPOSED: frozenset({C.SIGNED, C.SUBMITTED, C.CANCELLED, C.FAILED, C.EXPIRED}),
             C.SIGNED: frozenset({C.SUBMITTED, C.FAILED}),
             C.SUBMITTED: frozenset({C.EXECUTED, C.WAITING, C.FAILED}),
             C.WAITING: frozenset({C.EXECUTED, C.CANCELLED, C.FAILED}),
             C.EXECUTED: frozenset(),
             C.FAILED: frozenset(),
             C.CANCELLED: frozenset(),
+            C.EXPIRED: frozenset(),
         },
         timestamps={C.SIGNED: "signed_at", C.SUBMITTED: "submitted_at", C.EXECUTED: "executed_at"},
         history_fk="change",
@@ -650,6 +667,9 @@ class AccountChange(LifecycleModel):
     signed_at = models.DateTimeField(null=True, blank=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
     executed_at = models.DateTimeField(null=True, blank=True)
+    # Since when some chain has the change and another has not yet (one was down): the
+    # worker re-sends the missing chain's op, and staff see it as stuck, until it is whole.
+    behind_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ("-created_at",)
@@ -714,3 +734,146 @@ class RecoverySetup(models.Model):
 
     def __str__(self) -> str:
         return f"recovery key {self.recovery_address} of {self.user}"
+
+
+class SpendPeriod(models.TextChoices):
+    DAILY = "daily", "day"
+    WEEKLY = "weekly", "week"
+    MONTHLY = "monthly", "month (30 days)"
+
+
+# The contract counts a period in seconds from the permission's start.
+PERIOD_SECONDS = {
+    SpendPeriod.DAILY: 86400,
+    SpendPeriod.WEEKLY: 604800,
+    SpendPeriod.MONTHLY: 2592000,
+}
+
+
+class SpendPermissionStatus(models.TextChoices):
+    REQUESTED = "requested", "Requested"
+    GRANTING = "granting", "Being granted"
+    ACTIVE = "active", "Active"
+    REVOKING = "revoking", "Being revoked"
+    REVOKED = "revoked", "Revoked"
+    EXPIRED = "expired", "Expired"
+    DECLINED = "declined", "Declined"
+    FAILED = "failed", "Failed"
+
+
+P = SpendPermissionStatus
+# An agent asks (requested, with the grant action to sign) → the user signs the grant
+# (granting) → its user operation is included (active) → the user revokes (revoking, the
+# session key already destroyed) → the revocation is included (revoked). A grant never signed
+# is declined; one that failed on chain, failed; an active one past its end, expired. Every
+# end destroys the session key.
+SPEND_PERMISSION_LIFECYCLE = register(
+    Lifecycle(
+        name="spendPermission",
+        model_label="actions.SpendPermission",
+        history_label="actions.SpendPermissionHistory",
+        moves={
+            P.REQUESTED: frozenset({P.GRANTING, P.DECLINED, P.FAILED}),
+            P.GRANTING: frozenset({P.ACTIVE, P.FAILED}),
+            P.ACTIVE: frozenset({P.REVOKING, P.EXPIRED}),
+            P.REVOKING: frozenset({P.REVOKED, P.EXPIRED, P.FAILED}),
+            P.REVOKED: frozenset(),
+            P.EXPIRED: frozenset(),
+            P.DECLINED: frozenset(),
+            P.FAILED: frozenset(),
+        },
+        timestamps={P.ACTIVE: "granted_at"},
+        history_fk="permission",
+        timeline_url_name="actions-staff:spend-permission-timeline",
+    )
+)
+SPEND_PERMISSION_LIVE = (P.REQUESTED, P.GRANTING, P.ACTIVE)
+
+
+class SpendPermission(LifecycleModel):
+    """What an agent may spend from the user's passkey account without a prompt, signed once
+    by the user and enforced by the account's contract: a token, an allowance per period, the
+    recipients (or any), a window. The server holds the grant's own session key, encrypted
+    (actions/services/session_keys.py); it is emptied when the grant ends and never shown."""
+
+    lifecycle = SPEND_PERMISSION_LIFECYCLE
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    status = models.CharField(
+        max_length=16, choices=SpendPermissionStatus.choices, default=P.REQUESTED, db_index=True
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="spend_permissions"
+    )
+    account = models.ForeignKey(
+        SmartAccount, on_delete=models.PROTECT, related_name="spend_permissions"
+    )
+    chain_id = models.PositiveBigIntegerField()
+    token = models.ForeignKey(Token, on_delete=models.PROTECT, related_name="spend_permissions")
+    # The agent (OAuth application) the permission is for: only its calls may spend under it.
+    application = models.ForeignKey(
+        settings.OAUTH2_PROVIDER_APPLICATION_MODEL,
+        on_delete=models.PROTECT,
+        related_name="spend_permissions",
+    )
+    name = models.CharField(max_length=100)
+    purpose = models.TextField(blank=True, default="")
+    allowance_units = models.CharField(max_length=78, help_text="per period, token units")
+    allowance = models.CharField(max_length=80, help_text="per period, as a decimal string")
+    period = models.CharField(max_length=8, choices=SpendPeriod.choices)
+    # [{"address": "0x…", "name": "merchant.eth" or ""}]: names resolved when asked.
+    recipients = models.JSONField(default=list, blank=True)
+    any_recipient = models.BooleanField(default=False)
+    starts_at = models.DateTimeField()
+    expires_at = models.DateTimeField(db_index=True)
+    permission_id = models.CharField(max_length=66, unique=True, help_text="bytes32 on chain")
+    session_key_address = models.CharField(max_length=42)
+    # Fernet token of the session key; "" once the grant ended (destroyed).
+    session_key_encrypted = models.TextField(blank=True, default="", editable=False)
+    grant_action = models.OneToOneField(
+        Action, null=True, blank=True, on_delete=models.SET_NULL, related_name="granted_permission"
+    )
+    revoke_action = models.ForeignKey(
+        Action, null=True, blank=True, on_delete=models.SET_NULL, related_name="revoked_permissions"
+    )
+    error = models.TextField(blank=True, default="")
+    granted_at = models.DateTimeField(null=True, blank=True)
+    key_destroyed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=SpendPermissionStatus.values),
+                name="spend_permission_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(period__in=SpendPeriod.values), name="spend_permission_period_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(expires_at__gt=models.F("starts_at")),
+                name="spend_permission_window",
+            ),
+            # A grant that ended holds no key.
+            models.CheckConstraint(
+                condition=Q(status__in=[P.REQUESTED, P.GRANTING, P.ACTIVE])
+                | Q(session_key_encrypted=""),
+                name="spend_permission_ended_no_key",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"spending permission {self.name} ({self.status})"
+
+    @property
+    def has_key(self) -> bool:
+        return bool(self.session_key_encrypted)
+
+
+class SpendPermissionHistory(StatusHistory):
+    permission = models.ForeignKey(
+        SpendPermission, on_delete=models.CASCADE, related_name="history"
+    )
+
+    class Meta(StatusHistory.Meta):
+        verbose_name_plural = "spending permission history"

@@ -13,7 +13,15 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from actions import contract
-from actions.models import IN_FLIGHT, AccountChange, AccountChangeStatus, Action, ActionStatus
+from actions.models import (
+    IN_FLIGHT,
+    AccountChange,
+    AccountChangeStatus,
+    Action,
+    ActionStatus,
+    SpendPermission,
+    SpendPermissionStatus,
+)
 from actions.presenters import action_status_payload
 from actions.selectors import account_changes_stuck, action_with_history, actions_stuck
 from actions.services.bridges import bridge_why, bridges_waiting
@@ -48,6 +56,8 @@ __all__ = [
     "actions_needing_attention",
     "actions_search",
     "contract",
+    "spend_permissions_needing_attention",
+    "spend_permissions_search",
 ]
 
 # --- MCP tasks -----------------------------------------------------------------------------
@@ -131,8 +141,8 @@ def actions_search(*, shape: str, value: Any, term: str) -> list[tuple[str, Quer
 
 
 def account_changes_needing_attention(*, now: datetime) -> tuple[QuerySet, Any]:
-    """Stuck signed/submitted changes, recoveries waiting past readyAt, and failures in the
-    last hour. The console lists them; no staff move applies to them (console/moves.py)."""
+    """Stuck signed/submitted changes (and changes some chain still misses), recoveries
+    waiting past readyAt, and failures in the last hour. The console lists them; no staff move applies to them (console/moves.py)."""
     failed_recently = Q(status=AccountChangeStatus.FAILED, updated_at__gte=now - timedelta(hours=1))
     found = account_changes_stuck(now=now) | AccountChange.objects.filter(failed_recently)
 
@@ -141,6 +151,9 @@ def account_changes_needing_attention(*, now: datetime) -> tuple[QuerySet, Any]:
             return "failed in the last hour"
         if change.status == AccountChangeStatus.WAITING:
             return "recovery waiting past its delay"
+        if change.behind_since is not None:
+            missing = [str(op["chain_id"]) for op in change.ops if not op["done"]]
+            return f"applied on some chains, missing on {', '.join(missing)} (retrying)"
         return "stuck in flight"
 
     return found, why
@@ -151,4 +164,38 @@ def account_changes_search(*, shape: str, value: Any, term: str) -> list[tuple[s
         return [("account change id", AccountChange.objects.filter(pk=value))]
     if shape == "address":
         return [("account", AccountChange.objects.filter(account__in=address_forms(value)))]
+    return []
+
+
+# --- Spending permissions: staff see them, never move them -----------------------------------
+
+
+def spend_permissions_needing_attention(*, now: datetime) -> tuple[QuerySet, Any]:
+    """Grants that failed in the last hour, and revocations waiting more than a day (the
+    session key is destroyed; the on-chain revocation was not signed or not included)."""
+    found = SpendPermission.objects.filter(
+        Q(status=SpendPermissionStatus.FAILED, updated_at__gte=now - timedelta(hours=1))
+        | Q(status=SpendPermissionStatus.REVOKING, updated_at__lt=now - timedelta(days=1))
+    )
+
+    def why(permission: SpendPermission) -> str:
+        if permission.status == SpendPermissionStatus.FAILED:
+            return "grant failed in the last hour"
+        return "revocation not on chain after a day (its key is destroyed)"
+
+    return found, why
+
+
+def spend_permissions_search(*, shape: str, value: Any, term: str) -> list[tuple[str, QuerySet]]:
+    if shape == "uuid":
+        return [("spending permission id", SpendPermission.objects.filter(pk=value))]
+    if shape == "hash":
+        return [("on-chain permission id", SpendPermission.objects.filter(permission_id=term))]
+    if shape == "address":
+        return [
+            (
+                "session key",
+                SpendPermission.objects.filter(session_key_address__in=address_forms(value)),
+            )
+        ]
     return []

@@ -403,7 +403,7 @@ def account_changes_stuck(
     *, minutes: int | None = None, now: datetime | None = None
 ) -> QuerySet[AccountChange]:
     """Signed or submitted and unchanged for a while (a bundler that never included the ops),
-    or waiting well past a recovery's readyAt: what staff should look at. They only look:
+    applied on one chain and missing on another, or waiting well past a recovery's readyAt: what staff should look at. They only look:
     the account's owners sign and cancel, the chain enforces the delay."""
     now = now or timezone.now()
     cutoff = now - timedelta(minutes=minutes or settings.ACTIONS_STUCK_AFTER_MINUTES)
@@ -413,6 +413,8 @@ def account_changes_stuck(
             updated_at__lt=cutoff,
         )
         | Q(status=AccountChangeStatus.WAITING, ready_at__lt=cutoff)
+        # On some chains and not yet on another (one was down): stuck until it is whole.
+        | Q(status=AccountChangeStatus.SUBMITTED, behind_since__isnull=False)
     )
 
 

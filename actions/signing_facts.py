@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from decimal import ROUND_UP, Decimal
 
 from django.conf import settings
+from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext_lazy as _
 from eth_utils import is_address, to_checksum_address
 from oauth2_provider.models import get_access_token_model, get_refresh_token_model
@@ -359,6 +360,13 @@ def sign_facts(action: Action) -> dict:
             facts["takes_effect_at"] = action.broadcast_at + timedelta(
                 seconds=settings.CARD_DELAY_COOLDOWN_SECONDS
             )
+    elif action.type == ActionType.SPEND_GRANT:
+        facts["permission_recipients"] = ", ".join(
+            f"{r['name']} ({r['address']})" if r.get("name") else r["address"]
+            for r in params.get("recipients", [])
+        )
+        facts["permission_starts_at"] = parse_datetime(params.get("starts_at") or "")
+        facts["permission_expires_at"] = parse_datetime(params.get("expires_at") or "")
     if fee:
         amount, sponsored = fee
         facts["fee"] = value(amount, chain.native.symbol, chain.native.price_id)

@@ -49,7 +49,7 @@ from actions.services.passkeys import (
     passkey_rename,
     registration_options,
 )
-from actions.services.preferences import preferences_set_time_zone
+from actions.services.preferences import preferences_set_language, preferences_set_time_zone
 from actions.services.proposals import web3
 from actions.services.signing import action_reject, action_sign, authentication_options
 from actions.signing_facts import sign_facts
@@ -96,6 +96,14 @@ USER_MESSAGES = {
         "back to this page."
     ),
     "nothing_to_sign": _("This request has nothing to sign."),
+    "change_expired": _(
+        "This change expired: it was not approved in time. Nothing changed on your account. "
+        "Start it again from your passkeys page."
+    ),
+    "change_in_progress": _(
+        "Another change to your account is still being applied on every network. Nothing "
+        "changed. Try again once it is done."
+    ),
     "quote_expired": _(
         "The price quote for this swap expired before you signed, so it can no longer be "
         "signed: prices move, and the swap would not run at the price you saw. Nothing was "
@@ -156,6 +164,7 @@ CHANGE_STATUS_LABELS = {
     AccountChangeStatus.EXECUTED: _("Done"),
     AccountChangeStatus.FAILED: _("Not completed"),
     AccountChangeStatus.CANCELLED: _("Cancelled"),
+    AccountChangeStatus.EXPIRED: _("Expired"),
 }
 
 CHANGE_KIND_LABELS = {
@@ -200,6 +209,22 @@ def _unreadable(exc: BodyRefused) -> JsonResponse:
     )
 
 
+def assertion_step(request: HttpRequest, *, owned: bool, not_yours: str, sign) -> JsonResponse:
+    """The page's assertion, posted as JSON, handed to `sign(credential_json)` (a service
+    returning what it signed): refusals in the API's error shape, else the new status."""
+    if not owned:
+        return _refusal(not_yours, code="permission_denied", status=403)
+    try:
+        credential_json = json_body(request)
+    except BodyRefused as exc:
+        return _unreadable(exc)
+    try:
+        signed = sign(credential_json)
+    except PasskeyError as exc:
+        return passkey_refusal(exc, status=409)
+    return JsonResponse({"status": signed.status})
+
+
 def _account_address(qx: bytes, qy: bytes) -> tuple[str, str]:
     # Asked of the card's chain; the factory's CREATE2 address, hence the account's, is the
     # same on every chain of the table.
@@ -215,6 +240,9 @@ class PasskeyNameForm(forms.Form):
 
 @login_required
 def passkeys_page(request: HttpRequest) -> HttpResponse:
+    # The page where devices and recovery are managed: its language is the one the e-mails
+    # about them are written in.
+    preferences_set_language(user=request.user, language=request.LANGUAGE_CODE)
     passkeys = list(passkeys_for_user(user=request.user))
     changes = account_changes_for_user(user=request.user)
     for change in changes:
@@ -707,19 +735,14 @@ def sign_options(request: HttpRequest, action_id) -> HttpResponse:
 @login_required
 @require_POST
 def sign_approve(request: HttpRequest, action_id) -> JsonResponse:
-    if _own_action(request, action_id) is None:
-        return _refusal(NOT_YOURS, code="permission_denied", status=403)
-    try:
-        credential_json = json_body(request)
-    except BodyRefused as exc:
-        return _unreadable(exc)
-    try:
-        action = action_sign(
+    return assertion_step(
+        request,
+        owned=_own_action(request, action_id) is not None,
+        not_yours=NOT_YOURS,
+        sign=lambda credential_json: action_sign(
             action_id=action_id, user=request.user, credential_json=credential_json
-        )
-    except PasskeyError as exc:
-        return passkey_refusal(exc, status=409)
-    return JsonResponse({"status": action.status})
+        ),
+    )
 
 
 @login_required

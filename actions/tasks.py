@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from actions.services import account_changes, bridges, history, lifecycle, recovery, retention
+from actions.services import (
+    account_changes,
+    bridges,
+    history,
+    lifecycle,
+    recovery,
+    retention,
+    spend_follow,
+)
 from core.lifecycle import Actor
 
 
@@ -51,3 +59,8 @@ def account_change_submit(change_id: str) -> str:
 @shared_task(name="actions.tasks.account_changes_process")
 def account_changes_process() -> dict[str, int]:
     return recovery.account_changes_process()
+
+
+@shared_task(name="actions.tasks.spend_permissions_sweep")
+def spend_permissions_sweep() -> int:
+    return spend_follow.spend_permissions_sweep()

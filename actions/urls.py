@@ -2,7 +2,7 @@ from functools import wraps
 
 from django.urls import path
 
-from actions import device_views, signing_views, views
+from actions import device_views, permission_views, signing_views, views
 
 app_name = "actions"
 
@@ -35,6 +35,12 @@ api_urlpatterns = [
         name="card-unfreeze",
     ),
     path("actions/card_limit", _tool("card_limit", views.CardLimitView), name="card-limit"),
+    path(
+        "actions/request_spend_permission",
+        _tool("request_spend_permission", views.RequestSpendPermissionView),
+        name="request-spend-permission",
+    ),
+    path("spend-permissions", views.SpendPermissionsView.as_view(), name="spend-permissions"),
     path("smart-accounts", views.SmartAccountsView.as_view(), name="smart-accounts"),
     path("balances", views.BalancesView.as_view(), name="balances"),
     path("card", views.CardView.as_view(), name="card"),
@@ -58,6 +64,11 @@ staff_urlpatterns = [
         views.account_change_timeline,
         name="account-change-timeline",
     ),
+    path(
+        "spend-permissions/<uuid:permission_id>/",
+        views.spend_permission_timeline,
+        name="spend-permission-timeline",
+    ),
 ]
 
 
@@ -65,6 +76,10 @@ signing_urlpatterns = [
     path("activity/", signing_views.activity_page, name="activity"),
     path("me/time-zone", signing_views.time_zone_set, name="time-zone"),
     path("passkeys/", signing_views.passkeys_page, name="passkeys"),
+    path("permissions/", permission_views.permissions_page, name="spend-permissions"),
+    path(
+        "permissions/revoke", permission_views.permissions_revoke, name="spend-permissions-revoke"
+    ),
     path(
         "passkeys/register/options", signing_views.passkey_register_options, name="passkey-options"
     ),

@@ -7,6 +7,7 @@ import requests
 from django import forms
 from django.conf import settings
 from django.contrib import messages
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
@@ -26,7 +27,14 @@ from web3.exceptions import Web3Exception
 from actions import contract
 from actions.chain_reads import ChainsUnavailable, balances_for_user, card_for_user
 from actions.evm_clients import ChainUnavailable
-from actions.models import IN_FLIGHT, PENDING_ON_CHAIN, AccountChange, Action
+from actions.models import (
+    IN_FLIGHT,
+    PENDING_ON_CHAIN,
+    AccountChange,
+    Action,
+    ActionStatus,
+    SpendPermission,
+)
 from actions.presenters import (
     action_status_payload,
     profile_for_user,
@@ -59,9 +67,13 @@ from actions.services.proposals import (
     propose_card_limit,
     propose_card_state,
     propose_swap,
-    propose_transfer,
 )
 from actions.services.ramps import ramps_refresh_for_user
+from actions.services.spend_permissions import (
+    spend_permission_request,
+    spend_permissions_for_agent,
+    transfer_propose,
+)
 from actions.services.transitions import ReconcileOutcome
 from core.api import (
     ApiError,
@@ -104,16 +116,27 @@ def chain_unavailable(exc: Exception, chain: Chain | None = None) -> ServiceUnav
 
 
 def action_created_payload(action: Action) -> dict:
-    return {
+    """A proposal to sign (sign_url), or a transfer its spending permission signed (no
+    sign_url; `signed_by_permission` names it). `permission_note`: why a permission of the
+    agent did not cover it."""
+    by_permission = action.status != ActionStatus.PROPOSED and action.spend_permission_id
+    payload = {
         "action_id": str(action.pk),
         "type": action.type,
         "status": action.status,
         "summary": action.summary,
-        "sign_url": f"{settings.PUBLIC_BASE_URL}{reverse('sign', args=[action.pk])}",
+        "sign_url": None
+        if by_permission
+        else f"{settings.PUBLIC_BASE_URL}{reverse('sign', args=[action.pk])}",
         "resource_uri": action.resource_uri,
         "user_op_hash": action.user_op_hash,
         "expires_at": rfc3339(action.expires_at),
     }
+    if by_permission:
+        payload["signed_by_permission"] = action.spend_permission.name
+    if note := (action.params or {}).get("permission_note"):
+        payload["permission_note"] = note
+    return payload
 
 
 class ActionToolView(ApiView):
@@ -185,7 +208,7 @@ class TransferView(ActionToolView):
     input_schema = contract.TRANSFER_INPUT_SCHEMA
 
     def propose(self, request: Request, data: dict) -> Action:
-        return propose_transfer(
+        return transfer_propose(
             user=request.user,
             application=request.auth.application,
             asset_id=data["asset_id"],
@@ -267,6 +290,53 @@ class CardLimitView(ActionToolView):
             application=request.auth.application,
             daily_limit=data["daily_limit"],
             card_id=data.get("card_id"),
+        )
+
+
+@extend_schema_view(
+    post=extend_schema(
+        operation_id="request_spend_permission",
+        request=OpenApiTypes.OBJECT,
+        responses=TOOL_RESPONSES,
+    )
+)
+class RequestSpendPermissionView(ActionToolView):
+    """request_spend_permission: ask the user, once, for an allowance per period that this
+    agent may spend without a prompt; enforced by the account's contract."""
+
+    input_schema = contract.REQUEST_SPEND_PERMISSION_INPUT_SCHEMA
+
+    def propose(self, request: Request, data: dict) -> Action:
+        return spend_permission_request(
+            user=request.user,
+            application=request.auth.application,
+            asset_id=data["asset_id"],
+            amount=data["amount"],
+            period=data["period"],
+            expires_at=data["expires_at"],
+            recipients=data.get("recipients"),
+            any_recipient=data.get("any_recipient", False),
+            starts_at=data.get("starts_at"),
+            purpose=data.get("purpose", ""),
+            name=data.get("name", ""),
+        )
+
+
+class SpendPermissionsView(ApiView):
+    """get_spend_permissions: the calling agent's own permissions, with what remains of this
+    period's allowance (read from the chain)."""
+
+    required_scopes = ["read:actions"]
+    input_schema = contract.NO_INPUT_SCHEMA
+
+    @extend_schema(operation_id="get_spend_permissions", responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request) -> Response:
+        return Response(
+            {
+                "permissions": spend_permissions_for_agent(
+                    user=request.user, application=request.auth.application
+                )
+            }
         )
 
 
@@ -444,6 +514,29 @@ def account_change_timeline(request: HttpRequest, change_id) -> HttpResponse:
         version=f"{change.updated_at.isoformat()}|{change.status}",
         is_terminal=change.is_terminal,
         context={"change": change, "history": change.history.all()},
+    )
+
+
+@staff_may_view(SpendPermission)
+def spend_permission_timeline(request: HttpRequest, permission_id) -> HttpResponse:
+    """Staff page: one spending permission, its history and the actions it carried (grant,
+    spends, revocation). Read-only; no key material."""
+    permission = get_object_or_404(
+        SpendPermission.objects.select_related("user", "application", "token", "account"),
+        pk=permission_id,
+    )
+    return render_timeline(
+        request,
+        template="actions/spend_permission_timeline.html",
+        version=f"{permission.updated_at.isoformat()}|{permission.status}",
+        is_terminal=permission.is_terminal,
+        context={
+            "permission": permission,
+            "history": permission.history.all(),
+            "actions": Action.objects.filter(
+                Q(spend_permission=permission) | Q(pk=permission.grant_action_id)
+            ).order_by("created_at")[:200],
+        },
     )
 
 

@@ -1,7 +1,8 @@
 """get_balances over both local chains against the same call over one chain (its baseline),
 both measured in this run on the real local world (two Hardhat/EDR nodes, chain ids 31337 and
-31338, started here on free ports) and a throwaway test database (SQLite by default;
-DATABASE_URL=postgres://… for PostgreSQL).
+31338, started here on free ports, or the running world $BENCH_LOCAL_WORLD names, see
+bench/common.py) and a throwaway test database (SQLite by default; DATABASE_URL=postgres://…
+for PostgreSQL).
 
     .venv/bin/python bench/balances.py [--accounts 3] [--rounds 10] [--requests 30] [--rtt-ms 0]
         [--profile N]
@@ -34,7 +35,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import bench_agent, drop_database, machine, percentile, setup_django  # noqa: E402
+from bench.common import (  # noqa: E402
+    bench_agent,
+    drop_database,
+    machine,
+    percentile,
+    running_world,
+    setup_django,
+)
 
 
 class DelayProxy:
@@ -195,15 +203,19 @@ def main() -> None:
 
     logging.disable(logging.WARNING)  # the access log of every request is not the measure
     settings.ALLOWED_HOSTS = ["*"]
-    world = LocalWorld.on_ports(
-        card_rpc_port=free_port(),
-        card_bundler_port=free_port(),
-        l2_rpc_port=free_port(),
-        l2_bundler_port=free_port(),
-        workdir=Path(tempfile.mkdtemp(prefix="bench-balances-")),
-    )
+    world = running_world()  # $BENCH_LOCAL_WORLD: already running (the smoke test's)
+    own = world is None
+    if own:
+        world = LocalWorld.on_ports(
+            card_rpc_port=free_port(),
+            card_bundler_port=free_port(),
+            l2_rpc_port=free_port(),
+            l2_bundler_port=free_port(),
+            workdir=Path(tempfile.mkdtemp(prefix="bench-balances-")),
+        )
     started = time.monotonic()
-    world.start()
+    if own:
+        world.start()
     prices = LocalCoinGeckoServer().start()
     proxies = []
     try:
@@ -244,7 +256,8 @@ def main() -> None:
         for proxy in proxies:
             proxy.stop()
         prices.stop()
-        world.stop()
+        if own:
+            world.stop()
         drop_database()
 
 

@@ -5,7 +5,11 @@ processes on free ports, percentiles and the machine line.
 
 `BENCH_TEMPLATE_DATABASE` (a PostgreSQL database's name, or an SQLite file) makes each fresh
 database a copy of that already-migrated one instead of migrating from scratch: the smoke test
-(`core/tests/test_bench_smoke.py`) runs every script that way in seconds."""
+(`core/tests/test_bench_smoke.py`) runs every script that way in seconds.
+
+`BENCH_LOCAL_WORLD` (the ports of a running local world, see `running_world`) makes the chain
+benches use that world instead of starting and stopping nodes and bundlers of their own: the
+smoke test passes its session's world."""
 
 from __future__ import annotations
 
@@ -20,9 +24,12 @@ import sys
 import time
 from pathlib import Path
 
+from cryptography.fernet import Fernet
+
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 TEMPLATE = "BENCH_TEMPLATE_DATABASE"
+LOCAL_WORLD = "BENCH_LOCAL_WORLD"
 POSTGRES = "postgres://postgres@127.0.0.1:5432/postgres"
 
 if str(ROOT) not in sys.path:
@@ -61,6 +68,39 @@ def setup_django(database: str, *, sqlite: bool = False) -> str:
     return url
 
 
+def running_world():
+    """The running local world $BENCH_LOCAL_WORLD names, as JSON
+    `{"card": [rpc_port, bundler_port], "l2": [rpc_port, bundler_port]}` (what `world_ports`
+    writes), or None: then the bench starts a world of its own. A running world is used as it
+    is (never stopped here); the benches make fresh accounts, so earlier state does not matter."""
+    import json
+
+    from chain.stack import LocalWorld  # the chain stack only for the benches that use it
+
+    spec = os.environ.get(LOCAL_WORLD)
+    if not spec:
+        return None
+    ports = json.loads(spec)
+    return LocalWorld.on_ports(
+        card_rpc_port=ports["card"][0],
+        card_bundler_port=ports["card"][1],
+        l2_rpc_port=ports["l2"][0],
+        l2_bundler_port=ports["l2"][1],
+    )
+
+
+def world_ports(world) -> str:
+    """$BENCH_LOCAL_WORLD for the running `world` (a chain.stack.LocalWorld)."""
+    import json
+
+    return json.dumps(
+        {
+            "card": [world.card.rpc_port, world.card.bundler_port],
+            "l2": [world.l2.rpc_port, world.l2.bundler_port],
+        }
+    )
+
+
 def create_database(url: str) -> None:
     """The PostgreSQL database of `url`, made when missing (from $BENCH_TEMPLATE_DATABASE when
     set), for the benches that keep theirs between runs and migrate it themselves."""
@@ -81,6 +121,7 @@ def server_env(work: Path) -> dict[str, str]:
     return {
         "DJANGO_DEBUG": "false",
         "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+        "SPEND_PERMISSION_KEYS": Fernet.generate_key().decode(),
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
         "DJANGO_STATIC_ROOT": str(work / "static"),
     }

@@ -26,6 +26,8 @@ import time
 import uuid
 from pathlib import Path
 
+from cryptography.fernet import Fernet
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
@@ -348,6 +350,7 @@ def main() -> None:
                 "X_API_BASE_URL": settings.X_API_BASE_URL,
                 "DJANGO_DEBUG": "false",
                 "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+                "SPEND_PERMISSION_KEYS": Fernet.generate_key().decode(),
             },
             log=Path(f"/tmp/{queue}.log"),
         )

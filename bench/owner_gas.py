@@ -1,6 +1,7 @@
 """Validation gas of PasskeyAccount with 1, 2 and 10 owners against the single-owner account
 it replaced (chain/contracts/bench/SingleOwnerPasskeyAccount.sol), in one run on a local chain
-of its own, with the ratio to that baseline.
+of its own (or the card's chain of the running world $BENCH_LOCAL_WORLD names, see
+bench/common.py), with the ratio to that baseline.
 
 What is measured: the gas `validateUserOp` uses for a real passkey assertion, called by the
 EntryPoint with cold storage as in a bundle (ValidationGasMeter's runtime code is put at the
@@ -20,6 +21,7 @@ import secrets
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from web3 import Web3  # noqa: E402
 
-from bench.common import machine  # noqa: E402
+from bench.common import machine, running_world  # noqa: E402
 from chain import contracts  # noqa: E402
 from chain.dev import fund  # noqa: E402
 from chain.passkey_account import SoftwarePasskey  # noqa: E402
@@ -56,12 +58,21 @@ class Meter:
         self.entry_point = contracts.ENTRY_POINTS[VERSION]["address"]
         self.contract = w3.eth.contract(address=self.entry_point, abi=artifact["abi"])
 
-    def validation_gas(self, account: str, signature: str, op_hash: bytes) -> tuple[int, int]:
-        """(gas used by validateUserOp, its validationData: 0 valid, 1 signature refused)."""
+    def validation_gas(
+        self,
+        account: str,
+        signature: str,
+        op_hash: bytes,
+        *,
+        call_data: str = "0x",
+        nonce: int = 0,
+    ) -> tuple[int, int]:
+        """(gas used by validateUserOp, its validationData: 0 valid, 1 signature refused, or
+        a time window packed in it)."""
         op = {
             "sender": account,
-            "nonce": 0,
-            "callData": "0x",
+            "nonce": nonce,
+            "callData": call_data,
             "verificationGasLimit": 1_000_000,
             "callGasLimit": 100_000,
             "preVerificationGas": 60_000,
@@ -137,15 +148,20 @@ def single_owner_account(local: LocalChain, passkey: SoftwarePasskey) -> str:
 
 def main() -> None:
     print(machine())
-    local = LocalChain(
-        rpc_port=free_port(),
-        bundler_port=free_port(),
-        workdir=Path(tempfile.mkdtemp(prefix="bench-owner-gas-")),
-        card_contracts=False,
-        ens=False,
+    world = running_world()  # $BENCH_LOCAL_WORLD: already running (the smoke test's)
+    local = (
+        world.card
+        if world
+        else LocalChain(
+            rpc_port=free_port(),
+            bundler_port=free_port(),
+            workdir=Path(tempfile.mkdtemp(prefix="bench-owner-gas-")),
+            card_contracts=False,
+            ens=False,
+        )
     )
     started = time.monotonic()
-    with local:
+    with nullcontext(local) if world else local:
         print(f"local chain up in {time.monotonic() - started:.1f}s (EntryPoint v{VERSION})")
         w3 = Web3(Web3.HTTPProvider(local.rpc_url))
         bundler = BundlerClient(local.bundler_url, timeout=30)

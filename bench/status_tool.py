@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from cryptography.fernet import Fernet
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
@@ -199,6 +201,7 @@ def main() -> None:
                 "DATABASE_URL": db_url,
                 "DJANGO_DEBUG": "false",
                 "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+                "SPEND_PERMISSION_KEYS": Fernet.generate_key().decode(),
                 **extra,
             },
             log=Path("/tmp") / f"bench-status-gunicorn-{port}.log",

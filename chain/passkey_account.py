@@ -19,7 +19,7 @@ import cbor2
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from evm.signature import batch_challenge, pack_owner_signature
+from evm.signature import sign_as_owner
 
 
 def b64url(data: bytes) -> str:
@@ -126,13 +126,5 @@ class SoftwarePasskey:
         """What a PasskeyAccount checks, signed by this passkey as owner `owner_index`: an
         assertion over `hash_` (ERC-1271, module transactions, one op) or, with `batch`, over
         the batch challenge (ops on several chains)."""
-        challenge = batch_challenge(batch) if batch else hash_
-        a = self.get_assertion(challenge)
-        packed = pack_owner_signature(
-            owner_index=owner_index,
-            batch=batch,
-            authenticator_data=a["authenticator_data"],
-            client_data_json=a["client_data_json"],
-            signature_der=a["signature"],
-        )
+        packed = sign_as_owner(self, hash_, owner_index=owner_index, batch=batch)
         return bytes.fromhex(packed[2:])

@@ -194,6 +194,11 @@ class LocalChain:
             # Hardhat has no JS tracer, which safe mode needs.
             "--safe-mode",
             "false",
+            # The first op deploys the account (20 KB of code, ~4.5M gas): Alto's binary search
+            # for its verification gas needs more rounds than its default 3 within the node's
+            # eth_call gas cap.
+            "--binary-search-max-retries",
+            "10",
             "--block-time",
             "250",
             "--min-bundle-interval",

@@ -32,7 +32,7 @@ from operations import public as operations
 # Each source of the needs-attention list and of a search reads at most this many rows; the
 # page says "more than N" when one was cut.
 LIMIT = 200
-KINDS = ("action", "delivery", "operation", "accountChange")
+KINDS = ("action", "delivery", "operation", "accountChange", "spendPermission")
 
 
 _SAMPLE = "00000000-0000-4000-8000-000000000000"
@@ -153,6 +153,19 @@ def _account_change_row(change, why: str) -> Row:
     )
 
 
+def _spend_permission_row(permission, why: str) -> Row:
+    return Row(
+        kind="spendPermission",
+        id=str(permission.pk),
+        status=permission.status,
+        since=permission.updated_at,
+        created_at=permission.created_at,
+        owner=permission.user.username,
+        error=permission.error or "",
+        why=why,
+    )
+
+
 def _delivery_row(delivery, why: str) -> Row:
     return Row(
         kind="delivery",
@@ -215,6 +228,10 @@ def attention_sources(now: datetime) -> dict[str, tuple[QuerySet, Any]]:
             actions.account_changes_needing_attention(now=now),
             _account_change_row,
         ),
+        "spendPermission": (
+            actions.spend_permissions_needing_attention(now=now),
+            _spend_permission_row,
+        ),
     }
     return {
         kind: (
@@ -230,6 +247,7 @@ _OWNER = {
     "delivery": "created_by",
     "operation": "owner",
     "accountChange": "user",
+    "spendPermission": "user",
 }
 # What a row shows: loading only these skips the JSON columns (params, user operation,
 # input, result), a third of a long list's cost.
@@ -238,6 +256,7 @@ _SHOWN_FIELDS = {
     "delivery": ("status", "reason", "last_error", "created_by__username"),
     "operation": ("state", "last_error", "error_code", "review", "owner__username"),
     "accountChange": ("status", "error", "user__username"),
+    "spendPermission": ("status", "error", "user__username"),
 }
 
 
@@ -247,6 +266,7 @@ _ATTENTION_FIELDS = {
     "delivery": (),
     "operation": (),
     "accountChange": (),
+    "spendPermission": (),
 }
 
 
@@ -406,6 +426,7 @@ def _rows(kind: str, queryset: QuerySet, why: str) -> tuple[list[Row], bool]:
         "delivery": _delivery_row,
         "operation": _operation_row,
         "accountChange": _account_change_row,
+        "spendPermission": _spend_permission_row,
     }[kind]
     found, more = _bounded(_only(kind, queryset.select_related(related)), "-created_at")
     return [to_row(item, why) for item in found], more
@@ -433,6 +454,7 @@ def search(term: str, kinds: frozenset[str] = frozenset(KINDS)) -> SearchResult:
         ("delivery", messaging.deliveries_search),
         ("operation", operations.operations_search),
         ("accountChange", actions.account_changes_search),
+        ("spendPermission", actions.spend_permissions_search),
     ):
         lookups += [(name, what, qs) for what, qs in provider(shape=kind, value=value, term=term)]
     if kind == "text" and term and (users := user_ids_matching(term)):

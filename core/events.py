@@ -88,7 +88,12 @@ def batch() -> Iterator[None]:
 
 
 def _send(events: list[dict[str, Any]]) -> None:
-    data = [json.dumps(event, separators=(",", ":")).encode() for event in events]
+    # On the wire each event gets an `event_id`: the MCP instances that all hear it write one
+    # notification per event into a session's shared stream (mcp_adapter/sessions.py).
+    data = [
+        json.dumps({**event, "event_id": uuid.uuid4().hex}, separators=(",", ":")).encode()
+        for event in events
+    ]
     try:
         if settings.EVENTS_URL.startswith("redis"):
             if len(data) == 1:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextvars
 import re
 import secrets
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -97,11 +97,21 @@ _work: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar(
 
 # Set once at start-up by picnic.otel when spans are exported.
 _tracer: otel_trace.Tracer | None = None
+# The ASGI instrumentation (a server span per HTTP request), given by picnic.otel with the tracer.
+_asgi: Callable[[Any], Any] | None = None
 
 
-def use_opentelemetry(tracer: otel_trace.Tracer | None) -> None:
-    global _tracer
-    _tracer = tracer
+def use_opentelemetry(
+    tracer: otel_trace.Tracer | None, asgi: Callable[[Any], Any] | None = None
+) -> None:
+    global _tracer, _asgi
+    _tracer, _asgi = tracer, asgi
+
+
+def traced_asgi(app: Any) -> Any:
+    """`app` with a server span per HTTP request, from its `traceparent`, when spans are
+    exported (an ASGI server that is not Django's: the MCP process); `app` itself when off."""
+    return _asgi(app) if _asgi is not None else app
 
 
 def opentelemetry_on() -> bool:
@@ -199,6 +209,23 @@ def span(traceparent: Any = None) -> Iterator[TraceContext]:
         yield context
     finally:
         _otel_detach(otel_token)
+        _current.reset(token)
+
+
+@contextmanager
+def span_of(traceparent: Any = None) -> Iterator[TraceContext]:
+    """The block's context: with OpenTelemetry on, its current span (started by an
+    instrumentation from the same `traceparent`), so the ids we log and send are the exported
+    span's; off, or outside any span, our own span of `traceparent` (`span()`)."""
+    context = from_opentelemetry()
+    if context is None:
+        with span(traceparent) as context:
+            yield context
+        return
+    token = _current.set(context)
+    try:
+        yield context
+    finally:
         _current.reset(token)
 
 

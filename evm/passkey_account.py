@@ -14,13 +14,13 @@ from web3 import Web3
 from evm.account import Erc4337Account
 from evm.artifacts import build_artifact, passkey_factory_address
 from evm.bundler import BundlerError
-from evm.signature import batch_challenge, dummy_signature, pack_owner_signature
+from evm.signature import dummy_signature, sign_as_owner
 
 # What a real assertion costs in validateUserOp beyond the estimation stub, which names no live
 # owner and so stops right after reading the owner's key: the batch check, base64url of the
 # challenge compared, two SHA-256 and the P256VERIFY precompile (EIP-7951). Measured on the
-# local stack (OpenZeppelin 5.7, osaka) with bench/owner_gas.py: 16,668 gas (12,385 for the
-# stub, 29,053 for a real assertion), 17,213 for a batch of two op hashes, whatever the number
+# local stack (OpenZeppelin 5.7, osaka) with bench/owner_gas.py: 16,692 gas (12,708 for the
+# stub, 29,400 for a real assertion), 17,237 for a batch of two op hashes, whatever the number
 # of owners. About doubled for the EntryPoint's 63/64 forwarding and for longer clientDataJSON
 # from other browsers; unused verification gas is not charged, so the margin costs the user
 # nothing. A chain without P256VERIFY runs OpenZeppelin's Solidity verifier (hundreds of
@@ -220,20 +220,7 @@ class PasskeyAccountClient(Erc4337Account):
     ) -> dict[str, Any]:
         """`op` signed by `passkey` as owner `owner_index`: over its own hash, or (with `batch`,
         which must list `op_hash`) over the batch, one assertion for every op listed."""
-        if batch:
-            if op_hash.lower() not in {h.lower() for h in batch}:
-                raise ValueError("the batch does not list this op's hash")
-            challenge = batch_challenge(batch)
-        else:
-            challenge = bytes.fromhex(op_hash[2:])
-        assertion = passkey.get_assertion(challenge)
-        signature = pack_owner_signature(
-            owner_index=owner_index,
-            batch=batch,
-            authenticator_data=assertion["authenticator_data"],
-            client_data_json=assertion["client_data_json"],
-            signature_der=assertion["signature"],
-        )
+        signature = sign_as_owner(passkey, op_hash, owner_index=owner_index, batch=batch)
         return {**op, "signature": signature}
 
 
@@ -249,12 +236,5 @@ def sign_batch(
     EntryPoint and account, so the signature approves exactly the ops listed."""
     if len(ops) != len(op_hashes):
         raise ValueError("one op hash per op")
-    assertion = passkey.get_assertion(batch_challenge(op_hashes))
-    signature = pack_owner_signature(
-        owner_index=owner_index,
-        batch=op_hashes,
-        authenticator_data=assertion["authenticator_data"],
-        client_data_json=assertion["client_data_json"],
-        signature_der=assertion["signature"],
-    )
+    signature = sign_as_owner(passkey, op_hashes[0], owner_index=owner_index, batch=op_hashes)
     return [{**op, "signature": signature} for op in ops]

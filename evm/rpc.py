@@ -1,7 +1,12 @@
 """The one way a Web3 client on a JSON-RPC URL is built (the chain node, the bundler, the
 relayer's node): bounded by a timeout, with or without web3's own retries, with headers
 computed per request when asked (the caller's trace context); and JSON-RPC batches sent to
-several nodes at once from one thread (`send_batches`)."""
+several nodes at once from one thread (`send_batches`).
+
+When the process exports spans, each call (a request, a batch, a `send_batches`) is a client
+span named after its JSON-RPC method, with `rpc.system` and `rpc.method`: the process's tracing
+set-up hands a span factory to `trace_calls` (picnic.otel). Without it nothing is traced and no
+OpenTelemetry module is needed here."""
 
 from __future__ import annotations
 
@@ -13,7 +18,8 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
@@ -24,17 +30,54 @@ from web3 import Web3
 K = TypeVar("K")
 T = TypeVar("T")
 
+# `(name, **attributes) -> context manager`: a client span current for the block (the caller's
+# trace context then names it); None while the process exports no spans.
+SpanFactory = Callable[..., AbstractContextManager[Any]]
+_client_span: SpanFactory | None = None
+
+
+def trace_calls(client_span: SpanFactory | None) -> None:
+    """Make every JSON-RPC call a client span (None: stop)."""
+    global _client_span
+    _client_span = client_span
+
+
+def _span(urls: Iterable[str], methods: Iterable[str]) -> AbstractContextManager[Any]:
+    if _client_span is None:
+        return nullcontext()
+    names = sorted(set(methods))
+    attributes: dict[str, Any] = {"rpc.system": "jsonrpc", "rpc.method": ",".join(names)}
+    hosts = {urlsplit(url).netloc.rpartition("@")[2] for url in urls}
+    if len(hosts) == 1:
+        host, _, port = hosts.pop().rpartition(":")
+        attributes["server.address"] = host or port
+        if host and port.isdigit():
+            attributes["server.port"] = int(port)
+    return _client_span(names[0] if len(names) == 1 else "jsonrpc batch", **attributes)
+
 
 class _HTTPProvider(Web3.HTTPProvider):
     """web3's HTTP provider with headers computed per request (`headers()`), e.g. the caller's
-    trace context, which changes from one call to the next on one client."""
+    trace context, which changes from one call to the next on one client; each request or
+    batch a client span when the process exports spans."""
 
-    def __init__(self, *args: Any, headers: Callable[[], dict[str, str]], **kwargs: Any):
+    def __init__(
+        self, *args: Any, headers: Callable[[], dict[str, str]] | None = None, **kwargs: Any
+    ):
         super().__init__(*args, **kwargs)
         self._headers = headers
 
     def get_request_headers(self) -> dict[str, str]:
-        return {**super().get_request_headers(), **self._headers()}
+        extra = self._headers() if self._headers is not None else {}
+        return {**super().get_request_headers(), **extra}
+
+    def make_request(self, method, params):
+        with _span([self.endpoint_uri], [method]):
+            return super().make_request(method, params)
+
+    def make_batch_request(self, batch_requests):
+        with _span([self.endpoint_uri], [method for method, _ in batch_requests]):
+            return super().make_batch_request(batch_requests)
 
 
 def http_web3(
@@ -50,9 +93,7 @@ def http_web3(
     kwargs: dict[str, Any] = {"request_kwargs": {"timeout": timeout}}
     if not retries:
         kwargs["exception_retry_configuration"] = None
-    if headers is not None:
-        return Web3(_HTTPProvider(url, headers=headers, **kwargs))
-    return Web3(Web3.HTTPProvider(url, **kwargs))
+    return Web3(_HTTPProvider(url, headers=headers, **kwargs))
 
 
 # --- JSON-RPC batches to several nodes at once, from one thread --------------------------------
@@ -182,6 +223,19 @@ def send_batches(
     `timeout` overall (a node still silent then gets a ReadTimeout). A node that refuses, hangs,
     drops the connection or answers garbage gets its error in its BatchAnswer; the others
     still get theirs. A kept connection the node closed meanwhile is retried once, fresh."""
+    with _span(
+        [url for url, _ in batches.values()],
+        [method for _, calls in batches.values() for method, _ in calls],
+    ):
+        return _send_batches(batches, timeout=timeout, meanwhile=meanwhile)
+
+
+def _send_batches(
+    batches: Mapping[K, tuple[str, list[tuple[str, list]]]],
+    *,
+    timeout: float,
+    meanwhile: Callable[[], T] | None,
+) -> tuple[dict[K, BatchAnswer], T | None]:
     deadline = time.monotonic() + timeout
     flights = {
         key: _InFlight(

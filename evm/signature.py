@@ -138,3 +138,27 @@ def dummy_signature(origin: str = "http://127.0.0.1:8000", *, batch_size: int = 
     # Owner index 0 encodes as zero bytes, cheaper calldata than a larger one: price it as a
     # non-zero index (any index below 2^32 costs at most this much).
     return _envelope(0xFFFFFFFF, [b"\xee" * 32] * batch_size, auth)
+
+
+def sign_as_owner(
+    authenticator, challenge: str | bytes, *, owner_index: int = 0, batch: Sequence = ()
+) -> str:
+    """`authenticator` (anything with `get_assertion(challenge) -> {"authenticator_data",
+    "client_data_json", "signature"}`: a software passkey in tests and demo data) signs as
+    owner `owner_index`: over `challenge` itself, or with `batch` (which must list it) over
+    the batch challenge, one assertion for every op listed (an empty `challenge` with a batch:
+    the batch alone)."""
+    if batch:
+        if challenge and _hash_bytes(challenge) not in {_hash_bytes(h) for h in batch}:
+            raise ValueError("the batch does not list this hash")
+        signed = batch_challenge(batch)
+    else:
+        signed = _hash_bytes(challenge)
+    assertion = authenticator.get_assertion(signed)
+    return pack_owner_signature(
+        owner_index=owner_index,
+        batch=batch,
+        authenticator_data=assertion["authenticator_data"],
+        client_data_json=assertion["client_data_json"],
+        signature_der=assertion["signature"],
+    )

@@ -30,8 +30,19 @@ import redis.asyncio
 from django.conf import settings
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 
+from mcp_adapter.sessions import EVENT_META_KEY
+
 MAX_MEMORY_STREAMS = 10_000
 _PRIMING = ""  # stored for the priming event, never replayed
+# Append an event unless the one it reports (`once`) is in the stream already: then its id.
+_APPEND_ONCE = """
+local seen = redis.call('GET', KEYS[2])
+if seen then return seen end
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[3], '*', 'stream', ARGV[1], 'message', ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+redis.call('SET', KEYS[2], id, 'EX', ARGV[4])
+return id
+"""
 
 
 def redis_prefix() -> str:
@@ -62,7 +73,8 @@ class MemoryEvents:
         self._streams: OrderedDict[str, tuple[str, deque[tuple[int, str]]]] = OrderedDict()
         self._counter = itertools.count(1)
 
-    async def append(self, key: str, stream_id: str, payload: str) -> str:
+    async def append(self, key: str, stream_id: str, payload: str, once: str | None = None) -> str:
+        # `once` needs no bookkeeping here: one process, so one writer per event.
         entry = self._streams.get(key)
         if entry is None:
             entry = self._streams[key] = (stream_id, deque(maxlen=self.max_events))
@@ -89,8 +101,18 @@ class RedisEvents:
         self.prefix = redis_prefix() if prefix is None else prefix
         self.max_events = max_events
         self.ttl_seconds = ttl_seconds
+        self._append_once = self.client.register_script(_APPEND_ONCE)
 
-    async def append(self, key: str, stream_id: str, payload: str) -> str:
+    async def append(self, key: str, stream_id: str, payload: str, once: str | None = None) -> str:
+        """The new event's position; with `once` (what it reports, e.g. a published event), the
+        position of the event already stored for it, if any: each MCP instance that hears a
+        published event writes its notification, and the stream keeps one."""
+        if once is not None:
+            found = await self._append_once(
+                keys=[self.prefix + key, f"{self.prefix}{key}:once:{once}"],
+                args=[stream_id, payload, self.max_events, self.ttl_seconds],
+            )
+            return found.decode()
         async with self.client.pipeline(transaction=True) as pipe:
             pipe.xadd(
                 self.prefix + key,
@@ -131,7 +153,7 @@ class SessionEventStore(EventStore):
             if message is None
             else message.model_dump_json(by_alias=True, exclude_unset=True)
         )
-        position = await self.backend.append(key, json.dumps(stream_id), payload)
+        position = await self.backend.append(key, json.dumps(stream_id), payload, _once(message))
         return f"{key}.{position}"
 
     async def replay_events_after(self, last_event_id: str, send_callback: EventCallback):
@@ -147,6 +169,14 @@ class SessionEventStore(EventStore):
                 message = types.jsonrpc_message_adapter.validate_json(payload)
                 await send_callback(EventMessage(message, f"{parts[0]}.{position}"))
         return json.loads(stream_id)
+
+
+def _once(message: types.JSONRPCMessage | None) -> str | None:
+    """The published event a notification reports (`_meta` EVENT_META_KEY), if any."""
+    params = getattr(message, "params", None)
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    found = meta.get(EVENT_META_KEY) if isinstance(meta, dict) else None
+    return found if isinstance(found, str) and found.isalnum() and len(found) <= 64 else None
 
 
 class PicnicEventStore:

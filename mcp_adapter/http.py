@@ -19,8 +19,12 @@ and the SDK's app does not do:
 
 from __future__ import annotations
 
+import contextvars
 import json
+import logging
+import time
 from collections.abc import Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -28,12 +32,31 @@ import anyio
 import mcp_types as types
 from django.conf import settings
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
+from mcp.server.auth.middleware.bearer_auth import (
+    AuthenticatedUser,
+    BearerAuthBackend,
+    authorization_context,
+)
 from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.connection import Connection
+from mcp.server.runner import serve_connection
+from mcp.server.streamable_http import (
+    GET_STREAM_KEY,
+    MCP_SESSION_ID_HEADER,
+    StreamableHTTPServerTransport,
+)
+from mcp.server.streamable_http_manager import (
+    StreamableHTTPASGIApp,
+    StreamableHTTPSessionManager,
+    _send_and_report_status,
+)
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from mcp_types import InitializeRequestParams
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from redis import RedisError
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.middleware import Middleware
@@ -43,7 +66,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from core import tracing
 from mcp_adapter.event_store import PicnicEventStore, event_store_from_settings
+from mcp_adapter.sessions import EVENT_META_KEY, SessionRecord, Sessions, sessions_from_settings
 from mcp_adapter.tools import resource_scope
 
 SUPPORTED_VERSIONS = (*MODERN_PROTOCOL_VERSIONS, *reversed(HANDSHAKE_PROTOCOL_VERSIONS))
@@ -61,11 +86,42 @@ CORS_ALLOW_HEADERS = [
     "tracestate",
 ]
 CORS_EXPOSE_HEADERS = ["Mcp-Session-Id", "MCP-Protocol-Version", "WWW-Authenticate"]
+logger = logging.getLogger(__name__)
+
+
+# The session whose opening request (`initialize`) this task is serving.
+_opening: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "picnic_mcp_opening_session", default=None
+)
+# How often an instance checks that the sessions it holds still exist (ended by a DELETE or
+# their expiry elsewhere: their streams here close).
+SWEEP_SECONDS = 5
+UNAVAILABLE = "The MCP session store is unavailable; try again"
 
 
 class PicnicSessionManager(StreamableHTTPSessionManager):
-    """The SDK's session manager, with each session's transport given its own view of the
-    event store (the SDK would share one between sessions, keyed by request ids)."""
+    """The SDK's session manager, with sessions shared between instances (sessions.py).
+
+    The SDK keeps a session in the process that opened it; here a request naming a session this
+    process does not hold is served by building its transport and connection again from the
+    shared record (`_rehydrate`), marked initialized, owned by the same credential. Seams of the
+    SDK used (it has no documented hook for either):
+    - `_handle_stateful_request`, `_serve_opening_request`, `_admit_session`, `_discard_session`,
+      `_server_instances`, `_session_owners`, `_task_group`, `_lifespan_state` (the manager's
+      private session table: overridden and filled, never reimplemented);
+    - each session is driven by `serve_connection` with a `Connection` we build (what the SDK's
+      `serve_loop` does inside), so the connection's negotiated state can be restored and
+      notifications sent on it; the record is written by a server middleware (the SDK's
+      documented way to observe `initialize`) before the `initialize` answer leaves.
+    Each transport gets its own view of the event store (`transport._event_store` for the
+    transports the SDK makes; the constructor's argument for ours)."""
+
+    def __init__(self, *args, sessions: Sessions, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.sessions = sessions
+        self.connections: dict[str, Connection] = {}
+        self._unrecorded: set[str] = set()  # opened, but the store could not take the record
+        self.app.middleware.append(self._record_initialize)
 
     def _admit_session(self, requestor):
         transport = super()._admit_session(requestor)
@@ -73,6 +129,182 @@ class PicnicSessionManager(StreamableHTTPSessionManager):
             # The SDK's transports keep their store in `_event_store`; this is its one seam.
             transport._event_store = self.event_store.for_session(transport.mcp_session_id)
         return transport
+
+    @asynccontextmanager
+    async def run(self):
+        async with super().run(), anyio.create_task_group() as tg:
+            tg.start_soon(self._sweep)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _record_initialize(self, ctx, call_next):
+        """Server middleware: once `initialize` succeeds, its session is written to the shared
+        store, before the answer leaves (a client's next request may reach another instance)."""
+        result = await call_next(ctx)
+        session_id = _opening.get()
+        if ctx.method == "initialize" and session_id is not None and isinstance(result, dict):
+            record = SessionRecord(
+                session_id=session_id,
+                protocol_version=str(result.get("protocolVersion")),
+                client_params=dict(ctx.params or {}),
+                owner=self._session_owners.get(session_id),
+                created=time.time(),
+            )
+            try:
+                await self.sessions.save(record)
+            except RedisError as exc:  # no session the other instances cannot see
+                logger.warning("could not record MCP session %s", session_id, exc_info=True)
+                self._unrecorded.add(session_id)
+                raise MCPError(types.INTERNAL_ERROR, UNAVAILABLE) from exc
+        return result
+
+    async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
+        session_id = Headers(scope=scope).get(MCP_SESSION_ID_HEADER)
+        if session_id is None:  # a new session (`_serve_opening_request`)
+            return await super()._handle_stateful_request(scope, receive, send)
+        try:
+            record = await self.sessions.touch(session_id)
+        except RedisError:
+            logger.warning("could not read MCP session %s", session_id[:64], exc_info=True)
+            return await _unavailable()(scope, receive, send)
+        held = self._server_instances.get(session_id)
+        if record is None and held is not None:  # ended elsewhere (DELETE) or expired
+            await self._discard_session(session_id, held)
+        elif record is not None and held is None:
+            user = scope.get("user")
+            requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+            if requestor == record.owner:  # another credential: the SDK's 404, as for no session
+                await self._rehydrate(record)
+        transport = self._server_instances.get(session_id)
+        await super()._handle_stateful_request(scope, receive, send)
+        if scope["method"] == "DELETE" and transport is not None and transport.is_terminated:
+            await self.sessions.delete(session_id)  # ends it on every instance
+
+    async def _serve_opening_request(self, http_transport, scope, receive, send) -> None:
+        session_id = http_transport.mcp_session_id
+        token = _opening.set(session_id)
+        try:
+            await self._serve(http_transport, None, scope, receive, send)
+        finally:
+            _opening.reset(token)
+
+    async def _rehydrate(self, record: SessionRecord) -> None:
+        """A transport and connection for a session opened on another instance."""
+        event_store = (
+            self.event_store.for_session(record.session_id)
+            if isinstance(self.event_store, PicnicEventStore)
+            else self.event_store
+        )
+        transport = StreamableHTTPServerTransport(
+            mcp_session_id=record.session_id,
+            is_json_response_enabled=self.json_response,
+            event_store=event_store,
+            security_settings=self.security_settings,
+            retry_interval=self.retry_interval,
+            idle_timeout=self.session_idle_timeout,
+        )
+        async with self._session_creation_lock:
+            if record.session_id in self._server_instances:
+                return  # a concurrent request of the same session got here first
+            self._server_instances[record.session_id] = transport
+            if record.owner is not None:
+                self._session_owners[record.session_id] = record.owner
+        assert self._task_group is not None
+        await self._task_group.start(self._run_session, transport, record)
+
+    async def _serve(self, transport, record, scope, receive, send) -> None:
+        """The SDK's `_serve_opening_request`, with the session driven by `_run_session`."""
+        established = False
+        try:
+            assert self._task_group is not None
+            await self._task_group.start(self._run_session, transport, record)
+            status = await _send_and_report_status(transport.handle_request, scope, receive, send)
+            unrecorded = transport.mcp_session_id in self._unrecorded
+            self._unrecorded.discard(transport.mcp_session_id)
+            established = status is not None and status < 400 and not unrecorded
+        finally:
+            if not established:
+                await self._discard_session(transport.mcp_session_id, transport)
+
+    async def _run_session(
+        self, transport, record: SessionRecord | None, *, task_status=anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Serve one session's messages until it ends here (DELETE, idle timeout, crash). What
+        the SDK's `serve_loop` does, with the `Connection` kept: restored from `record` for a
+        session opened elsewhere (its handshake is over), and reachable for notifications."""
+        session_id = transport.mcp_session_id
+        async with transport.connect() as (read_stream, write_stream):
+            task_status.started()
+            dispatcher = JSONRPCDispatcher(
+                read_stream, write_stream, inline_methods=frozenset({"initialize"})
+            )
+            connection = Connection.for_loop(dispatcher, session_id=session_id)
+            if record is not None:
+                connection.client_params = InitializeRequestParams.model_validate(
+                    record.client_params, by_name=False
+                )
+                connection.protocol_version = record.protocol_version
+                connection.initialized.set()
+            self.connections[session_id] = connection
+            try:
+                idle_scope = transport.idle_scope or anyio.CancelScope()
+                with idle_scope:
+                    await serve_connection(
+                        self.app,
+                        dispatcher,
+                        connection=connection,
+                        lifespan_state=self._lifespan_state,
+                    )
+            except Exception:
+                logger.exception("Session %s crashed", session_id)
+            finally:
+                if self.connections.get(session_id) is connection:
+                    del self.connections[session_id]
+                await self._discard_session(session_id, transport)
+
+    async def notify_updated(self, uri: str, event_id: str | None) -> None:
+        """`notifications/resources/updated` to every session following `uri`, on any instance:
+        sent on the session's standalone stream where this instance holds the session, else
+        written straight into that stream's events (the client gets it on reconnection). Every
+        instance does this for every event; with `event_id` the stream keeps one copy."""
+        meta = {EVENT_META_KEY: event_id} if event_id else None
+        for session_id in await self.sessions.followers(uri):
+            connection = self.connections.get(session_id)
+            if connection is not None:
+                await connection.send_resource_updated(uri, meta=meta)
+            elif isinstance(self.event_store, PicnicEventStore) and event_id:
+                params: dict[str, Any] = {"uri": uri, "_meta": meta}
+                message = types.JSONRPCNotification(
+                    jsonrpc="2.0", method="notifications/resources/updated", params=params
+                )
+                store = self.event_store.for_session(session_id)
+                await store.store_event(GET_STREAM_KEY, message)
+
+    async def _sweep(self) -> None:
+        """Close here the sessions that ended elsewhere; keep alive those held here."""
+        while True:
+            await anyio.sleep(SWEEP_SECONDS)
+            held = list(self._server_instances)
+            if not held:
+                continue
+            try:
+                alive = await self.sessions.alive(held)
+            except RedisError:
+                logger.warning("could not check the shared MCP sessions", exc_info=True)
+                continue
+            for session_id in held:
+                transport = self._server_instances.get(session_id)
+                if session_id not in alive and transport is not None:
+                    await self._discard_session(session_id, transport)
+
+
+def _unavailable() -> JSONResponse:
+    """503 while the shared session store cannot be reached: the client retries."""
+    error = {"code": types.INTERNAL_ERROR, "message": UNAVAILABLE}
+    body = {"jsonrpc": "2.0", "id": None, "error": error}
+    return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
 
 
 class ScopePolicy:
@@ -327,6 +559,8 @@ def streamable_http_app(server) -> Starlette:
     manager = PicnicSessionManager(
         app=server._lowlevel_server,
         event_store=event_store_from_settings(),
+        sessions=sessions_from_settings(),
+        session_idle_timeout=settings.MCP_SESSION_IDLE_SECONDS,
         retry_interval=settings.MCP_SSE_RETRY_MS,
         security_settings=TransportSecuritySettings(
             enable_dns_rebinding_protection=True,
@@ -338,6 +572,7 @@ def streamable_http_app(server) -> Starlette:
         ),
     )
     server._lowlevel_server._session_manager = manager  # what `server.session_manager` returns
+    server.shared_sessions = manager
     policy = ScopePolicy(server)
     metadata_url = str(build_resource_metadata_url(auth.resource_server_url))
     endpoint = CORSMiddleware(
@@ -365,7 +600,7 @@ def streamable_http_app(server) -> Starlette:
         server._token_verifier,
         resource_server_url=auth.resource_server_url if auth.validate_token_resource else None,
     )
-    return Starlette(
+    app = Starlette(
         routes=routes,
         middleware=[
             Middleware(AuthenticationMiddleware, backend=backend),
@@ -373,3 +608,4 @@ def streamable_http_app(server) -> Starlette:
         ],
         lifespan=lambda app: manager.run(),
     )
+    return tracing.traced_asgi(app)  # a server span per request when spans are exported

@@ -32,6 +32,7 @@ from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated
 from oauth2_provider.models import get_access_token_model
+from redis import RedisError
 
 from core import events, metrics, tracing
 from core.api import INVALID_INPUT, error_text, schema_errors
@@ -130,6 +131,8 @@ class PicnicMCP(MCPServer):
         self._stdio_token = token
         self.specs = {t.name: t for t in TOOLS if profile in t.profiles}
         self._legacy_subscribers: dict[str, set[Any]] = defaultdict(set)
+        # The streamable-HTTP sessions, shared with the other instances (set by http_app).
+        self.shared_sessions = None
         self.resource(
             "picnic://action/{action_id}",
             name="action",
@@ -245,8 +248,9 @@ class PicnicMCP(MCPServer):
         token = self._token()
         if not token:
             return _error(f"Not authenticated: set {TOKEN_ENV} to an OAuth2 access token")
-        # The caller's trace continues through the API call (PicnicApi sends our traceparent).
-        with tracing.span(incoming_traceparent(context)):
+        # The caller's trace continues through the API call (PicnicApi sends our traceparent);
+        # with spans exported, the tool's span (the SDK's `tools/call <tool>`) is our context.
+        with tracing.span_of(incoming_traceparent(context)):
             answer = await self._call_api(spec, arguments, token)
         if not answer.ok:
             return _error(answer.message)
@@ -316,7 +320,12 @@ class PicnicMCP(MCPServer):
         refusal = await self._refusal(uri)
         if refusal:
             raise MCPError(types.INVALID_PARAMS, refusal)
-        self._legacy_subscribers[uri].add(ctx.session)
+        session_id = _session_id(ctx)
+        if self.shared_sessions is not None and session_id:
+            # Kept with the session, for every instance (mcp_adapter/sessions.py).
+            await self.shared_sessions.sessions.follow(session_id, uri)
+        else:  # stdio: this process's one session
+            self._legacy_subscribers[uri].add(ctx.session)
         return types.EmptyResult()
 
     async def _listen_checked(self, ctx, params: types.SubscriptionsListenRequestParams):
@@ -345,6 +354,9 @@ class PicnicMCP(MCPServer):
         return await self._listen(ctx, params.model_copy(update={"notifications": notifications}))
 
     async def _unsubscribe(self, ctx, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        session_id = _session_id(ctx)
+        if self.shared_sessions is not None and session_id:
+            await self.shared_sessions.sessions.unfollow(session_id, str(params.uri))
         self._legacy_subscribers.get(str(params.uri), set()).discard(ctx.session)
         return types.EmptyResult()
 
@@ -370,7 +382,7 @@ class PicnicMCP(MCPServer):
                     while True:
                         event = await subscription.receive()
                         if event.get("uri"):
-                            await self.notify_updated(event["uri"])
+                            await self.notify_updated(event["uri"], event.get("event_id"))
                         await self.tasks.on_event(event)
             except events.SubscriptionLost:
                 if not ready.is_set():
@@ -379,8 +391,13 @@ class PicnicMCP(MCPServer):
                 logger.warning("event subscription lost; subscribing again", exc_info=True)
                 await anyio.sleep(1)
 
-    async def notify_updated(self, uri: str) -> None:
+    async def notify_updated(self, uri: str, event_id: str | None = None) -> None:
         await self._subscriptions.publish(ResourceUpdated(uri=uri))
+        if self.shared_sessions is not None:
+            try:
+                await self.shared_sessions.notify_updated(uri, event_id)
+            except RedisError:  # best-effort, like the events: clients re-read on reconnect
+                logger.warning("could not notify the sessions following %s", uri, exc_info=True)
         for session in list(self._legacy_subscribers.get(uri, ())):
             try:
                 await session.send_resource_updated(uri)
@@ -399,6 +416,12 @@ def incoming_traceparent(context) -> Any:
     request = getattr(request_context, "request", None)
     headers = getattr(request, "headers", None)
     return headers.get(tracing.HEADER) if headers is not None else None
+
+
+def _session_id(context) -> str | None:
+    """The streamable-HTTP session a request belongs to (its `Mcp-Session-Id`), if any."""
+    headers = getattr(getattr(context, "request", None), "headers", None)
+    return headers.get("mcp-session-id") if headers is not None else None
 
 
 def _action_path(action_id: str) -> str:

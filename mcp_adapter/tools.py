@@ -162,8 +162,36 @@ TOOLS: list[ToolSpec] = [
     ),
     _action_tool(
         "transfer",
-        "Send a token from the user's smart account to a 0x address or an ENS name.",
+        "Send a token from the user's smart account to a 0x address or an ENS name. Under an "
+        "active spending permission of this agent that covers it (token, recipient, window, "
+        "this period's remaining allowance on chain) it is signed at once with no prompt: "
+        "sign_url is null and signed_by_permission names the permission. Otherwise the user "
+        "signs, and permission_note says why the permission did not cover it.",
         actions.TRANSFER_INPUT_SCHEMA,
+    ),
+    _action_tool(
+        "request_spend_permission",
+        "Ask the user, once, to let this agent send up to `amount` of a token per period "
+        "(daily, weekly or monthly) to the listed recipients (0x addresses or ENS names, or "
+        "any_recipient: true) from starts_at (default now) until expires_at, enforced by the "
+        "user's account contract. Once the user signs and it is on chain, `transfer` calls "
+        "within it need no prompt. The user can revoke it at any time.",
+        actions.REQUEST_SPEND_PERMISSION_INPUT_SCHEMA,
+    ),
+    ToolSpec(
+        name="get_spend_permissions",
+        description=(
+            "This agent's spending permissions on the user's account (never another agent's): "
+            "status, allowance per period, recipients, window, what remains of this period's "
+            "allowance (read from the chain; null with remaining_error when it could not be "
+            "read) and the spends made under each."
+        ),
+        scope="read:actions",
+        method="GET",
+        path="/api/v1/spend-permissions",
+        input_schema=actions.NO_INPUT_SCHEMA,
+        output_schema=actions.SPEND_PERMISSIONS_SCHEMA,
+        annotations={**READ_ONLY, "openWorldHint": True},
     ),
     _action_tool(
         "swap",

@@ -22,6 +22,7 @@ from oauth2_provider.views import AuthorizationView, RevokeTokenView
 from oauth2_provider.views import TokenView as DotTokenView
 from oauthlib.oauth2.rfc6749 import errors
 
+from core.agents import agent_disconnected
 from core.middleware import CSP
 from oauth import selectors, services
 from oauth.policy import is_loopback, resource_served
@@ -242,4 +243,10 @@ def agent_revoke(request, application_id: int):
     revoked = services.agent_revoke(user=request.user, application_id=application_id)
     if revoked.access_tokens or revoked.refresh_tokens:
         messages.success(request, _("Disconnected: that agent's tokens no longer work."))
-    return redirect("oauth-agents:list")
+    # Other apps end what they hold for the agent (spending permissions: keys destroyed, a
+    # revocation to sign); the first page they name is where the user finishes it.
+    answers = agent_disconnected.send_robust(
+        sender=None, user=request.user, application_id=application_id
+    )
+    follow_up = next((path for _receiver, path in answers if isinstance(path, str)), None)
+    return redirect(follow_up or "oauth-agents:list")

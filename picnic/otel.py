@@ -14,8 +14,12 @@ What each piece is for (all pinned in requirements.txt):
   `traceparent` in the message headers (core.task_tracing steps aside for it);
 - opentelemetry-instrumentation-psycopg: connection and query spans of psycopg 3;
 - opentelemetry-instrumentation-redis: the Redis commands (events, locks, the broker).
-The provider call (core.http, on http.client, which has no instrumentation) makes its client
-span itself (core.tracing.client_span).
+- opentelemetry-instrumentation-asgi: the server span of each HTTP request of the MCP process
+  (Starlette, not Django: core.tracing.traced_asgi); the MCP SDK adds a span per message
+  (`tools/call <tool>`) under it.
+The provider call (core.http, on http.client, which has no instrumentation) and the chain's and
+bundlers' JSON-RPC calls (evm.rpc, which imports nothing of ours) make their client spans with
+core.tracing.client_span.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 from django.conf import settings
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 from opentelemetry.instrumentation.celery import CeleryInstrumentor
 from opentelemetry.instrumentation.django import DjangoInstrumentor
 from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
@@ -32,6 +37,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from core import task_tracing, tracing
+from evm import rpc
 
 _provider: TracerProvider | None = None
 
@@ -54,6 +60,10 @@ def configure() -> TracerProvider | None:
     task_tracing.connect()
     PsycopgInstrumentor().instrument(tracer_provider=provider, enable_commenter=False)
     RedisInstrumentor().instrument(tracer_provider=provider)
-    tracing.use_opentelemetry(provider.get_tracer("picnic"))
+    tracing.use_opentelemetry(
+        provider.get_tracer("picnic"),
+        asgi=lambda app: OpenTelemetryMiddleware(app, tracer_provider=provider),
+    )
+    rpc.trace_calls(tracing.client_span)
     _provider = provider
     return provider

@@ -7,10 +7,13 @@ broker, and the local chain stack on 127.0.0.1.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 from pathlib import Path
 
 import dj_database_url
+from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
 from core.chains import parse_chains
@@ -410,6 +413,9 @@ MCP_REQUIRED_SCOPES = env_list("MCP_REQUIRED_SCOPES", [])
 MCP_SSE_RETRY_MS = env_int("MCP_SSE_RETRY_MS", 1000, minimum=100)
 MCP_EVENT_STORE_MAX_EVENTS = env_int("MCP_EVENT_STORE_MAX_EVENTS", 1000, minimum=10)
 MCP_EVENT_STORE_TTL_SECONDS = env_int("MCP_EVENT_STORE_TTL_SECONDS", 3600, minimum=60)
+# Sessions (2025-11-25) are shared by every MCP instance (mcp_adapter/sessions.py): a session
+# nobody has used for MCP_SESSION_IDLE_SECONDS ends everywhere (its id then answers 404).
+MCP_SESSION_IDLE_SECONDS = env_int("MCP_SESSION_IDLE_SECONDS", 1800, minimum=10)
 # MCP tasks (mcp_adapter/task_store.py): the TTL a task gets when the client asks for none, the
 # most it may ask for, the poll interval we suggest, and the tasks/list page size.
 MCP_TASK_DEFAULT_TTL_MS = env_int("MCP_TASK_DEFAULT_TTL_MS", 24 * 3600 * 1000, minimum=1000)
@@ -473,6 +479,7 @@ _TASK_KINDS = {
     "actions.tasks.bridges_reconcile_pending": "chain",
     "actions.tasks.account_change_submit": "chain",
     "actions.tasks.account_changes_process": "chain",
+    "actions.tasks.spend_permissions_sweep": "chain",
     # dm: deliveries to the X API (at most once: a slow X must not hold anything else up).
     "messaging.tasks.delivery_deliver": "dm",
     "messaging.tasks.deliveries_process_due": "dm",
@@ -507,6 +514,9 @@ CELERY_BEAT_SCHEDULE = {
         "task": "actions.tasks.account_changes_process",
         "schedule": 10.0,
     },
+    # Spending permissions past their end expire (keys destroyed); grants and revocations
+    # whose action ended outside the worker (unsigned, rejected) are followed.
+    "spend-permissions-sweep": {"task": "actions.tasks.spend_permissions_sweep", "schedule": 15.0},
     "actions-purge-retained": {"task": "actions.tasks.actions_purge_retained", "schedule": 600.0},
     "card-purchases-sync": {
         "task": "actions.tasks.card_purchases_sync_signed_in",
@@ -583,12 +593,47 @@ DEVICE_LINK_TTL_SECONDS = env_int("DEVICE_LINK_TTL_SECONDS", 600, minimum=30)
 # The on-chain delay between a recovery's proposal and its execution, during which any owner
 # can cancel it (48 h). At least a minute: a shorter delay leaves no time to cancel.
 RECOVERY_DELAY_SECONDS = env_int("RECOVERY_DELAY_SECONDS", 48 * 3600, minimum=60)
+# A proposed account change (add or remove a passkey, the recovery key, a cancellation) not
+# signed within this long is expired, and its page says so; signed ones never expire.
+ACCOUNT_CHANGE_EXPIRY_SECONDS = env_int("ACCOUNT_CHANGE_EXPIRY_SECONDS", 3600, minimum=60)
+# A chain that missed a change (down, or its bundler unreachable) is tried again after a delay
+# that doubles from 10 s up to this, until it has the change too.
+ACCOUNT_CHANGE_REPAIR_MAX_BACKOFF_SECONDS = env_int(
+    "ACCOUNT_CHANGE_REPAIR_MAX_BACKOFF_SECONDS", 600, minimum=10
+)
 # Recovery-code attempts per account and per client address, in the shared cache, per window.
 RECOVERY_ATTEMPTS = env_int("RECOVERY_ATTEMPTS", 5, minimum=1)
 RECOVERY_ATTEMPTS_WINDOW_SECONDS = env_int("RECOVERY_ATTEMPTS_WINDOW_SECONDS", 3600, minimum=60)
-# Mail to end users (recovery started, completed): Django's backend; the console prints them.
+# Mail to end users (a device added or removed, recovery started or completed), in their
+# language and time zone (actions.Preferences): Django's backend; the console prints them.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Picnic <no-reply@picnic.localhost>")
+
+# --- Spending permissions (docs/spend-permissions.md) ---------------------------------------
+# Fernet keys (comma-separated, newest first: MultiFernet encrypts with the first and decrypts
+# with any, so a key is rotated by putting a new one in front) that encrypt each grant's
+# session key at rest. Required in production; the dev setup and tests derive one from the
+# secret key, never a constant.
+SPEND_PERMISSION_KEYS = env_list("SPEND_PERMISSION_KEYS", [])
+if not SPEND_PERMISSION_KEYS:
+    if env_is_set("DJANGO_DEBUG") and not DEBUG:
+        raise ImproperlyConfigured("SPEND_PERMISSION_KEYS must be set when DJANGO_DEBUG is false")
+    SPEND_PERMISSION_KEYS = [
+        base64.urlsafe_b64encode(
+            hashlib.sha256(b"picnic spend permissions|" + SECRET_KEY.encode()).digest()
+        ).decode()
+    ]
+for _key in SPEND_PERMISSION_KEYS:
+    try:
+        Fernet(_key)
+    except (ValueError, TypeError):
+        raise ImproperlyConfigured(
+            "SPEND_PERMISSION_KEYS: each key must be a Fernet key (32 url-safe base64 bytes; "
+            "make one with cryptography.fernet.Fernet.generate_key())"
+        ) from None
+# Most grants one agent may hold open on one user's account, and the longest window.
+SPEND_PERMISSIONS_PER_AGENT = env_int("SPEND_PERMISSIONS_PER_AGENT", 10, minimum=1)
+SPEND_PERMISSION_MAX_DAYS = env_int("SPEND_PERMISSION_MAX_DAYS", 366, minimum=1)
 
 # --- Swap quotes (LI.FI's API shape) -------------------------------------------------------
 SWAP_QUOTE_URL = env_url("SWAP_QUOTE_URL", "http://127.0.0.1:8789", schemes=("http", "https"))

@@ -10,6 +10,7 @@ recovery code (recovery.py). Each change is tracked through the `accountChange` 
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -28,7 +29,7 @@ from webauthn.helpers import (
 from webauthn.helpers.exceptions import InvalidAuthenticationResponse, WebAuthnException
 from webauthn.helpers.structs import PublicKeyCredentialDescriptor, UserVerificationRequirement
 
-from actions.evm_clients import bundler_client, on_chain
+from actions.evm_clients import ChainUnavailable, bundler_client, on_chain
 from actions.models import (
     ACCOUNT_CHANGE_LIFECYCLE,
     ACCOUNT_CHANGE_OPEN,
@@ -40,10 +41,18 @@ from actions.models import (
     SmartAccount,
     SmartAccountKind,
 )
+from actions.services.account_mail import DEVICE_ADDED, DEVICE_REMOVED, mail_on_commit
 from actions.services.passkeys import PasskeyError
 from actions.services.proposals import web3
 from core.chains import get_chain
-from core.lifecycle import Actor, IllegalTransition, create, enqueue_on_commit, transition
+from core.lifecycle import (
+    Actor,
+    IllegalTransition,
+    create,
+    enqueue_on_commit,
+    record_history,
+    transition,
+)
 from evm.bundler import BundlerError, SendVerdict, classify_send_error
 from evm.passkey_account import PasskeyAccountClient
 from evm.signature import batch_challenge, pack_owner_signature
@@ -56,6 +65,8 @@ S = AccountChangeStatus
 # Owner changes use their own EntryPoint nonce sequence: proposing one does not take the
 # nonce of a transfer waiting for its signature (nor the other way round).
 CHANGE_NONCE_KEY = 1
+# Changes an owner signs (one op per chain on that nonce sequence); a recovery is relayed.
+OWNER_SIGNED = (K.ADD_OWNER, K.REMOVE_OWNER, K.SET_RECOVERY, K.CANCEL_RECOVERY)
 
 
 def change_transition(*, change_id, to: str, actor: Actor, **kwargs: Any) -> AccountChange:
@@ -157,6 +168,14 @@ def owner_change_propose(
             raise PasskeyError("This passkey is not an owner", code="not_owner")
         if not live_owners(user=user).exclude(pk=passkey.pk).exists():
             raise PasskeyError("The last owner cannot be removed", code="last_owner")
+    if AccountChange.objects.filter(
+        user=user, status__in=(S.SIGNED, S.SUBMITTED), kind__in=OWNER_SIGNED
+    ).exists():
+        # Its op may still be missing on a chain that is down: a new one would take the same
+        # nonce there, and one of the two would never apply.
+        raise PasskeyError(
+            "Another change to this account is still being applied", code="change_in_progress"
+        )
     calls = _calls(kind, passkey=passkey, params=params)
     # One chain: the passkey signs the op hash itself; several: the list of every op hash.
     batch_size = len(accounts) if len(accounts) > 1 else 0
@@ -282,6 +301,9 @@ def removal_claim(*, user, signer_id: int, target_id: int) -> None:
 def owner_change_sign(*, change_id, user, credential_json: str) -> AccountChange:
     """Verify the one assertion over every chain's op and sign each op with it (signed)."""
     change = AccountChange.objects.select_related("passkey").get(pk=change_id, user=user)
+    change = account_change_expire_if_overdue(change=change)
+    if change.status == S.EXPIRED:
+        raise PasskeyError("This change expired before it was signed", code="change_expired")
     if change.status != S.PROPOSED:
         raise PasskeyError(f"This change is {change.status}", code="not_proposed")
     passkey, credential, verified = verify_signer(
@@ -337,11 +359,15 @@ def account_change_submit(*, change_id) -> AccountChange:
 
 
 def _send_ops(change: AccountChange, *, only_unknown: bool = False) -> AccountChange:
-    """Deliver each chain's op not yet included. A re-send (`only_unknown`) goes only to a
-    bundler that does not hold the op, and a refusal then counts only if no receipt shows the
-    op was included meanwhile (a deployed account refuses its own initCode again: AA10)."""
-    for op in change.ops:
-        if op["done"]:
+    """Deliver each chain's op not yet included and not waiting out its backoff. A re-send
+    (`only_unknown`) goes only to a bundler that does not hold the op. A chain that cannot be
+    reached is retried later (`_chain_behind`); a refusal for good fails the change unless
+    that chain already shows the change (the op was included meanwhile, or a re-sent one was
+    refused as already known to the account: AA10, AA25, "already an owner")."""
+    ops = [dict(op) for op in change.ops]
+    now = timezone.now()
+    for op in ops:
+        if op["done"] or not _due(op, now):
             continue
         client = bundler_client(op["chain_id"])
         try:
@@ -350,12 +376,109 @@ def _send_ops(change: AccountChange, *, only_unknown: bool = False) -> AccountCh
             client.send_user_operation(to_rpc(op["user_op"]), op["entry_point"])
         except BundlerError as exc:
             verdict = classify_send_error(exc)
-            if verdict == SendVerdict.FINAL and (
-                not only_unknown or client.get_user_operation_receipt(op["user_op_hash"]) is None
-            ):
-                return _fail(change, f"bundler refused on chain {op['chain_id']}: {exc}")
+            if verdict == SendVerdict.FINAL:
+                if _chain_has_change(change, op["chain_id"]):
+                    _chain_done(change, op, tx_hash=None, note="already had the change")
+                    continue
+                if (
+                    not only_unknown
+                    or client.get_user_operation_receipt(op["user_op_hash"]) is None
+                ):
+                    _save_ops(change, ops)
+                    return _fail(change, f"bundler refused on chain {op['chain_id']}: {exc}")
+            if verdict == SendVerdict.TRANSIENT:
+                _chain_behind(change, op, str(exc), now=now)
             logger.warning("account change %s: chain %s: %s", change.pk, op["chain_id"], exc)
+    return _save_ops(change, ops)
+
+
+# --- One chain at a time: a change applied on one chain and not (yet) on another -----------
+
+REPAIR_FIRST_BACKOFF_SECONDS = 10
+
+
+def _due(op: dict, now) -> bool:
+    retry_at = op.get("retry_at")
+    return retry_at is None or datetime.fromisoformat(retry_at) <= now
+
+
+def _chain_behind(change: AccountChange, op: dict, error: str, *, now) -> None:
+    """`op`'s chain could not be reached: try again after a delay that doubles per attempt
+    (up to ACCOUNT_CHANGE_REPAIR_MAX_BACKOFF_SECONDS). The first miss writes a history row;
+    the change stays submitted (and in the console's stuck list) until every chain has it."""
+    attempts = op.get("attempts", 0) + 1
+    delay = min(
+        REPAIR_FIRST_BACKOFF_SECONDS * 2 ** (attempts - 1),
+        settings.ACCOUNT_CHANGE_REPAIR_MAX_BACKOFF_SECONDS,
+    )
+    op.update(
+        attempts=attempts,
+        retry_at=(now + timedelta(seconds=delay)).isoformat(),
+        error=error[:500],
+    )
+    if attempts == 1:
+        _chain_history(change, f"chain {op['chain_id']} unreachable, retrying: {error[:500]}")
+
+
+def _chain_done(change: AccountChange, op: dict, *, tx_hash: str | None, note: str) -> None:
+    """`op`'s chain has the change: one history row per chain (after a repair: how long)."""
+    repaired = f" after {op['attempts']} retries" if op.get("attempts") else ""
+    op.update(done=True, tx_hash=tx_hash, retry_at=None, error=None)
+    where = f"tx {tx_hash}" if tx_hash else note
+    _chain_history(change, f"chain {op['chain_id']}: included{repaired} ({where})")
+
+
+def _chain_history(change: AccountChange, detail: str) -> None:
+    """A row on the change's timeline that is not a move (its status stays as it is)."""
+    record_history(
+        lifecycle=ACCOUNT_CHANGE_LIFECYCLE,
+        instance=change,
+        from_status=change.status,
+        status=change.status,
+        actor=Actor.worker(),
+        detail=detail,
+    )
+
+
+def _save_ops(change: AccountChange, ops: list[dict]) -> AccountChange:
+    """Per-chain state, kept on the row; `behind_since` marks a change some chain has and
+    another has not (the console lists it as stuck until it is whole again)."""
+    if ops == change.ops:
+        return change
+    done = [op["done"] for op in ops]
+    behind = any(done) and not all(done)
+    AccountChange.objects.filter(pk=change.pk, status=change.status).update(
+        ops=ops,
+        behind_since=(change.behind_since or timezone.now()) if behind else None,
+    )
+    change.ops = ops
     return change
+
+
+def _chain_has_change(change: AccountChange, chain_id: int) -> bool:
+    """Whether the account on `chain_id` already shows the change (read from the contract):
+    the added owner is an owner, the removed one is not, the recovery key is set, no
+    recovery is pending. False when the chain cannot be read."""
+    account = next((a for a in picnic_accounts(user=change.user) if a.chain_id == chain_id), None)
+    if account is None:
+        return False
+    try:
+        with on_chain(get_chain(chain_id)):
+            client = change_client(account)
+            if change.kind in (K.ADD_OWNER, K.REMOVE_OWNER):
+                added = client.owner_index(*_key(change.passkey)) is not None
+                return added if change.kind == K.ADD_OWNER else not added
+            state = client.recovery_state()
+            if change.kind == K.SET_RECOVERY:
+                return state is not None and (state.key.lower(), state.delay) == (
+                    change.params["recovery_address"].lower(),
+                    change.params["delay_seconds"],
+                )
+            if change.kind == K.CANCEL_RECOVERY:
+                return state is None or state.pending is None
+    except ChainUnavailable:
+        return False
+    return False
 
 
 def _fail(change: AccountChange, message: str) -> AccountChange:
@@ -407,10 +530,13 @@ def _apply(change: AccountChange) -> None:
         Passkey.objects.filter(pk=change.passkey_id).update(
             owner_state=OwnerState.ACTIVE, owner_index=next(iter(indexes.values()))
         )
+        if change.kind == K.ADD_OWNER:
+            mail_on_commit(change, DEVICE_ADDED)
     elif change.kind == K.REMOVE_OWNER and change.passkey_id:
         Passkey.objects.filter(pk=change.passkey_id).update(
             owner_state=OwnerState.REMOVED, removed_at=now
         )
+        mail_on_commit(change, DEVICE_REMOVED)
     elif change.kind == K.CANCEL_RECOVERY and change.target_id:
         recovery = change.target
         try:
@@ -427,23 +553,31 @@ def _apply(change: AccountChange) -> None:
 
 
 def account_change_reconcile(*, change: AccountChange) -> AccountChange:
-    """A submitted change: each chain's receipt; executed once every chain has it."""
+    """A submitted change: each chain's receipt; executed once every chain has it. A chain
+    that is down is asked again after its backoff, and its op re-sent when it is back."""
     ops = [dict(op) for op in change.ops]
+    now = timezone.now()
     for op in ops:
-        if op["done"]:
+        if op["done"] or not _due(op, now):
             continue
         try:
             receipt = bundler_client(op["chain_id"]).get_user_operation_receipt(op["user_op_hash"])
         except BundlerError as exc:
+            _chain_behind(change, op, str(exc), now=now)
             logger.warning("account change %s: chain %s: %s", change.pk, op["chain_id"], exc)
             continue
         if receipt is None:
             continue
         if not receipt.success:
+            # Included but reverted: "already an owner" (and its kin) means this chain had
+            # the change already: done, never applied twice.
+            if _chain_has_change(change, op["chain_id"]):
+                _chain_done(change, op, tx_hash=receipt.tx_hash, note="already had the change")
+                continue
+            _save_ops(change, ops)
             return _fail(change, f"chain {op['chain_id']}: {receipt.reason}")
-        op["done"], op["tx_hash"] = True, receipt.tx_hash
-    if ops != change.ops and not all(op["done"] for op in ops):
-        AccountChange.objects.filter(pk=change.pk).update(ops=ops, updated_at=timezone.now())
+        _chain_done(change, op, tx_hash=receipt.tx_hash, note="")
+    change = _save_ops(change, ops)
     if not all(op["done"] for op in ops):
         return _send_ops(AccountChange.objects.get(pk=change.pk), only_unknown=True)
     with transaction.atomic():
@@ -453,7 +587,7 @@ def account_change_reconcile(*, change: AccountChange) -> AccountChange:
                 to=S.EXECUTED,
                 actor=Actor.worker(),
                 only_from={S.SUBMITTED},
-                updates={"ops": ops, "error": None},
+                updates={"ops": ops, "error": None, "behind_since": None},
                 detail="included on every chain: "
                 + ", ".join(f"{op['chain_id']} tx {op['tx_hash']}" for op in ops),
             )
@@ -461,6 +595,44 @@ def account_change_reconcile(*, change: AccountChange) -> AccountChange:
             return AccountChange.objects.get(pk=change.pk)
         _apply(change)
     return change
+
+
+def account_changes_expire(*, now=None) -> int:
+    """Proposed changes nobody signed within ACCOUNT_CHANGE_EXPIRY_SECONDS → expired. Only
+    `proposed` ones: a signed change may be on a chain already, and a recovery's steps are
+    on chain from the start; those are never expired."""
+    overdue = AccountChange.objects.filter(status=S.PROPOSED, created_at__lt=_expiry_cutoff(now))
+    return sum(
+        _expire(pk) for pk in list(overdue.exclude(kind=K.RECOVERY).values_list("pk", flat=True))
+    )
+
+
+def account_change_expire_if_overdue(*, change: AccountChange) -> AccountChange:
+    """Expired on read: a page opened after the expiry sees it at once, not at the next
+    sweep."""
+    if change.status != S.PROPOSED or change.kind == K.RECOVERY:
+        return change
+    if change.created_at >= _expiry_cutoff(None) or not _expire(change.pk):
+        return change
+    return AccountChange.objects.select_related("passkey", "signer").get(pk=change.pk)
+
+
+def _expiry_cutoff(now):
+    return (now or timezone.now()) - timedelta(seconds=settings.ACCOUNT_CHANGE_EXPIRY_SECONDS)
+
+
+def _expire(pk) -> bool:
+    try:
+        change_transition(
+            change_id=pk,
+            to=S.EXPIRED,
+            actor=Actor.system(),
+            only_from={S.PROPOSED},
+            detail=f"not signed within {settings.ACCOUNT_CHANGE_EXPIRY_SECONDS} s",
+        )
+    except IllegalTransition:
+        return False  # signed or cancelled meanwhile
+    return True
 
 
 def account_change_cancel_proposed(*, change_id, user) -> AccountChange:

@@ -10,11 +10,11 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
 from actions.models import DeviceLink, OwnerState, Passkey, SmartAccount, SmartAccountKind
+from core import throttle
 
 
 class DeviceError(Exception):
@@ -116,27 +116,22 @@ def pending_passkey(*, user, passkey_id: int) -> Passkey:
 # --- Recovery-code attempts ----------------------------------------------------------------
 
 
-def _attempt_keys(*, username: str, address: str) -> list[str]:
-    who = hashlib.sha256(username.strip().casefold().encode()).hexdigest()
-    where = hashlib.sha256(address.encode()).hexdigest()
-    return [f"recovery-attempts:user:{who}", f"recovery-attempts:ip:{where}"]
+def _attempt_subjects(*, username: str, address: str) -> list[tuple[str, str]]:
+    return [("recovery-user", username.strip().casefold()), ("recovery-ip", address)]
 
 
 def recovery_throttled(*, username: str, address: str) -> bool:
     """Too many attempts for this username, or from this address, in the window. Counted in
-    the shared cache (Redis in production), so every web process sees the same count."""
+    the shared cache (core.throttle: Redis in production), so every web process sees the same
+    count."""
     limit = settings.RECOVERY_ATTEMPTS
     return any(
-        (cache.get(key) or 0) >= limit for key in _attempt_keys(username=username, address=address)
+        throttle.count(name, subject) >= limit
+        for name, subject in _attempt_subjects(username=username, address=address)
     )
 
 
 def recovery_attempt_count(*, username: str, address: str) -> None:
     """Count one attempt, right or wrong (the derivation is slow on purpose; so is guessing)."""
-    window = settings.RECOVERY_ATTEMPTS_WINDOW_SECONDS
-    for key in _attempt_keys(username=username, address=address):
-        if not cache.add(key, 1, timeout=window):
-            try:
-                cache.incr(key)
-            except ValueError:  # expired between add() and incr()
-                cache.add(key, 1, timeout=window)
+    for name, subject in _attempt_subjects(username=username, address=address):
+        throttle.hit(name, subject, window_seconds=settings.RECOVERY_ATTEMPTS_WINDOW_SECONDS)

@@ -41,7 +41,7 @@ from actions.models import (
 from actions.providers.gnosis_pay import GnosisPayError, Unauthorized
 from actions.selectors import gnosis_pay_session_token
 from actions.services.card_state import gnosis_pay_client
-from actions.services.kinds import kind_of
+from actions.services.kinds import HISTORY_TYPES, kind_of
 from core.chains import all_chains
 from core.formats import rfc3339
 
@@ -192,7 +192,10 @@ def _sync_actions(*, user) -> None:
     """Executed actions join the history; one with a transaction enriches that tx's entry.
     An entry's occurred_at is never changed once written (it is the page key)."""
     pending = Action.objects.filter(
-        user=user, status=ActionStatus.EXECUTED, history_entry__isnull=True
+        user=user,
+        status=ActionStatus.EXECUTED,
+        history_entry__isnull=True,
+        type__in=HISTORY_TYPES,
     ).order_by("executed_at", "pk")
     for action in pending:
         kind = kind_of(action.type).history_kind

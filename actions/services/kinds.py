@@ -11,6 +11,7 @@ from typing import ClassVar
 
 from actions.models import Action, ActionType, HistoryKind, SmartAccount
 from actions.services import card_limit, card_state, user_operations
+from actions.services.spend_follow import spend_permissions_follow_action
 from actions.services.transitions import ReconcileOutcome
 from core.lifecycle import Actor
 from evm.bundler import BundlerClient
@@ -74,6 +75,26 @@ class UserOperation(ActionKind):
         )
 
 
+class SpendPermissionOperation(UserOperation):
+    """A user operation of the passkey account on itself that grants or revokes a spending
+    permission: submitted and reconciled as any user operation, then the permission follows
+    (spend_follow.py). It makes no line in the transaction history (no tokens move)."""
+
+    signed_note = "Signed by the user; submitting the permission's user operation."
+
+    def submit(self, *, action_id, client=None):
+        action = super().submit(action_id=action_id, client=client)
+        spend_permissions_follow_action(action)
+        return action
+
+    def reconcile(self, action, *, actor, client=None, note="", force_resend=False):
+        outcome = super().reconcile(
+            action, actor=actor, client=client, note=note, force_resend=force_resend
+        )
+        spend_permissions_follow_action(Action.objects.get(pk=action.pk))
+        return outcome
+
+
 class CardState(ActionKind):
     """A Gnosis Pay request, signed in with SIWE for the card's Safe: no transaction."""
 
@@ -123,9 +144,16 @@ KINDS: dict[str, ActionKind] = {
         tool="card_unfreeze", history_kind=HistoryKind.CARD_UNFREEZE
     ),
     ActionType.CARD_LIMIT_SET: CardLimit(tool="card_limit", history_kind=HistoryKind.CARD_LIMIT),
+    ActionType.SPEND_GRANT: SpendPermissionOperation(
+        tool="request_spend_permission", history_kind=""
+    ),
+    # Proposed from the user's own page (or by disconnecting the agent), not by a tool.
+    ActionType.SPEND_REVOKE: SpendPermissionOperation(tool="", history_kind=""),
 }
 # The tools that propose an action, in the table's order.
-ACTION_TOOLS: tuple[str, ...] = tuple(kind.tool for kind in KINDS.values())
+ACTION_TOOLS: tuple[str, ...] = tuple(kind.tool for kind in KINDS.values() if kind.tool)
+# The action types that make a line in the transaction history once executed.
+HISTORY_TYPES: tuple[str, ...] = tuple(t for t, kind in KINDS.items() if kind.history_kind)
 
 
 def kind_of(action_type: str) -> ActionKind:

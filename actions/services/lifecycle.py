@@ -61,6 +61,7 @@ def action_create(
     ttl_seconds: int | None = None,
     actor: Actor | None = None,
     action_id: uuid.UUID | None = None,
+    detail: str | None = None,
 ) -> Action:
     """A `proposed` action; for 4337 actions the userOpHash is computed now (SPEC)."""
     now = timezone.now()
@@ -73,7 +74,7 @@ def action_create(
     return create(
         lifecycle=ACTION_LIFECYCLE,
         actor=actor or Actor.agent(),
-        detail="proposed by the action tool",
+        detail=detail or "proposed by the action tool",
         values={
             "id": action_id or uuid.uuid4(),
             "user": user,

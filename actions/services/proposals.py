@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import re
 import secrets
+from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 
@@ -491,11 +492,68 @@ def propose_card_state(*, user, application, frozen: bool, card_id: str | None =
     )
 
 
-def propose_transfer(*, user, application, asset_id: str, amount: str, to: str) -> Action:
+@dataclass(frozen=True)
+class TransferRequest:
+    """A transfer's input, checked and resolved once (the name resolved on the asset's chain)."""
+
+    token: Token
+    value: Decimal
+    units: int
+    chain: Chain
+    recipient: str
+    name: str
+    to: str
+
+    @property
+    def shown_to(self) -> str:
+        return f"{self.name} ({self.recipient})" if self.name else self.recipient
+
+    @property
+    def summary(self) -> str:
+        return (
+            f"Send {self.value} {self.token.symbol} to {self.shown_to} on "
+            f"{chain_name(self.token.chain_id)}"
+        )
+
+    def params(self) -> dict:
+        params = {
+            "asset_id": self.token.asset_id,
+            "amount": str(self.value),
+            "to": self.recipient,
+            "symbol": self.token.symbol,
+        }
+        if self.name:
+            # Both are kept: the address is what the user operation pays, the name what people
+            # read ("to": the name was asked for; "reverse": the address's verified primary name).
+            params["ens"] = self.name
+            params["ens_source"] = (
+                "reverse" if self.to.strip().lower() == self.recipient.lower() else "to"
+            )
+        return params
+
+
+def transfer_request(*, asset_id: str, amount: str, to: str) -> TransferRequest:
     token = _token(asset_id)
     value, units = _units(amount, token.decimals)
     chain = _chain(token.chain_id)  # the asset id says which chain: its node, its bundler
     recipient, name = _recipient(to, chain)
+    return TransferRequest(token, value, units, chain, recipient, name, to)
+
+
+def propose_transfer(
+    *,
+    user,
+    application,
+    asset_id: str = "",
+    amount: str = "",
+    to: str = "",
+    request: TransferRequest | None = None,
+    permission_note: str = "",
+) -> Action:
+    """transfer, signed with the passkey. `permission_note`: why a spending permission of the
+    agent did not cover it (in the tool's answer and the action's history)."""
+    request = request or transfer_request(asset_id=asset_id, amount=amount, to=to)
+    token, units, chain, recipient = request.token, request.units, request.chain, request.recipient
     with on_chain(chain):
         w3 = web3(chain.id)
         account = _account(user, chain)
@@ -506,24 +564,18 @@ def propose_transfer(*, user, application, asset_id: str, amount: str, to: str) 
             0,
             Web3.to_bytes(hexstr=erc20.encode_abi("transfer", [recipient, units])),
         )
-        params = {
-            "asset_id": token.asset_id,
-            "amount": str(value),
-            "to": recipient,
-            "symbol": token.symbol,
-        }
-        if name:
-            # Both are kept: the address is what the user operation pays, the name what people
-            # read ("to": the name was asked for; "reverse": the address's verified primary name).
-            params["ens"] = name
-            params["ens_source"] = "reverse" if to.strip().lower() == recipient.lower() else "to"
+        params = request.params()
+        if permission_note:
+            params["permission_note"] = permission_note
         op = _build(client, call, params, chain=chain)
-    shown_to = f"{name} ({recipient})" if name else recipient
     return action_create(
         user=user,
         application=application,
         type=ActionType.TRANSFER,
-        summary=f"Send {value} {token.symbol} to {shown_to} on {chain_name(token.chain_id)}",
+        summary=request.summary,
+        detail=f"proposed by the action tool; not under a spending permission: {permission_note}"
+        if permission_note
+        else None,
         chain_id=token.chain_id,
         smart_account=account.address,
         params=params,

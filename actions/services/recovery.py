@@ -14,10 +14,8 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.mail import send_mail
 from django.db import transaction
-from django.utils import timezone, translation
-from django.utils.translation import gettext
+from django.utils import timezone
 from web3.exceptions import Web3Exception
 from webauthn import generate_registration_options, options_to_json
 from webauthn.helpers.structs import (
@@ -39,12 +37,14 @@ from actions.services.account_changes import (
     _fail,
     _undo,
     account_change_reconcile,
+    account_changes_expire,
     change_client,
     change_transition,
     owner_change_propose,
     owner_index_on_chain,
     picnic_accounts,
 )
+from actions.services.account_mail import RECOVERY_DONE, RECOVERY_STARTED, mail_on_commit
 from actions.services.devices import coarse_ip, recovery_attempt_count, recovery_throttled
 from actions.services.passkeys import OFFERED_ALGORITHMS, PasskeyError, passkey_register
 from actions.services.proposals import web3
@@ -257,7 +257,7 @@ def recovery_settle(*, change: AccountChange) -> AccountChange:
                 updates={"ready_at": datetime.fromtimestamp(ready, tz=UTC)},
                 detail=f"proposed on every chain; executable from {ready} (chain time)",
             )
-            transaction.on_commit(lambda: recovery_mail(change_id=change.pk, started=True))
+            mail_on_commit(change, RECOVERY_STARTED)
         return change
     if change.status != S.WAITING:
         return change
@@ -315,7 +315,7 @@ def _recovery_done(change: AccountChange) -> AccountChange:
         except IllegalTransition:
             return AccountChange.objects.get(pk=change.pk)
         _apply(change)
-        transaction.on_commit(lambda: recovery_mail(change_id=change.pk, started=False))
+        mail_on_commit(change, RECOVERY_DONE)
     return change
 
 
@@ -332,8 +332,10 @@ def account_change_refresh(*, change: AccountChange) -> AccountChange:
 
 
 def account_changes_process() -> dict[str, int]:
-    """Beat: submitted owner ops are reconciled, recoveries moved on (few rows: open ones)."""
-    counts = {"reconciled": 0, "recoveries": 0}
+    """Beat: proposals left unsigned expired; submitted owner ops reconciled (a chain that
+    missed one re-driven once it answers again, with backoff); recoveries moved on (few rows:
+    open ones)."""
+    counts = {"expired": account_changes_expire(), "reconciled": 0, "recoveries": 0}
     for change in AccountChange.objects.filter(status__in=(S.SUBMITTED, S.WAITING)).select_related(
         "user", "passkey", "target"
     ):
@@ -347,30 +349,6 @@ def account_changes_process() -> dict[str, int]:
         except Exception:  # one bad change must not stop the others; logged with its id
             logger.exception("account change %s could not be processed", change.pk)
     return counts
-
-
-def recovery_mail(*, change_id, started: bool) -> None:
-    """Tell the user by e-mail when a recovery starts (so a device can cancel it) and when it
-    completes. In the site's language: the user's own is not stored."""
-    change = AccountChange.objects.select_related("user").get(pk=change_id)
-    if not change.user.email:
-        return
-    with translation.override(settings.LANGUAGE_CODE):
-        if started:
-            subject = gettext("Picnic: someone started recovering your account")
-            body = gettext(
-                "A recovery of your Picnic account was started with your recovery code. Once "
-                "the safety delay has passed (%(ready)s UTC), a new passkey will be able to sign "
-                "for your account.\n\nIf this was not you, open Picnic on one of your devices "
-                "and cancel it on the Passkeys page before then."
-            ) % {"ready": f"{change.ready_at:%Y-%m-%d %H:%M}" if change.ready_at else "—"}
-        else:
-            subject = gettext("Picnic: your account was recovered")
-            body = gettext(
-                "The recovery of your Picnic account is complete: the new passkey can now sign "
-                "for your account. If this was not you, contact Picnic support now."
-            )
-    send_mail(subject, body, None, [change.user.email])
 
 
 def recovery_for_staff(*, user) -> AccountChange | None:

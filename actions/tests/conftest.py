@@ -29,6 +29,14 @@ def webauthn_settings(settings, chain_settings):
 
 
 @pytest.fixture
+def webauthn(settings):
+    """The WebAuthn relying party of the software passkeys, no chain (webauthn_settings has)."""
+    settings.WEBAUTHN_RP_ID = "localhost"
+    settings.WEBAUTHN_ORIGIN = ORIGIN
+    return settings
+
+
+@pytest.fixture
 def make_user_registered(webauthn_settings, make_user):
     """A user with a registered software passkey and a funded, not yet deployed account."""
 
@@ -58,6 +66,27 @@ def make_user_registered(webauthn_settings, make_user):
 def registered(make_user_registered, user):
     _, passkey, account, w3 = make_user_registered(user.username, user=user)
     return passkey, account, w3
+
+
+@pytest.fixture
+def own_l2(settings, tmp_path):
+    """A second chain (31338) of the test's own, node and bundler, with settings.CHAINS
+    pointed at it: a test may stop it (and start it again on the same ports)."""
+    from chain.stack import LocalChain, free_port
+
+    l2 = LocalChain(
+        rpc_port=free_port(),
+        bundler_port=free_port(),
+        workdir=tmp_path,
+        chain_id=31338,
+        card_contracts=False,
+    )
+    l2.start()
+    try:
+        settings.CHAINS = with_endpoints(31338, rpc_url=l2.rpc_url, bundler_url=l2.bundler_url)
+        yield l2
+    finally:
+        l2.stop()
 
 
 @pytest.fixture

@@ -1,14 +1,29 @@
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
+from django.utils import timezone
 from eth_utils import to_checksum_address
 
-from actions.models import Action, ActionType, Card, Passkey, SmartAccount
+from actions.models import (
+    SPEND_PERMISSION_LIFECYCLE,
+    Action,
+    ActionType,
+    Card,
+    Passkey,
+    SmartAccount,
+    SpendPermission,
+    SpendPermissionStatus,
+    Token,
+)
+from actions.services import session_keys
 from actions.services.lifecycle import action_create
 from chain import contracts
 from chain.stack import free_port
 from core.chains import with_endpoints
+from core.lifecycle import Actor, create
+from evm import spend_permission as chain_permission
 
 SENDER = "0x1234567890123456789012345678901234567890"
 
@@ -133,3 +148,45 @@ def make_offline_wallet(user, monkeypatch) -> SmartAccount:
         roles_address="0x" + "02" * 20,
     )
     return account
+
+
+MERCHANT = "0x" + "5a" * 20
+
+
+def make_permission(
+    *, user, application, account, status=SpendPermissionStatus.ACTIVE, **values
+) -> SpendPermission:
+    """A permission row as a granted one looks (its grant action executed)."""
+    address, key = chain_permission.new_session_key()
+    grant = make_action(
+        user=user,
+        application=application,
+        type=ActionType.SPEND_GRANT,
+        summary="grant",
+        smart_account=account.address,
+    )
+    fields = {
+        "user": user,
+        "account": account,
+        "chain_id": 31337,
+        "token": Token.objects.get(symbol="USDC", chain_id=31337),
+        "application": application,
+        "name": "groceries",
+        "allowance_units": "50000000",
+        "allowance": "50",
+        "period": "weekly",
+        "recipients": [{"address": MERCHANT, "name": "merchant.eth"}],
+        "starts_at": timezone.now() - timedelta(hours=1),
+        "expires_at": timezone.now() + timedelta(days=30),
+        "permission_id": "0x" + chain_permission.permission_id().hex(),
+        "session_key_address": address,
+        "session_key_encrypted": session_keys.seal(key),
+        "grant_action": grant,
+        "status": status,
+        **values,
+    }
+    permission = create(
+        lifecycle=SPEND_PERMISSION_LIFECYCLE, actor=Actor.agent(), values=fields, detail="asked"
+    )
+    Action.objects.filter(pk=grant.pk).update(spend_permission=permission)
+    return permission

@@ -20,7 +20,7 @@ from actions.services.lifecycle import action_reconcile, action_submit
 from actions.services.signing import action_sign
 from chain import contracts
 from chain.dev import fund, mint, token_balance
-from chain.stack import LocalChain, free_port
+from chain.stack import free_port
 from core.chains import with_endpoints
 from core.lifecycle import Actor
 from core.local_server import LocalJsonServer
@@ -238,20 +238,12 @@ def test_an_l2_that_is_down_is_named_and_the_card_chain_keeps_working(
 
 
 def test_balances_and_history_with_the_l2_node_really_stopped(
-    registered, user, api_client, token, settings, tmp_path
+    registered, user, api_client, token, own_l2
 ):
     """A second L2 stack of our own, read while up, then its node process stopped."""
     passkey, account, w3 = registered
-    l2 = LocalChain(
-        rpc_port=free_port(),
-        bundler_port=free_port(),
-        workdir=tmp_path,
-        chain_id=31338,
-        card_contracts=False,
-    )
-    l2.start()
+    l2 = own_l2
     try:
-        settings.CHAINS = with_endpoints(31338, rpc_url=l2.rpc_url, bundler_url=l2.bundler_url)
         l2_w3 = Web3(Web3.HTTPProvider(l2.rpc_url))
         mint(l2_w3, "USDC", account.address, 3_000_000)
         assert _usdc_by_chain(_balances(api_client, token)) == {31337: "10", 31338: "3"}

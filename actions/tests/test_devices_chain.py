@@ -1,15 +1,20 @@
-"""Several passkeys on the real local stack (both chains): a second device added with one
-assertion for every chain, both signing transfers, one removed (its signature refused in plain
-words), and recovery with the code: started, cancelled by an owner, started again, executed
-after the delay (chain time advanced), the new passkey signing."""
+"""Several passkeys on the real local stack (both chains): a second device approved through its
+pages with one assertion for every chain, both signing transfers, one removed (its signature
+refused in plain words), and recovery with the code: started, cancelled by an owner, started
+again, executed after the delay (chain time advanced), the new passkey signing. The page flow
+and a recovery run on EntryPoint v0.8 as well. A change a really stopped chain missed is
+applied there once that chain is back."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from django.urls import reverse
 from web3 import Web3
+from webauthn.helpers import base64url_to_bytes
 
+from actions.evm_clients import bundler_client
 from actions.models import (
     AccountChange,
     AccountChangeKind,
@@ -17,8 +22,11 @@ from actions.models import (
     Action,
     OwnerState,
     Passkey,
+    Preferences,
 )
+from actions.selectors import account_changes_stuck
 from actions.services.account_changes import (
+    _key,
     account_change_reconcile,
     account_change_submit,
     change_client,
@@ -27,8 +35,9 @@ from actions.services.account_changes import (
     picnic_accounts,
 )
 from actions.services.lifecycle import action_submit, actions_reconcile_pending
-from actions.services.passkeys import PasskeyError, passkey_register, registration_options
+from actions.services.passkeys import PasskeyError
 from actions.services.recovery import (
+    account_changes_process,
     recovery_code_create,
     recovery_registration_options,
     recovery_settle,
@@ -39,15 +48,24 @@ from chain.dev import fund
 from chain.passkey_account import SoftwarePasskey
 from core.chains import all_chains
 from core.testing import wait_until
+from evm.userops import entry_point_address, to_rpc, user_op_hash
 
 from .conftest import ORIGIN, usdc_id
+from .test_devices import _register
 from .test_signing import RECIPIENT, sign_json
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 
 
 @pytest.fixture
-def two_chains(registered, user):
+def entry_point_version(request, webauthn_settings) -> str:
+    """The EntryPoint the account is registered on (0.7 unless a test asks for another)."""
+    webauthn_settings.ENTRY_POINT_VERSION = getattr(request, "param", "0.7")
+    return webauthn_settings.ENTRY_POINT_VERSION
+
+
+@pytest.fixture
+def two_chains(entry_point_version, registered, user):
     """The registered user's account funded on every chain (owner ops run on each)."""
     passkey, account, w3 = registered
     for chain in all_chains():
@@ -55,24 +73,21 @@ def two_chains(registered, user):
     return passkey, account, w3
 
 
-def _new_passkey(user) -> tuple[Passkey, SoftwarePasskey]:
-    authenticator = SoftwarePasskey(rp_id="localhost", origin=ORIGIN)
-    _, challenge = registration_options(user=user)
-    passkey = passkey_register(
-        user=user,
-        credential_json=json.dumps(authenticator.create(challenge)),
-        expected_challenge=challenge,
-        account_address=None,
-    )
-    return passkey, authenticator
+def _signed(change: AccountChange, authenticator: SoftwarePasskey, user) -> AccountChange:
+    credential = json.dumps(authenticator.get_json(bytes.fromhex(change.challenge[2:])))
+    change = owner_change_sign(change_id=change.pk, user=user, credential_json=credential)
+    assert change.status == AccountChangeStatus.SIGNED
+    return change
 
 
 def _signed_and_executed(
     change: AccountChange, authenticator: SoftwarePasskey, user
 ) -> AccountChange:
-    credential = json.dumps(authenticator.get_json(bytes.fromhex(change.challenge[2:])))
-    change = owner_change_sign(change_id=change.pk, user=user, credential_json=credential)
-    assert change.status == AccountChangeStatus.SIGNED
+    return _executed(_signed(change, authenticator, user))
+
+
+def _executed(change: AccountChange) -> AccountChange:
+    """Submitted to every chain's bundler, then reconciled (as beat does) until it ends."""
     account_change_submit(change_id=change.pk)
 
     def executed() -> bool:
@@ -94,6 +109,10 @@ def _transfer(api_client, token, user, authenticator: SoftwarePasskey) -> Action
     assert response.status_code == 201, response.content
     action = Action.objects.get(pk=response.json()["action_id"])
     action_sign(action_id=action.pk, user=user, credential_json=sign_json(authenticator, action))
+    return _settled(action)
+
+
+def _settled(action: Action) -> Action:
     action_submit(action_id=action.pk)
     wait_until(
         lambda: (
@@ -106,24 +125,49 @@ def _transfer(api_client, token, user, authenticator: SoftwarePasskey) -> Action
     return Action.objects.get(pk=action.pk)
 
 
+def _approved_on_pages(client, user, pending: Passkey, authenticator) -> AccountChange:
+    """The Django flow of approving a device, page by page: "Approve this device" builds the
+    change, the page asks for its WebAuthn options, the assertion is posted; then the
+    worker's steps until every chain has it."""
+    client.force_login(user)
+    approve = client.post(reverse("device-approve", args=[pending.pk]))
+    change = AccountChange.objects.get(user=user, kind=AccountChangeKind.ADD_OWNER)
+    assert approve.status_code == 302 and approve.url == reverse("account-change", args=[change.pk])
+    assert len(change.ops) == len(all_chains()) == 2  # one op per chain, one challenge for both
+    options = client.post(reverse("account-change-options", args=[change.pk])).json()
+    assertion = authenticator.get_json(base64url_to_bytes(options["challenge"]))
+    signed = client.post(
+        reverse("account-change-sign", args=[change.pk]),
+        json.dumps(assertion),
+        content_type="application/json",
+    )
+    assert signed.status_code == 200 and signed.json() == {"status": "signed"}
+    return _executed(AccountChange.objects.get(pk=change.pk))
+
+
 def test_a_second_device_is_added_on_every_chain_signs_and_the_removed_one_cannot(
-    two_chains, api_client, write_token, user
+    two_chains, client, api_client, write_token, user
 ):
     first_authenticator = two_chains[0]
     first = Passkey.objects.get(user=user, owner_index=0)
-    second, second_authenticator = _new_passkey(user)
+    second, second_authenticator = _register(user)
     assert second.owner_state == OwnerState.PENDING
 
-    add = owner_change_propose(user=user, kind=AccountChangeKind.ADD_OWNER, passkey=second)
-    assert len(add.ops) == len(all_chains()) == 2  # one op per chain, one challenge for both
-    add = _signed_and_executed(add, first_authenticator, user)
+    add = _approved_on_pages(client, user, second, first_authenticator)
     second.refresh_from_db()
     assert (second.owner_state, second.owner_index) == (OwnerState.ACTIVE, 1)
-    assert list(add.history.values_list("status", flat=True)) == [
+    history = list(add.history.order_by("timestamp", "pk").values_list("status", "detail"))
+    assert [status for status, _ in history] == [
         "proposed",
         "signed",
         "submitted",
+        "submitted",  # a row per chain as each includes its op
+        "submitted",
         "executed",
+    ]
+    assert sorted(detail.split(" (")[0] for _, detail in history[3:5]) == [
+        "chain 31337: included",
+        "chain 31338: included",
     ]
 
     assert _transfer(api_client, write_token, user, second_authenticator).status == "executed"
@@ -152,16 +196,32 @@ def test_a_second_device_is_added_on_every_chain_signs_and_the_removed_one_canno
     action_sign(
         action_id=action.pk, user=user, credential_json=sign_json(second_authenticator, action)
     )
-    action_submit(action_id=action.pk)
-    wait_until(
-        lambda: (
-            actions_reconcile_pending() is not None
-            and Action.objects.get(pk=action.pk).status in ("executed", "failed")
-        ),
-        timeout=90,
-        interval=0.5,
-    )
-    assert Action.objects.get(pk=action.pk).status == "executed"
+    assert _settled(action).status == "executed"
+
+
+# v0.7: the test above approves its device through the same pages.
+@pytest.mark.parametrize("entry_point_version", ["0.8"], indirect=True)
+def test_a_device_approved_on_its_page_is_an_owner_on_every_chain(
+    entry_point_version, two_chains, client, user, mailoutbox, django_capture_on_commit_callbacks
+):
+    """The page flow on the other EntryPoint; the user hears of it by e-mail in their own
+    language and time zone."""
+    user.email = "alice@example.com"
+    user.save()
+    Preferences.objects.create(user=user, language="pt-br", time_zone="America/Sao_Paulo")
+    second, _ = _register(user)
+
+    with django_capture_on_commit_callbacks(execute=True):  # the e-mail leaves after commit
+        change = _approved_on_pages(client, user, second, two_chains[0])
+    assert {op["version"] for op in change.ops} == {entry_point_version}
+    second.refresh_from_db()
+    assert (second.owner_state, second.owner_index) == (OwnerState.ACTIVE, 1)
+    for account in picnic_accounts(user=user):
+        assert account.entry_point_version == entry_point_version
+        assert [o.index for o in change_client(account).owners()] == [0, 1]
+    (mail,) = mailoutbox
+    assert mail.subject == "Picnic: um dispositivo foi adicionado à sua conta"
+    assert "America/Sao_Paulo" in mail.body
 
 
 def _advance(seconds: int) -> None:
@@ -185,7 +245,9 @@ def _recover(user, code: str) -> tuple[AccountChange, SoftwarePasskey]:
     return change, authenticator
 
 
+@pytest.mark.parametrize("entry_point_version", ["0.7", "0.8"], indirect=True)
 def test_recovery_started_cancelled_started_again_and_executed_after_the_delay(
+    entry_point_version,
     two_chains,
     api_client,
     write_token,
@@ -204,18 +266,23 @@ def test_recovery_started_cancelled_started_again_and_executed_after_the_delay(
     code, setup = recovery_code_create(user=user)
     _signed_and_executed(setup, first_authenticator, user)
 
-    with django_capture_on_commit_callbacks(execute=True):  # the e-mail leaves after commit
-        recovery, _ = _recover(user, code)
-    assert recovery.status == AccountChangeStatus.WAITING and recovery.ready_at is not None
-    assert recovery.passkey.owner_state == OwnerState.PENDING
+    # The cancellation is one more owner op, which the device test runs on both versions:
+    # here it runs once (v0.7), and v0.8 goes from the proposal straight to its execution.
+    started = 1
+    if entry_point_version == "0.7":
+        with django_capture_on_commit_callbacks(execute=True):  # the e-mail leaves on commit
+            recovery, _ = _recover(user, code)
+        assert recovery.status == AccountChangeStatus.WAITING and recovery.ready_at is not None
+        assert recovery.passkey.owner_state == OwnerState.PENDING
 
-    cancel = owner_change_propose(
-        user=user, kind=AccountChangeKind.CANCEL_RECOVERY, target=recovery
-    )
-    _signed_and_executed(cancel, first_authenticator, user)
-    recovery.refresh_from_db()
-    assert recovery.status == AccountChangeStatus.CANCELLED
-    assert Passkey.objects.get(pk=recovery.passkey_id).owner_state == OwnerState.REMOVED
+        cancel = owner_change_propose(
+            user=user, kind=AccountChangeKind.CANCEL_RECOVERY, target=recovery
+        )
+        _signed_and_executed(cancel, first_authenticator, user)
+        recovery.refresh_from_db()
+        assert recovery.status == AccountChangeStatus.CANCELLED
+        assert Passkey.objects.get(pk=recovery.passkey_id).owner_state == OwnerState.REMOVED
+        started = 2
 
     with django_capture_on_commit_callbacks(execute=True):
         again, new_authenticator = _recover(user, code)
@@ -229,5 +296,94 @@ def test_recovery_started_cancelled_started_again_and_executed_after_the_delay(
     assert new.owner_state == OwnerState.ACTIVE and new.owner_index is not None
     assert _transfer(api_client, write_token, user, new_authenticator).status == "executed"
     subjects = [m.subject for m in mailoutbox]
-    assert subjects.count("Picnic: someone started recovering your account") == 2
+    assert subjects.count("Picnic: someone started recovering your account") == started
     assert subjects.count("Picnic: your account was recovered") == 1
+
+
+def test_a_change_a_stopped_chain_missed_is_applied_there_once_it_is_back(registered, user, own_l2):
+    """A second chain of our own, its node and bundler really stopped between signing and
+    submitting: the card chain applies the change, the other is retried with backoff (the
+    change stays submitted, stuck for staff, history per chain), and once the chain is back
+    (restarted on the same ports) its op is re-sent and the change ends executed, once."""
+    passkey_authenticator = registered[0]
+    l2 = own_l2
+    try:
+        for chain in all_chains():
+            fund(Web3(Web3.HTTPProvider(chain.rpc_url)), registered[1].address, 10**18)
+        second, _ = _register(user)
+        change = owner_change_propose(user=user, kind=AccountChangeKind.ADD_OWNER, passkey=second)
+        change = _signed(change, passkey_authenticator, user)
+        l2.stop()  # nothing listens on the L2's node and bundler ports any more
+
+        account_change_submit(change_id=change.pk)
+
+        def card_chain_has_it() -> bool:
+            current = account_change_reconcile(change=AccountChange.objects.get(pk=change.pk))
+            return current.ops[0]["done"]
+
+        wait_until(card_chain_has_it, timeout=60, interval=0.5)
+        change = AccountChange.objects.get(pk=change.pk)
+        card, other = change.ops
+        assert change.status == AccountChangeStatus.SUBMITTED and change.behind_since
+        assert (card["chain_id"], other["chain_id"]) == (31337, 31338)
+        assert not other["done"] and other["attempts"] >= 1 and other["retry_at"]
+        assert change in account_changes_stuck()
+        assert Passkey.objects.get(pk=second.pk).owner_state == OwnerState.PENDING
+        details = list(change.history.values_list("detail", flat=True))
+        assert any(d.startswith("chain 31338 unreachable, retrying") for d in details)
+        assert any(d.startswith("chain 31337: included (tx 0x") for d in details)
+
+        l2.start()  # back, on the same ports (a fresh node: the account is not deployed yet
+        # there, as before: its op carries the initCode)
+        fund(Web3(Web3.HTTPProvider(l2.rpc_url)), registered[1].address, 10**18)
+        # Meanwhile the owner reaches that chain by another op (another nonce key): the
+        # worker's re-sent op is refused there, and the chain, read, already has the change.
+        _added_directly(user, second, passkey_authenticator, chain_id=31338)
+
+        def executed() -> bool:
+            account_changes_process()  # beat's sweep: the L2 op is re-sent once its delay passed
+            return AccountChange.objects.get(pk=change.pk).status in ("executed", "failed")
+
+        wait_until(executed, timeout=120, interval=1)
+        change = AccountChange.objects.get(pk=change.pk)
+        assert change.status == AccountChangeStatus.EXECUTED, change.error
+        assert change.behind_since is None and change not in account_changes_stuck()
+        second.refresh_from_db()
+        assert (second.owner_state, second.owner_index) == (OwnerState.ACTIVE, 1)
+        for account in picnic_accounts(user=user):
+            assert [o.index for o in change_client(account).owners()] == [0, 1]
+        details = list(change.history.values_list("detail", flat=True))
+        assert any(
+            d.startswith("chain 31338: included after ") and d.endswith("(already had the change)")
+            for d in details
+        )
+        statuses = list(change.history.values_list("status", flat=True))
+        assert statuses.count("executed") == 1
+        # The sweep again: nothing more happens to it (no second owner, no second row).
+        rows = change.history.count()
+        account_changes_process()
+        assert change.history.count() == rows
+        assert AccountChange.objects.get(pk=change.pk).status == AccountChangeStatus.EXECUTED
+    finally:
+        l2.stop()
+
+
+def _added_directly(user, passkey: Passkey, authenticator, *, chain_id: int) -> None:
+    """`passkey` added as an owner on one chain by an op of the test's own (nonce key 2),
+    outside the account change."""
+    account = next(a for a in picnic_accounts(user=user) if a.chain_id == chain_id)
+    client = change_client(account)
+    bundler = bundler_client(chain_id)
+    op = client.build(client.add_owner_call(*_key(passkey)), bundler, nonce_key=2)
+    op_hash = user_op_hash(
+        op,
+        entry_point=entry_point_address(account.entry_point_version),
+        chain_id=chain_id,
+        version=account.entry_point_version,
+    )
+    op = client.sign_with(authenticator, op, op_hash)
+    bundler.send_user_operation(to_rpc(op), entry_point_address(account.entry_point_version))
+    receipt = wait_until(
+        lambda: bundler.get_user_operation_receipt(op_hash), timeout=60, interval=0.3
+    )
+    assert receipt.success

@@ -12,7 +12,8 @@ from mcp_adapter.task_store import TASK_TOOLS
 
 def test_every_action_type_has_exactly_one_kind():
     assert set(KINDS) == set(ActionType.values)
-    assert {k.history_kind for k in KINDS.values()} <= set(HistoryKind.values)
+    # "": no history line (a spending permission's grant or revocation moves no token).
+    assert {k.history_kind for k in KINDS.values()} <= {*HistoryKind.values, ""}
 
 
 def test_the_kinds_by_type():
@@ -27,8 +28,9 @@ def test_the_kinds_by_type():
 def test_every_type_names_the_tool_that_proposes_it():
     """The table is also the list of action tools: each has its API route, and the MCP adapter
     offers each as a task (it reads the table from actions.public)."""
-    assert ACTION_TOOLS == tuple(k.tool for k in KINDS.values())
-    assert len(set(ACTION_TOOLS)) == len(KINDS)
+    # A revocation has no tool: the user proposes it on their own page.
+    assert ACTION_TOOLS == tuple(k.tool for k in KINDS.values() if k.tool)
+    assert len(set(ACTION_TOOLS)) == len(KINDS) - 1
     routes = {str(p.pattern) for p in api_urlpatterns}
     assert {f"actions/{tool}" for tool in ACTION_TOOLS} <= routes
     assert {t for t, kind in TASK_TOOLS.items() if kind == "action"} == set(ACTION_TOOLS)

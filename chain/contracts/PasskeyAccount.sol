@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
-import {Account} from "@openzeppelin/contracts/account/Account.sol";
 import {PackedUserOperation, IEntryPoint} from "@openzeppelin/contracts/interfaces/IERC4337.sol";
 import {ERC4337Utils} from "@openzeppelin/contracts/account/utils/ERC4337Utils.sol";
 import {Address} from "@openzeppelin/contracts/utils/Address.sol";
@@ -9,6 +8,7 @@ import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {P256} from "@openzeppelin/contracts/utils/cryptography/P256.sol";
 import {WebAuthn} from "@openzeppelin/contracts/utils/cryptography/WebAuthn.sol";
+import {SpendPermissions} from "./SpendPermissions.sol";
 
 /// An ERC-4337 account owned by any number of passkeys (P-256 public keys kept by index; the
 /// constructor's key is owner 0). Every signature names the owner that made it,
@@ -26,7 +26,12 @@ import {WebAuthn} from "@openzeppelin/contracts/utils/cryptography/WebAuthn.sol"
 /// Recovery: a recovery key (an address; the server derives it from a code the user keeps)
 /// can propose one thing, adding a passkey owner, which any owner can cancel until it is
 /// executed, and anyone can execute once `delay` seconds have passed on chain.
-contract PasskeyAccount is Account, EIP712 {
+///
+/// Spend permissions (SpendPermissions.sol): a session key an owner granted signs token
+/// transfers within an allowance per period; its signature starts with type(uint256).max where
+/// an owner signature names an owner index. User operations only, never ERC-1271 or module
+/// transactions.
+contract PasskeyAccount is SpendPermissions, EIP712 {
     IEntryPoint private immutable _entryPoint;
 
     // keccak256("EIP712Domain(uint256 chainId,address verifyingContract)") and
@@ -66,11 +71,6 @@ contract PasskeyAccount is Account, EIP712 {
     event RecoveryExecuted(uint256 indexed index, bytes32 qx, bytes32 qy);
 
     error PasskeyAccountInvalidPublicKey(bytes32 qx, bytes32 qy);
-
-    modifier onlySelf() {
-        require(msg.sender == address(this), "PasskeyAccount: only the account itself");
-        _;
-    }
 
     constructor(IEntryPoint entryPoint_, bytes32 qx, bytes32 qy) EIP712("PasskeyAccount", "1") {
         _entryPoint = entryPoint_;
@@ -122,19 +122,22 @@ contract PasskeyAccount is Account, EIP712 {
 
     // --- signatures ------------------------------------------------------------------------
 
-    function _validateUserOp(PackedUserOperation calldata, bytes32 userOpHash, bytes calldata signature)
+    function _validateUserOp(PackedUserOperation calldata userOp, bytes32 userOpHash, bytes calldata signature)
         internal
         view
         override
         returns (uint256)
     {
+        if (_isPermissionSignature(signature)) return _validatePermissionOp(userOp, userOpHash);
         return _verify(userOpHash, signature, true)
             ? ERC4337Utils.SIG_VALIDATION_SUCCESS
             : ERC4337Utils.SIG_VALIDATION_FAILED;
     }
 
     /// ERC-1271 and module transactions: an owner's assertion over `hash` itself (no batch).
+    /// A permission signature is never accepted here (it names no owner).
     function _rawSignatureValidation(bytes32 hash, bytes calldata signature) internal view override returns (bool) {
+        if (_isPermissionSignature(signature)) return false;
         return _verify(hash, signature, false);
     }
 

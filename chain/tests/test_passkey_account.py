@@ -248,26 +248,33 @@ def _wait_outcome(bundler, op_hash: str, *, timeout: float = 20):
     return None
 
 
-@pytest.mark.parametrize("version", ["0.7", "0.8"])
-def test_two_owners_removing_each_other_at_once_leave_exactly_one(chain, version):
-    w3 = Web3(Web3.HTTPProvider(chain.rpc_url))
-    bundler = BundlerClient(chain.bundler_url, timeout=15)
+def _two_removals(w3, bundler, version):
+    """An account with two owners (phone 0, laptop 1), and each one's op removing the other,
+    signed against the same state on two nonce keys (neither waits for the other)."""
     phone, account = _new_account(w3, version)
     laptop = SoftwarePasskey()
     assert _run(account, bundler, account.add_owner_call(*laptop.public_xy), phone).success
-
-    # Signed against the same state (both owners live), on two nonce keys so that neither op
-    # waits for the other, then submitted together.
-    by_phone, phone_hash = _signed(
+    by_phone = _signed(
         account, bundler, account.remove_owner_call(1, *laptop.public_xy), phone, nonce_key=1
     )
-    by_laptop, laptop_hash = _signed(
+    by_laptop = _signed(
         account,
         bundler,
         account.remove_owner_call(0, *phone.public_xy),
         laptop,
         owner_index=1,
         nonce_key=2,
+    )
+    return phone, laptop, account, by_phone, by_laptop
+
+
+@pytest.mark.parametrize("version", ["0.7", "0.8"])
+def test_two_owners_removing_each_other_at_once_leave_exactly_one(chain, version):
+    w3 = Web3(Web3.HTTPProvider(chain.rpc_url))
+    bundler = BundlerClient(chain.bundler_url, timeout=15)
+    # Signed against the same state (both owners live), then submitted together.
+    phone, laptop, account, (by_phone, phone_hash), (by_laptop, laptop_hash) = _two_removals(
+        w3, bundler, version
     )
     sent = []
     for op in (by_phone, by_laptop):
@@ -303,20 +310,7 @@ def test_two_removals_in_one_bundle_leave_exactly_one_owner(chain, version):
     running either. The first removal applies; the second finds the last owner and reverts."""
     w3 = Web3(Web3.HTTPProvider(chain.rpc_url))
     bundler = BundlerClient(chain.bundler_url, timeout=15)
-    phone, account = _new_account(w3, version)
-    laptop = SoftwarePasskey()
-    assert _run(account, bundler, account.add_owner_call(*laptop.public_xy), phone).success
-    by_phone, _ = _signed(
-        account, bundler, account.remove_owner_call(1, *laptop.public_xy), phone, nonce_key=1
-    )
-    by_laptop, _ = _signed(
-        account,
-        bundler,
-        account.remove_owner_call(0, *phone.public_xy),
-        laptop,
-        owner_index=1,
-        nonce_key=2,
-    )
+    phone, laptop, account, (by_phone, _), (by_laptop, _) = _two_removals(w3, bundler, version)
     # Bundled by hand (a bundler EOA calling handleOps), so both really share one bundle.
     bundler_eoa = w3.eth.account.from_key(DEV_KEYS[6])
     packed = [{**pack_v07(op), "sender": op["sender"]} for op in (by_phone, by_laptop)]

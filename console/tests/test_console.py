@@ -74,7 +74,8 @@ def test_it_lists_stuck_work_of_all_three_apps_with_links_and_full_errors(staff_
     # counts per lifecycle and status, and a chart per lifecycle
     assert 'data-count="delivery:unknown">1<' in text
     assert 'data-count="operation:needs_review">1<' in text
-    assert text.count('<svg class="chart"') == 4  # action, delivery, operation, accountChange
+    # action, delivery, operation, accountChange, spendPermission
+    assert text.count('<svg class="chart"') == 5
     # this hour's bar: the delivery's 4 transitions (queued, claimed, sending, unknown)
     hour = timezone.now().strftime("%H")
     assert f"{hour}:00 UTC — 4 transitions, 1 to a failure" in text

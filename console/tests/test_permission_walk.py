@@ -16,7 +16,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from actions.models import AccountChange, Action
+from actions.models import AccountChange, Action, SpendPermission
 from core.lifecycle import lifecycles
 from core.permissions import may_view
 from messaging.models import Delivery
@@ -227,6 +227,11 @@ def _staff_walk(walk: Walk, user, world: World) -> None:
         "get",
         f"/staff/account-changes/{uuid.uuid4()}/",
         404 if may_view(user, AccountChange) else 403,
+    )
+    walk.check(
+        "get",
+        f"/staff/spend-permissions/{uuid.uuid4()}/",
+        404 if may_view(user, SpendPermission) else 403,
     )
 
     # Moves: the move's permission and the view permission of its kind. The moves are made so

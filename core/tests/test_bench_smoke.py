@@ -5,7 +5,8 @@ needs the numbers. No timing is asserted; each run must exit 0 and print its res
 The scripts are found by their `if __name__ == "__main__":` (the modules they load are not
 scripts), so a new bench without a tiny run below fails `test_every_bench_script_has_a_smoke_run`.
 Each fresh database is a copy of the session's migrated test database
-(BENCH_TEMPLATE_DATABASE, see bench/common.py) instead of a migration from scratch."""
+(BENCH_TEMPLATE_DATABASE, see bench/common.py) instead of a migration from scratch, and the
+chain benches run on the session's local world (BENCH_LOCAL_WORLD) instead of starting their own."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+
+from bench.common import world_ports
 
 # The session's test database is the template: django_db makes pytest-django create it.
 pytestmark = pytest.mark.django_db
@@ -73,6 +76,9 @@ RUNS = {
         ("--rows", "100", "--open", "5", "--rounds", "1"), "ratio baseline/ours: ", (PG,)
     ),
     "owner_gas.py": Run((), "multi-owner spread over ", (pytest.mark.chain,), database="none"),
+    "permission_gas.py": Run(
+        (), "permissioned/passkey transfer gas: ", (pytest.mark.chain,), database="none"
+    ),
     "status_tool.py": Run(
         ("--actions", "10", "--rounds", "1", "--requests", "5", "--warm", "5"),
         "ratio p99 get_action_status/bare: ",
@@ -140,13 +146,16 @@ def fresh(django_db_setup, django_db_blocker):
     "script",
     [pytest.param(name, marks=RUNS[name].marks if name in RUNS else ()) for name in _scripts()],
 )
-def test_the_bench_runs_at_a_tiny_size_from_a_fresh_database(script, fresh):
+def test_the_bench_runs_at_a_tiny_size_from_a_fresh_database(script, fresh, request):
     url, prefix, template = fresh
     run = RUNS[script]
     stem = script.removesuffix(".py")
     env = {**os.environ, **run.env}
     if template:
         env["BENCH_TEMPLATE_DATABASE"] = template
+    if any(mark.name == "chain" for mark in run.marks):
+        # The session's local world (fresh accounts in each bench), not nodes of its own.
+        env["BENCH_LOCAL_WORLD"] = world_ports(request.getfixturevalue("chain_world"))
     args = list(run.args)
     own = None
     if run.database == "argument":

@@ -32,6 +32,7 @@ def test_a_committed_transition_is_published(backend, user, application):
                         return event
 
     event = anyio.run(body)
+    assert len(event.pop("event_id")) == 32  # what tells one event from another
     assert event == {
         "lifecycle": "action",
         "id": str(action.pk),

@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 
 import anyio
 import pytest
+import requests
 
 from actions.tests.factories import make_card_freeze
 from chain.stack import free_port
@@ -141,6 +142,24 @@ class HttpServer:
     def __exit__(self, *exc):
         self.uvicorn.should_exit = True
         self.thread.join(timeout=10)
+
+
+def open_get_stream(url: str, rpc, protocol_version: str, *, timeout: float = 30):
+    """The session's GET stream (server-sent events), opened and streaming: `rpc` is an
+    HttpRpc of the session (its auth headers and session id)."""
+    stream = requests.get(
+        url,
+        headers={
+            **rpc.headers,
+            "Accept": "text/event-stream",
+            "Mcp-Session-Id": rpc.session_id,
+            "MCP-Protocol-Version": protocol_version,
+        },
+        stream=True,
+        timeout=timeout,
+    )
+    assert stream.status_code == 200
+    return stream
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from django.test import Client
 from django.utils import timezone
 
 from mcp_adapter.models import McpTask
-from mcp_adapter.tests.conftest import DM_SCOPES
+from mcp_adapter.tests.conftest import DM_SCOPES, open_get_stream
 from mcp_adapter.tests.test_tasks import LEGACY, HttpRpc, _send
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,18 +25,7 @@ END = object()  # the server closed the stream
 
 def _listen(http, rpc: HttpRpc) -> tuple[requests.Response, queue.Queue]:
     """The session's GET stream, read in a thread: every JSON-RPC message, then END."""
-    stream = requests.get(
-        http.url,
-        headers={
-            **rpc.headers,
-            "Accept": "text/event-stream",
-            "Mcp-Session-Id": rpc.session_id,
-            "MCP-Protocol-Version": LEGACY,
-        },
-        stream=True,
-        timeout=30,
-    )
-    assert stream.status_code == 200
+    stream = open_get_stream(http.url, rpc, LEGACY)
     received: queue.Queue = queue.Queue()
 
     def read():

@@ -27,7 +27,7 @@ from core.lifecycle import Actor
 from core.testing import database_url
 from mcp_adapter import task_store
 from mcp_adapter.models import McpTask
-from mcp_adapter.tests.conftest import DM_SCOPES
+from mcp_adapter.tests.conftest import DM_SCOPES, open_get_stream
 from messaging.models import Delivery, DeliveryStatus
 from messaging.services import delivery_transition
 
@@ -391,18 +391,7 @@ def test_a_status_change_is_pushed_to_the_listening_session(http_server, dm):
     with http_server() as http:
         rpc = HttpRpc(http.url, dm.token.token, LEGACY)
         received: queue.Queue = queue.Queue()
-        stream = requests.get(
-            http.url,
-            headers={
-                **rpc.headers,
-                "Accept": "text/event-stream",
-                "Mcp-Session-Id": rpc.session_id,
-                "MCP-Protocol-Version": LEGACY,
-            },
-            stream=True,
-            timeout=30,
-        )
-        assert stream.status_code == 200
+        stream = open_get_stream(http.url, rpc, LEGACY)
 
         def read():
             try:

@@ -34,6 +34,8 @@ CORE = {
     "card_freeze",
     "card_unfreeze",
     "card_limit",
+    "request_spend_permission",
+    "get_spend_permissions",
 }
 FULL = CORE | {
     "sosoapi_dm_actions_status",

@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 from django.conf import settings
 
 from chain.stack import free_port
@@ -124,6 +125,7 @@ def production_env(tmp_path) -> dict[str, str]:
     env = _environ(
         DJANGO_DEBUG="false",
         DJANGO_SECRET_KEY=secrets.token_urlsafe(50),
+        SPEND_PERMISSION_KEYS=Fernet.generate_key().decode(),
         DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
         DJANGO_STATIC_ROOT=str(tmp_path / "static"),
         PICNIC_VAR_DIR=str(tmp_path / "var"),

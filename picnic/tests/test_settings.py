@@ -39,6 +39,7 @@ def _start(**overrides: str) -> subprocess.CompletedProcess:
         ("ENTRY_POINT_VERSION", "0.9"),
         ("BUNDLER_TIMEOUT_SECONDS", "soon"),
         ("ACTION_TTL_SECONDS", "-5"),
+        ("ACCOUNT_CHANGE_EXPIRY_SECONDS", "10"),
         ("DJANGO_DEBUG", "maybe"),
         ("LOG_FORMAT", "xml"),
         ("METRICS_TOKEN", "too-short"),
@@ -55,6 +56,18 @@ def test_production_without_a_secret_key_refuses_to_start():
     result = _start(DJANGO_DEBUG="false", DJANGO_SECRET_KEY="")
     assert result.returncode != 0
     assert "DJANGO_SECRET_KEY must be set" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("keys", "said"),
+    [
+        ("", "SPEND_PERMISSION_KEYS must be set when DJANGO_DEBUG is false"),
+        ("not-a-fernet-key", "each key must be a Fernet key"),
+    ],
+)
+def test_production_without_spend_permission_keys_refuses_to_start(keys, said):
+    result = _start(DJANGO_DEBUG="false", DJANGO_SECRET_KEY="k" * 60, SPEND_PERMISSION_KEYS=keys)
+    assert result.returncode != 0 and said in result.stderr
 
 
 def test_the_defaults_start_on_embedded_components():

@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from cryptography.fernet import Fernet
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import RequestFactory
@@ -28,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION = {
     "DJANGO_DEBUG": "false",
     "DJANGO_SECRET_KEY": "x" * 10 + secrets.token_urlsafe(50),
+    "SPEND_PERMISSION_KEYS": Fernet.generate_key().decode(),
     "DJANGO_ALLOWED_HOSTS": "picnic.example",
     "PUBLIC_BASE_URL": "https://picnic.example",
     "WEBAUTHN_ORIGIN": "https://picnic.example",

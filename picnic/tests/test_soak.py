@@ -31,6 +31,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 from django.conf import settings
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -238,6 +239,7 @@ def system(tmp_path):
             "CELERY_QUEUE_PREFIX": prefix,
             "DJANGO_DEBUG": "false",
             "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+            "SPEND_PERMISSION_KEYS": Fernet.generate_key().decode(),
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
             "DJANGO_STATIC_MANIFEST": "false",  # the API only: no collectstatic needed
             "PICNIC_VAR_DIR": str(tmp_path / "var"),

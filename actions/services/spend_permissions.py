@@ -1,0 +1,643 @@
+"""Spending permissions: an agent spends within limits the user signed once.
+
+An agent asks (`spend_permission_request`, the MCP tool `request_spend_permission`): the
+request is checked whole, a session key is made for this grant only (sealed at rest,
+session_keys.py), and a `spendGrant` action carries the user operation in which the passkey
+account calls `grantPermission` on itself. The user signs it on the usual signing page; the
+usual submission and reconciliation follow (kinds.SpendGrant), and the permission follows its
+action (`spend_permission_follow`): granting once signed, active once included.
+
+Under an active permission, a `transfer` of the permission's agent, token, recipient and
+window that the chain's `spendable` covers is signed by the server with the session key
+(`transfer_under_permission`): the op calls `executePermitted`, which the contract checks
+again (allowance per period, window, recipient) and records. Anything else falls back to the
+passkey with the reason.
+
+Revoking (the user's page, or disconnecting the agent) destroys the session key at once, then
+a `spendRevoke` action calls `revokePermission` on chain with one passkey signature. The sweep
+(beat) ends permissions past their expiry and follows grants and revocations whose action
+ended outside the worker (expired, rejected)."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import transaction
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from actions.chain_reads import CHAIN_RPC_ERRORS
+from actions.evm_clients import ChainUnavailable, bundler_client, on_chain
+from actions.models import (
+    PERIOD_SECONDS,
+    SPEND_PERMISSION_LIFECYCLE,
+    SPEND_PERMISSION_LIVE,
+    Action,
+    ActionStatus,
+    ActionType,
+    SmartAccount,
+    SpendPeriod,
+    SpendPermission,
+    Token,
+)
+from actions.presenters import decimal_string
+from actions.services import session_keys
+from actions.services.lifecycle import action_create
+from actions.services.proposals import (
+    ToolError,
+    TransferRequest,
+    _account,
+    _build,
+    _chain,
+    _recipient,
+    _token,
+    _units,
+    passkey_client,
+    propose_transfer,
+    transfer_request,
+    web3,
+)
+from actions.services.spend_follow import (
+    P,
+    permission_transition,
+    spend_permission_destroy_key,
+    spend_permission_follow,
+)
+from actions.services.transitions import action_transition
+from core.chains import chain_name, get_chain
+from core.formats import rfc3339
+from core.lifecycle import Actor, IllegalTransition, create, enqueue_on_commit
+from evm import spend_permission as chain_permission
+from evm.bundler import BundlerError
+
+logger = logging.getLogger(__name__)
+
+UINT160_MAX = 2**160 - 1
+UINT48_MAX = 2**48 - 1
+MAX_RECIPIENTS = 20
+# How far in the past a start may be said (clock skew): it is then "now".
+START_SKEW = timedelta(minutes=5)
+PERIOD_WORDS = {SpendPeriod.DAILY: "day", SpendPeriod.WEEKLY: "week", SpendPeriod.MONTHLY: "month"}
+# Statuses that hold a session key (the others never do: model constraint).
+HOLDS_KEY = SPEND_PERMISSION_LIVE
+
+
+def agent_name(application) -> str:
+    return application.name or application.client_id
+
+
+# --- asking --------------------------------------------------------------------------------
+
+
+def _when(value: str | None, field: str) -> datetime | None:
+    if value in (None, ""):
+        return None
+    parsed = parse_datetime(value) if isinstance(value, str) else None
+    if parsed is None or parsed.tzinfo is None:
+        raise ToolError(
+            f"{field} must be an RFC 3339 date-time with a time zone, like "
+            f"2027-03-31T00:00:00Z, got {value!r}",
+            errors={field: ["not an RFC 3339 date-time with a time zone"]},
+        )
+    return parsed
+
+
+@dataclass(frozen=True)
+class Window:
+    starts_at: datetime
+    expires_at: datetime
+
+
+def _window(starts_at: str | None, expires_at: str | None) -> Window:
+    now = timezone.now()
+    start = _when(starts_at, "starts_at")
+    end = _when(expires_at, "expires_at")
+    if end is None:
+        raise ToolError("expires_at is required: a permission always ends")
+    if start is None or (start < now and start >= now - START_SKEW):
+        start = now
+    if start < now:
+        raise ToolError("starts_at is in the past", errors={"starts_at": ["in the past"]})
+    if end <= now:
+        raise ToolError("expires_at is in the past", errors={"expires_at": ["in the past"]})
+    if end <= start:
+        raise ToolError(
+            "expires_at must be after starts_at", errors={"expires_at": ["before starts_at"]}
+        )
+    if end - start > timedelta(days=settings.SPEND_PERMISSION_MAX_DAYS):
+        raise ToolError(
+            f"a permission lasts at most {settings.SPEND_PERMISSION_MAX_DAYS} days",
+            errors={"expires_at": ["too far"]},
+        )
+    if int(end.timestamp()) > UINT48_MAX:
+        raise ToolError("expires_at is too far in the future")
+    return Window(start, end)
+
+
+def _recipients(names: list[str] | None, any_recipient: bool, chain) -> list[dict]:
+    names = list(names or [])
+    if any_recipient and names:
+        raise ToolError(
+            "give either recipients or any_recipient: true, not both",
+            code="recipients_conflict",
+        )
+    if any_recipient:
+        return []
+    if not names:
+        raise ToolError(
+            "recipients is empty: name at least one recipient (0x address or ENS name), or set "
+            "any_recipient: true to allow any",
+            code="recipients_empty",
+            errors={"recipients": ["empty"]},
+        )
+    if len(names) > MAX_RECIPIENTS:
+        raise ToolError(f"at most {MAX_RECIPIENTS} recipients")
+    resolved: dict[str, dict] = {}
+    for name in names:
+        address, shown = _recipient(name, chain)
+        resolved.setdefault(address.lower(), {"address": address, "name": shown})
+    return list(resolved.values())
+
+
+def recipients_text(recipients: list[dict]) -> str:
+    """merchant.eth (0x…full…), 0x…: the name next to the full address."""
+    return ", ".join(
+        f"{r['name']} ({r['address']})" if r.get("name") else r["address"] for r in recipients
+    )
+
+
+def permission_sentence(permission: SpendPermission) -> str:
+    """The permission in plain words (English; the pages translate their own)."""
+    to = recipients_text(permission.recipients) if not permission.any_recipient else "anyone"
+    return (
+        f"{agent_name(permission.application)} may send up to {permission.allowance} "
+        f"{permission.token.symbol} per {PERIOD_WORDS[permission.period]} to {to} until "
+        f"{permission.expires_at:%d %b %Y %H:%M} UTC"
+    )
+
+
+def spend_permission_request(
+    *,
+    user,
+    application,
+    asset_id: str,
+    amount: str,
+    period: str,
+    expires_at: str,
+    recipients: list[str] | None = None,
+    any_recipient: bool = False,
+    starts_at: str | None = None,
+    purpose: str = "",
+    name: str = "",
+) -> Action:
+    """Check the request whole, then propose the grant (a `spendGrant` action) and record the
+    permission `requested`. Nothing is installed until the user signs."""
+    if period not in SpendPeriod.values:
+        raise ToolError(f"period must be one of {', '.join(SpendPeriod.values)}, got {period!r}")
+    token = _token(asset_id)
+    value, units = _units(amount, token.decimals)
+    if units > UINT160_MAX:
+        raise ToolError(
+            "amount is too large for a permission (more than 2**160 - 1 units per period)",
+            errors={"amount": ["too large"]},
+        )
+    window = _window(starts_at, expires_at)
+    chain = _chain(token.chain_id)
+    listed = _recipients(recipients, any_recipient, chain)
+    open_count = SpendPermission.objects.filter(
+        user=user, application=application, status__in=SPEND_PERMISSION_LIVE
+    ).count()
+    if open_count >= settings.SPEND_PERMISSIONS_PER_AGENT:
+        raise ToolError(
+            f"this agent already holds {open_count} open permissions on this account (the most "
+            "allowed): the user must revoke one first",
+            code="too_many_permissions",
+        )
+    account = _account(user, chain)
+    session_address, session_key = chain_permission.new_session_key()
+    permission_id = chain_permission.permission_id()
+    name = (name or purpose or f"{value} {token.symbol} per {PERIOD_WORDS[period]}")[:100]
+    params = {
+        "asset_id": token.asset_id,
+        "symbol": token.symbol,
+        "allowance": str(value),
+        "units": str(units),
+        "period": period,
+        "recipients": listed,
+        "any_recipient": bool(any_recipient),
+        "starts_at": rfc3339(window.starts_at),
+        "expires_at": rfc3339(window.expires_at),
+        "purpose": purpose,
+        "name": name,
+        "permission_id": "0x" + permission_id.hex(),
+        "session_key": session_address,
+    }
+    with on_chain(chain):
+        client = passkey_client(web3(chain.id), account)
+        try:
+            grant = chain_permission.grant_call(
+                client,
+                permission_id=permission_id,
+                session_key=session_address,
+                token=token.address,
+                allowance=units,
+                period_seconds=PERIOD_SECONDS[period],
+                start=int(window.starts_at.timestamp()),
+                end=int(window.expires_at.timestamp()),
+                recipients=[r["address"] for r in listed],
+                any_recipient=bool(any_recipient),
+            )
+        except chain_permission.InvalidGrant as exc:  # what the contract would refuse
+            raise ToolError(str(exc)) from None
+        op = _build(client, grant, params, chain=chain)
+    to = recipients_text(listed) if listed else "anyone"
+    summary = (
+        f"{agent_name(application)} may send up to {value} {token.symbol} per "
+        f"{PERIOD_WORDS[period]} to {to} on {chain_name(chain.id)} until "
+        f"{window.expires_at:%d %b %Y %H:%M} UTC, without asking you each time"
+    )
+    with transaction.atomic():
+        action = action_create(
+            user=user,
+            application=application,
+            type=ActionType.SPEND_GRANT,
+            summary=summary,
+            chain_id=chain.id,
+            smart_account=account.address,
+            params=params,
+            user_op=op,
+            entry_point_version=account.entry_point_version,
+        )
+        permission = create(
+            lifecycle=SPEND_PERMISSION_LIFECYCLE,
+            actor=Actor.agent(),
+            detail=f"asked by {agent_name(application)}: {purpose}"[:2000],
+            values={
+                "user": user,
+                "account": account,
+                "chain_id": chain.id,
+                "token": token,
+                "application": application,
+                "name": name,
+                "purpose": purpose,
+                "allowance_units": str(units),
+                "allowance": str(value),
+                "period": period,
+                "recipients": listed,
+                "any_recipient": bool(any_recipient),
+                "starts_at": window.starts_at,
+                "expires_at": window.expires_at,
+                "permission_id": "0x" + permission_id.hex(),
+                "session_key_address": session_address,
+                "session_key_encrypted": session_keys.seal(session_key),
+                "grant_action": action,
+            },
+        )
+        Action.objects.filter(pk=action.pk).update(spend_permission=permission)
+        action.spend_permission = permission
+    return action
+
+
+# --- revoking ----------------------------------------------------------------------------------
+
+
+def spend_permissions_revoke(*, user, permission_ids, actor: Actor, why: str) -> list[Action]:
+    """Destroy the keys at once, then propose one revocation per chain (one user operation
+    calling `revokePermission` for each, batched) for the permissions granted on chain. A grant
+    not yet signed is withdrawn instead. Returns the revoke actions to sign."""
+    permissions = list(
+        SpendPermission.objects.select_related("account__passkey", "application", "token")
+        .filter(user=user, pk__in=list(permission_ids))
+        .exclude(status__in=(P.REVOKED, P.EXPIRED, P.DECLINED, P.FAILED))
+    )
+    on_chain_now: dict[int, list[SpendPermission]] = {}
+    for permission in permissions:
+        with transaction.atomic():
+            spend_permission_destroy_key(permission=permission, actor=actor, why=why)
+        if permission.status == P.REQUESTED and permission.grant_action_id:
+            try:
+                action_transition(
+                    action_id=permission.grant_action_id,
+                    to=ActionStatus.REJECTED,
+                    actor=actor,
+                    only_from={ActionStatus.PROPOSED},
+                    detail=f"withdrawn: {why}",
+                )
+            except IllegalTransition:
+                pass
+            spend_permission_follow(permission)
+            continue
+        if permission.status in (P.ACTIVE, P.REVOKING):
+            on_chain_now.setdefault(permission.chain_id, []).append(permission)
+    return [
+        _revoke_action(user=user, permissions=group, actor=actor) for group in on_chain_now.values()
+    ]
+
+
+def _revoke_action(*, user, permissions: list[SpendPermission], actor: Actor) -> Action:
+    account: SmartAccount = permissions[0].account
+    chain = get_chain(account.chain_id)
+    calls = [chain_permission.revoke_data(permission_id=p.permission_id) for p in permissions]
+    params = {
+        "permission_ids": [p.permission_id for p in permissions],
+        "names": [p.name for p in permissions],
+    }
+    with on_chain(chain):
+        client = passkey_client(web3(chain.id), account)
+        call = (
+            client.execute(client.address, 0, calls[0])
+            if len(calls) == 1
+            else client.execute_batch([(client.address, 0, c) for c in calls])
+        )
+        op = _build(client, call, params, chain=chain)
+    names = ", ".join(f"“{p.name}” ({agent_name(p.application)})" for p in permissions)
+    with transaction.atomic():
+        action = action_create(
+            user=user,
+            application=permissions[0].application,
+            type=ActionType.SPEND_REVOKE,
+            summary=f"Revoke the spending permission{'s' if len(permissions) > 1 else ''} {names}",
+            chain_id=chain.id,
+            smart_account=account.address,
+            params=params,
+            user_op=op,
+            entry_point_version=account.entry_point_version,
+            actor=actor,
+        )
+        for permission in permissions:
+            if permission.status == P.ACTIVE:
+                permission_transition(
+                    permission_id=permission.pk,
+                    to=P.REVOKING,
+                    actor=actor,
+                    expected=P.ACTIVE,
+                    updates={"revoke_action": action},
+                    detail="revocation proposed: waiting for the user's passkey",
+                )
+            else:
+                SpendPermission.objects.filter(pk=permission.pk).update(revoke_action=action)
+        if len(permissions) == 1:
+            Action.objects.filter(pk=action.pk).update(spend_permission=permissions[0])
+    return action
+
+
+def spend_permissions_agent_disconnected(*, user, application_id) -> list[Action]:
+    """The user disconnected an agent: its keys destroyed, its grants revoked."""
+    ids = SpendPermission.objects.filter(
+        user=user, application_id=application_id, status__in=(*SPEND_PERMISSION_LIVE, P.REVOKING)
+    ).values_list("pk", flat=True)
+    return spend_permissions_revoke(
+        user=user,
+        permission_ids=list(ids),
+        actor=Actor.end_user(user),
+        why="the user disconnected the agent",
+    )
+
+
+# --- spending under a permission -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Remaining:
+    units: int | None  # None: the chain could not be read
+    period_ends_at: datetime | None
+    error: str = ""
+
+
+def remaining(permission: SpendPermission) -> Remaining:
+    """What is left of this period's allowance, read from the chain."""
+    if permission.status != P.ACTIVE:
+        return Remaining(0, None)
+    chain = get_chain(permission.chain_id)
+    try:
+        with on_chain(chain):
+            left = chain_permission.spendable(
+                web3(chain.id), permission.account.address, permission.permission_id
+            )
+    except (ChainUnavailable, *CHAIN_RPC_ERRORS) as exc:  # shown as such, never guessed
+        logger.warning("spendable of %s not readable: %r", permission.pk, exc)
+        return Remaining(None, None, error=f"{chain.name} could not be read")
+    ends = left.period_ends_at
+    return Remaining(int(left.remaining), datetime.fromtimestamp(ends, tz=UTC) if ends else None)
+
+
+def amount_text(units: int, token: Token) -> str:
+    return f"{Decimal(decimal_string(units, token.decimals)):f} {token.symbol}"
+
+
+def _this_period(period: str) -> str:
+    return {"daily": "today's", "weekly": "this week's", "monthly": "this month's"}[period]
+
+
+def permission_for_transfer(
+    *, user, application, token: Token, recipient: str, recipient_shown: str, units: int
+) -> tuple[SpendPermission | None, str]:
+    """The agent's active permission that covers this transfer, or (None, why not) — "" when
+    the agent holds no permission for this token at all."""
+    candidates = list(
+        SpendPermission.objects.select_related("account", "token", "application").filter(
+            user=user,
+            application=application,
+            token=token,
+            status__in=(P.ACTIVE, P.REVOKING, P.GRANTING),
+        )
+    )
+    if not candidates:
+        return None, ""
+    now = timezone.now()
+    reasons = []
+    for permission in candidates:
+        if permission.status != P.ACTIVE or not permission.has_key:
+            reasons.append(
+                f"the permission “{permission.name}” is being revoked"
+                if permission.status == P.REVOKING or not permission.has_key
+                else f"the permission “{permission.name}” is not granted on chain yet"
+            )
+            continue
+        if permission.expires_at <= now:
+            reasons.append("the permission expired")
+            continue
+        if permission.starts_at > now:
+            reasons.append(f"the permission starts at {rfc3339(permission.starts_at)}")
+            continue
+        listed = {r["address"].lower() for r in permission.recipients}
+        if not permission.any_recipient and recipient.lower() not in listed:
+            reasons.append(f"{recipient_shown} is not in the permission's recipients")
+            continue
+        left = remaining(permission)
+        if left.units is None:
+            reasons.append(f"the permission's remaining allowance could not be read: {left.error}")
+            continue
+        if units > left.units:
+            reasons.append(
+                f"over {_this_period(permission.period)} remaining {amount_text(left.units, token)}"
+            )
+            continue
+        return permission, ""
+    return None, "; ".join(reasons)
+
+
+def transfer_under_permission(
+    *, permission: SpendPermission, user, application, request: TransferRequest, params: dict
+) -> Action | None:
+    """Build the op that calls `executePermitted`, sign it with the session key and hand it
+    to the submission. None (with params["permission_note"]) when the key is gone or the
+    bundler's simulation refuses it: the caller then falls back to the passkey."""
+    recipient, units, summary = request.recipient, request.units, request.summary
+    account = permission.account
+    chain = get_chain(permission.chain_id)
+    try:
+        key = session_keys.unseal(permission.session_key_encrypted)
+    except session_keys.SessionKeyUnavailable as exc:
+        params["permission_note"] = str(exc)
+        return None
+    with on_chain(chain):
+        session = chain_permission.SessionKeyAccount(
+            web3(chain.id),
+            account.address,
+            bytes.fromhex(permission.permission_id[2:]),
+            key,
+            version=account.entry_point_version,
+        )
+        bundler = bundler_client(chain.id, timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10))
+        try:
+            # A lane of the permission's own nonce key per spend (the account takes a session
+            # key's op only on that key): concurrent spends are all valid ops and the
+            # contract, not the nonce, decides which fit the period's allowance. The
+            # estimate simulates the transfer: a spend the contract would refuse stops here.
+            lane = chain_permission.nonce_key_for(permission.permission_id, secrets.randbits(32))
+            op = session.build_spend(bundler, to=recipient, amount=units, nonce_key=lane)
+        except BundlerError as exc:
+            params["permission_note"] = f"the permission does not cover it on chain: {exc}"
+            return None
+    agent = agent_name(application)
+    with transaction.atomic():
+        action = action_create(
+            user=user,
+            application=application,
+            type=ActionType.TRANSFER,
+            summary=summary,
+            chain_id=chain.id,
+            smart_account=account.address,
+            params={**params, "spend_permission": str(permission.pk)},
+            user_op=op,
+            entry_point_version=account.entry_point_version,
+        )
+        signature = chain_permission.sign_with_session_key(
+            action.user_op_hash, key, permission_id=permission.permission_id
+        )
+        action = action_transition(
+            action_id=action.pk,
+            to=ActionStatus.SIGNED,
+            actor=Actor.system(),
+            only_from={ActionStatus.PROPOSED},
+            updates={
+                "user_op": {**action.user_op, "signature": signature},
+                "spend_permission": permission,
+            },
+            detail=f"signed by permission {permission.name} for {agent}",
+        )
+        enqueue_on_commit("actions.tasks.action_submit", action.pk)
+    return action
+
+
+def transfer_propose(*, user, application, asset_id: str, amount: str, to: str) -> Action:
+    """transfer: under the agent's active spending permission that covers it, signed by its
+    session key with no prompt; otherwise proposed for the passkey, saying why not."""
+    request = transfer_request(asset_id=asset_id, amount=amount, to=to)
+    permission, note = permission_for_transfer(
+        user=user,
+        application=application,
+        token=request.token,
+        recipient=request.recipient,
+        recipient_shown=request.name or request.recipient,
+        units=request.units,
+    )
+    if permission is not None:
+        params = request.params()
+        action = transfer_under_permission(
+            permission=permission,
+            user=user,
+            application=application,
+            request=request,
+            params=params,
+        )
+        if action is not None:
+            return action
+        note = params.get("permission_note", "")
+    return propose_transfer(
+        user=user, application=application, request=request, permission_note=note
+    )
+
+
+# --- reads -----------------------------------------------------------------------------------
+
+
+def permission_payload(permission: SpendPermission, *, with_remaining: bool = True) -> dict:
+    left = remaining(permission) if with_remaining and permission.status == P.ACTIVE else None
+    spends = permission.actions.filter(type=ActionType.TRANSFER).order_by("-created_at")[:50]
+    return {
+        "permission_id": str(permission.pk),
+        "name": permission.name,
+        "purpose": permission.purpose,
+        "status": permission.status,
+        "chain_id": permission.chain_id,
+        "asset_id": permission.token.asset_id,
+        "symbol": permission.token.symbol,
+        "allowance": permission.allowance,
+        "period": permission.period,
+        "recipients": [
+            {"address": r["address"], "name": r.get("name") or None} for r in permission.recipients
+        ],
+        "any_recipient": permission.any_recipient,
+        "starts_at": rfc3339(permission.starts_at),
+        "expires_at": rfc3339(permission.expires_at),
+        "remaining": decimal_string(left.units, permission.token.decimals)
+        if left and left.units is not None
+        else None,
+        "period_ends_at": rfc3339(left.period_ends_at) if left and left.period_ends_at else None,
+        "remaining_error": (left.error or None) if left else None,
+        "spends": [
+            {
+                "action_id": str(a.pk),
+                "amount": a.params.get("amount", ""),
+                "to": a.params.get("to", ""),
+                "status": a.status,
+                "created_at": rfc3339(a.created_at),
+            }
+            for a in spends
+        ],
+    }
+
+
+def spend_permissions_for_agent(*, user, application) -> list[dict]:
+    """get_spend_permissions: the calling agent's own permissions only."""
+    permissions = SpendPermission.objects.select_related("token", "account", "application").filter(
+        user=user, application=application
+    )
+    return [permission_payload(spend_permission_follow(p)) for p in permissions[:50]]
+
+
+def spend_permissions_for_user(*, user) -> list[SpendPermission]:
+    return list(
+        SpendPermission.objects.select_related("token", "account", "application")
+        .filter(user=user)
+        .order_by("-created_at")[:100]
+    )
+
+
+def revoke_sign_path(action: Action) -> str:
+    return reverse("sign", args=[action.pk])
+
+
+def on_agent_disconnected(sender, *, user, application_id, **kwargs) -> str | None:
+    """Receiver of core.agents.agent_disconnected: the agent's keys destroyed at once, its
+    grants revoked on chain (the page to sign the revocation is where the user goes next)."""
+    actions = spend_permissions_agent_disconnected(user=user, application_id=application_id)
+    return revoke_sign_path(actions[0]) if actions else None

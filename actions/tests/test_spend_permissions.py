@@ -1,0 +1,289 @@
+"""Spending permissions without a chain: the request checked whole (4xx with the reason,
+nothing installed), the lifecycle following its grant and revoke actions, the session key
+sealed at rest and destroyed whenever a grant ends, the expiry sweep, and one agent never
+seeing nor using another's permission. The chain side is test_spend_permissions_chain.py."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from cryptography.fernet import Fernet
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from actions.models import (
+    Action,
+    ActionStatus,
+    SpendPermission,
+    SpendPermissionStatus,
+)
+from actions.services import session_keys
+from actions.services.spend_follow import spend_permission_follow, spend_permissions_sweep
+from actions.services.spend_permissions import (
+    permission_for_transfer,
+    spend_permissions_revoke,
+)
+from actions.services.transitions import action_transition
+from actions.tests.factories import (
+    MERCHANT,
+    made_up_address,
+    make_offline_wallet,
+    make_permission,
+)
+from core.formats import rfc3339
+from core.lifecycle import Actor
+from evm import spend_permission as chain_permission
+
+pytestmark = pytest.mark.django_db
+
+P = SpendPermissionStatus
+USDC = f"eip155:31337/erc20:{made_up_address('USDC')}"
+PATH = "/api/v1/actions/request_spend_permission"
+
+
+@pytest.fixture
+def wallet(user, monkeypatch):
+    return make_offline_wallet(user, monkeypatch)
+
+
+@pytest.fixture
+def token(user, application, make_token):
+    return make_token(user, application, scope="read:actions write:actions")
+
+
+def _in(days: float) -> str:
+    return rfc3339(timezone.now() + timedelta(days=days))
+
+
+def _ask(api_client, token, **overrides):
+    body = {
+        "asset_id": USDC,
+        "amount": "50",
+        "period": "weekly",
+        "recipients": [MERCHANT],
+        "expires_at": _in(30),
+        "purpose": "the weekly groceries",
+    }
+    body.update(overrides)
+    return api_client.post(PATH, token, {k: v for k, v in body.items() if v is not None})
+
+
+@pytest.mark.parametrize(
+    ("overrides", "status", "said"),
+    [
+        ({"asset_id": "eip155:31337/erc20:0x" + "99" * 20}, 400, "Unknown token"),
+        ({"amount": "-5"}, 400, "amount"),
+        ({"amount": "0"}, 400, "greater than zero"),
+        ({"amount": str(2**160)}, 400, "too large for a permission"),
+        ({"expires_at": _in(-1)}, 400, "expires_at is in the past"),
+        ({"starts_at": _in(10), "expires_at": _in(5)}, 400, "expires_at must be after starts_at"),
+        ({"starts_at": _in(-2)}, 400, "starts_at is in the past"),
+        ({"expires_at": "next tuesday"}, 400, "RFC 3339"),
+        ({"expires_at": _in(4000)}, 400, "at most 366 days"),
+        ({"recipients": []}, 400, "recipients is empty"),
+        ({"recipients": None}, 400, "recipients is empty"),
+        ({"any_recipient": True}, 400, "not both"),
+        ({"recipients": ["a_b.eth"]}, 400, "not a valid ENS name"),
+        ({"recipients": ["0x" + "00" * 20]}, 400, "zero address"),
+        ({"period": "hourly"}, 400, "period"),
+    ],
+)
+def test_a_malformed_request_is_refused_with_its_reason_and_installs_nothing(
+    wallet, api_client, token, overrides, status, said
+):
+    response = _ask(api_client, token, **overrides)
+    assert response.status_code == status, response.content
+    assert said in response.content.decode()
+    assert not SpendPermission.objects.exists()
+    assert not Action.objects.exists()
+
+
+def test_the_grant_follows_its_action_and_a_grant_that_ends_destroys_its_key(
+    wallet, user, application
+):
+    permission = make_permission(
+        user=user, application=application, account=wallet, status=P.REQUESTED
+    )
+    grant = permission.grant_action
+    action_transition(action_id=grant.pk, to=ActionStatus.SIGNED, actor=Actor.end_user(user))
+    assert spend_permission_follow(permission).status == P.GRANTING
+    action_transition(action_id=grant.pk, to=ActionStatus.SUBMITTED, actor=Actor.worker())
+    action_transition(
+        action_id=grant.pk,
+        to=ActionStatus.FAILED,
+        actor=Actor.worker(),
+        updates={"error": "AA23 reverted"},
+    )
+    permission = spend_permission_follow(permission)
+    assert permission.status == P.FAILED and permission.error == "AA23 reverted"
+    assert permission.session_key_encrypted == "" and permission.key_destroyed_at
+    assert [h.status for h in permission.history.order_by("pk")] == [
+        P.REQUESTED,
+        P.GRANTING,
+        P.FAILED,
+    ]
+
+
+def test_an_executed_grant_makes_the_permission_active(wallet, user, application):
+    permission = make_permission(
+        user=user, application=application, account=wallet, status=P.REQUESTED
+    )
+    Action.objects.filter(pk=permission.grant_action_id).update(
+        status=ActionStatus.EXECUTED, tx_hash="0x" + "ee" * 32, block_number=7
+    )
+    permission = spend_permission_follow(permission)
+    assert permission.status == P.ACTIVE and permission.granted_at and permission.has_key
+    assert permission.history.order_by("-pk").first().detail.startswith("granted on chain")
+
+
+def test_an_unsigned_grant_is_declined_by_the_sweep(wallet, user, application):
+    permission = make_permission(
+        user=user, application=application, account=wallet, status=P.REQUESTED
+    )
+    action_transition(
+        action_id=permission.grant_action_id, to=ActionStatus.EXPIRED, actor=Actor.system()
+    )
+    assert spend_permissions_sweep() == 1
+    permission.refresh_from_db()
+    assert permission.status == P.DECLINED and not permission.has_key
+
+
+def test_the_sweep_expires_a_permission_past_its_end_and_destroys_its_key(
+    wallet, user, application
+):
+    permission = make_permission(user=user, application=application, account=wallet)
+    later = permission.expires_at + timedelta(seconds=1)
+    assert spend_permissions_sweep(now=later) == 1
+    permission.refresh_from_db()
+    assert permission.status == P.EXPIRED and permission.session_key_encrypted == ""
+    row = permission.history.order_by("-pk").first()
+    assert row.actor_kind == "system" and "session key is destroyed" in row.detail
+    assert spend_permissions_sweep(now=later) == 0  # once
+
+
+def test_an_ended_permission_cannot_hold_a_key(wallet, user, application):
+    permission = make_permission(user=user, application=application, account=wallet)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        SpendPermission.objects.filter(pk=permission.pk).update(status=P.REVOKED)
+
+
+def test_the_session_key_is_sealed_with_the_configured_keys_and_rotates(settings):
+    _, key = chain_permission.new_session_key()
+    sealed = session_keys.seal(key)
+    assert key.hex() not in sealed and session_keys.unseal(sealed) == key
+    # A new key first: old tokens still open, new ones are sealed with the new key.
+    settings.SPEND_PERMISSION_KEYS = [
+        Fernet.generate_key().decode(),
+        *settings.SPEND_PERMISSION_KEYS,
+    ]
+    assert session_keys.unseal(sealed) == key
+    settings.SPEND_PERMISSION_KEYS = [Fernet.generate_key().decode()]
+    with pytest.raises(session_keys.SessionKeyUnavailable, match="cannot be decrypted"):
+        session_keys.unseal(sealed)
+    with pytest.raises(session_keys.SessionKeyUnavailable, match="destroyed"):
+        session_keys.unseal("")
+
+
+def test_a_transfer_outside_the_permission_says_why(wallet, user, application, make_application):
+    permission = make_permission(user=user, application=application, account=wallet)
+    usdc = permission.token
+    found, why = permission_for_transfer(
+        user=user,
+        application=application,
+        token=usdc,
+        recipient="0x" + "77" * 20,
+        recipient_shown="merchant2.eth",
+        units=1,
+    )
+    assert found is None and why == "merchant2.eth is not in the permission's recipients"
+    # Another agent holds nothing here: no permission, and no reason naming another's.
+    other = make_application("other-agent")
+    assert permission_for_transfer(
+        user=user,
+        application=other,
+        token=usdc,
+        recipient=MERCHANT,
+        recipient_shown=MERCHANT,
+        units=1,
+    ) == (None, "")
+    SpendPermission.objects.filter(pk=permission.pk).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert permission_for_transfer(
+        user=user,
+        application=application,
+        token=usdc,
+        recipient=MERCHANT,
+        recipient_shown=MERCHANT,
+        units=1,
+    ) == (None, "the permission expired")
+
+
+def test_an_agent_reads_only_its_own_permissions(
+    wallet, user, application, make_application, make_token, api_client
+):
+    make_permission(user=user, application=application, account=wallet, status=P.REQUESTED)
+    other = make_application("other-agent")
+    mine = api_client.get("/api/v1/spend-permissions", make_token(user, application)).json()
+    theirs = api_client.get("/api/v1/spend-permissions", make_token(user, other)).json()
+    assert [p["name"] for p in mine["permissions"]] == ["groceries"]
+    assert mine["permissions"][0]["status"] == "requested"
+    assert "session" not in str(mine)
+    assert theirs == {"permissions": []}
+
+
+def test_revoking_a_grant_not_yet_signed_withdraws_it_and_destroys_the_key(
+    wallet, user, application
+):
+    permission = make_permission(
+        user=user, application=application, account=wallet, status=P.REQUESTED
+    )
+    actions = spend_permissions_revoke(
+        user=user, permission_ids=[permission.pk], actor=Actor.end_user(user), why="test"
+    )
+    assert actions == []  # nothing on chain to revoke
+    permission.refresh_from_db()
+    assert permission.status == P.DECLINED and not permission.has_key
+    assert Action.objects.get(pk=permission.grant_action_id).status == ActionStatus.REJECTED
+    details = [h.detail for h in permission.history.order_by("pk")]
+    assert "session key destroyed: test" in details
+
+
+def test_disconnecting_an_agent_ends_only_its_permissions(
+    wallet, user, application, make_application, client
+):
+    mine = make_permission(user=user, application=application, account=wallet, status=P.REQUESTED)
+    other_app = make_application("other-agent")
+    theirs = make_permission(user=user, application=other_app, account=wallet, status=P.REQUESTED)
+    client.force_login(user)
+    response = client.post(f"/agents/{application.pk}/revoke")
+    assert response.status_code == 302
+    mine.refresh_from_db()
+    theirs.refresh_from_db()
+    assert mine.status == P.DECLINED and not mine.has_key
+    assert theirs.status == P.REQUESTED and theirs.has_key
+
+
+def test_staff_see_permissions_but_never_the_key(wallet, user, application, staff_client):
+    permission = make_permission(user=user, application=application, account=wallet)
+    for url in (
+        "/admin/actions/spendpermission/",
+        f"/admin/actions/spendpermission/{permission.pk}/change/",
+        f"/staff/spend-permissions/{permission.pk}/",
+    ):
+        page = staff_client.get(url)
+        assert page.status_code == 200, url
+        assert permission.session_key_encrypted not in page.content.decode()
+        assert "groceries" in page.content.decode()
+
+
+def test_the_user_page_lists_permissions_with_a_revoke_button(wallet, user, application, client):
+    permission = make_permission(
+        user=user, application=application, account=wallet, status=P.REQUESTED
+    )
+    client.force_login(user)
+    page = client.get("/permissions/").content.decode()
+    assert f'id="revoke-{permission.pk}"' in page
+    assert "may send up to 50 USDC per week to merchant.eth" in page
+    assert permission.session_key_encrypted not in page

@@ -1,0 +1,167 @@
+"""Spending permissions on the real chain stack (Hardhat/EDR node, Alto, the passkey account):
+the grant signed once with the passkey, transfers signed by the session key with no prompt,
+one over the allowance falling back to the passkey with the reason, a wrong recipient,
+another agent, the period's rollover (chain time advanced), two spends racing the cap (the
+contract takes what fits, nothing is spent twice) and the revocation."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from actions.models import Action, ActionStatus, SpendPermission, SpendPermissionStatus
+from actions.services.lifecycle import action_reconcile, action_submit
+from actions.services.signing import action_sign
+from actions.services.spend_follow import spend_permission_follow
+from actions.services.spend_permissions import remaining, spend_permissions_revoke
+from chain.dev import mint, token_balance
+from core.formats import rfc3339
+from core.lifecycle import Actor
+from core.testing import wait_until
+
+from .conftest import usdc_id
+
+pytestmark = [pytest.mark.chain, pytest.mark.django_db]
+P = SpendPermissionStatus
+MERCHANT = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"
+OTHER = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"
+USDC = 10**6
+
+
+def _post(api_client, token, tool: str, payload: dict) -> dict:
+    response = api_client.post(f"/api/v1/actions/{tool}", token, payload)
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+def _settle(action_id) -> Action:
+    """Submit (the on-commit task does not run in a test transaction) and reconcile."""
+    action = Action.objects.get(pk=action_id)
+    if action.status == ActionStatus.SIGNED:
+        action_submit(action_id=action.pk)
+
+    def settled():
+        action_reconcile(action_id=action.pk, actor=Actor.worker())
+        current = Action.objects.get(pk=action.pk)
+        return current if current.status not in ("submitted", "broadcast") else None
+
+    return wait_until(settled, timeout=60, interval=0.3)
+
+
+def _passkey_signs(passkey, user, action_id) -> Action:
+    action = Action.objects.get(pk=action_id)
+    assertion = json.dumps(passkey.get_json(bytes.fromhex(action.user_op_hash[2:])))
+    action_sign(action_id=action.pk, user=user, credential_json=assertion)
+    return _settle(action.pk)
+
+
+def test_an_agent_spends_within_its_weekly_allowance_and_no_more(
+    webauthn_settings, make_user_registered, api_client, application, make_application, make_token
+):
+    user, passkey, account, w3 = make_user_registered("spender")
+    mint(w3, "USDC", account.address, 200 * USDC)
+    token = make_token(user, application, scope="read:actions write:actions")
+    grant = _post(
+        api_client,
+        token,
+        "request_spend_permission",
+        {
+            "asset_id": usdc_id(),
+            "amount": "50",
+            "period": "weekly",
+            "recipients": [MERCHANT],
+            "expires_at": rfc3339(timezone.now() + timedelta(days=60)),
+            "purpose": "weekly groceries",
+        },
+    )
+    assert grant["type"] == "spendGrant" and grant["sign_url"]
+    assert _passkey_signs(passkey, user, grant["action_id"]).status == ActionStatus.EXECUTED
+    permission = spend_permission_follow(SpendPermission.objects.get(user=user))
+    assert permission.status == P.ACTIVE
+    assert remaining(permission).units == 50 * USDC
+
+    before = token_balance(w3, "USDC", MERCHANT)
+    for amount in ("20", "20", "5"):
+        answer = _post(
+            api_client, token, "transfer", {"asset_id": usdc_id(), "amount": amount, "to": MERCHANT}
+        )
+        assert answer["sign_url"] is None and answer["status"] == "signed", answer
+        assert answer["signed_by_permission"] == permission.name
+        spent = _settle(answer["action_id"])
+        assert spent.status == ActionStatus.EXECUTED, spent.error
+        assert spent.spend_permission_id == permission.pk
+        assert spent.history.filter(
+            detail=f"signed by permission {permission.name} for {application.name}"
+        ).exists()
+    assert token_balance(w3, "USDC", MERCHANT) - before == 45 * USDC
+
+    over = _post(
+        api_client, token, "transfer", {"asset_id": usdc_id(), "amount": "10", "to": MERCHANT}
+    )
+    assert over["sign_url"] and over["status"] == "proposed"
+    assert over["permission_note"] == "over this week's remaining 5 USDC"
+    assert (
+        "over this week's remaining 5 USDC"
+        in Action.objects.get(pk=over["action_id"]).history.first().detail
+    )
+
+    wrong = _post(
+        api_client, token, "transfer", {"asset_id": usdc_id(), "amount": "1", "to": OTHER}
+    )
+    assert wrong["sign_url"] and "is not in the permission's recipients" in wrong["permission_note"]
+
+    # Another agent of the same user: not its permission, so no prompt-free spend, no note.
+    stranger = make_token(user, make_application("stranger"), scope="read:actions write:actions")
+    theirs = _post(
+        api_client, stranger, "transfer", {"asset_id": usdc_id(), "amount": "1", "to": MERCHANT}
+    )
+    assert theirs["sign_url"] and "permission_note" not in theirs
+    seen = api_client.get("/api/v1/spend-permissions", stranger).json()
+    assert seen == {"permissions": []}
+    mine = api_client.get("/api/v1/spend-permissions", token).json()["permissions"]
+    assert mine[0]["remaining"] == "5" and len(mine[0]["spends"]) == 3
+
+    # A week of chain time later the allowance is whole again, exactly once.
+    w3.provider.make_request("evm_increaseTime", [7 * 86400])
+    w3.provider.make_request("evm_mine", [])
+    assert remaining(permission).units == 50 * USDC
+
+    # Two spends racing the cap: both are valid, signed ops; the contract takes what fits.
+    racing = [
+        _post(
+            api_client, token, "transfer", {"asset_id": usdc_id(), "amount": "30", "to": MERCHANT}
+        )
+        for _ in range(2)
+    ]
+    assert all(r["sign_url"] is None for r in racing)
+    before = token_balance(w3, "USDC", MERCHANT)
+    for r in racing:
+        action_submit(action_id=r["action_id"])
+    ends = sorted(_settle(r["action_id"]).status for r in racing)
+    assert ends == [ActionStatus.EXECUTED, ActionStatus.FAILED]
+    failed = Action.objects.get(
+        pk=next(
+            r["action_id"]
+            for r in racing
+            if Action.objects.get(pk=r["action_id"]).status == "failed"
+        )
+    )
+    assert "allowance" in failed.error
+    assert token_balance(w3, "USDC", MERCHANT) - before == 30 * USDC
+
+    # The user revokes: the key is gone at once, then one passkey signature on chain.
+    [revoke] = spend_permissions_revoke(
+        user=user, permission_ids=[permission.pk], actor=Actor.end_user(user), why="test"
+    )
+    permission.refresh_from_db()
+    assert permission.status == P.REVOKING and not permission.has_key
+    after_key = _post(
+        api_client, token, "transfer", {"asset_id": usdc_id(), "amount": "1", "to": MERCHANT}
+    )
+    assert after_key["sign_url"] and "being revoked" in after_key["permission_note"]
+    assert _passkey_signs(passkey, user, revoke.pk).status == ActionStatus.EXECUTED
+    permission = spend_permission_follow(permission)
+    assert permission.status == P.REVOKED
