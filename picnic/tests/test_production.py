@@ -32,6 +32,7 @@ EXPECTED_QUEUES = {
     "actions.tasks.bridges_reconcile_pending": "chain",
     "actions.tasks.account_change_submit": "chain",
     "actions.tasks.account_changes_process": "chain",
+    "actions.tasks.spend_permissions_sweep": "chain",
     "messaging.tasks.delivery_deliver": "dm",
     "messaging.tasks.deliveries_process_due": "dm",
     "operations.tasks.operation_dispatch": "operations",
