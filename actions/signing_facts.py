@@ -25,6 +25,7 @@ from actions.chain_reads import CHAIN_RPC_ERRORS, token_balance
 from actions.models import Action, ActionStatus, ActionType, Token, TokenTransfer
 from actions.providers.prices import PriceError, prices
 from core import l10n
+from core.agent_logos import agent_logo_url
 from core.chains import Chain, NativeCurrency, UnknownChain, get_chain
 
 _ASSET_ID = re.compile(r"eip155:([1-9][0-9]{0,19})/erc20:(0x[0-9a-fA-F]{40})")
@@ -120,7 +121,8 @@ NEW_AGENT = timedelta(days=7)
 @dataclass(frozen=True)
 class Agent:
     name: OutsideName
-    initial: str  # the monogram shown in place of a logo (logos are other sites' images)
+    initial: str  # the monogram shown until (or unless) we hold the agent's logo
+    logo_url: str | None  # the agent's logo, fetched and served from our own origin
     client_id: str
     connected_at: datetime | None
     first_request: bool  # the first request of an agent connected within NEW_AGENT
@@ -154,6 +156,7 @@ def agent(action: Action) -> Agent | None:
     return Agent(
         name=name,
         initial=(name.shown[:1] or "?").upper(),
+        logo_url=agent_logo_url(application.pk),
         client_id=application.client_id,
         connected_at=connected,
         first_request=new and not earlier,

@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from core.agent_logos import register_logo_lookup
+
 
 class OAuthConfig(AppConfig):
     name = "oauth"
@@ -9,6 +11,7 @@ class OAuthConfig(AppConfig):
 
     def ready(self):
         # In ready(): oauth.services imports the models, which exist only once apps load.
-        from oauth import cimd
+        from oauth import cimd, services
 
         cimd.install_loopback_switch()
+        register_logo_lookup(services.application_logo_shown)

@@ -15,6 +15,12 @@ class ClientProfile(models.Model):
     client_id = models.CharField(max_length=255, unique=True)
     client_uri = models.URLField(max_length=2000, blank=True)
     logo_uri = models.URLField(max_length=2000, blank=True)
+    # The logo as we serve it (oauth/logos.py): our own PNG of the image at logo_uri, its
+    # SHA-256 (the name it is served under, so it is cached forever), and when a fetch was
+    # asked for (one at a time: a page that shows the agent asks only if none was).
+    logo_png = models.BinaryField(null=True, blank=True, editable=False)
+    logo_sha256 = models.CharField(max_length=64, blank=True, db_index=True, editable=False)
+    logo_requested_at = models.DateTimeField(null=True, blank=True, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self):

@@ -22,6 +22,7 @@ from oauth2_provider.views import (
 )
 
 from core import json_input, throttle
+from oauth.logos import logo_uri_allowed
 from oauth.policy import MAX_URI_LENGTH, redirect_uri_problem
 from oauth.services import client_profile_record
 
@@ -108,8 +109,9 @@ def normalised_metadata(data: object) -> dict:
     name = data.get("client_name", "")
     if not isinstance(name, str) or len(name) > MAX_NAME_LENGTH or not name.isprintable():
         raise Refused(f"client_name must be printable text of at most {MAX_NAME_LENGTH} characters")
-    for field in ("client_uri", "logo_uri"):
-        _optional_https(data, field)
+    _optional_https(data, "client_uri")
+    if not logo_uri_allowed(data.get("logo_uri", "https://")):  # http only on loopback, locally
+        _optional_https(data, "logo_uri")
     return {
         "redirect_uris": list(dict.fromkeys(uris)),
         "client_name": name.strip(),

@@ -20,6 +20,12 @@ class ConnectedAgent:
     scopes: list[str]
     connected_at: datetime
     last_used_at: datetime | None
+    logo_url: str | None = None  # set by the page (oauth.services.client_logo_shown)
+
+    @property
+    def initial(self) -> str:
+        """The monogram shown until (or unless) we hold the agent's logo."""
+        return (self.application.name or self.application.client_id or "?")[:1].upper()
 
     @property
     def reads(self) -> list[ScopeWords]:
@@ -32,6 +38,16 @@ class ConnectedAgent:
 
 def client_profile(client_id: str) -> ClientProfile | None:
     return ClientProfile.objects.filter(client_id=client_id).first()
+
+
+def client_logo_png(digest: str) -> bytes | None:
+    """The PNG we keep under SHA-256 `digest` (oauth/logos.py), or None."""
+    if len(digest) != 64:
+        return None
+    png = (
+        ClientProfile.objects.filter(logo_sha256=digest).values_list("logo_png", flat=True).first()
+    )
+    return bytes(png) if png is not None else None
 
 
 def connected_agents(*, user) -> list[ConnectedAgent]:

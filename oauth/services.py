@@ -1,15 +1,26 @@
-"""Writes: a client's self-description, an agent's last use, and revoking an agent."""
+"""Writes: a client's self-description and logo, an agent's last use, and revoking an agent."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db import DatabaseError, transaction
+from django.db.models import Q
+from django.urls import reverse
 from django.utils import timezone
-from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_application_model,
+    get_grant_model,
+    get_refresh_token_model,
+)
 
+from core.lifecycle import enqueue_on_commit
+from oauth import logos
 from oauth.models import AgentUse, ClientProfile
 from oauth.policy import MAX_URI_LENGTH
 
@@ -17,6 +28,9 @@ logger = logging.getLogger(__name__)
 # agent_use_record writes at most this often per process and agent.
 USE_WRITE_SECONDS = 60.0
 _last_written: dict[tuple[int, int], float] = {}
+# A logo that could not be fetched is asked for again at most this often (by a page showing it).
+LOGO_RETRY = timedelta(days=1)
+LOGO_TASK = "oauth.tasks.client_logo_fetch"
 
 
 def _https_uri(value: object) -> str:
@@ -33,15 +47,74 @@ def _https_uri(value: object) -> str:
 
 
 def client_profile_record(*, client_id: str, metadata: dict) -> ClientProfile:
-    """Keep a client's home page and logo from its registration or metadata document."""
-    profile, _ = ClientProfile.objects.update_or_create(
-        client_id=client_id,
-        defaults={
-            "client_uri": _https_uri(metadata.get("client_uri")),
-            "logo_uri": _https_uri(metadata.get("logo_uri")),
-        },
+    """Keep a client's home page and logo from its registration or metadata document. A new
+    logo URL drops the logo we held and has the new one fetched, in the background."""
+    logo = metadata.get("logo_uri")
+    logo = logo if logos.logo_uri_allowed(logo) else ""
+    previous = (
+        ClientProfile.objects.filter(client_id=client_id).values_list("logo_uri", flat=True).first()
     )
+    defaults = {"client_uri": _https_uri(metadata.get("client_uri")), "logo_uri": logo}
+    if logo != previous:
+        defaults |= {
+            "logo_png": None,
+            "logo_sha256": "",
+            "logo_requested_at": timezone.now() if logo else None,
+        }
+    profile, _ = ClientProfile.objects.update_or_create(client_id=client_id, defaults=defaults)
+    if logo and logo != previous:
+        enqueue_on_commit(LOGO_TASK, profile.pk)
     return profile
+
+
+def client_logo_shown(*, profile: ClientProfile | None) -> str | None:
+    """The URL (on our origin) a page shows the client's logo under, or None: the page shows
+    its monogram. A logo not fetched yet is asked for here, once (again after LOGO_RETRY)."""
+    if profile is None or not profile.logo_uri:
+        return None
+    if profile.logo_sha256:
+        return reverse("oauth-agents:logo", args=[profile.logo_sha256])
+    now = timezone.now()
+    asked = (
+        ClientProfile.objects.filter(pk=profile.pk, logo_sha256="", logo_uri=profile.logo_uri)
+        .filter(Q(logo_requested_at__isnull=True) | Q(logo_requested_at__lt=now - LOGO_RETRY))
+        .update(logo_requested_at=now)
+    )
+    if asked:
+        enqueue_on_commit(LOGO_TASK, profile.pk)
+    return None
+
+
+def application_logo_shown(application_id: int) -> str | None:
+    """client_logo_shown for an OAuth application (what core.agent_logos asks)."""
+    client_id = (
+        get_application_model()
+        .objects.filter(pk=application_id)
+        .values_list("client_id", flat=True)
+        .first()
+    )
+    profile = ClientProfile.objects.filter(client_id=client_id).first() if client_id else None
+    return client_logo_shown(profile=profile)
+
+
+def client_logo_fetch(*, profile_id: int) -> bool:
+    """Fetch and re-encode a client's logo (oauth/logos.py) and keep it, unless its logo URL
+    changed meanwhile. A refusal is logged with the client id and keeps the monogram."""
+    profile = ClientProfile.objects.filter(pk=profile_id).only("client_id", "logo_uri").first()
+    if profile is None or not profile.logo_uri:
+        return False
+    try:
+        png = logos.reencode(logos.fetch(profile.logo_uri))
+    except logos.LogoRefused as refusal:
+        logger.warning(
+            "agent logo refused: client %s, %s: %s", profile.client_id, profile.logo_uri, refusal
+        )
+        return False
+    digest = hashlib.sha256(png).hexdigest()
+    kept = ClientProfile.objects.filter(pk=profile.pk, logo_uri=profile.logo_uri).update(
+        logo_png=png, logo_sha256=digest
+    )
+    return kept == 1
 
 
 def agent_use_record(*, user_id: int, application_id: int) -> None:

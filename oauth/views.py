@@ -6,14 +6,15 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from dataclasses import replace
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 from oauth2_provider.exceptions import OAuthToolkitError
 from oauth2_provider.models import get_application_model
 from oauth2_provider.settings import oauth2_settings
@@ -75,17 +76,14 @@ def _source(uri: str) -> str | None:
     return f"{parts.scheme}:" if parts.scheme else None
 
 
-def _consent_csp(redirect_uri: str | None, logo_uri: str | None) -> str:
+def _consent_csp(redirect_uri: str | None) -> str:
     """The site's CSP, widened for this page only: the form's answer redirects to the agent's
-    callback (Chromium applies form-action to that redirect), and the agent's logo loads
-    from its https origin."""
+    callback (Chromium applies form-action to that redirect). Images stay 'self': the
+    agent's logo is served from our origin (agent_logo)."""
     policy = CSP
     target = _source(redirect_uri) if redirect_uri else None
     if target:
         policy = policy.replace("form-action 'self'", f"form-action 'self' {target}")
-    logo = _source(logo_uri) if logo_uri else None
-    if logo and logo.startswith("https://"):
-        policy = policy.replace("img-src 'self' data:", f"img-src 'self' data: {logo}")
     return policy
 
 
@@ -125,10 +123,7 @@ class ConsentView(AuthorizationView):
         response = super().get(request, *args, **kwargs)
         context = getattr(response, "context_data", None) or {}
         if response.status_code == 200 and "application" in context:
-            profile = context.get("profile")
-            response["Content-Security-Policy"] = _consent_csp(
-                context.get("redirect_uri"), profile.logo_uri if profile else None
-            )
+            response["Content-Security-Policy"] = _consent_csp(context.get("redirect_uri"))
         return response
 
     def post(self, request, *args, **kwargs):
@@ -170,6 +165,8 @@ class ConsentView(AuthorizationView):
         source = application.registration_source
         context.update(
             profile=profile,
+            logo_url=services.client_logo_shown(profile=profile),
+            initial=(application.name or application.client_id or "?")[:1].upper(),
             reads=[w for w in words if w.kind == READ],
             acts=[w for w in words if w.kind == ACT],
             # Who vouches for the name: staff (registered in the admin) or the https host of
@@ -220,11 +217,24 @@ class RevocationView(RevokeTokenView):
 
 @login_required
 def connected_agents(request):
-    return render(
-        request,
-        "oauth/connected_agents.html",
-        {"agents": selectors.connected_agents(user=request.user)},
-    )
+    agents = [
+        replace(agent, logo_url=services.client_logo_shown(profile=agent.profile))
+        for agent in selectors.connected_agents(user=request.user)
+    ]
+    return render(request, "oauth/connected_agents.html", {"agents": agents})
+
+
+@require_GET
+def agent_logo(request, digest: str):
+    """An agent's logo as we re-encoded it: named by its hash, so cached for a year."""
+    png = selectors.client_logo_png(digest)
+    if png is None:
+        raise Http404
+    response = HttpResponse(png, content_type="image/png")
+    response["Cache-Control"] = "public, max-age=31536000, immutable"
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response
 
 
 @login_required

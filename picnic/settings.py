@@ -271,6 +271,14 @@ OAUTH2_CIMD_FETCHES_PER_MINUTE = env_int("OAUTH2_CIMD_FETCHES_PER_MINUTE", 30, m
 # Client ID Metadata Documents are fetched from public addresses only. Tests serve one on
 # 127.0.0.1: they set this; nothing else should (it lets a client id point us at loopback).
 OAUTH2_CIMD_ALLOW_LOOPBACK = env_bool("OAUTH2_CIMD_ALLOW_LOOPBACK", False)
+# Agents' logos are fetched by the server and served from this origin (oauth/logos.py): at
+# most this many bytes, within this time, re-encoded as a PNG of at most this many pixels a
+# side. Loopback logo URLs (http allowed) only with AGENT_LOGO_ALLOW_LOOPBACK: local runs and
+# tests; a deployment leaves it off (it would let a client point us at this machine).
+AGENT_LOGO_MAX_BYTES = env_int("AGENT_LOGO_MAX_BYTES", 256 * 1024, minimum=1)
+AGENT_LOGO_TIMEOUT_SECONDS = env_float("AGENT_LOGO_TIMEOUT_SECONDS", 5.0)
+AGENT_LOGO_PIXELS = env_int("AGENT_LOGO_PIXELS", 96, minimum=16)
+AGENT_LOGO_ALLOW_LOOPBACK = env_bool("AGENT_LOGO_ALLOW_LOOPBACK", DEBUG)
 # Named explicitly so our models can point at the (swappable) application model.
 OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
 OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL = "oauth2_provider.AccessToken"
@@ -486,6 +494,7 @@ _TASK_KINDS = {
     "messaging.tasks.deliveries_reap_leases": "housekeeping",
     "actions.tasks.card_purchases_sync_signed_in": "housekeeping",
     "mcp_adapter.tasks.tasks_purge_expired": "housekeeping",
+    "oauth.tasks.client_logo_fetch": "housekeeping",
 }
 CELERY_TASK_ROUTES = {
     name: {"queue": CELERY_QUEUES_BY_KIND[kind]} for name, kind in _TASK_KINDS.items()

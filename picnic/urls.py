@@ -67,6 +67,7 @@ oauth_urlpatterns = [
 agent_urlpatterns = [
     path("", agent_views.connected_agents, name="list"),
     path("<int:application_id>/revoke", agent_views.agent_revoke, name="revoke"),
+    path("logo/<slug:digest>.png", agent_views.agent_logo, name="logo"),
 ]
 
 urlpatterns = [

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django import template
 from django.utils import timezone
@@ -58,7 +58,8 @@ def hours_chart(hours: list[tuple[datetime, int, int]], label: str) -> str:
         bars,
     )
     start = timezone.localtime(hours[0][0]) if hours else None
-    end = timezone.localtime(hours[-1][0] + timedelta(hours=1)) if hours else None
+    # The last bar is the hour in progress: its right edge is now, not the hour's end.
+    end = timezone.localtime() if hours else None
     return format_html(
         '<svg class="chart" viewBox="0 0 {} {}" width="{}" height="{}" role="img" '
         'aria-label="{}">{}</svg><div class="chart-axis"><span>{}</span><span>{}</span></div>',
@@ -69,5 +70,5 @@ def hours_chart(hours: list[tuple[datetime, int, int]], label: str) -> str:
         label,
         body,
         f"{start:%H}:00 yesterday" if start else "",
-        f"now ({end:%H}:00 {end:%Z})" if end else "",
+        f"now ({end:%H:%M} {end:%Z})" if end else "",
     )

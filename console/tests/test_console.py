@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from datetime import timedelta
 
 import pytest
@@ -550,3 +551,11 @@ def test_no_staff_page_shows_a_microsecond_timestamp(staff_client, stuck_all):
         response = staff_client.get(url)
         assert response.status_code == 200, url
         assert not re.search(r"\d\d:\d\d:\d\d\.\d{3,6}", response.text), url
+
+
+def test_the_chart_axis_ends_now_not_at_the_end_of_the_hour(staff_client, stuck_all):
+    text = staff_client.get("/staff/").text
+    before = timezone.localtime()
+    labels = set(re.findall(r"<span>now \((\d\d:\d\d) UTC\)</span>", text))
+    after = timezone.localtime()
+    assert labels and labels <= {f"{before:%H:%M}", f"{after:%H:%M}"}

@@ -30,15 +30,19 @@ def test_the_consent_page_says_who_asks_and_what_it_may_do(code_flow, public_cli
     assert "Registered agent wants to use your Picnic account" in html
     assert 'id="unverified"' in html  # it registered itself
     assert "https://agent.example/" in html
-    assert 'src="https://cdn.agent.example/logo.png"' in html
+    # The logo is not fetched yet (a background task does it): the monogram, and never the
+    # agent's own URL (the page's CSP would block it, and the logo host would see our user).
+    assert "cdn.agent.example" not in html
+    assert '<span class="monogram" aria-hidden="true">R</span>' in html
+    assert ClientProfile.objects.get(client_id=public_client.client_id).logo_requested_at
     assert "The token balances of your smart accounts" in html
     assert "sign it with your passkey" in html
     assert "<strong>127.0.0.1</strong>" in html and "a program running on this computer" in html
-    # The answer redirects to the agent's callback and the logo loads from its origin: this
-    # page's CSP allows exactly those two beyond the site's own.
+    # The answer redirects to the agent's callback: this page's CSP allows that beyond the
+    # site's own, and no image source (a logo we hold is served from our origin).
     csp = page["Content-Security-Policy"]
     assert csp.endswith("form-action 'self' http://127.0.0.1:9999")
-    assert "img-src 'self' data: https://cdn.agent.example;" in csp
+    assert "img-src 'self' data:;" in csp
 
 
 def test_a_client_staff_registered_shows_no_warning(code_flow, public_client):

@@ -43,6 +43,7 @@ EXPECTED_QUEUES = {
     "messaging.tasks.deliveries_reap_leases": "housekeeping",
     "operations.tasks.operations_expire_details": "housekeeping",
     "mcp_adapter.tasks.tasks_purge_expired": "housekeeping",
+    "oauth.tasks.client_logo_fetch": "housekeeping",
 }
 
 

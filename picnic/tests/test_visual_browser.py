@@ -1,5 +1,6 @@
 """Visual tests: the console home, a search, an action timeline in each status family (done,
-failed, in flight, neutral end) and the signing page in en, pt-BR and es, at 390 and 1280 px,
+failed, in flight, neutral end), a DM delivery's and an operation's in each of done, failed
+and in flight, and the signing page in en, pt-BR and es, at 390 and 1280 px,
 light and dark, in Chromium, compared with the committed baselines in picnic/tests/screenshots/
 (at most MAX_CHANGED of the pixels may differ: anti-aliasing, never a layout). What changes
 from run to run (ids, times, ages, the 24 h chart) is masked. The comparison runs in the same
@@ -8,7 +9,12 @@ Chromium (a canvas), so no image library is needed.
 A deliberate change: `PICNIC_UPDATE_BASELINES=1 pytest -m browser picnic/tests/test_visual_browser.py`
 rewrites the baselines (and the docs/img images named in DOCS, unmasked); commit them with the
 change.
-The staff pages also pass axe-core (WCAG 2.2 A/AA), light and dark, as the end-user pages do."""
+The staff pages also pass axe-core (WCAG 2.2 A/AA), light and dark, as the end-user pages do;
+the end-user pages (signing, activity, passkeys, connected agents) pass it in dark mode too.
+
+The agent's logo on the signing page and the connected-agents page is the one the server
+fetched and re-encoded (oauth/logos.py), served from our origin: it loads under the pages'
+strict CSP (img-src 'self' data:), with no CSP violation reported in the console."""
 
 from __future__ import annotations
 
@@ -28,7 +34,16 @@ from actions.tests.test_enduser_pages import transfer
 from chain.stack import free_port
 from core.chains import with_endpoints
 from core.lifecycle import Actor
-from core.testing import chromium_options
+from core.testing import chromium_options, wait_until
+from messaging.models import D
+from messaging.tests.factories import make_delivery, make_social_account
+from oauth.models import ClientProfile
+from oauth.services import client_logo_fetch
+from oauth.tests.logo_server import LogoServer
+from operations.models import Operation
+from operations.services import operation_check, operation_dispatch
+from operations.tests.conftest import local_backend
+from operations.tests.factories import fund, submit_operation
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -41,8 +56,14 @@ LANGUAGES = ("en", "pt-BR", "es")
 MAX_CHANGED = 0.005  # of the pixels
 PIXEL_TOLERANCE = 48  # summed RGB difference a pixel may have and still count as the same
 # What differs from run to run: ids, hashes and times (code, time), copy buttons, ages (the
-# cells with a title), the chart of the last 24 hours and the signing countdown.
-VOLATILE = "code, time, button.copy, td[title], svg.chart, .chart-axis, .time-left-value"
+# cells with a title), the chart of the last 24 hours, the signing countdown, and an
+# operation's measured durations and backend response id (in its history's notes).
+VOLATILE = (
+    "code, time, button.copy, td[title], svg.chart, .chart-axis, .time-left-value, .duration,"
+    ' .history .detail:has-text("resp_")'
+)
+# End-user pages axe checks in dark mode as well (the signing page: every language, 1280 px).
+ENDUSER_DARK = ("/", "/passkeys/", "/agents/")
 # The images the docs show, refreshed from the baselines.
 DOCS = {
     "console-home-1280-light.png": "console-home.png",
@@ -50,6 +71,8 @@ DOCS = {
     "signing-pt-BR-1280-light.png": "enduser-pt-BR-transfer.png",
     "signing-pt-BR-390-dark.png": "signing-pt-BR-390-dark.png",
     "timeline-failed-1280-light.png": "timeline-failed.png",
+    "timeline-delivery-failed-1280-light.png": "timeline-delivery-failed.png",
+    "timeline-operation-failed-1280-light.png": "timeline-operation-failed.png",
 }
 
 COMPARE = """async ([a, b, tolerance]) => {
@@ -104,9 +127,44 @@ def world(live_server, settings, monkeypatch, user, staff_user, application, mak
                 updates=updates if last else None,
             )
         families[family] = action
-    with LocalCoinGeckoServer() as prices:
+    account = make_social_account(member=user)
+    deliveries = {
+        "done": make_delivery(D.CLAIMED, D.SENDING, D.SENT, user=user, application=application, social_account=account, sent={"provider_message_id": "1866000000000000001"}),
+        "failed": make_delivery(D.CLAIMED, D.SENDING, D.FAILED, user=user, application=application, social_account=account, failed={"last_error": "X API 403: this user does not accept Direct Messages from you"}),
+        "flight": make_delivery(D.CLAIMED, D.SENDING, user=user, application=application, social_account=account),
+    }  # fmt: skip
+    fund(user)
+    operations = {"flight": submit_operation(owner=user, application=application)}  # queued
+    with local_backend(settings, work_seconds=0.0):  # done and failed by the local backend
+        for family, text, end in (
+            ("done", "Write a haiku", "succeeded"),
+            ("failed", "[fail] Write a haiku", "failed"),
+        ):
+            operation = submit_operation(owner=user, application=application, input_text=text)
+            operation_dispatch(operation_id=operation.pk)
+            wait_until(lambda pk=operation.pk: _checked(pk) in ("succeeded", "failed"))
+            assert Operation.objects.get(pk=operation.pk).state == end
+            operations[family] = operation
+    # The agent's logo, fetched from its (local) site by the server as registration would.
+    settings.AGENT_LOGO_ALLOW_LOOPBACK = True
+    with LocalCoinGeckoServer() as prices, LogoServer() as logos:
+        profile = ClientProfile.objects.create(
+            client_id=application.client_id, logo_uri=f"{logos.url}/logo.png"
+        )
+        assert client_logo_fetch(profile_id=profile.pk)
         settings.PRICE_API_URL = prices.url
-        yield {"families": families, "sign": transfer(user, application)}
+        yield {
+            "families": families,
+            "deliveries": deliveries,
+            "operations": operations,
+            "sign": transfer(user, application),
+        }
+
+
+def _checked(operation_id) -> str:
+    """The operation's state after one poll of the backend."""
+    operation_check(operation_id=operation_id)
+    return Operation.objects.get(pk=operation_id).state
 
 
 def _session(user) -> str:
@@ -123,6 +181,12 @@ def _pages(world, base: str) -> list[tuple[str, str, str]]:
     ]
     for family, action in world["families"].items():
         pages.append((f"timeline-{family}", "staff", f"{base}/staff/actions/{action.pk}/?live=0"))
+    for family, delivery in world["deliveries"].items():
+        url = f"{base}/staff/deliveries/{delivery.pk}/?live=0"
+        pages.append((f"timeline-delivery-{family}", "staff", url))
+    for family, operation in world["operations"].items():
+        url = f"{base}/staff/operations/{operation.pk}/?live=0"
+        pages.append((f"timeline-operation-{family}", "staff", url))
     for language in LANGUAGES:
         pages.append((f"signing-{language}", language, f"{base}/sign/{world['sign'].pk}/"))
     return pages
@@ -134,7 +198,7 @@ def test_the_pages_look_as_committed_and_staff_pages_pass_axe(world, live_server
 
     base = live_server.url
     sessions = {"staff": _session(staff_user), "user": _session(user)}
-    changed, axe_found, missing = {}, {}, []
+    changed, axe_found, missing, csp_reports, logos = {}, {}, [], [], {}
     BASELINES.mkdir(exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(**chromium_options())
@@ -155,6 +219,7 @@ def test_the_pages_look_as_committed_and_staff_pages_pass_axe(world, live_server
                         session = sessions["staff" if who == "staff" else "user"]
                         context.add_cookies([{"name": "sessionid", "value": session, "url": base}])
                         contexts[key] = context.new_page()
+                        contexts[key].on("console", lambda m: _csp_report(m.text, csp_reports))
                     page = contexts[key]
                     page.goto(url)
                     page.evaluate("document.fonts.ready.then(() => true)")
@@ -163,19 +228,15 @@ def test_the_pages_look_as_committed_and_staff_pages_pass_axe(world, live_server
                     shot = page.screenshot(mask=[volatile], animations="disabled")
                     if UPDATE and file in DOCS:  # the docs show the page as it is
                         page.screenshot(path=str(DOCS_IMG / DOCS[file]), animations="disabled")
-                    # axe: every staff page at 1280 px in light, and the home in dark too.
-                    if (
-                        who == "staff"
-                        and width == 1280
-                        and (scheme == "light" or name == "console-home")
+                    if name.startswith("signing-"):  # the proxied logo, loaded under the CSP
+                        logos[file] = page.locator("#agent-logo").evaluate(LOADED)
+                    # axe: every staff page at 1280 px in light, the home in dark too, and the
+                    # signing page in dark in every language.
+                    if width == 1280 and (
+                        (who == "staff" and (scheme == "light" or name == "console-home"))
+                        or (who != "staff" and scheme == "dark")
                     ):
-                        results = Axe().run(page, options=WCAG_AA)
-                        found = [
-                            (v["id"], [n["target"] for n in v["nodes"]][:3])
-                            for v in results.response["violations"]
-                        ]
-                        if found:
-                            axe_found[file] = found
+                        _axe(Axe, page, file, axe_found)
                     if UPDATE:
                         (BASELINES / file).write_bytes(shot)
                         continue
@@ -188,6 +249,13 @@ def test_the_pages_look_as_committed_and_staff_pages_pass_axe(world, live_server
                     )
                     if ratio > MAX_CHANGED:
                         changed[file] = round(ratio, 4)
+        # The other end-user pages in dark mode (en), the agents page showing the logo too.
+        enduser = contexts[("en", 1280, "dark")]
+        for path in ENDUSER_DARK:
+            enduser.goto(f"{base}{path}")
+            _axe(Axe, enduser, f"{path} dark", axe_found)
+            if path == "/agents/":
+                logos[path] = enduser.locator("#agents img.logo").evaluate(LOADED)
         # The admin index's "not finished" header is one line, not one letter per line.
         admin = contexts[("staff", 1280, "light")]
         admin.goto(f"{base}/admin/")
@@ -195,6 +263,29 @@ def test_the_pages_look_as_committed_and_staff_pages_pass_axe(world, live_server
         assert header["height"] < 40 and header["width"] > 60, header
         browser.close()
     assert axe_found == {}
+    assert csp_reports == []
+    # Every signing page (12) and the agents page drew the 96 px logo from our origin.
+    assert logos == {key: [96, "/agents/logo/"] for key in logos} and len(logos) == 13
     assert missing == [], "no baseline: run with PICNIC_UPDATE_BASELINES=1 and commit them"
     assert changed == {}, "these differ from their baselines (share of pixels changed)"
-    assert len(_pages(world, base)) * len(WIDTHS) * len(SCHEMES) == 36
+    assert len(_pages(world, base)) * len(WIDTHS) * len(SCHEMES) == 60
+
+
+# An image drawn: its natural width and where it came from (the path on our origin).
+LOADED = "i => [i.complete ? i.naturalWidth : 0, new URL(i.src).pathname.slice(0, 13)]"
+
+
+def _csp_report(text: str, reports: list[str]) -> None:
+    """Chromium reports a CSP violation in the console ("Refused to load … because it
+    violates the following Content Security Policy directive")."""
+    if "Content Security Policy" in text:
+        reports.append(text)
+
+
+def _axe(Axe, page, name: str, found: dict) -> None:  # noqa: N803 - the class, imported late
+    results = Axe().run(page, options=WCAG_AA)
+    violations = [
+        (v["id"], [n["target"] for n in v["nodes"]][:3]) for v in results.response["violations"]
+    ]
+    if violations:
+        found[name] = violations
