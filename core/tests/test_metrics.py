@@ -264,8 +264,9 @@ def test_the_scrape_costs_the_same_queries_whatever_the_row_count(
 ):
     from mcp_adapter.tests.conftest import make_action
 
-    # Per lifecycle (four) one GROUP BY and one stuck count, then the credits: 2 × 4 + 1.
-    queries = 2 * 4 + 1
+    # Per lifecycle (five) one GROUP BY, one stuck count for each of the four with a stuck
+    # selector (spend permissions have none), then the credits.
+    queries = 5 + 4 + 1
     queue()
     make_action(user, application)
     with django_assert_num_queries(queries):

@@ -48,7 +48,7 @@ def operation(user, application):
 
 
 def test_it_registers_the_three_kinds_of_work():
-    assert {lc.name for lc in lifecycles()} == {"action", "delivery", "operation", "accountChange"}
+    assert {lc.name for lc in lifecycles()} == {"action", "delivery", "operation", "accountChange", "spendPermission"}
     assert lifecycle_named("action") is ACTION_LIFECYCLE
     assert lifecycle_of(Delivery) is DELIVERY_LIFECYCLE
     assert lifecycle_of(Operation) is OPERATION_LIFECYCLE
@@ -285,7 +285,7 @@ def test_the_admin_index_lists_the_tracked_work(client, staff_user, user, applic
     response = client.get("/admin/")
     assert response.status_code == 200
     kinds = {row["name"]: row for row in response.context["kinds"]}
-    assert set(kinds) == {"action", "delivery", "operation", "accountChange"}
+    assert set(kinds) == {"action", "delivery", "operation", "accountChange", "spendPermission"}
     assert kinds["action"]["unfinished"] == 1
     assert kinds["delivery"]["unfinished"] == 0
     for row in kinds.values():
