@@ -55,7 +55,8 @@ def _naive_families():
             .values(field)
             .annotate(n=Count("pk"), oldest=Min("created_at"))
         )
-        import_string(lifecycle.stuck_selector)().count()
+        if lifecycle.stuck_selector:  # as core.gauges: a lifecycle may define no stuck work
+            import_string(lifecycle.stuck_selector)().count()
     Wallet.objects.aggregate(t=Sum("held_credits"))
 
 
