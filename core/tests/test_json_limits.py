@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 from django.conf import settings
 
 from actions.models import Action, ActionStatus, Passkey
@@ -260,6 +261,7 @@ def web_server(transactional_db, tmp_path):
             "DATABASE_URL": database_url(),
             "DJANGO_DEBUG": "0",
             "DJANGO_SECRET_KEY": secrets.token_urlsafe(32),
+            "SPEND_PERMISSION_KEYS": Fernet.generate_key().decode(),  # required without DEBUG
         },
         stdout=log,
         stderr=subprocess.STDOUT,
