@@ -204,12 +204,16 @@ def test_the_openapi_schema_describes_the_response_exactly(client):
         "executed_at",
     }
     enums = schema["components"]["schemas"]
+    # The seed's five, as the seed spells and orders them, then the two kinds a spending
+    # permission's grant and revocation are (user operations the user signs like the others).
     assert enums["ActionTypeEnum"]["enum"] == [
         "transfer",
         "swap",
         "cardFreeze",
         "cardUnfreeze",
         "cardLimitSet",
+        "spendGrant",
+        "spendRevoke",
     ]
     assert enums["ActionStatusEnum"]["enum"] == [
         "proposed",

@@ -21,7 +21,7 @@ register = template.Library()
 DONE = frozenset({"executed", "sent", "succeeded", "done", "active"})
 # "unknown" is a DM whose outcome nobody knows: staff must act, so it reads as a failure.
 FAILED = frozenset({"failed", "unknown", "error"})
-NEUTRAL = frozenset({"expired", "rejected", "cancelled", "revoked"})
+NEUTRAL = frozenset({"expired", "rejected", "cancelled", "revoked", "declined"})
 
 ICONS = {
     "done": '<path d="M3.5 8.5l3 3 6-7" fill="none" stroke="currentColor" stroke-width="2"/>',

@@ -48,7 +48,13 @@ def operation(user, application):
 
 
 def test_it_registers_the_three_kinds_of_work():
-    assert {lc.name for lc in lifecycles()} == {"action", "delivery", "operation", "accountChange", "spendPermission"}
+    assert {lc.name for lc in lifecycles()} == {
+        "action",
+        "delivery",
+        "operation",
+        "accountChange",
+        "spendPermission",
+    }
     assert lifecycle_named("action") is ACTION_LIFECYCLE
     assert lifecycle_of(Delivery) is DELIVERY_LIFECYCLE
     assert lifecycle_of(Operation) is OPERATION_LIFECYCLE
