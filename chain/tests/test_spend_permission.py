@@ -17,6 +17,7 @@ from chain import contracts
 from chain.dev import fund, mint
 from chain.passkey_account import SoftwarePasskey
 from chain.stack import DEV_KEYS
+from chain.tests.passkeys import receipt_or_none
 from evm import spend_permission as sp
 from evm.bundler import BundlerClient, BundlerError, decode_revert_reason
 from evm.passkey_account import PasskeyAccountClient
@@ -31,17 +32,6 @@ USDC = 1_000_000  # one USDC (6 decimals)
 # For ops meant to revert in execution: the bundler's estimate would refuse to price them.
 FIXED_GAS = {"callGasLimit": 200_000, "verificationGasLimit": 200_000, "preVerificationGas": 80_000}
 VERSIONS = ["0.7", "0.8"]
-
-
-def _receipt(bundler, op_hash: str, *, timeout: float = 30):
-    """The op's receipt, or None if the bundler dropped it (chain/ imports no app to wait)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        receipt = bundler.get_user_operation_receipt(op_hash)
-        if receipt is not None:
-            return receipt
-        time.sleep(0.1)
-    return None
 
 
 def _now(w3) -> int:
@@ -84,7 +74,7 @@ class Setup:
     def run_owner(self, call: str):
         op, op_hash = self.owner_op(call)
         self.bundler.send_user_operation(to_rpc(op), self.account.entry_point)
-        receipt = _receipt(self.bundler, op_hash)
+        receipt = receipt_or_none(self.bundler, op_hash)
         assert receipt is not None and receipt.success, receipt
         return receipt
 
@@ -137,7 +127,7 @@ def _setup(local, version: str, passkey: SoftwarePasskey | None = None) -> Setup
 
 def _spend(s: Setup, key: sp.SessionKeyAccount, to: str, amount: int, **kw):
     op_hash = key.send_spend(s.bundler, to=to, amount=amount, **kw)
-    return _receipt(s.bundler, op_hash)
+    return receipt_or_none(s.bundler, op_hash)
 
 
 def _send_signed(s: Setup, key: sp.SessionKeyAccount, op: dict) -> str:
@@ -209,7 +199,7 @@ def test_two_spends_at_once_over_the_cap_move_exactly_the_allowance(chain, versi
     lanes = [sp.nonce_key_for(key.permission_id, lane) for lane in (0, 1)]
     ops = [key.build_spend(s.bundler, to=SHOP, amount=6 * USDC, nonce_key=n) for n in lanes]
     hashes = [_send_signed(s, key, op) for op in ops]
-    outcomes = [_receipt(s.bundler, h) for h in hashes]
+    outcomes = [receipt_or_none(s.bundler, h) for h in hashes]
     assert sorted(r.success for r in outcomes if r is not None) in ([False, True], [True])
     failed = [r for r in outcomes if r is not None and not r.success]
     assert all(sp.OVER_ALLOWANCE in r.reason for r in failed)
@@ -312,7 +302,7 @@ def test_an_expired_permission_is_refused_by_the_entry_point(chain, version):
     except BundlerError as exc:
         assert "AA22" in str(exc) or "expire" in str(exc), str(exc)
     else:
-        assert _receipt(s.bundler, op_hash, timeout=5) is None
+        assert receipt_or_none(s.bundler, op_hash, timeout=5) is None
     assert s.balance(SHOP) == before
 
 
@@ -369,10 +359,10 @@ def test_revocation_ends_spends_and_a_racing_spend_either_runs_first_or_fails(ch
     except BundlerError as exc:  # the revocation was mined first
         assert "AA24" in str(exc)
         spend_hash = None
-    assert _receipt(s.bundler, revoke_hash).success
+    assert receipt_or_none(s.bundler, revoke_hash).success
     # Mined with or before the revocation (its receipt is there once the revocation's is), or
     # dropped by the bundler (no receipt ever): no long wait.
-    spent = _receipt(s.bundler, spend_hash, timeout=2) if spend_hash else None
+    spent = receipt_or_none(s.bundler, spend_hash, timeout=2) if spend_hash else None
     moved = 2 * USDC if spent is not None and spent.success else 0
     assert s.balance(SHOP) - before == moved
     assert sp.read_permission(s.w3, s.account.address, key.permission_id) is None
@@ -494,7 +484,7 @@ def test_a_spend_signed_for_one_chain_is_refused_on_the_other(chain, l2_chain):
     assert l2.balance(SHOP) == before
     # On its own chain the same op goes through.
     card.bundler.send_user_operation(to_rpc(signed), card_key.entry_point)
-    assert _receipt(card.bundler, card_key.op_hash(signed)).success
+    assert receipt_or_none(card.bundler, card_key.op_hash(signed)).success
 
 
 def test_the_account_refuses_a_malformed_grant_and_installs_nothing(chain):
