@@ -18,7 +18,7 @@ import pytest
 from kombu import Connection
 
 from chain.stack import free_port
-from core.testing import database_url, wait_until
+from core.testing import process_env, wait_until
 from messaging.models import D, Delivery
 from messaging.providers.local_x import LocalXServer
 from messaging.tests.factories import TOKEN_ENV, X_TOKEN
@@ -122,15 +122,15 @@ def test_a_broker_killed_with_queued_sends_loses_none_and_the_sweep_finds_the_re
 
     prefix = f"restart-{uuid.uuid4().hex[:8]}."
     with LocalXServer(token=X_TOKEN) as x:
-        env = {
-            **os.environ,
-            "DATABASE_URL": database_url(),
-            "CELERY_BROKER_URL": broker.url,
-            "CELERY_QUEUE_PREFIX": prefix,
-            "X_API_BASE_URL": x.url,
-            "DM_RETRY_BACKOFF_SECONDS": "0",
-            TOKEN_ENV: X_TOKEN,
-        }
+        # The broker's URL too: `switch_broker` pointed the settings at it.
+        env = process_env(
+            {
+                "CELERY_QUEUE_PREFIX": prefix,
+                "X_API_BASE_URL": x.url,
+                "DM_RETRY_BACKOFF_SECONDS": "0",
+                TOKEN_ENV: X_TOKEN,
+            }
+        )
         started = time.monotonic()
         worker = processes.celery_worker(
             env, tmp_path / "worker.log", queues=[celery_test_queue, f"{prefix}dm"], concurrency=1
