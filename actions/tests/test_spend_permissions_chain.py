@@ -6,21 +6,19 @@ contract takes what fits, nothing is spent twice) and the revocation."""
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from actions.models import Action, ActionStatus, SpendPermission, SpendPermissionStatus
-from actions.services.lifecycle import action_reconcile, action_submit
-from actions.services.signing import action_sign
+from actions.services.lifecycle import action_submit
 from actions.services.spend_follow import spend_permission_follow
 from actions.services.spend_permissions import remaining, spend_permissions_revoke
+from actions.tests.factories import passkey_signs, settle
 from chain.dev import mint, token_balance
 from core.formats import rfc3339
 from core.lifecycle import Actor
-from core.testing import wait_until
 
 from .conftest import usdc_id
 
@@ -35,27 +33,6 @@ def _post(api_client, token, tool: str, payload: dict) -> dict:
     response = api_client.post(f"/api/v1/actions/{tool}", token, payload)
     assert response.status_code == 201, response.content
     return response.json()
-
-
-def _settle(action_id) -> Action:
-    """Submit (the on-commit task does not run in a test transaction) and reconcile."""
-    action = Action.objects.get(pk=action_id)
-    if action.status == ActionStatus.SIGNED:
-        action_submit(action_id=action.pk)
-
-    def settled():
-        action_reconcile(action_id=action.pk, actor=Actor.worker())
-        current = Action.objects.get(pk=action.pk)
-        return current if current.status not in ("submitted", "broadcast") else None
-
-    return wait_until(settled, timeout=60, interval=0.3)
-
-
-def _passkey_signs(passkey, user, action_id) -> Action:
-    action = Action.objects.get(pk=action_id)
-    assertion = json.dumps(passkey.get_json(bytes.fromhex(action.user_op_hash[2:])))
-    action_sign(action_id=action.pk, user=user, credential_json=assertion)
-    return _settle(action.pk)
 
 
 def test_an_agent_spends_within_its_weekly_allowance_and_no_more(
@@ -78,7 +55,7 @@ def test_an_agent_spends_within_its_weekly_allowance_and_no_more(
         },
     )
     assert grant["type"] == "spendGrant" and grant["sign_url"]
-    assert _passkey_signs(passkey, user, grant["action_id"]).status == ActionStatus.EXECUTED
+    assert passkey_signs(passkey, user, grant["action_id"]).status == ActionStatus.EXECUTED
     permission = spend_permission_follow(SpendPermission.objects.get(user=user))
     assert permission.status == P.ACTIVE
     assert remaining(permission).units == 50 * USDC
@@ -90,7 +67,7 @@ def test_an_agent_spends_within_its_weekly_allowance_and_no_more(
         )
         assert answer["sign_url"] is None and answer["status"] == "signed", answer
         assert answer["signed_by_permission"] == permission.name
-        spent = _settle(answer["action_id"])
+        spent = settle(answer["action_id"])
         assert spent.status == ActionStatus.EXECUTED, spent.error
         assert spent.spend_permission_id == permission.pk
         assert spent.history.filter(
@@ -140,7 +117,7 @@ def test_an_agent_spends_within_its_weekly_allowance_and_no_more(
     before = token_balance(w3, "USDC", MERCHANT)
     for r in racing:
         action_submit(action_id=r["action_id"])
-    ends = sorted(_settle(r["action_id"]).status for r in racing)
+    ends = sorted(settle(r["action_id"]).status for r in racing)
     assert ends == [ActionStatus.EXECUTED, ActionStatus.FAILED]
     failed = Action.objects.get(
         pk=next(
@@ -162,6 +139,6 @@ def test_an_agent_spends_within_its_weekly_allowance_and_no_more(
         api_client, token, "transfer", {"asset_id": usdc_id(), "amount": "1", "to": MERCHANT}
     )
     assert after_key["sign_url"] and "being revoked" in after_key["permission_note"]
-    assert _passkey_signs(passkey, user, revoke.pk).status == ActionStatus.EXECUTED
+    assert passkey_signs(passkey, user, revoke.pk).status == ActionStatus.EXECUTED
     permission = spend_permission_follow(permission)
     assert permission.status == P.REVOKED
