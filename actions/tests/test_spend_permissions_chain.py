@@ -174,7 +174,7 @@ def test_an_agent_spends_within_its_weekly_allowance_and_no_more(
 
 
 def test_a_swap_of_the_pair_a_permission_names_needs_no_prompt_and_others_fall_back(
-    webauthn_settings, make_user_registered, quotes, api_client, application, make_token
+    webauthn_settings, make_user_registered, quotes, api_client, client, application, make_token
 ):
     user, passkey, account, w3 = make_user_registered("swapper")
     mint(w3, "USDC", account.address, 100 * USDC)
@@ -195,6 +195,10 @@ def test_a_swap_of_the_pair_a_permission_names_needs_no_prompt_and_others_fall_b
     assert grant["summary"].startswith(
         f"{application.name} may swap up to 50 USDC per week into EURe on Gnosis (local)"
     )
+    client.force_login(user)
+    page = client.get(f"/sign/{grant['action_id']}/").content.decode()
+    assert f"{application.name} may swap up to 50 USDC per week into EURe until" in page
+    assert 'id="permission-pair"' in page and 'id="permission-recipients"' not in page
     assert _passkey_signs(passkey, user, grant["action_id"]).status == ActionStatus.EXECUTED
     permission = spend_permission_follow(SpendPermission.objects.get(user=user))
     assert permission.status == P.ACTIVE and permission.to_token.symbol == "EURe"
@@ -237,6 +241,9 @@ def test_a_swap_of_the_pair_a_permission_names_needs_no_prompt_and_others_fall_b
         "cannot be checked on the source chain",
     )
 
+    page = client.get("/permissions/").content.decode()
+    assert "may swap up to 50 USDC per week into EURe" in page
+    assert page.count('class="spend-swap"') == 1 and "swapped for at least 27.462 EURe" in page
     mine = api_client.get("/api/v1/spend-permissions", token).json()["permissions"]
     assert (mine[0]["to_symbol"], mine[0]["remaining"]) == ("EURe", "20")
     assert [(s["type"], s["amount"], s["to"]) for s in mine[0]["spends"]] == [
