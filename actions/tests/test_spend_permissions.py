@@ -220,6 +220,35 @@ def test_a_transfer_outside_the_permission_says_why(wallet, user, application, m
     ) == (None, "the permission expired")
 
 
+def test_a_transfer_after_the_permission_ended_says_so(wallet, user, application):
+    """A revoked or expired permission is not silently gone: the agent is told why it now
+    needs the user's passkey (the latest one that ended)."""
+    permission = make_permission(user=user, application=application, account=wallet)
+
+    def note() -> str:
+        return permission_for_transfer(
+            user=user,
+            application=application,
+            token=permission.token,
+            recipient=MERCHANT,
+            recipient_shown="merchant.eth",
+            units=1,
+        )[1]
+
+    assert spend_permissions_sweep(now=permission.expires_at + timedelta(seconds=1)) == 1
+    assert note() == "the permission “groceries” expired"
+    make_permission(
+        user=user,
+        application=application,
+        account=wallet,
+        status=P.REVOKED,
+        name="coffee",
+        session_key_encrypted="",
+        starts_at=timezone.now(),
+    )
+    assert note() == "the permission “coffee” was revoked"
+
+
 def test_an_agent_reads_only_its_own_permissions(
     wallet, user, application, make_application, make_token, api_client
 ):
