@@ -28,9 +28,11 @@ from actions.services.transitions import action_transition
 from actions.tests.factories import (
     MERCHANT,
     made_up_address,
+    make_action,
     make_offline_wallet,
     make_permission,
 )
+from core.chains import chain_name
 from core.formats import rfc3339
 from core.lifecycle import Actor
 from evm import spend_permission as chain_permission
@@ -316,3 +318,18 @@ def test_the_user_page_lists_permissions_with_a_revoke_button(wallet, user, appl
     assert f'id="revoke-{permission.pk}"' in page
     assert "may send up to 50 USDC per week to merchant.eth" in page
     assert permission.session_key_encrypted not in page
+
+
+def test_the_user_page_names_the_network_and_who_was_paid(wallet, user, application, client):
+    permission = make_permission(user=user, application=application, account=wallet)
+    spend = make_action(
+        user=user,
+        application=application,
+        params={"amount": "5", "symbol": "USDC", "to": MERCHANT, "ens": "merchant.eth"},
+    )
+    Action.objects.filter(pk=spend.pk).update(spend_permission=permission)
+    client.force_login(user)
+    page = client.get("/permissions/").content.decode()
+    # The chain's name (its id only on hover), and the name the agent paid beside the address.
+    assert 'data-chain-id="31337"' in page and f">{chain_name(31337)}</span>" in page
+    assert f"<td><strong>merchant.eth</strong> <code>{MERCHANT}</code></td>" in page
