@@ -307,6 +307,8 @@ def test_staff_see_permissions_but_never_the_key(wallet, user, application, staf
         assert page.status_code == 200, url
         assert permission.session_key_encrypted not in page.content.decode()
         assert "groceries" in page.content.decode()
+    timeline = staff_client.get(f"/staff/spend-permissions/{permission.pk}/").content.decode()
+    assert '<dt>Chain</dt><dd><span class="chain" data-chain-id="31337"' in timeline
 
 
 def test_the_user_page_lists_permissions_with_a_revoke_button(wallet, user, application, client):
