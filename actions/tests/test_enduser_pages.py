@@ -174,6 +174,26 @@ def test_the_accounts_list_names_each_chain_of_the_one_address(owner, wallet):
     ]
 
 
+def test_the_activity_names_spending_permission_requests_and_who_asked(
+    owner, user, application, wallet
+):
+    grant = make_action(
+        user=user, application=application, type="spendGrant", smart_account=wallet.address
+    )
+    revoke = make_action(
+        user=user, application=application, type="spendRevoke", smart_account=wallet.address
+    )
+    page = owner.get("/activity/").content.decode()
+    rows = {
+        pk: " ".join(unescape(re.sub(r"<[^>]+>", " ", row)).split())
+        for pk, row in re.findall(r'<li data-action="([^"]+)">(.*?)</li>', page, re.S)
+    }
+    assert rows[str(grant.pk)].startswith("Waiting for your approval Spending permission asked by")
+    # The user revoked it on their own page: no agent asked.
+    assert rows[str(revoke.pk)].startswith("Waiting for your approval Revoke a spending permission")
+    assert "asked by" not in rows[str(revoke.pk)]
+
+
 def test_sign_out_is_a_post_from_the_header_and_lands_on_sign_in(owner):
     page = owner.get("/passkeys/").content.decode()
     assert re.search(r'<form method="post" action="/accounts/logout/"', page)
