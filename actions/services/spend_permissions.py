@@ -538,11 +538,28 @@ def _this_period(period: str) -> str:
     return {"daily": "today's", "weekly": "this week's", "monthly": "this month's"}[period]
 
 
+def _ended_note(*, user, application, token: Token) -> str:
+    """Why an agent whose permission for the token ended now needs the passkey ("" if it
+    never had one): it may not know the user revoked it or that it ran out."""
+    ended = (
+        SpendPermission.objects.filter(
+            user=user, application=application, token=token, status__in=(P.REVOKED, P.EXPIRED)
+        )
+        .order_by("-starts_at")
+        .first()
+    )
+    if ended is None:
+        return ""
+    if ended.status == P.REVOKED:
+        return f"the permission “{ended.name}” was revoked"
+    return f"the permission “{ended.name}” expired"
+
+
 def permission_for_transfer(
     *, user, application, token: Token, recipient: str, recipient_shown: str, units: int
 ) -> tuple[SpendPermission | None, str]:
     """The agent's active permission that covers this transfer, or (None, why not) — "" when
-    the agent holds no permission for this token at all."""
+    the agent never held a permission for this token."""
     candidates = list(
         SpendPermission.objects.select_related("account", "token", "application").filter(
             user=user,
@@ -552,7 +569,7 @@ def permission_for_transfer(
         )
     )
     if not candidates:
-        return None, ""
+        return None, _ended_note(user=user, application=application, token=token)
     now = timezone.now()
     reasons = []
     for permission in candidates:
