@@ -87,6 +87,14 @@ def _ask(api_client, token, **overrides):
         ({"recipients": ["a_b.eth"]}, 400, "not a valid ENS name"),
         ({"recipients": ["0x" + "00" * 20]}, 400, "zero address"),
         ({"period": "hourly"}, 400, "period"),
+        ({"to_asset_id": "eip155:31337/erc20:0x" + "99" * 20}, 400, "Unknown token"),
+        ({"to_asset_id": "EURe"}, 400, "to_asset_id"),
+        ({"to_asset_id": USDC}, 400, "the permission's own token"),
+        (
+            {"to_asset_id": f"eip155:31338/erc20:{made_up_address('EURe')}"},
+            400,
+            "a bridge's output cannot be checked on the source chain",
+        ),
     ],
 )
 def test_a_malformed_request_is_refused_with_its_reason_and_installs_nothing(

@@ -14,15 +14,21 @@ from django.utils import timezone
 
 from actions.models import Action, ActionStatus, SpendPermission, SpendPermissionStatus
 from actions.services.lifecycle import action_reconcile, action_submit
+from actions.services.proposals import swap_request
 from actions.services.signing import action_sign
 from actions.services.spend_follow import spend_permission_follow
-from actions.services.spend_permissions import remaining, spend_permissions_revoke
+from actions.services.spend_permissions import (
+    permission_for_swap,
+    remaining,
+    spend_permissions_revoke,
+)
 from chain.dev import mint, token_balance
 from core.formats import rfc3339
 from core.lifecycle import Actor
 from core.testing import wait_until
 
 from .conftest import usdc_id
+from .test_swap import eure_id
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 P = SpendPermissionStatus
@@ -165,3 +171,81 @@ def test_an_agent_spends_within_its_weekly_allowance_and_no_more(
     assert _passkey_signs(passkey, user, revoke.pk).status == ActionStatus.EXECUTED
     permission = spend_permission_follow(permission)
     assert permission.status == P.REVOKED
+
+
+def test_a_swap_of_the_pair_a_permission_names_needs_no_prompt_and_others_fall_back(
+    webauthn_settings, make_user_registered, quotes, api_client, client, application, make_token
+):
+    user, passkey, account, w3 = make_user_registered("swapper")
+    mint(w3, "USDC", account.address, 100 * USDC)
+    token = make_token(user, application, scope="read:actions write:actions")
+    grant = _post(
+        api_client,
+        token,
+        "request_spend_permission",
+        {
+            "asset_id": usdc_id(),
+            "amount": "50",
+            "period": "weekly",
+            "to_asset_id": eure_id(),
+            "expires_at": rfc3339(timezone.now() + timedelta(days=60)),
+            "name": "into euros",
+        },
+    )
+    assert grant["summary"].startswith(
+        f"{application.name} may swap up to 50 USDC per week into EURe on Gnosis (local)"
+    )
+    client.force_login(user)
+    page = client.get(f"/sign/{grant['action_id']}/").content.decode()
+    assert f"{application.name} may swap up to 50 USDC per week into EURe until" in page
+    assert 'id="permission-pair"' in page and 'id="permission-recipients"' not in page
+    assert _passkey_signs(passkey, user, grant["action_id"]).status == ActionStatus.EXECUTED
+    permission = spend_permission_follow(SpendPermission.objects.get(user=user))
+    assert permission.status == P.ACTIVE and permission.to_token.symbol == "EURe"
+
+    def swap(amount: str, to_asset_id: str | None = None) -> dict:
+        body = {"from_asset_id": usdc_id(), "to_asset_id": to_asset_id or eure_id()}
+        return _post(api_client, token, "swap", {**body, "amount": amount})
+
+    usdc_before = token_balance(w3, "USDC", account.address)
+    eure_before = token_balance(w3, "EURe", account.address)
+    answer = swap("30")
+    assert answer["sign_url"] is None and answer["status"] == "signed", answer
+    assert answer["signed_by_permission"] == "into euros"
+    swapped = _settle(answer["action_id"])
+    assert swapped.status == ActionStatus.EXECUTED, swapped.error
+    assert swapped.history.filter(
+        detail=f"signed by permission into euros for {application.name}"
+    ).exists()
+    assert usdc_before - token_balance(w3, "USDC", account.address) == 30 * USDC
+    assert token_balance(w3, "EURe", account.address) - eure_before == 276 * 10**17  # 27.6
+    assert remaining(permission).units == 20 * USDC
+
+    # Over what is left: the passkey, with the reason; a transfer is no part of the pair.
+    over = swap("25")
+    assert over["sign_url"] and over["permission_note"] == "over this week's remaining 20 USDC"
+    paid = _post(
+        api_client, token, "transfer", {"asset_id": usdc_id(), "amount": "1", "to": MERCHANT}
+    )
+    assert paid["sign_url"] and "is not in the permission's recipients" in paid["permission_note"]
+    # Cross-chain: never under a permission, and said so (before any quote is asked).
+    bridged = swap_request(
+        user=user,
+        from_asset_id=usdc_id(),
+        to_asset_id=eure_id().replace("eip155:31337", "eip155:31338"),
+        amount="1",
+    )
+    assert permission_for_swap(user=user, application=application, request=bridged) == (
+        None,
+        "a swap to another chain is never covered by a permission: the bridge's output "
+        "cannot be checked on the source chain",
+    )
+
+    page = client.get("/permissions/").content.decode()
+    assert "may swap up to 50 USDC per week into EURe" in page
+    assert page.count('class="spend-swap"') == 1 and "swapped for at least 27.462 EURe" in page
+    mine = api_client.get("/api/v1/spend-permissions", token).json()["permissions"]
+    assert (mine[0]["to_symbol"], mine[0]["remaining"]) == ("EURe", "20")
+    assert [(s["type"], s["amount"], s["to"]) for s in mine[0]["spends"]] == [
+        ("swap", "30", eure_id())
+    ]
