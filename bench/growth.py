@@ -101,7 +101,7 @@ def restore_indexes(conn) -> float:
     """Make the indexes `drop_indexes` dropped (this run's or an interrupted one's), switch
     autovacuum back on; the seconds it took."""
     began = time.monotonic()
-    if conn.execute("SELECT to_regclass('bench_growth_index')").fetchone()[0]:
+    if dropped(conn):
         for name, definition in conn.execute(
             "SELECT name, definition FROM bench_growth_index ORDER BY name"
         ).fetchall():
@@ -130,11 +130,21 @@ def drop_indexes(conn) -> None:
         [list(LOADED)],
     ).fetchall()
     for name, definition in found:
-        conn.execute("INSERT INTO bench_growth_index VALUES (%s, %s)", [name, definition])
+        conn.execute(
+            "INSERT INTO bench_growth_index VALUES (%s, %s) ON CONFLICT DO NOTHING",
+            [name, definition],
+        )
         conn.execute(f'DROP INDEX "{name}"')
     for table in LOADED:
         conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
     conn.commit()
+
+
+def dropped(conn) -> int:
+    """How many indexes `drop_indexes` dropped and no `restore_indexes` made again yet."""
+    if not conn.execute("SELECT to_regclass('bench_growth_index')").fetchone()[0]:
+        return 0
+    return conn.execute("SELECT count(*) FROM bench_growth_index").fetchone()[0]
 
 
 def grow(conn, rows: int, chunk: int) -> dict[str, float]:
@@ -142,8 +152,20 @@ def grow(conn, rows: int, chunk: int) -> dict[str, float]:
     holds more), vacuumed and analyzed: the seconds of each step."""
     have = ap.counts(conn)
     if set(have.values()) == {rows}:
-        return {}
-    took = {}
+        if not dropped(conn):
+            return {}
+        took = {"indexes": restore_indexes(conn)}  # an interrupted load's
+    else:
+        took = bulk_load(conn, have, rows, chunk)
+    started = time.monotonic()
+    conn.autocommit = True
+    conn.execute("VACUUM ANALYZE")
+    conn.autocommit = False
+    took["vacuum analyze"] = time.monotonic() - started
+    return took
+
+
+def bulk_load(conn, have: dict[str, int], rows: int, chunk: int) -> dict[str, float]:
     ap.bulk_session(conn)
     if 0 < have["actions_action"] and max(have.values()) <= rows:
         # The anchor row 1 was made from: the new, older rows continue the same timeline.
@@ -157,14 +179,11 @@ def grow(conn, rows: int, chunk: int) -> dict[str, float]:
     fewest = min(have.values())
     print(f"loading up to {rows:,} rows per app (holding {fewest:,} or more) …", flush=True)
     if rows - fewest >= fewest:  # at least doubling: building the indexes afresh is cheaper
-        drop_indexes(conn)
-    took["insert"] = ap.fill(conn, have, rows, t0, chunk)
+        drop_indexes(conn)  # (an interrupted load's stay dropped: made once, at the end)
+    else:
+        restore_indexes(conn)
+    took = {"insert": ap.fill(conn, have, rows, t0, chunk)}
     took["indexes"] = restore_indexes(conn)
-    started = time.monotonic()
-    conn.autocommit = True
-    conn.execute("VACUUM ANALYZE")
-    conn.autocommit = False
-    took["vacuum analyze"] = time.monotonic() - started
     return took
 
 
@@ -212,7 +231,7 @@ def measure(url: str, env: dict[str, str], password: str, work: list[tuple], rou
         stop_server(server)
 
 
-def load() -> str:
+def load_average() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
@@ -254,14 +273,13 @@ def main() -> None:
         migrate_and_collect(ROOT, {**env, "DATABASE_URL": url})
         with psycopg.connect(url) as conn:
             print(lowest_priority(conn), flush=True)
-            restore_indexes(conn)  # an interrupted run's
             if set(ap.counts(conn).values()) == {args.large}:
                 ap.setup(conn)  # a kept large database: start again from --small
             ap.staff_user(conn, password)
         for size, rows in sizes.items():
             with psycopg.connect(url) as conn:
                 lowest_priority(conn)
-                began, load_before = time.monotonic(), load()
+                began, load_before = time.monotonic(), load_average()
                 took = grow(conn, rows, args.chunk)
                 ap.staff_user(conn, password)  # SETUP_SQL keeps it; a fresh copy may lack it
                 work = targets(conn, min(TARGET_ROW, args.small))
@@ -272,9 +290,9 @@ def main() -> None:
                 f"{time.monotonic() - began:.0f} s ({steps}); load average {load_before} before"
             )
             print(notes[size], flush=True)
-            notes[size] += f", {load()} before timing"
+            notes[size] += f", {load_average()} before timing"
             samples[size] = measure(url, env, password, work, args.rounds)
-            notes[size] += f", {load()} after"
+            notes[size] += f", {load_average()} after"
     finally:
         if not args.keep:
             drop(url)
