@@ -110,7 +110,7 @@ def actions_needing_attention(*, now: datetime) -> tuple[QuerySet, Any]:
         actions_stuck(now=now)
         | Action.objects.filter(failed_recently)
         # The action is executed (its source transaction); its destination leg is not done.
-        | Action.objects.filter(bridges_waiting(now=now))
+        | Action.objects.filter(pk__in=bridges_waiting(now=now))
     ).select_related("bridge_leg")
 
     def why(action: Action) -> str:

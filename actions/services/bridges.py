@@ -238,19 +238,21 @@ def bridges_reconcile_pending(
     return outcomes
 
 
-def bridges_waiting(*, now: datetime | None = None) -> Q:
-    """Actions whose bridge has been waiting longer than BRIDGE_STUCK_AFTER_MINUTES since the
-    source transaction (past its deadline included), or failed in the last day: what the
-    console lists. A filter on Action."""
+def bridges_waiting(*, now: datetime | None = None) -> list:
+    """Ids of the actions whose bridge has been waiting longer than BRIDGE_STUCK_AFTER_MINUTES
+    since the source transaction (past its deadline included), or failed in the last day: what
+    the console lists. Read from the legs first (their status index), because an OR of the
+    actions' own filters with one that reaches into the legs' join made PostgreSQL scan every
+    action (the console home grew linearly with the table)."""
     now = now or timezone.now()
     cutoff = now - timedelta(minutes=settings.BRIDGE_STUCK_AFTER_MINUTES)
     waiting = Q(
-        status=ActionStatus.EXECUTED,
-        executed_at__lt=cutoff,
-        bridge_leg__status__in=WAITING,
+        status__in=WAITING,
+        action__status=ActionStatus.EXECUTED,
+        action__executed_at__lt=cutoff,
     )
-    failed = Q(bridge_leg__status="FAILED", bridge_leg__done_at__gte=now - timedelta(days=1))
-    return waiting | failed
+    failed = Q(status="FAILED", done_at__gte=now - timedelta(days=1))
+    return list(BridgeLeg.objects.filter(waiting | failed).values_list("action_id", flat=True))
 
 
 def bridge_why(action: Action, now: datetime) -> str | None:

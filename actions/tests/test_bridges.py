@@ -390,6 +390,43 @@ def test_the_console_lists_bridges_waiting_too_long_and_flags_the_deadline(
     assert leg in bridge_legs_due(limit=10)
 
 
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_the_needs_attention_query_reads_actions_by_index_not_by_scanning_them(
+    user, application, tokens
+):
+    """The bridge condition is read from the legs first: OR-ed into the actions' own filters
+    through the legs' join, it made PostgreSQL scan every action, so the console home grew
+    linearly with the table (EXPLAIN with sequential scans disabled: a scan it cannot avoid
+    still shows)."""
+    from django.db import connection
+
+    from actions.public import actions_needing_attention
+
+    waiting = executed_bridge_swap(user, application, minutes_ago=300)
+    found, _ = actions_needing_attention(now=timezone.now())
+    assert waiting in found
+    sql, params = found.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("SET enable_seqscan = off")
+        try:
+            cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
+            plan = cursor.fetchone()[0]
+        finally:
+            cursor.execute("SET enable_seqscan = on")
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    nodes, stack = [], [plan[0]["Plan"]]
+    while stack:
+        nodes.append(stack.pop())
+        stack.extend(nodes[-1].get("Plans", []))
+    # Every read of the actions table is bounded by an index condition: a bitmap of
+    # conditions, or an index scan with one (a full index walk has none).
+    scans = [n for n in nodes if n.get("Relation Name") == "actions_action"]
+    assert scans, plan
+    for scan in scans:
+        assert scan["Node Type"] == "Bitmap Heap Scan" or "Index Cond" in scan, plan
+
+
 @pytest.mark.django_db
 def test_leg_details_say_refund_and_partial_in_plain_words(user, application, tokens):
     action = executed_bridge_swap(user, application)
