@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.fernet import Fernet
 from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -27,6 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from prometheus_client.parser import text_string_to_metric_families
 
 from core.admin import HISTORY_INLINE_LIMIT
 from core.local_server import LocalJsonServer
@@ -322,8 +324,6 @@ def load_test_env(
     collectstatic), on the local X DM API and Responses backend with short timeouts, leases
     and backoffs, every process writing its metrics under `workdir`/prometheus (one scrape
     sums them). The caller adds its database, broker, cache, events and chain."""
-    from cryptography.fernet import Fernet  # only the load tests need it
-
     (workdir / "prometheus").mkdir(exist_ok=True)
     return {
         **os.environ,
@@ -349,8 +349,6 @@ def load_test_env(
 
 def scrape_metrics(base_url: str, token: str) -> dict[tuple[str, tuple], float]:
     """One scrape of `base_url`/metrics: {(sample name, sorted labels): value}."""
-    from prometheus_client.parser import text_string_to_metric_families
-
     request = urllib.request.Request(f"{base_url}/metrics")
     request.add_header("Authorization", f"Bearer {token}")
     with urllib.request.urlopen(request, timeout=30) as response:

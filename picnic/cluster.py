@@ -30,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kombu import Connection
+
 from picnic import processes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -384,8 +386,6 @@ class RabbitServer:
 
     def answers(self) -> bool:
         """Whether the node completes an AMQP handshake (its port opens before it boots)."""
-        from kombu import Connection  # not needed by the Redis-only setups that import this
-
         try:
             with Connection(self.url(), connect_timeout=1) as conn:
                 conn.ensure_connection(max_retries=0)
