@@ -71,7 +71,8 @@ RETRY_FOR = 60  # a client retries one request this long at most
 # that only grows (an overloaded queue, not a fault, would fail the recovery bound).
 PACE_SECONDS = 0.3
 NOTIFY_BOUND = 20  # the followed action changed: its update reaches the MCP session within this
-# After these faults the followed action changes and the MCP session must hear of it.
+# After these faults the followed action changes: the MCP session must hear of it and answer a
+# tool call.
 FOLLOW_AFTER = ("SIGKILL mcp-1", "restart Redis (AOF)", "restart PostgreSQL")
 # What a client may see from a lost instance or a restarting dependency, and retry.
 RETRYABLE_STATUSES = {502, 503, 504}
@@ -88,6 +89,7 @@ class McpSeen:
     session_ids: set[str] = field(default_factory=set)
     last_status: int | None = None
     updates: list[tuple[float, str]] = field(default_factory=list)  # (monotonic, summary event)
+    answered: list[float] = field(default_factory=list)  # when each tool call succeeded
     subscribed: threading.Event = field(default_factory=threading.Event)
 
     async def on_request(self, request) -> None:
@@ -103,8 +105,11 @@ class McpSeen:
             meta = message.params.meta or {}
             self.updates.append((time.monotonic(), str(meta.get(EVENT_META_KEY))))
 
-    def updated_since(self, moment: float) -> bool:
-        return any(when > moment for when, _ in self.updates)
+    def continued_since(self, moment: float) -> bool:
+        """Whether, since `moment`, the session heard of an update and answered a tool call."""
+        return any(when > moment for when, _ in self.updates) and any(
+            when > moment for when in self.answered
+        )
 
 
 class Unexpected(Exception):
@@ -315,6 +320,7 @@ class Agents(LoadThreads):
         """A tool call's outcome: an error result must be the API's retryable answer (the
         MCP server's note that the API answered 502/503 or was unreachable)."""
         if not result.is_error:
+            self.mcp.answered.append(time.monotonic())
             return self.tally.count("mcp request")
         text = " ".join(c.text for c in result.content if hasattr(c, "text"))
         retryable = ("answered 502", "answered 503", "answered 504", "unreachable",
@@ -381,7 +387,7 @@ def test_chaos_faults_under_load_nothing_lost_nothing_sent_twice(system, caplog)
             if name == "SIGKILL the beat holder":
                 assert system.cluster.beat_holder() != holder  # the standby took over
             if name in FOLLOW_AFTER:
-                followed[name] = subscription_delivers(system, agents, name)
+                followed[name] = session_continues(system, agents, name)
     accepted = dict(agents.deliveries)
 
     def settled() -> dict | None:
@@ -406,8 +412,8 @@ def test_chaos_faults_under_load_nothing_lost_nothing_sent_twice(system, caplog)
 
     assert agents.tally.unexpected == [], agents.tally.unexpected[:10]
     # MCP: one session for the whole run, which went on on the other instance when mcp-1 died
-    # (and through every other fault); its subscription, made before the faults, delivered
-    # after each fault it was checked after.
+    # (and through every other fault); after each fault it was checked after, its
+    # subscription, made before the faults, delivered, and a tool call was answered.
     assert agents.mcp.opened == 1, agents.mcp.opened
     assert len(agents.mcp.session_ids) == 1, agents.mcp.session_ids
     assert followed == dict.fromkeys(FOLLOW_AFTER, True), followed
@@ -447,14 +453,15 @@ def test_chaos_faults_under_load_nothing_lost_nothing_sent_twice(system, caplog)
     assert succeeded - kills <= counted <= succeeded, (counted, succeeded)
 
 
-def subscription_delivers(system: System, agents: Agents, fault: str) -> bool:
+def session_continues(system: System, agents: Agents, fault: str) -> bool:
     """The action the MCP session subscribed to before the faults changes now: whether the
-    session (on whichever instance holds its stream now) hears of it within the bound."""
+    session (on whichever instance holds its stream now) hears of it, and answers a tool call,
+    within the bound."""
     changed_at = time.monotonic()
     system.probe("touch", {"action_id": system.action_id, "summary": f"after {fault}"})
     deadline = time.monotonic() + NOTIFY_BOUND
     while time.monotonic() < deadline:
-        if agents.mcp.updated_since(changed_at):
+        if agents.mcp.continued_since(changed_at):
             return True
         time.sleep(0.1)
     return False
@@ -477,7 +484,8 @@ def print_table(
     mcp = agents.mcp
     lines.append(
         f"MCP: sessions opened {mcp.opened}, session ids used {len(mcp.session_ids)}, "
-        f"updates of the followed action {len(mcp.updates)}; subscription delivered after: "
+        f"tool calls answered {len(mcp.answered)}, updates of the followed action "
+        f"{len(mcp.updates)}; update heard and a call answered after: "
         + ", ".join(f"{fault} {'yes' if ok else 'NO'}" for fault, ok in followed.items())
     )
     print("\n".join(lines))
