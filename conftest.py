@@ -110,8 +110,11 @@ def use_broker(settings, monkeypatch, url: str) -> None:
             prefix=settings.CELERY_QUEUE_PREFIX,
             delivery_limit=settings.CELERY_DELIVERY_LIMIT,
         )
+    # The URL's scheme names the transport (the filesystem default names its own class).
+    extra["broker_transport"] = None
     settings.CELERY_BROKER_URL = url
     monkeypatch.setenv("CELERY_BROKER_URL", url)  # Celery reads it before its own setting
+    settings.CELERY_BROKER_TRANSPORT = None
     settings.CELERY_BROKER_TRANSPORT_OPTIONS = extra["broker_transport_options"]
     app.conf.update(broker_url=url, **extra)
     _forget_broker(app)
@@ -159,6 +162,7 @@ def celery_broker(request, settings, monkeypatch, celery_test_queue):
 
 AMQP_CONF_KEYS = (
     "broker_url",
+    "broker_transport",
     "broker_transport_options",
     "task_queues",
     "task_default_queue_type",

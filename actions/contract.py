@@ -517,6 +517,12 @@ REQUEST_SPEND_PERMISSION_INPUT_SCHEMA = _object(
             "description": "who may be paid (0x addresses or ENS names); or any_recipient",
         },
         "any_recipient": {"type": "boolean", "default": False},
+        "to_asset_id": {
+            **ASSET,
+            "description": "a pair to swap into, on the same chain (CAIP-19): `swap` of "
+            "asset_id into it within the allowance needs no prompt; with no recipients the "
+            "permission only swaps",
+        },
         "starts_at": {
             "type": "string",
             "maxLength": 64,
@@ -535,12 +541,13 @@ REQUEST_SPEND_PERMISSION_INPUT_SCHEMA = _object(
 _SPEND = _object(
     {
         "action_id": {"type": "string"},
+        "type": {"type": "string", "enum": ["transfer", "swap"]},
         "amount": {"type": "string"},
-        "to": {"type": "string"},
+        "to": {"type": "string", "description": "the recipient, or a swap's output asset id"},
         "status": {"type": "string", "enum": ACTION_STATUSES},
         "created_at": DATE,
     },
-    ["action_id", "amount", "to", "status", "created_at"],
+    ["action_id", "type", "amount", "to", "status", "created_at"],
 )
 SPEND_PERMISSION_SCHEMA = _object(
     {
@@ -572,6 +579,8 @@ SPEND_PERMISSION_SCHEMA = _object(
             ),
         },
         "any_recipient": {"type": "boolean"},
+        "to_asset_id": NULL_STR,
+        "to_symbol": NULL_STR,
         "starts_at": DATE,
         "expires_at": DATE,
         "remaining": {"anyOf": [DECIMAL, {"type": "null"}]},
@@ -591,6 +600,8 @@ SPEND_PERMISSION_SCHEMA = _object(
         "period",
         "recipients",
         "any_recipient",
+        "to_asset_id",
+        "to_symbol",
         "starts_at",
         "expires_at",
         "remaining",

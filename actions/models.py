@@ -824,6 +824,16 @@ class SpendPermission(LifecycleModel):
     # [{"address": "0x…", "name": "merchant.eth" or ""}]: names resolved when asked.
     recipients = models.JSONField(default=list, blank=True)
     any_recipient = models.BooleanField(default=False)
+    # The pair, token → to_token, a permission may also swap (same chain; null: transfers
+    # only), and the routers its swaps may go through (checksummed addresses).
+    to_token = models.ForeignKey(
+        Token,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="spend_permissions_into",
+    )
+    routers = models.JSONField(default=list, blank=True)
     starts_at = models.DateTimeField()
     expires_at = models.DateTimeField(db_index=True)
     permission_id = models.CharField(max_length=66, unique=True, help_text="bytes32 on chain")

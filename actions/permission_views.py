@@ -48,7 +48,9 @@ def permissions_page(request: HttpRequest) -> HttpResponse:
                 else None,
                 "remaining_error": left.error if left else "",
                 "period_ends_at": left.period_ends_at if left else None,
-                "spends": permission.actions.filter(type="transfer").order_by("-created_at")[:20],
+                "spends": permission.actions.filter(type__in=("transfer", "swap")).order_by(
+                    "-created_at"
+                )[:20],
                 "can_revoke": permission.status in REVOCABLE and not revoke_open,
                 "revoke_action": permission.revoke_action if revoke_open else None,
             }

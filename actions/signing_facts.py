@@ -322,7 +322,18 @@ def sign_facts(action: Action) -> dict:
         "price_error": price_error,
         "account": address(action.smart_account),
     }
-    facts["agent"] = agent(action)
+    if action.type == ActionType.SPEND_REVOKE:
+        # The user asked for this one (their Spending permissions or Connected agents page):
+        # no "Asked by" agent; the agents whose permissions end are named instead.
+        facts["agent"] = None
+        facts["revoked_agents"] = sorted(
+            {
+                outside_name(p.application.name or p.application.client_id).shown
+                for p in action.revoked_permissions.select_related("application")
+            }
+        )
+    else:
+        facts["agent"] = agent(action)
     if action.type == ActionType.TRANSFER:
         facts["amount"] = value(
             params.get("amount"),

@@ -423,6 +423,8 @@ TYPE_LABELS = {
     ActionType.CARD_FREEZE: _("Freeze card"),
     ActionType.CARD_UNFREEZE: _("Unfreeze card"),
     ActionType.CARD_LIMIT_SET: _("Card daily limit"),
+    ActionType.SPEND_GRANT: _("Spending permission"),
+    ActionType.SPEND_REVOKE: _("Revoke a spending permission"),
 }
 
 # Leads a sentence ("%(what)s could not be completed"); translators place it as their
@@ -433,6 +435,8 @@ _WHAT = {
     ActionType.CARD_FREEZE: _("Freezing your card"),
     ActionType.CARD_UNFREEZE: _("Unfreezing your card"),
     ActionType.CARD_LIMIT_SET: _("The daily limit change"),
+    ActionType.SPEND_GRANT: _("The spending permission"),
+    ActionType.SPEND_REVOKE: _("The revocation"),
 }
 
 # ERC-4337 EntryPoint refusal codes (AAxx) in plain words, by the most specific prefix.

@@ -66,12 +66,12 @@ from actions.services.proposals import (
     ToolError,
     propose_card_limit,
     propose_card_state,
-    propose_swap,
 )
 from actions.services.ramps import ramps_refresh_for_user
 from actions.services.spend_permissions import (
     spend_permission_request,
     spend_permissions_for_agent,
+    swap_propose,
     transfer_propose,
 )
 from actions.services.transitions import ReconcileOutcome
@@ -226,7 +226,7 @@ class SwapView(ActionToolView):
     input_schema = contract.SWAP_INPUT_SCHEMA
 
     def propose(self, request: Request, data: dict) -> Action:
-        return propose_swap(
+        return swap_propose(
             user=request.user,
             application=request.auth.application,
             from_asset_id=data["from_asset_id"],
@@ -319,6 +319,7 @@ class RequestSpendPermissionView(ActionToolView):
             starts_at=data.get("starts_at"),
             purpose=data.get("purpose", ""),
             name=data.get("name", ""),
+            to_asset_id=data.get("to_asset_id"),
         )
 
 

@@ -21,7 +21,8 @@ import secrets
 import sys
 import tempfile
 import time
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,7 +92,8 @@ class Meter:
         return gas, validation
 
 
-def _wait(bundler: BundlerClient, op_hash: str) -> None:
+def receipt_of(bundler: BundlerClient, op_hash: str):
+    """The op's receipt once the bundler has one (a minute at most); an error if it failed."""
     deadline = time.monotonic() + 60
     while (receipt := bundler.get_user_operation_receipt(op_hash)) is None:
         if time.monotonic() > deadline:
@@ -99,6 +101,31 @@ def _wait(bundler: BundlerClient, op_hash: str) -> None:
         time.sleep(0.2)
     if not receipt.success:
         raise RuntimeError(f"op {op_hash} failed: {receipt.reason}")
+    return receipt
+
+
+@contextmanager
+def metered_chain(name: str) -> Iterator[tuple[LocalChain, Web3, BundlerClient, Meter]]:
+    """The chain a gas bench measures on, with its Web3, bundler client and meter: the card's
+    chain of the running world $BENCH_LOCAL_WORLD names (left running), or a local chain of
+    the bench's own, started here and stopped after."""
+    world = running_world()  # $BENCH_LOCAL_WORLD: already running (the smoke test's)
+    local = (
+        world.card
+        if world
+        else LocalChain(
+            rpc_port=free_port(),
+            bundler_port=free_port(),
+            workdir=Path(tempfile.mkdtemp(prefix=f"bench-{name}-")),
+            card_contracts=False,
+            ens=False,
+        )
+    )
+    started = time.monotonic()
+    with nullcontext(local) if world else local:
+        print(f"local chain up in {time.monotonic() - started:.1f}s (EntryPoint v{VERSION})")
+        w3 = Web3(Web3.HTTPProvider(local.rpc_url))
+        yield local, w3, BundlerClient(local.bundler_url, timeout=30), Meter(local, w3)
 
 
 def multi_owner_account(w3: Web3, bundler: BundlerClient, owners: int):
@@ -132,7 +159,7 @@ def multi_owner_account(w3: Web3, bundler: BundlerClient, owners: int):
         bundler.send_user_operation(
             to_rpc(account.sign_with(passkeys[0], op, op_hash)), account.entry_point
         )
-        _wait(bundler, op_hash)
+        receipt_of(bundler, op_hash)
     assert account.contract.functions.ownerCount().call() == owners
     return account, passkeys
 
@@ -148,24 +175,7 @@ def single_owner_account(local: LocalChain, passkey: SoftwarePasskey) -> str:
 
 def main() -> None:
     print(machine())
-    world = running_world()  # $BENCH_LOCAL_WORLD: already running (the smoke test's)
-    local = (
-        world.card
-        if world
-        else LocalChain(
-            rpc_port=free_port(),
-            bundler_port=free_port(),
-            workdir=Path(tempfile.mkdtemp(prefix="bench-owner-gas-")),
-            card_contracts=False,
-            ens=False,
-        )
-    )
-    started = time.monotonic()
-    with nullcontext(local) if world else local:
-        print(f"local chain up in {time.monotonic() - started:.1f}s (EntryPoint v{VERSION})")
-        w3 = Web3(Web3.HTTPProvider(local.rpc_url))
-        bundler = BundlerClient(local.bundler_url, timeout=30)
-        meter = Meter(local, w3)
+    with metered_chain("owner-gas") as (local, w3, bundler, meter):
         rows = []
 
         old_passkey = SoftwarePasskey()

@@ -20,9 +20,7 @@ from __future__ import annotations
 import os
 import secrets
 import sys
-import tempfile
 import time
-from contextlib import nullcontext
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,12 +28,11 @@ sys.path.insert(0, str(ROOT))
 
 from web3 import Web3  # noqa: E402
 
-from bench.common import machine, running_world  # noqa: E402
-from bench.owner_gas import VERSION, Meter, calldata_gas  # noqa: E402
+from bench.common import machine  # noqa: E402
+from bench.owner_gas import VERSION, calldata_gas, metered_chain, receipt_of  # noqa: E402
 from chain import contracts  # noqa: E402
 from chain.dev import fund, mint  # noqa: E402
 from chain.passkey_account import SoftwarePasskey  # noqa: E402
-from chain.stack import LocalChain, free_port  # noqa: E402
 from evm import spend_permission as sp  # noqa: E402
 from evm.bundler import BundlerClient  # noqa: E402
 from evm.passkey_account import PasskeyAccountClient  # noqa: E402
@@ -46,14 +43,7 @@ AMOUNT = 1_000_000  # 1 USDC
 
 
 def _actual_gas(bundler: BundlerClient, op_hash: str) -> int:
-    deadline = time.monotonic() + 60
-    while (receipt := bundler.get_user_operation_receipt(op_hash)) is None:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"no receipt for {op_hash}")
-        time.sleep(0.2)
-    if not receipt.success:
-        raise RuntimeError(f"op {op_hash} failed: {receipt.reason}")
-    return int(receipt.raw["actualGasUsed"], 16)
+    return int(receipt_of(bundler, op_hash).raw["actualGasUsed"], 16)
 
 
 def _passkey_transfer(account, passkey, bundler, usdc) -> tuple[int, int]:
@@ -70,24 +60,7 @@ def _passkey_transfer(account, passkey, bundler, usdc) -> tuple[int, int]:
 
 def main() -> None:
     print(machine())
-    world = running_world()  # $BENCH_LOCAL_WORLD: already running (the smoke test's)
-    local = (
-        world.card
-        if world
-        else LocalChain(
-            rpc_port=free_port(),
-            bundler_port=free_port(),
-            workdir=Path(tempfile.mkdtemp(prefix="bench-permission-gas-")),
-            card_contracts=False,
-            ens=False,
-        )
-    )
-    started = time.monotonic()
-    with nullcontext(local) if world else local:
-        print(f"local chain up in {time.monotonic() - started:.1f}s (EntryPoint v{VERSION})")
-        w3 = Web3(Web3.HTTPProvider(local.rpc_url))
-        bundler = BundlerClient(local.bundler_url, timeout=30)
-        meter = Meter(local, w3)
+    with metered_chain("permission-gas") as (_local, w3, bundler, meter):
         usdc = w3.eth.contract(
             address=contracts.demo_token_address("USDC"),
             abi=contracts.build_artifact("DemoToken")["abi"],

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from eth_utils import to_bytes
+from web3 import Web3
 
 from chain import contracts, ens, zodiac
 
@@ -305,8 +306,6 @@ class LocalChain:
 
     def _provision_router(self) -> None:
         """Rates and liquidity for the demo exchange (idempotent)."""
-        from web3 import Web3
-
         w3 = Web3(Web3.HTTPProvider(self.rpc_url))
         owner = contracts.DEMO_TOKEN_OWNER
         router = w3.eth.contract(

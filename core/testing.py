@@ -168,15 +168,21 @@ def celery_worker_argv(queues: list[str], *, concurrency: int | None = None) -> 
     ]  # fmt: skip
 
 
-def start_celery_worker(*, queue: str, log_path, env: dict[str, str] | None = None):
-    """A real `celery worker` process on `queue`, sharing the test database and broker."""
-
-    environ = {
+def process_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a server process a test starts (web, worker, beat): this one's, on
+    the test database and the test's broker, with `env` on top."""
+    return {
         **os.environ,
         "DATABASE_URL": database_url(),
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         **(env or {}),
     }
+
+
+def start_celery_worker(*, queue: str, log_path, env: dict[str, str] | None = None):
+    """A real `celery worker` process on `queue`, sharing the test database and broker."""
+
+    environ = process_env(env)
     log = open(log_path, "w")  # noqa: SIM115 - closed by the caller via proc.log
     proc = subprocess.Popen(
         celery_worker_argv([queue]),

@@ -12,6 +12,12 @@ Validation gives the EntryPoint the window (validAfter = start, validUntil = end
 allowance is checked and recorded when the op executes, so ops over it revert there with
 `OVER_ALLOWANCE` and move nothing.
 
+A permission may also name a pair, token → `to_token`, and the routers to swap through
+(`permitSwaps`, in the grant's own op): the key may then sign `executePermittedSwap(id, router,
+amountIn, data, minOut)`, which spends amountIn from the same allowance and reverts unless the
+account ends up with at least `minOut` more of `to_token` (so `data` cannot send the output
+elsewhere). Same-chain only: a bridge's output cannot be checked on the source chain.
+
 Periods are fixed lengths of chain time counted from `start`: "monthly" is 30 days on chain,
 not a calendar month.
 """
@@ -43,6 +49,7 @@ PERIODS = {"daily": DAILY, "weekly": WEEKLY, "monthly": MONTHLY}
 PERMISSION_SIGNATURE = 2**256 - 1  # the first word; an owner signature names an owner index
 _SIGNATURE_TYPES = ["uint256", "bytes32", "bytes"]
 _SPEND_SELECTOR = keccak(text="executePermitted(bytes32,address,uint256)")[:4]
+_SWAP_SELECTOR = keccak(text="executePermittedSwap(bytes32,address,uint256,bytes,uint256)")[:4]
 _MAX_UINT160 = 2**160 - 1
 _MAX_UINT48 = 2**48 - 1
 
@@ -51,6 +58,8 @@ OVER_ALLOWANCE = "PasskeyAccount: over the period's allowance"
 NO_SUCH_PERMISSION = "PasskeyAccount: no such permission"
 PERMISSION_EXPIRED = "PasskeyAccount: permission expired"
 RECIPIENT_NOT_ALLOWED = "PasskeyAccount: recipient not allowed"
+ROUTER_NOT_ALLOWED = "PasskeyAccount: router not allowed"
+SWAP_OUTPUT_NOT_RECEIVED = "PasskeyAccount: swap output not received"
 
 # Validation with the estimation stub recovers a signer (ecrecover) and stops at the comparison
 # with the session key; the real signature goes on to pack validAfter/validUntil. A margin for
@@ -58,6 +67,7 @@ RECIPIENT_NOT_ALLOWED = "PasskeyAccount: recipient not allowed"
 PERMISSION_VERIFICATION_GAS = 10_000
 
 _SPENT_TOPIC = Web3.keccak(text="PermissionSpent(bytes32,address,uint256,uint256,uint256)")
+_SWAPPED_TOPIC = Web3.keccak(text="PermissionSwapped(bytes32,address,address,uint256,uint256)")
 
 
 class InvalidGrant(ValueError):
@@ -72,6 +82,8 @@ class SelfCalling(Protocol):
 
     def execute(self, target: str, value: int = 0, data: bytes = b"") -> str: ...
 
+    def execute_batch(self, calls: list[tuple[str, int, bytes]]) -> str: ...
+
 
 @dataclass(frozen=True)
 class Permission:
@@ -83,6 +95,18 @@ class Permission:
     start: int  # chain time, seconds since the epoch: first second a spend is allowed
     end: int  # first second it is not
     any_recipient: bool
+
+
+@dataclass(frozen=True)
+class PermissionSwap:
+    """One PermissionSwapped event (its amountIn is also a PermissionSpent, to the router)."""
+
+    router: str
+    to_token: str
+    amount_in: int
+    amount_out: int
+    block_number: int
+    tx_hash: str
 
 
 @dataclass(frozen=True)
@@ -142,18 +166,22 @@ def grant_data(
     end: int,
     recipients: Sequence[str] = (),
     any_recipient: bool = False,
+    swaps: bool = False,
 ) -> bytes:
     """`grantPermission(...)` calldata, for the account to call on itself (alone with
     `grant_call`, or as one call of an executeBatch). Checks what can be checked off chain;
-    the account checks the rest (the token has code, the end is after the block's time)."""
+    the account checks the rest (the token has code, the end is after the block's time).
+    `swaps`: the same op names a pair (permit_swaps_data), so no recipient at all is fine."""
     if not isinstance(allowance, int) or not 0 < allowance <= _MAX_UINT160:
         raise InvalidGrant("the allowance must be a positive integer below 2^160")
     if not isinstance(period_seconds, int) or not 0 < period_seconds <= _MAX_UINT48:
         raise InvalidGrant("the period must be a positive number of seconds")
     if not (0 <= start <= _MAX_UINT48 and 0 <= end <= _MAX_UINT48) or end <= start:
         raise InvalidGrant("the end must come after the start")
-    if bool(recipients) == bool(any_recipient):
-        raise InvalidGrant("name recipients or allow any recipient (not both, not neither)")
+    if recipients and any_recipient:
+        raise InvalidGrant("name recipients or allow any recipient, not both")
+    if not recipients and not any_recipient and not swaps:
+        raise InvalidGrant("name recipients or allow any recipient (or a pair to swap)")
     listed = [_address(r, "a recipient") for r in recipients]
     contract = Web3().eth.contract(abi=_account_abi())
     data = contract.encode_abi(
@@ -173,15 +201,47 @@ def grant_data(
     return Web3.to_bytes(hexstr=data)
 
 
+def permit_swaps_data(
+    *, permission_id: bytes | str, to_token: str, routers: Sequence[str]
+) -> bytes:
+    """`permitSwaps(id, toToken, routers)` calldata: the permission may swap its token into
+    `to_token` through `routers` (same chain). Called right after grantPermission."""
+    if not routers:
+        raise InvalidGrant("a swap permission names at least one router")
+    contract = Web3().eth.contract(abi=_account_abi())
+    data = contract.encode_abi(
+        "permitSwaps",
+        [
+            _id(permission_id),
+            _address(to_token, "the output token"),
+            [_address(r, "a router") for r in routers],
+        ],
+    )
+    return Web3.to_bytes(hexstr=data)
+
+
 def revoke_data(*, permission_id: bytes | str) -> bytes:
     contract = Web3().eth.contract(abi=_account_abi())
     return Web3.to_bytes(hexstr=contract.encode_abi("revokePermission", [_id(permission_id)]))
 
 
-def grant_call(account: SelfCalling, **grant: Any) -> str:
-    """An owner-signed op's callData that grants a permission: execute(self, 0, grantPermission).
-    Keyword arguments as `grant_data`."""
-    return account.execute(account.address, 0, grant_data(**grant))
+def grant_call(
+    account: SelfCalling,
+    *,
+    to_token: str | None = None,
+    routers: Sequence[str] = (),
+    **grant: Any,
+) -> str:
+    """An owner-signed op's callData that grants a permission: execute(self, 0, grantPermission),
+    or with a pair (`to_token`, `routers`) a batch of grantPermission and permitSwaps. Other
+    keyword arguments as `grant_data`."""
+    data = grant_data(**grant, swaps=to_token is not None)
+    if to_token is None:
+        return account.execute(account.address, 0, data)
+    swaps = permit_swaps_data(
+        permission_id=grant["permission_id"], to_token=to_token, routers=routers
+    )
+    return account.execute_batch([(account.address, 0, data), (account.address, 0, swaps)])
 
 
 def revoke_call(account: SelfCalling, *, permission_id: bytes | str) -> str:
@@ -197,6 +257,23 @@ def spend_call_data(*, permission_id: bytes | str, to: str, amount: int) -> str:
         [_id(permission_id), _address(to, "the recipient"), amount],
     )
     return "0x" + (_SPEND_SELECTOR + body).hex()
+
+
+def swap_call_data(
+    *, permission_id: bytes | str, router: str, amount_in: int, data: bytes | str, min_out: int
+) -> str:
+    """executePermittedSwap(id, router, amountIn, data, minOut): `data` is the router call
+    (e.g. DemoSwapRouter.swap with the account as recipient)."""
+    if not isinstance(amount_in, int) or not 0 <= amount_in < 2**256:
+        raise ValueError("the amount is a non-negative integer")
+    if not isinstance(min_out, int) or not 0 < min_out < 2**256:
+        raise ValueError("the minimum output is a positive integer")
+    raw = Web3.to_bytes(hexstr=data) if isinstance(data, str) else bytes(data)
+    body = encode(
+        ["bytes32", "address", "uint256", "bytes", "uint256"],
+        [_id(permission_id), _address(router, "the router"), amount_in, raw, min_out],
+    )
+    return "0x" + (_SWAP_SELECTOR + body).hex()
 
 
 def pack_permission_signature(permission_id: bytes | str, ecdsa_signature: bytes) -> str:
@@ -266,6 +343,48 @@ def read_permission(w3: Web3, account: str, permission_id: bytes | str) -> Permi
 def is_recipient(w3: Web3, account: str, permission_id: bytes | str, recipient: str) -> bool:
     contract = w3.eth.contract(address=to_checksum_address(account), abi=_account_abi())
     return contract.functions.isRecipient(_id(permission_id), to_checksum_address(recipient)).call()
+
+
+def swap_to(w3: Web3, account: str, permission_id: bytes | str) -> str | None:
+    """The pair's output token of the permission (None: it may not swap, or does not exist)."""
+    contract = w3.eth.contract(address=to_checksum_address(account), abi=_account_abi())
+    if not w3.eth.get_code(contract.address):
+        return None
+    token = contract.functions.swapTo(_id(permission_id)).call()
+    return None if int(token, 16) == 0 else to_checksum_address(token)
+
+
+def is_router(w3: Web3, account: str, permission_id: bytes | str, router: str) -> bool:
+    contract = w3.eth.contract(address=to_checksum_address(account), abi=_account_abi())
+    return contract.functions.isRouter(_id(permission_id), to_checksum_address(router)).call()
+
+
+def permission_swaps(
+    w3: Web3, account: str, permission_id: bytes | str, *, from_block: int = 0
+) -> list[PermissionSwap]:
+    """The permission's swaps, oldest first, from its PermissionSwapped events."""
+    logs = w3.eth.get_logs(
+        {
+            "address": to_checksum_address(account),
+            "fromBlock": from_block,
+            "toBlock": "latest",
+            "topics": [_SWAPPED_TOPIC, "0x" + _id(permission_id).hex()],
+        }
+    )
+    swaps = []
+    for log in logs:
+        amount_in, amount_out = decode(["uint256"] * 2, bytes(log["data"]))
+        swaps.append(
+            PermissionSwap(
+                router=to_checksum_address(bytes(log["topics"][2])[12:]),
+                to_token=to_checksum_address(bytes(log["topics"][3])[12:]),
+                amount_in=amount_in,
+                amount_out=amount_out,
+                block_number=log["blockNumber"],
+                tx_hash="0x" + bytes(log["transactionHash"]).hex(),
+            )
+        )
+    return swaps
 
 
 def spendable(w3: Web3, account: str, permission_id: bytes | str) -> Spendable:
@@ -357,6 +476,34 @@ class SessionKeyAccount(Erc4337Account):
         if not self.is_deployed():
             raise RuntimeError("the account is not deployed: no permission can exist yet")
         call = spend_call_data(permission_id=self.permission_id, to=to, amount=amount)
+        key = nonce_key_for(self.permission_id) if nonce_key is None else nonce_key
+        op = self.build(call, bundler, gas=gas, nonce_key=key)
+        if gas is None:
+            op["verificationGasLimit"] += PERMISSION_VERIFICATION_GAS
+        return op
+
+    def build_swap(
+        self,
+        bundler: BundlerClient,
+        *,
+        router: str,
+        amount_in: int,
+        data: bytes | str,
+        min_out: int,
+        gas: dict[str, int] | None = None,
+        nonce_key: int | None = None,
+    ) -> dict[str, Any]:
+        """An unsigned op that swaps `amount_in` through `router` with the router call `data`,
+        requiring `min_out` of the pair's token back (estimated like `build_spend`)."""
+        if not self.is_deployed():
+            raise RuntimeError("the account is not deployed: no permission can exist yet")
+        call = swap_call_data(
+            permission_id=self.permission_id,
+            router=router,
+            amount_in=amount_in,
+            data=data,
+            min_out=min_out,
+        )
         key = nonce_key_for(self.permission_id) if nonce_key is None else nonce_key
         op = self.build(call, bundler, gas=gas, nonce_key=key)
         if gas is None:

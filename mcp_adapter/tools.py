@@ -174,8 +174,10 @@ TOOLS: list[ToolSpec] = [
         "Ask the user, once, to let this agent send up to `amount` of a token per period "
         "(daily, weekly or monthly) to the listed recipients (0x addresses or ENS names, or "
         "any_recipient: true) from starts_at (default now) until expires_at, enforced by the "
-        "user's account contract. Once the user signs and it is on chain, `transfer` calls "
-        "within it need no prompt. The user can revoke it at any time.",
+        "user's account contract. With to_asset_id (a token on the same chain) it may also "
+        "swap into that token, or only swap when no recipient is given. Once the user signs "
+        "and it is on chain, `transfer` (and `swap` of the pair) calls within it need no "
+        "prompt. The user can revoke it at any time.",
         actions.REQUEST_SPEND_PERMISSION_INPUT_SCHEMA,
     ),
     ToolSpec(
@@ -198,7 +200,10 @@ TOOLS: list[ToolSpec] = [
         "Swap between two CAIP-19 assets (same chain or cross-chain); the signing page warns "
         "when slippage is 1% or more. Cross-chain, the action is `executed` when the source "
         "transaction is mined; the bridge's delivery on the other chain follows in "
-        "get_action_status's status_history (details starting 'destination leg:').",
+        "get_action_status's status_history (details starting 'destination leg:'). A "
+        "same-chain swap of a pair an active spending permission of this agent names, within "
+        "its remaining allowance, is signed at once with no prompt (sign_url null, "
+        "signed_by_permission); otherwise permission_note says why not.",
         actions.SWAP_INPUT_SCHEMA,
     ),
     _action_tool(

@@ -446,11 +446,15 @@ CELERY_BROKER_URL = env_url(
 )
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _queue = VAR_DIR / "celery" / "queue"
-    for _folder in (_queue, VAR_DIR / "celery" / "control"):
+    for _folder in (_queue, VAR_DIR / "celery" / "control", VAR_DIR / "celery" / "staging"):
         _folder.mkdir(parents=True, exist_ok=True)
+    # kombu's transport, but a message is renamed into the queue once written whole: a
+    # worker reading a half-written one dies (picnic/filesystem_broker.py).
+    CELERY_BROKER_TRANSPORT = "picnic.filesystem_broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue),
         "data_folder_out": str(_queue),
+        "staging_folder": str(VAR_DIR / "celery" / "staging"),
         "control_folder": str(VAR_DIR / "celery" / "control"),
     }
 CELERY_TASK_IGNORE_RESULT = True

@@ -197,6 +197,20 @@ def owner_change_propose(
     )
 
 
+def passkey_request(*, challenge: bytes, allowed) -> str:
+    """The WebAuthn request (JSON) for `challenge`, answerable by any of the `allowed` passkeys,
+    with user verification."""
+    options = generate_authentication_options(
+        rp_id=settings.WEBAUTHN_RP_ID,
+        challenge=challenge,
+        allow_credentials=[
+            PublicKeyCredentialDescriptor(id=base64url_to_bytes(p.credential_id)) for p in allowed
+        ],
+        user_verification=UserVerificationRequirement.REQUIRED,
+    )
+    return options_to_json(options)
+
+
 def change_options(*, change: AccountChange, exclude: Passkey | None = None) -> str:
     """The WebAuthn request: the challenge covers every chain's op. Every passkey of the user
     is allowed, so a pending or removed one is told why in plain words (signer_refusal)
@@ -204,15 +218,7 @@ def change_options(*, change: AccountChange, exclude: Passkey | None = None) -> 
     allowed = Passkey.objects.filter(user=change.user)
     if exclude is not None:
         allowed = allowed.exclude(pk=exclude.pk)
-    options = generate_authentication_options(
-        rp_id=settings.WEBAUTHN_RP_ID,
-        challenge=bytes.fromhex(change.challenge[2:]),
-        allow_credentials=[
-            PublicKeyCredentialDescriptor(id=base64url_to_bytes(p.credential_id)) for p in allowed
-        ],
-        user_verification=UserVerificationRequirement.REQUIRED,
-    )
-    return options_to_json(options)
+    return passkey_request(challenge=bytes.fromhex(change.challenge[2:]), allowed=allowed)
 
 
 def signer_refusal(passkey: Passkey) -> PasskeyError | None:
@@ -231,6 +237,16 @@ def signer_refusal(passkey: Passkey) -> PasskeyError | None:
     if passkey.owner_index is None:
         return PasskeyError("This passkey is not an owner", code="wrong_passkey")
     return None
+
+
+def _refusal_code(reason: str) -> str:
+    """py_webauthn says why in English prose; the page needs to know which kind of refusal."""
+    lowered = reason.lower()
+    if "sign count" in lowered:
+        return "sign_count"  # an older copy of the passkey, or a cloned authenticator
+    if "user verification" in lowered or "user was not verified" in lowered:
+        return "user_verification"
+    return "refused"
 
 
 def verify_signer(*, user, credential_json: str, challenge: bytes) -> tuple[Passkey, Any, Any]:
@@ -261,7 +277,7 @@ def verify_signer(*, user, credential_json: str, challenge: bytes) -> tuple[Pass
             require_user_verification=True,
         )
     except InvalidAuthenticationResponse as exc:
-        raise PasskeyError(f"Signature refused: {exc}", code="refused") from None
+        raise PasskeyError(f"Signature refused: {exc}", code=_refusal_code(str(exc))) from None
     return passkey, credential, verified
 
 

@@ -231,6 +231,140 @@ def _slippage(value) -> Decimal:
     return slippage
 
 
+@dataclass(frozen=True)
+class SwapRequest:
+    """A swap as asked, checked (tokens, chains, amount, slippage), before any quote."""
+
+    token: Token
+    chain: Chain
+    destination: Chain
+    account: SmartAccount
+    to_asset_id: str
+    to_address: str
+    value: Decimal
+    units: int
+    slippage_pct: Decimal
+    provider: str | None
+
+    @property
+    def cross_chain(self) -> bool:
+        return self.destination.id != self.chain.id
+
+
+def swap_request(
+    *,
+    user,
+    from_asset_id: str,
+    to_asset_id: str,
+    amount: str,
+    slippage=None,
+    provider: str | None = None,
+) -> SwapRequest:
+    token = _token(from_asset_id)
+    to_match = ASSET_ID.fullmatch(to_asset_id or "")
+    if not to_match:
+        raise ToolError(f"to_asset_id must be a CAIP-19 ERC-20 id, got {to_asset_id!r}")
+    if to_asset_id.lower() == token.asset_id.lower():
+        raise ToolError("from_asset_id and to_asset_id are the same token")
+    destination = _chain(int(to_match[1]))
+    value, units = _units(amount, token.decimals)
+    slippage_pct = _slippage(slippage)
+    chain = _chain(token.chain_id)
+    return SwapRequest(
+        token=token,
+        chain=chain,
+        destination=destination,
+        account=_account(user, chain),
+        to_asset_id=to_asset_id,
+        to_address=to_match[2],
+        value=value,
+        units=units,
+        slippage_pct=slippage_pct,
+        provider=provider,
+    )
+
+
+def swap_quote(request: SwapRequest, *, from_address: str):
+    """The provider's quote for exactly this request (amount and chains checked). A LI.FI
+    outage is not the input's fault: ProviderUnavailable goes up to the view (503)."""
+    chain, destination = request.chain, request.destination
+    try:
+        quote = LifiClient(
+            settings.SWAP_QUOTE_URL, timeout=settings.SWAP_QUOTE_TIMEOUT_SECONDS
+        ).quote(
+            from_chain=chain.id,
+            to_chain=destination.id,
+            from_token=request.token.address,
+            to_token=request.to_address,
+            from_amount=request.units,
+            from_address=from_address,
+            slippage_percent=request.slippage_pct,
+            provider=request.provider,
+        )
+    except ProviderUnavailable:
+        raise  # an outage, not the input's fault: the view answers 503
+    except QuoteError as exc:
+        raise ToolError(str(exc)) from None
+    # Sign only what was asked: the quote must spend exactly this amount on this chain, and
+    # deliver on the chain asked for.
+    if (
+        quote.from_amount != request.units
+        or quote.from_chain_id != chain.id
+        or quote.tx_chain_id != chain.id
+        or quote.to_chain_id != destination.id
+    ):
+        raise ToolError(
+            "the swap quote does not match the request (amount or chain); nothing was proposed"
+        )
+    return quote
+
+
+def swap_params(request: SwapRequest, quote) -> tuple[dict, str, int]:
+    """The action's params, its summary and its time to live (the quote's)."""
+    token, chain, destination, value = (
+        request.token,
+        request.chain,
+        request.destination,
+        (request.value),
+    )
+    to_symbol = quote.to_token.get("symbol", "?")
+    to_amount = quote.amount(quote.to_amount, quote.to_token)
+    to_min = quote.amount(quote.to_amount_min, quote.to_token)
+    cross_chain = quote.to_chain_id != quote.from_chain_id
+    quote_ttl = min(settings.SWAP_QUOTE_TTL_SECONDS, settings.ACTION_TTL_SECONDS)
+    params = {
+        "from_asset_id": token.asset_id,
+        "to_asset_id": request.to_asset_id,
+        "amount": str(value),
+        "symbol": token.symbol,
+        "to_symbol": to_symbol,
+        "to_amount": str(to_amount),
+        "to_amount_min": str(to_min),
+        "slippage": str(request.slippage_pct),
+        "provider": quote.tool,
+        "quote_id": quote.id,
+        "cross_chain": cross_chain,
+        # The action expires with the quote when the quote lapses first (signing refuses it).
+        "quote_expires_at": rfc3339(timezone.now() + timedelta(seconds=quote_ttl)),
+    }
+    if cross_chain:
+        params["to_chain_id"] = destination.id
+        summary = (
+            f"Swap {value} {token.symbol} on {chain.name} for at least {to_min} {to_symbol} "
+            f"on {destination.name} (quoted {to_amount}) via {quote.tool}, slippage "
+            f"{request.slippage_pct}%. Two legs: the action is executed when the source "
+            f"transaction is mined on {chain.name}; the bridge then delivers on "
+            f"{destination.name}, reported in the status history (destination leg)"
+        )
+    else:
+        summary = (
+            f"Swap {value} {token.symbol} for at least {to_min} {to_symbol} (quoted "
+            f"{to_amount}) via {quote.tool} on {chain_name(chain.id)}, slippage "
+            f"{request.slippage_pct}%"
+        )
+    return params, summary, quote_ttl
+
+
 def propose_swap(
     *,
     user,
@@ -243,136 +377,54 @@ def propose_swap(
 ) -> Action:
     """swap, on one chain or across two (a bridge). Across chains the action is `executed`
     when its source transaction is mined; the bridge's delivery on the other chain is its
-    destination leg (services/bridges.py). A LI.FI outage is not the input's fault:
-    ProviderUnavailable goes up to the view (503)."""
-    token = _token(from_asset_id)
-    to_match = ASSET_ID.fullmatch(to_asset_id or "")
-    if not to_match:
-        raise ToolError(f"to_asset_id must be a CAIP-19 ERC-20 id, got {to_asset_id!r}")
-    if to_asset_id.lower() == token.asset_id.lower():
-        raise ToolError("from_asset_id and to_asset_id are the same token")
-    destination = _chain(int(to_match[1]))
-    value, units = _units(amount, token.decimals)
-    slippage_pct = _slippage(slippage)
-    chain = _chain(token.chain_id)
-    account = _account(user, chain)
-    with on_chain(chain):
-        return _propose_swap(
-            user=user,
-            application=application,
-            token=token,
-            chain=chain,
-            destination=destination,
-            account=account,
-            to_asset_id=to_asset_id,
-            to_match=to_match,
-            value=value,
-            units=units,
-            slippage_pct=slippage_pct,
-            provider=provider,
-        )
+    destination leg (services/bridges.py)."""
+    request = swap_request(
+        user=user,
+        from_asset_id=from_asset_id,
+        to_asset_id=to_asset_id,
+        amount=amount,
+        slippage=slippage,
+        provider=provider,
+    )
+    return propose_swap_signed_by_user(user=user, application=application, request=request)
 
 
-def _propose_swap(
-    *,
-    user,
-    application,
-    token: Token,
-    chain: Chain,
-    destination: Chain,
-    account: SmartAccount,
-    to_asset_id: str,
-    to_match: re.Match,
-    value: Decimal,
-    units: int,
-    slippage_pct: Decimal,
-    provider: str | None,
+def propose_swap_signed_by_user(
+    *, user, application, request: SwapRequest, quote=None, permission_note: str = ""
 ) -> Action:
-
-    w3 = web3(chain.id)
-    client = passkey_client(w3, account)
-    try:
-        quote = LifiClient(
-            settings.SWAP_QUOTE_URL, timeout=settings.SWAP_QUOTE_TIMEOUT_SECONDS
-        ).quote(
-            from_chain=chain.id,
-            to_chain=destination.id,
-            from_token=token.address,
-            to_token=to_match[2],
-            from_amount=units,
-            from_address=client.address,
-            slippage_percent=slippage_pct,
-            provider=provider,
-        )
-    except ProviderUnavailable:
-        raise  # an outage, not the input's fault: the view answers 503
-    except QuoteError as exc:
-        raise ToolError(str(exc)) from None
-    # Sign only what was asked: the quote must spend exactly this amount on this chain, and
-    # deliver on the chain asked for.
-    if (
-        quote.from_amount != units
-        or quote.from_chain_id != chain.id
-        or quote.tx_chain_id != chain.id
-        or quote.to_chain_id != destination.id
-    ):
-        raise ToolError(
-            "the swap quote does not match the request (amount or chain); nothing was proposed"
-        )
-    calls = []
-    # A route that moves the tokens in its own transaction (a bridge deposit) needs no
-    # allowance: LI.FI then names the zero address as the approval address.
-    if int(quote.approval_address, 16) != 0:
-        erc20 = w3.eth.contract(address=Web3.to_checksum_address(token.address), abi=_ERC20_ABI)
-        approve = erc20.encode_abi(
-            "approve", [Web3.to_checksum_address(quote.approval_address), units]
-        )
-        calls.append((token.address, 0, Web3.to_bytes(hexstr=approve)))
-    calls.append((quote.tx_to, quote.tx_value, Web3.to_bytes(hexstr=quote.tx_data)))
-    call = client.execute_batch(calls)
-    to_symbol = quote.to_token.get("symbol", "?")
-    to_amount = quote.amount(quote.to_amount, quote.to_token)
-    to_min = quote.amount(quote.to_amount_min, quote.to_token)
-    cross_chain = quote.to_chain_id != quote.from_chain_id
-    now = timezone.now()
-    quote_ttl = min(settings.SWAP_QUOTE_TTL_SECONDS, settings.ACTION_TTL_SECONDS)
-    params = {
-        "from_asset_id": token.asset_id,
-        "to_asset_id": to_asset_id,
-        "amount": str(value),
-        "symbol": token.symbol,
-        "to_symbol": to_symbol,
-        "to_amount": str(to_amount),
-        "to_amount_min": str(to_min),
-        "slippage": str(slippage_pct),
-        "provider": quote.tool,
-        "quote_id": quote.id,
-        "cross_chain": cross_chain,
-        # The action expires with the quote when the quote lapses first (signing refuses it).
-        "quote_expires_at": rfc3339(now + timedelta(seconds=quote_ttl)),
-    }
-    if cross_chain:
-        params["to_chain_id"] = destination.id
-    op = _build(client, call, params, chain=chain)
-    if cross_chain:
-        summary = (
-            f"Swap {value} {token.symbol} on {chain.name} for at least {to_min} {to_symbol} "
-            f"on {destination.name} (quoted {to_amount}) via {quote.tool}, slippage "
-            f"{slippage_pct}%. Two legs: the action is executed when the source transaction "
-            f"is mined on {chain.name}; the bridge then delivers on {destination.name}, "
-            "reported in the status history (destination leg)"
-        )
-    else:
-        summary = (
-            f"Swap {value} {token.symbol} for at least {to_min} {to_symbol} (quoted "
-            f"{to_amount}) via {quote.tool} on {chain_name(chain.id)}, slippage {slippage_pct}%"
-        )
+    """The swap for the passkey: approve (when the route needs it) and the provider's call, in
+    one batch. `quote`: one already fetched for this request; `permission_note`: why a spending
+    permission of the agent did not cover it (shown to the agent and on the signing page)."""
+    chain, token, account = request.chain, request.token, request.account
+    with on_chain(chain):
+        w3 = web3(chain.id)
+        client = passkey_client(w3, account)
+        if quote is None:
+            quote = swap_quote(request, from_address=client.address)
+        calls = []
+        # A route that moves the tokens in its own transaction (a bridge deposit) needs no
+        # allowance: LI.FI then names the zero address as the approval address.
+        if int(quote.approval_address, 16) != 0:
+            erc20 = w3.eth.contract(address=Web3.to_checksum_address(token.address), abi=_ERC20_ABI)
+            approve = erc20.encode_abi(
+                "approve", [Web3.to_checksum_address(quote.approval_address), request.units]
+            )
+            calls.append((token.address, 0, Web3.to_bytes(hexstr=approve)))
+        calls.append((quote.tx_to, quote.tx_value, Web3.to_bytes(hexstr=quote.tx_data)))
+        call = client.execute_batch(calls)
+        params, summary, quote_ttl = swap_params(request, quote)
+        if permission_note:
+            params["permission_note"] = permission_note
+        op = _build(client, call, params, chain=chain)
     with transaction.atomic():
         action = action_create(
             user=user,
             application=application,
             type=ActionType.SWAP,
             summary=summary,
+            detail=f"proposed by the action tool; not under a spending permission: {permission_note}"
+            if permission_note
+            else None,
             chain_id=chain.id,
             smart_account=account.address,
             params=params,
@@ -380,8 +432,8 @@ def _propose_swap(
             entry_point_version=account.entry_point_version,
             ttl_seconds=quote_ttl,
         )
-        if cross_chain:
-            bridge_leg_open(action=action, quote=quote, to_asset_id=to_asset_id)
+        if request.cross_chain:
+            bridge_leg_open(action=action, quote=quote, to_asset_id=request.to_asset_id)
     return action
 
 

@@ -6,27 +6,10 @@ on the action's kind (`kinds.KINDS`)."""
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
-from webauthn import (
-    generate_authentication_options,
-    options_to_json,
-    verify_authentication_response,
-)
-from webauthn.helpers import (
-    base64url_to_bytes,
-    bytes_to_base64url,
-    parse_authentication_credential_json,
-)
-from webauthn.helpers.exceptions import InvalidAuthenticationResponse, WebAuthnException
-from webauthn.helpers.structs import (
-    PublicKeyCredentialDescriptor,
-    UserVerificationRequirement,
-)
 
 from actions.models import Action, ActionStatus, Passkey, SmartAccount
-from actions.services.account_changes import signer_refusal
+from actions.services.account_changes import count_use, passkey_request, verify_signer
 from actions.services.kinds import kind_of
 from actions.services.lifecycle import action_expire_if_overdue, swap_quote_bounded
 from actions.services.passkeys import PasskeyError
@@ -66,26 +49,9 @@ def _signers(action: Action):
 
 def authentication_options(*, action: Action) -> str:
     _signing_account(action)  # the action has a passkey account (or no_passkey)
-    options = generate_authentication_options(
-        rp_id=settings.WEBAUTHN_RP_ID,
-        challenge=action_challenge(action),
-        allow_credentials=[
-            PublicKeyCredentialDescriptor(id=base64url_to_bytes(p.credential_id))
-            for p in _signers(action).order_by("pk")
-        ],
-        user_verification=UserVerificationRequirement.REQUIRED,
+    return passkey_request(
+        challenge=action_challenge(action), allowed=_signers(action).order_by("pk")
     )
-    return options_to_json(options)
-
-
-def _refusal_code(reason: str) -> str:
-    """py_webauthn says why in English prose; the page needs to know which kind of refusal."""
-    lowered = reason.lower()
-    if "sign count" in lowered:
-        return "sign_count"  # an older copy of the passkey, or a cloned authenticator
-    if "user verification" in lowered or "user was not verified" in lowered:
-        return "user_verification"
-    return "refused"
 
 
 def action_sign(*, action_id, user, credential_json: str) -> Action:
@@ -106,36 +72,11 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
             f"This action can no longer be signed: it is {action.status}", code="not_proposed"
         )
     account = _signing_account(action)
-    try:
-        credential = parse_authentication_credential_json(credential_json)
-    except (WebAuthnException, ValueError):  # not JSON, missing fields, bad base64url
-        raise PasskeyError(
-            "Signature refused: the assertion could not be read", code="unreadable"
-        ) from None
     # Any owner of the account signs, naming its index; a removed, pending or departing
     # passkey is refused here, in plain words, before anything reaches the chain.
-    passkey = Passkey.objects.filter(
-        user=action.user, credential_id=bytes_to_base64url(credential.raw_id)
-    ).first()
-    if passkey is None:
-        raise PasskeyError(
-            "Signature refused: this passkey does not own the smart account", code="wrong_passkey"
-        )
-    refusal = signer_refusal(passkey)
-    if refusal is not None:
-        raise refusal
-    try:
-        verified = verify_authentication_response(
-            credential=credential,
-            expected_challenge=action_challenge(action),
-            expected_rp_id=settings.WEBAUTHN_RP_ID,
-            expected_origin=settings.WEBAUTHN_ORIGIN,
-            credential_public_key=bytes(passkey.public_key),
-            credential_current_sign_count=passkey.sign_count,
-            require_user_verification=True,
-        )
-    except InvalidAuthenticationResponse as exc:
-        raise PasskeyError(f"Signature refused: {exc}", code=_refusal_code(str(exc))) from None
+    passkey, credential, verified = verify_signer(
+        user=action.user, credential_json=credential_json, challenge=action_challenge(action)
+    )
     # The index it was added at: every owner change applies on every chain, so it is the
     # same on each (account_changes._apply checks that).
     signature = pack_owner_signature(
@@ -145,14 +86,7 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
         signature_der=credential.response.signature,
     )
     with transaction.atomic():
-        # The sign count only moves forward (a cloned authenticator would replay an old one).
-        updated = Passkey.objects.filter(pk=passkey.pk, sign_count=passkey.sign_count).update(
-            sign_count=verified.new_sign_count, last_used_at=timezone.now()
-        )
-        if not updated:
-            raise PasskeyError(
-                "Signature refused: the passkey was used concurrently", code="sign_count"
-            )
+        count_use(passkey, verified)
         try:
             action = action_transition(
                 action_id=action.pk,

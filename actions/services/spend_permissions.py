@@ -13,6 +13,12 @@ window that the chain's `spendable` covers is signed by the server with the sess
 again (allowance per period, window, recipient) and records. Anything else falls back to the
 passkey with the reason.
 
+A permission may also name a pair, token → to_token on the same chain: a `swap` of that pair
+within it (`swap_under_permission`) calls `executePermittedSwap` through one of the routers
+named at the grant (the quote provider's contract, asked when the agent asks), and the account
+reverts unless the output arrives in it. A cross-chain pair is refused: a bridge's output cannot
+be checked on the source chain.
+
 Revoking (the user's page, or disconnecting the agent) destroys the session key at once, then
 a `spendRevoke` action calls `revokePermission` on chain with one passkey signature. The sweep
 (beat) ends permissions past their expiry and follows grants and revocations whose action
@@ -31,6 +37,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from web3 import Web3
 
 from actions.chain_reads import CHAIN_RPC_ERRORS
 from actions.evm_clients import ChainUnavailable, bundler_client, on_chain
@@ -47,9 +54,11 @@ from actions.models import (
     Token,
 )
 from actions.presenters import decimal_string
+from actions.providers.lifi import LifiClient, ProviderUnavailable, QuoteError
 from actions.services import session_keys
 from actions.services.lifecycle import action_create
 from actions.services.proposals import (
+    SwapRequest,
     ToolError,
     TransferRequest,
     _account,
@@ -59,7 +68,11 @@ from actions.services.proposals import (
     _token,
     _units,
     passkey_client,
+    propose_swap_signed_by_user,
     propose_transfer,
+    swap_params,
+    swap_quote,
+    swap_request,
     transfer_request,
     web3,
 )
@@ -140,14 +153,16 @@ def _window(starts_at: str | None, expires_at: str | None) -> Window:
     return Window(start, end)
 
 
-def _recipients(names: list[str] | None, any_recipient: bool, chain) -> list[dict]:
+def _recipients(
+    names: list[str] | None, any_recipient: bool, chain, *, swaps: bool = False
+) -> list[dict]:
     names = list(names or [])
     if any_recipient and names:
         raise ToolError(
             "give either recipients or any_recipient: true, not both",
             code="recipients_conflict",
         )
-    if any_recipient:
+    if any_recipient or (swaps and not names):  # a pair alone: a permission that only swaps
         return []
     if not names:
         raise ToolError(
@@ -172,14 +187,84 @@ def recipients_text(recipients: list[dict]) -> str:
     )
 
 
+def grant_words(
+    *,
+    agent: str,
+    amount,
+    symbol: str,
+    period: str,
+    recipients: list[dict],
+    any_recipient: bool,
+    to_symbol: str | None,
+) -> str:
+    """ "A may send up to 50 USDC per week to B", "A may swap up to 50 USDC per week into EURe",
+    or both ("…, or swap it into EURe")."""
+    per = f"{amount} {symbol} per {PERIOD_WORDS[period]}"
+    if not recipients and not any_recipient:
+        return f"{agent} may swap up to {per} into {to_symbol}"
+    to = recipients_text(recipients) if recipients else "anyone"
+    words = f"{agent} may send up to {per} to {to}"
+    return f"{words}, or swap it into {to_symbol}" if to_symbol else words
+
+
 def permission_sentence(permission: SpendPermission) -> str:
     """The permission in plain words (English; the pages translate their own)."""
-    to = recipients_text(permission.recipients) if not permission.any_recipient else "anyone"
-    return (
-        f"{agent_name(permission.application)} may send up to {permission.allowance} "
-        f"{permission.token.symbol} per {PERIOD_WORDS[permission.period]} to {to} until "
-        f"{permission.expires_at:%d %b %Y %H:%M} UTC"
+    words = grant_words(
+        agent=agent_name(permission.application),
+        amount=permission.allowance,
+        symbol=permission.token.symbol,
+        period=permission.period,
+        recipients=[] if permission.any_recipient else permission.recipients,
+        any_recipient=permission.any_recipient,
+        to_symbol=permission.to_token.symbol if permission.to_token_id else None,
     )
+    return f"{words} until {permission.expires_at:%d %b %Y %H:%M} UTC"
+
+
+def _pair(token: Token, to_asset_id: str | None, chain, account: SmartAccount, units: int):
+    """(the pair's output token, the routers its swaps may use), or (None, []) without a pair.
+    The router is the quote provider's contract for this pair, asked now; its route must pull
+    the tokens itself (the approval goes to the contract called) and carry no value."""
+    if not to_asset_id:
+        return None, []
+    to_token = _token(to_asset_id)
+    if to_token.chain_id != token.chain_id:
+        raise ToolError(
+            f"to_asset_id is on another chain ({chain_name(to_token.chain_id)}): a permission "
+            "covers same-chain swaps only, since a bridge's output cannot be checked on the "
+            "source chain; cross-chain swaps are signed by the user each time",
+            code="pair_cross_chain",
+            errors={"to_asset_id": ["another chain"]},
+        )
+    if to_token.pk == token.pk:
+        raise ToolError(
+            "to_asset_id is the permission's own token", errors={"to_asset_id": ["same token"]}
+        )
+    try:
+        quote = LifiClient(
+            settings.SWAP_QUOTE_URL, timeout=settings.SWAP_QUOTE_TIMEOUT_SECONDS
+        ).quote(
+            from_chain=chain.id,
+            to_chain=chain.id,
+            from_token=token.address,
+            to_token=to_token.address,
+            from_amount=units,
+            from_address=account.address,
+            slippage_percent=Decimal("0.5"),
+        )
+    except ProviderUnavailable:
+        raise  # an outage, not the input's fault: the view answers 503
+    except QuoteError as exc:
+        raise ToolError(
+            f"no swap route for {token.symbol} → {to_token.symbol}: {exc}", code="pair_no_route"
+        ) from None
+    if quote.approval_address.lower() != quote.tx_to.lower() or quote.tx_value:
+        raise ToolError(
+            f"the {token.symbol} → {to_token.symbol} route ({quote.tool}) is not one a "
+            "permission can cover (it pays value, or pulls the tokens through another contract)",
+            code="pair_no_route",
+        )
+    return to_token, [Web3.to_checksum_address(quote.tx_to)]
 
 
 def spend_permission_request(
@@ -195,6 +280,7 @@ def spend_permission_request(
     starts_at: str | None = None,
     purpose: str = "",
     name: str = "",
+    to_asset_id: str | None = None,
 ) -> Action:
     """Check the request whole, then propose the grant (a `spendGrant` action) and record the
     permission `requested`. Nothing is installed until the user signs."""
@@ -209,7 +295,7 @@ def spend_permission_request(
         )
     window = _window(starts_at, expires_at)
     chain = _chain(token.chain_id)
-    listed = _recipients(recipients, any_recipient, chain)
+    listed = _recipients(recipients, any_recipient, chain, swaps=bool(to_asset_id))
     open_count = SpendPermission.objects.filter(
         user=user, application=application, status__in=SPEND_PERMISSION_LIVE
     ).count()
@@ -220,6 +306,8 @@ def spend_permission_request(
             code="too_many_permissions",
         )
     account = _account(user, chain)
+    with on_chain(chain):
+        to_token, routers = _pair(token, to_asset_id, chain, account, units)
     session_address, session_key = chain_permission.new_session_key()
     permission_id = chain_permission.permission_id()
     name = (name or purpose or f"{value} {token.symbol} per {PERIOD_WORDS[period]}")[:100]
@@ -238,6 +326,10 @@ def spend_permission_request(
         "permission_id": "0x" + permission_id.hex(),
         "session_key": session_address,
     }
+    if to_token is not None:
+        params.update(
+            to_asset_id=to_token.asset_id, to_symbol=to_token.symbol, routers=list(routers)
+        )
     with on_chain(chain):
         client = passkey_client(web3(chain.id), account)
         try:
@@ -252,15 +344,24 @@ def spend_permission_request(
                 end=int(window.expires_at.timestamp()),
                 recipients=[r["address"] for r in listed],
                 any_recipient=bool(any_recipient),
+                to_token=to_token.address if to_token is not None else None,
+                routers=routers,
             )
         except chain_permission.InvalidGrant as exc:  # what the contract would refuse
             raise ToolError(str(exc)) from None
         op = _build(client, grant, params, chain=chain)
-    to = recipients_text(listed) if listed else "anyone"
+    words = grant_words(
+        agent=agent_name(application),
+        amount=value,
+        symbol=token.symbol,
+        period=period,
+        recipients=listed,
+        any_recipient=bool(any_recipient),
+        to_symbol=to_token.symbol if to_token is not None else None,
+    )
     summary = (
-        f"{agent_name(application)} may send up to {value} {token.symbol} per "
-        f"{PERIOD_WORDS[period]} to {to} on {chain_name(chain.id)} until "
-        f"{window.expires_at:%d %b %Y %H:%M} UTC, without asking you each time"
+        f"{words} on {chain_name(chain.id)} until {window.expires_at:%d %b %Y %H:%M} UTC, "
+        "without asking you each time"
     )
     with transaction.atomic():
         action = action_create(
@@ -291,6 +392,8 @@ def spend_permission_request(
                 "period": period,
                 "recipients": listed,
                 "any_recipient": bool(any_recipient),
+                "to_token": to_token,
+                "routers": routers,
                 "starts_at": window.starts_at,
                 "expires_at": window.expires_at,
                 "permission_id": "0x" + permission_id.hex(),
@@ -435,11 +538,28 @@ def _this_period(period: str) -> str:
     return {"daily": "today's", "weekly": "this week's", "monthly": "this month's"}[period]
 
 
+def _ended_note(*, user, application, token: Token) -> str:
+    """Why an agent whose permission for the token ended now needs the passkey ("" if it
+    never had one): it may not know the user revoked it or that it ran out."""
+    ended = (
+        SpendPermission.objects.filter(
+            user=user, application=application, token=token, status__in=(P.REVOKED, P.EXPIRED)
+        )
+        .order_by("-starts_at")
+        .first()
+    )
+    if ended is None:
+        return ""
+    if ended.status == P.REVOKED:
+        return f"the permission “{ended.name}” was revoked"
+    return f"the permission “{ended.name}” expired"
+
+
 def permission_for_transfer(
     *, user, application, token: Token, recipient: str, recipient_shown: str, units: int
 ) -> tuple[SpendPermission | None, str]:
     """The agent's active permission that covers this transfer, or (None, why not) — "" when
-    the agent holds no permission for this token at all."""
+    the agent never held a permission for this token."""
     candidates = list(
         SpendPermission.objects.select_related("account", "token", "application").filter(
             user=user,
@@ -449,7 +569,7 @@ def permission_for_transfer(
         )
     )
     if not candidates:
-        return None, ""
+        return None, _ended_note(user=user, application=application, token=token)
     now = timezone.now()
     reasons = []
     for permission in candidates:
@@ -576,12 +696,193 @@ def transfer_propose(*, user, application, asset_id: str, amount: str, to: str) 
     )
 
 
+def permission_for_swap(
+    *, user, application, request: SwapRequest
+) -> tuple[SpendPermission | None, str]:
+    """The agent's active permission whose pair is this swap's and whose remaining allowance
+    covers it, or (None, why not) — "" when the agent holds no pair from this token at all."""
+    candidates = list(
+        SpendPermission.objects.select_related(
+            "account", "token", "to_token", "application"
+        ).filter(
+            user=user,
+            application=application,
+            token=request.token,
+            to_token__isnull=False,
+            status__in=(P.ACTIVE, P.REVOKING, P.GRANTING),
+        )
+    )
+    if not candidates:
+        return None, ""
+    if request.cross_chain:
+        return None, (
+            "a swap to another chain is never covered by a permission: the bridge's output "
+            "cannot be checked on the source chain"
+        )
+    now = timezone.now()
+    reasons = []
+    for permission in candidates:
+        if permission.to_token.asset_id.lower() != request.to_asset_id.lower():
+            reasons.append(
+                f"the permission “{permission.name}” names the pair {permission.token.symbol} → "
+                f"{permission.to_token.symbol}, not this one"
+            )
+            continue
+        if permission.status != P.ACTIVE or not permission.has_key:
+            reasons.append(
+                f"the permission “{permission.name}” is being revoked"
+                if permission.status == P.REVOKING or not permission.has_key
+                else f"the permission “{permission.name}” is not granted on chain yet"
+            )
+            continue
+        if permission.expires_at <= now:
+            reasons.append("the permission expired")
+            continue
+        if permission.starts_at > now:
+            reasons.append(f"the permission starts at {rfc3339(permission.starts_at)}")
+            continue
+        left = remaining(permission)
+        if left.units is None:
+            reasons.append(f"the permission's remaining allowance could not be read: {left.error}")
+            continue
+        if request.units > left.units:
+            reasons.append(
+                f"over {_this_period(permission.period)} remaining "
+                f"{amount_text(left.units, request.token)}"
+            )
+            continue
+        return permission, ""
+    return None, "; ".join(reasons)
+
+
+def swap_under_permission(
+    *, permission: SpendPermission, user, application, request: SwapRequest, quote, note: list
+) -> Action | None:
+    """Build the op that calls `executePermittedSwap` with the quote's router call, sign it
+    with the session key and hand it to the submission. None (with the reason appended to
+    `note`) when the quote's route is not one of the permission's routers, the key is gone or
+    the bundler's simulation refuses it: the caller then falls back to the passkey."""
+    routers = {r.lower() for r in permission.routers}
+    if quote.tx_to.lower() not in routers or quote.approval_address.lower() != quote.tx_to.lower():
+        note.append(f"the quote's route ({quote.tool}) is not one the permission allows")
+        return None
+    if quote.tx_value:
+        note.append("the quote's route pays a value, which a permission never covers")
+        return None
+    try:
+        key = session_keys.unseal(permission.session_key_encrypted)
+    except session_keys.SessionKeyUnavailable as exc:
+        note.append(str(exc))
+        return None
+    account, chain = permission.account, request.chain
+    with on_chain(chain):
+        session = chain_permission.SessionKeyAccount(
+            web3(chain.id),
+            account.address,
+            bytes.fromhex(permission.permission_id[2:]),
+            key,
+            version=account.entry_point_version,
+        )
+        bundler = bundler_client(chain.id, timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10))
+        try:
+            # Its own lane, as for transfers; the estimate simulates the swap, so one the
+            # contract would refuse (allowance, output) stops here.
+            lane = chain_permission.nonce_key_for(permission.permission_id, secrets.randbits(32))
+            op = session.build_swap(
+                bundler,
+                router=quote.tx_to,
+                amount_in=request.units,
+                data=quote.tx_data,
+                min_out=max(quote.to_amount_min, 1),
+                nonce_key=lane,
+            )
+        except BundlerError as exc:
+            note.append(f"the permission does not cover it on chain: {exc}")
+            return None
+    params, summary, quote_ttl = swap_params(request, quote)
+    agent = agent_name(application)
+    with transaction.atomic():
+        action = action_create(
+            user=user,
+            application=application,
+            type=ActionType.SWAP,
+            summary=summary,
+            chain_id=chain.id,
+            smart_account=account.address,
+            params={**params, "spend_permission": str(permission.pk)},
+            user_op=op,
+            entry_point_version=account.entry_point_version,
+            ttl_seconds=quote_ttl,
+        )
+        signature = chain_permission.sign_with_session_key(
+            action.user_op_hash, key, permission_id=permission.permission_id
+        )
+        action = action_transition(
+            action_id=action.pk,
+            to=ActionStatus.SIGNED,
+            actor=Actor.system(),
+            only_from={ActionStatus.PROPOSED},
+            updates={
+                "user_op": {**action.user_op, "signature": signature},
+                "spend_permission": permission,
+            },
+            detail=f"signed by permission {permission.name} for {agent}",
+        )
+        enqueue_on_commit("actions.tasks.action_submit", action.pk)
+    return action
+
+
+def swap_propose(
+    *,
+    user,
+    application,
+    from_asset_id: str,
+    to_asset_id: str,
+    amount: str,
+    slippage=None,
+    provider: str | None = None,
+) -> Action:
+    """swap: under the agent's active permission that names this pair (same chain, within
+    the remaining allowance), signed by its session key with no prompt; otherwise proposed for
+    the passkey, saying why not. One quote serves either way."""
+    request = swap_request(
+        user=user,
+        from_asset_id=from_asset_id,
+        to_asset_id=to_asset_id,
+        amount=amount,
+        slippage=slippage,
+        provider=provider,
+    )
+    permission, note = permission_for_swap(user=user, application=application, request=request)
+    quote = None
+    if permission is not None:
+        with on_chain(request.chain):
+            quote = swap_quote(request, from_address=request.account.address)
+        notes: list[str] = []
+        action = swap_under_permission(
+            permission=permission,
+            user=user,
+            application=application,
+            request=request,
+            quote=quote,
+            note=notes,
+        )
+        if action is not None:
+            return action
+        note = "; ".join(notes)
+    return propose_swap_signed_by_user(
+        user=user, application=application, request=request, quote=quote, permission_note=note
+    )
+
+
 # --- reads -----------------------------------------------------------------------------------
 
 
 def permission_payload(permission: SpendPermission, *, with_remaining: bool = True) -> dict:
     left = remaining(permission) if with_remaining and permission.status == P.ACTIVE else None
-    spends = permission.actions.filter(type=ActionType.TRANSFER).order_by("-created_at")[:50]
+    spends = permission.actions.filter(type__in=(ActionType.TRANSFER, ActionType.SWAP)).order_by(
+        "-created_at"
+    )[:50]
     return {
         "permission_id": str(permission.pk),
         "name": permission.name,
@@ -596,6 +897,8 @@ def permission_payload(permission: SpendPermission, *, with_remaining: bool = Tr
             {"address": r["address"], "name": r.get("name") or None} for r in permission.recipients
         ],
         "any_recipient": permission.any_recipient,
+        "to_asset_id": permission.to_token.asset_id if permission.to_token_id else None,
+        "to_symbol": permission.to_token.symbol if permission.to_token_id else None,
         "starts_at": rfc3339(permission.starts_at),
         "expires_at": rfc3339(permission.expires_at),
         "remaining": decimal_string(left.units, permission.token.decimals)
@@ -606,8 +909,13 @@ def permission_payload(permission: SpendPermission, *, with_remaining: bool = Tr
         "spends": [
             {
                 "action_id": str(a.pk),
+                "type": a.type,
                 "amount": a.params.get("amount", ""),
-                "to": a.params.get("to", ""),
+                # A swap's output comes back to the account: its token stands where a
+                # transfer's recipient does.
+                "to": a.params.get("to_asset_id", "")
+                if a.type == ActionType.SWAP
+                else a.params.get("to", ""),
                 "status": a.status,
                 "created_at": rfc3339(a.created_at),
             }
@@ -618,15 +926,15 @@ def permission_payload(permission: SpendPermission, *, with_remaining: bool = Tr
 
 def spend_permissions_for_agent(*, user, application) -> list[dict]:
     """get_spend_permissions: the calling agent's own permissions only."""
-    permissions = SpendPermission.objects.select_related("token", "account", "application").filter(
-        user=user, application=application
-    )
+    permissions = SpendPermission.objects.select_related(
+        "token", "to_token", "account", "application"
+    ).filter(user=user, application=application)
     return [permission_payload(spend_permission_follow(p)) for p in permissions[:50]]
 
 
 def spend_permissions_for_user(*, user) -> list[SpendPermission]:
     return list(
-        SpendPermission.objects.select_related("token", "account", "application")
+        SpendPermission.objects.select_related("token", "to_token", "account", "application")
         .filter(user=user)
         .order_by("-created_at")[:100]
     )

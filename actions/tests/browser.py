@@ -1,17 +1,23 @@
 """What the Chromium (Playwright) tests of the end-user pages share: a page with a CDP virtual
 authenticator, the live server as the passkeys' origin, and the user's steps (sign in, register
-a passkey, sign on the signing page until executed). The tests of actions and of mcp_adapter
+a passkey, a signed-in user with a funded passkey account, sign on the signing page until
+executed). The tests of actions and of mcp_adapter
 import them from here."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any, NamedTuple
 
 import pytest
+from django.contrib.auth import get_user_model
+from web3 import Web3
 
 from actions.demo import ensure_demo_tokens
 from actions.models import SmartAccount
+from chain.dev import fund, mint
+from core.chains import card_chain
 from core.testing import add_virtual_authenticator, chromium_options
 
 
@@ -69,6 +75,25 @@ def register_passkey(page, base_url: str, user, password: str) -> SmartAccount:
     page.click("#register-passkey")
     page.wait_for_selector("li.passkey", timeout=30_000)  # the page reloads with the list
     return SmartAccount.objects.get(user=user, passkey__isnull=False, chain_id=31337)
+
+
+class PasskeyUser(NamedTuple):
+    user: Any
+    account: SmartAccount
+    w3: Web3  # the card's chain
+
+
+def passkey_user(page, base_url: str, username: str, *, usdc: int) -> PasskeyUser:
+    """A new user `username` (password "<username>-password") signed in on `page` with a
+    passkey registered; its account on the card's chain holds 1 ETH for gas and `usdc` units
+    (6 decimals) of the demo USDC."""
+    password = f"{username}-password"
+    user = get_user_model().objects.create_user(username, password=password)
+    account = register_passkey(page, base_url, user, password)
+    w3 = Web3(Web3.HTTPProvider(card_chain().rpc_url))
+    fund(w3, account.address, Web3.to_wei(1, "ether"))
+    mint(w3, "USDC", account.address, usdc)
+    return PasskeyUser(user, account, w3)
 
 
 def sign_on_page(page, sign_url: str, *selectors: str, timeout: int = 90_000) -> dict[str, str]:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -9,6 +10,7 @@ from eth_utils import to_checksum_address
 from actions.models import (
     SPEND_PERMISSION_LIFECYCLE,
     Action,
+    ActionStatus,
     ActionType,
     Card,
     Passkey,
@@ -18,11 +20,13 @@ from actions.models import (
     Token,
 )
 from actions.services import session_keys
-from actions.services.lifecycle import action_create
+from actions.services.lifecycle import action_create, action_reconcile, action_submit
+from actions.services.signing import action_sign
 from chain import contracts
 from chain.stack import free_port
 from core.chains import with_endpoints
 from core.lifecycle import Actor, create
+from core.testing import wait_until
 from evm import spend_permission as chain_permission
 
 SENDER = "0x1234567890123456789012345678901234567890"
@@ -190,3 +194,26 @@ def make_permission(
     )
     Action.objects.filter(pk=grant.pk).update(spend_permission=permission)
     return permission
+
+
+def settle(action_id) -> Action:
+    """Submit a signed action (the on-commit task does not run in a test transaction) and
+    reconcile it with the real bundler until it is no longer in flight."""
+    action = Action.objects.get(pk=action_id)
+    if action.status == ActionStatus.SIGNED:
+        action_submit(action_id=action.pk)
+
+    def settled():
+        action_reconcile(action_id=action.pk, actor=Actor.worker())
+        current = Action.objects.get(pk=action.pk)
+        return current if current.status not in ("submitted", "broadcast") else None
+
+    return wait_until(settled, timeout=60, interval=0.3)
+
+
+def passkey_signs(passkey, user, action_id) -> Action:
+    """The user signs the action with their (software) passkey; then `settle`."""
+    action = Action.objects.get(pk=action_id)
+    assertion = json.dumps(passkey.get_json(bytes.fromhex(action.user_op_hash[2:])))
+    action_sign(action_id=action.pk, user=user, credential_json=assertion)
+    return settle(action.pk)

@@ -10,9 +10,9 @@ from web3 import Web3
 
 from actions.models import Action
 from actions.tests.bridges import leg_settles, local_bridge
-from actions.tests.browser import browser_page, register_passkey, sign_on_page  # noqa: F401
+from actions.tests.browser import browser_page, passkey_user, sign_on_page  # noqa: F401
 from actions.tests.factories import demo_asset_id
-from chain.dev import fund, mint, token_balance
+from chain.dev import token_balance
 
 pytestmark = [pytest.mark.chain, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -21,7 +21,6 @@ def test_a_cross_chain_swap_signed_in_the_browser_shows_both_legs_live(
     browser_page,  # noqa: F811 - the imported fixture
     live_server,
     chain_world,
-    django_user_model,
     application,
     make_token,
     api_client,
@@ -29,12 +28,8 @@ def test_a_cross_chain_swap_signed_in_the_browser_shows_both_legs_live(
 ):
     with local_bridge(chain_world, settings, bridge_delay=1.0):
         page = browser_page
-        user = django_user_model.objects.create_user("alice", password="alice-password")
-        account = register_passkey(page, live_server.url, user, "alice-password")
-        card = Web3(Web3.HTTPProvider(chain_world.card.rpc_url))
+        user, account, card = passkey_user(page, live_server.url, "alice", usdc=10_000_000)
         l2 = Web3(Web3.HTTPProvider(chain_world.l2.rpc_url))
-        fund(card, account.address, Web3.to_wei(1, "ether"))
-        mint(card, "USDC", account.address, 10_000_000)
         token = make_token(user, application, scope="read:actions write:actions")
         response = api_client.post(
             "/api/v1/actions/swap",

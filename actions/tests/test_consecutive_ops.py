@@ -6,16 +6,11 @@ same account, transfers and swaps mixed, on both EntryPoint versions."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from actions.models import Action, ActionStatus
-from actions.services.lifecycle import action_reconcile, action_submit
-from actions.services.signing import action_sign
+from actions.tests.factories import passkey_signs
 from chain.dev import token_balance
-from core.lifecycle import Actor
-from core.testing import wait_until
 
 from .conftest import usdc_id
 
@@ -33,19 +28,6 @@ def _eure_id() -> str:
     from chain import contracts
 
     return f"eip155:31337/erc20:{contracts.demo_token_address('EURe')}"
-
-
-def _sign_and_settle(passkey, action: Action, user) -> Action:
-    assertion = json.dumps(passkey.get_json(bytes.fromhex(action.user_op_hash[2:])))
-    action_sign(action_id=action.pk, user=user, credential_json=assertion)
-    action_submit(action_id=action.pk)
-
-    def settled():
-        action_reconcile(action_id=action.pk, actor=Actor.worker())
-        current = Action.objects.get(pk=action.pk)
-        return current if current.status not in ("submitted", "broadcast") else None
-
-    return wait_until(settled, timeout=60, interval=0.3)
 
 
 @pytest.mark.parametrize("version", ["0.7", "0.8"])
@@ -74,7 +56,7 @@ def test_ten_consecutive_operations_from_one_passkey_account_all_execute(
             )
             sent += 100_000
         assert action.user_op["nonce"] == i and action.entry_point_version == version
-        settled = _sign_and_settle(passkey, action, user)
+        settled = passkey_signs(passkey, user, action.pk)
         assert settled.status == ActionStatus.EXECUTED, (i, settled.status, settled.error)
     assert token_balance(w3, "USDC", RECIPIENT) - before == sent
 
@@ -82,6 +64,6 @@ def test_ten_consecutive_operations_from_one_passkey_account_all_execute(
     action = _post(
         api_client, token, "transfer", {"asset_id": usdc_id(), "amount": "1000", "to": RECIPIENT}
     )
-    settled = _sign_and_settle(passkey, action, user)
+    settled = passkey_signs(passkey, user, action.pk)
     assert settled.status == ActionStatus.FAILED, settled.error
     assert settled.error.startswith("ERC20InsufficientBalance("), settled.error

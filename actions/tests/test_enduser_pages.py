@@ -27,6 +27,7 @@ from actions.tests.factories import (
     make_swap_action,
 )
 from chain.passkey_account import SoftwarePasskey
+from core.chains import chain_name
 
 pytestmark = pytest.mark.django_db
 RECIPIENT = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"
@@ -149,6 +150,48 @@ def test_the_committed_catalogues_are_compiled_from_their_po_files():
 def test_the_script_catalogue_is_in_the_page_language(client):
     body = client.get("/i18n/catalog.js", HTTP_ACCEPT_LANGUAGE="pt-BR").content.decode()
     assert "Nada foi assinado." in body
+
+
+def test_the_accounts_list_names_each_chain_of_the_one_address(owner, wallet):
+    # The passkey account has the same address on every chain: one row per chain, named.
+    SmartAccount.objects.create(
+        user=wallet.user,
+        kind="picnic",
+        chain_id=31338,
+        address=wallet.address,
+        owner=wallet.owner,
+        passkey=wallet.passkey,
+        entry_point_version="0.7",
+    )
+    page = owner.get("/passkeys/").content.decode().split('id="accounts"')[1]
+    rows = [
+        " ".join(unescape(re.sub(r"<[^>]+>", " ", r)).split())
+        for r in re.findall(r"<li>(.*?)</li>", page)
+    ]
+    assert rows[:2] == [
+        f"Picnic account {wallet.address} · {chain_name(31337)}",
+        f"Picnic account {wallet.address} · {chain_name(31338)}",
+    ]
+
+
+def test_the_activity_names_spending_permission_requests_and_who_asked(
+    owner, user, application, wallet
+):
+    grant = make_action(
+        user=user, application=application, type="spendGrant", smart_account=wallet.address
+    )
+    revoke = make_action(
+        user=user, application=application, type="spendRevoke", smart_account=wallet.address
+    )
+    page = owner.get("/activity/").content.decode()
+    rows = {
+        pk: " ".join(unescape(re.sub(r"<[^>]+>", " ", row)).split())
+        for pk, row in re.findall(r'<li data-action="([^"]+)">(.*?)</li>', page, re.S)
+    }
+    assert rows[str(grant.pk)].startswith("Waiting for your approval Spending permission asked by")
+    # The user revoked it on their own page: no agent asked.
+    assert rows[str(revoke.pk)].startswith("Waiting for your approval Revoke a spending permission")
+    assert "asked by" not in rows[str(revoke.pk)]
 
 
 def test_sign_out_is_a_post_from_the_header_and_lands_on_sign_in(owner):

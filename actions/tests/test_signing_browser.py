@@ -10,13 +10,16 @@ from pathlib import Path
 
 import pytest
 from django.utils import timezone
-from web3 import Web3
 
 from actions.models import Action
+from actions.models import ActionStatus as S
 from actions.providers.local_lifi import LocalLifiServer
-from actions.tests.browser import browser_page, register_passkey, sign_in, sign_on_page  # noqa: F401
+from actions.services.transitions import action_transition
+from actions.tests.browser import browser_page, passkey_user, sign_in, sign_on_page  # noqa: F401
+from actions.tests.factories import make_action, make_chain_unreachable
 from chain import contracts, ens
-from chain.dev import fund, mint, token_balance
+from chain.dev import token_balance
+from core.lifecycle import Actor
 
 pytestmark = [pytest.mark.chain, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 RECIPIENT = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"
@@ -28,7 +31,6 @@ SCREENSHOT_DIR = os.environ.get("PICNIC_SCREENSHOT_DIR")
 def test_register_transfer_sign_execute_reject_and_expire(
     browser_page,  # noqa: F811 - the imported fixture
     live_server,
-    django_user_model,
     application,
     make_token,
     api_client,
@@ -36,12 +38,7 @@ def test_register_transfer_sign_execute_reject_and_expire(
     settings,
 ):
     page = browser_page
-    user = django_user_model.objects.create_user("alice", password="alice-password")
-    account = register_passkey(page, live_server.url, user, "alice-password")
-
-    w3 = Web3(Web3.HTTPProvider(live_server_chain_url()))
-    fund(w3, account.address, Web3.to_wei(1, "ether"))
-    mint(w3, "USDC", account.address, 5_000_000)
+    user, account, w3 = passkey_user(page, live_server.url, "alice", usdc=5_000_000)
     before = token_balance(w3, "USDC", RECIPIENT)
     token = make_token(user, application, scope="read:actions write:actions")
 
@@ -119,12 +116,6 @@ def test_register_transfer_sign_execute_reject_and_expire(
     assert Action.objects.get(pk=third["action_id"]).status == "expired"
 
 
-def live_server_chain_url() -> str:
-    from core.chains import card_chain
-
-    return card_chain().rpc_url
-
-
 def _seconds(shown: str) -> int:
     """ "3:07" → 187, "1:03:05" → 3785 (the page's time-left clock)."""
     total = 0
@@ -140,11 +131,6 @@ def test_the_page_counts_down_expires_by_itself_and_stops_polling_at_failed(
     application,
     settings,
 ):
-    from actions.models import ActionStatus as S
-    from actions.services.transitions import action_transition
-    from actions.tests.factories import make_action, make_chain_unreachable
-    from core.lifecycle import Actor
-
     # Polls refresh in-flight actions against the bundler: make it unreachable, so what the
     # page shows is what this test stores.
     make_chain_unreachable(settings)

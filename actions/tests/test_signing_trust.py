@@ -11,10 +11,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone, translation
 
-from actions.models import Action, ActionStatus, Preferences
+from actions.models import Action, ActionStatus, ActionType, Preferences, SpendPermission
 from actions.services.transitions import action_transition
 from actions.signing_facts import NAME_MAX, lookalike, outside_name
 from actions.tests import test_enduser_pages as pages
+from actions.tests.factories import make_action, make_permission
 from actions.tests.test_enduser_pages import RECIPIENT, transfer, words
 from core.chains import with_endpoints
 from core.lifecycle import Actor
@@ -81,6 +82,27 @@ def test_the_page_says_which_agent_asks_since_when_and_flags_its_first_request(
     assert html.index('id="client-id"') > html.index("Technical details")
     second = transfer(user, application)
     assert 'id="first-request"' not in owner.get(f"/sign/{second.pk}/").content.decode()
+
+
+def test_a_revocation_the_user_asked_for_names_the_agent_but_not_as_asking(
+    owner, user, application, wallet, make_token
+):
+    make_token(user, application)
+    permission = make_permission(user=user, application=application, account=wallet)
+    revoke = make_action(
+        user=user,
+        application=application,
+        type=ActionType.SPEND_REVOKE,
+        summary="Revoke the spending permission “groceries” (mcp-agent)",
+        smart_account=wallet.address,
+        params={"permission_ids": [permission.permission_id], "names": ["groceries"]},
+    )
+    SpendPermission.objects.filter(pk=permission.pk).update(revoke_action=revoke)
+    page = owner.get(f"/sign/{revoke.pk}/")
+    shown, html = words(page), page.content.decode()
+    assert "Revoke the spending permission groceries" in shown
+    assert "Asked by" not in shown and 'id="who-asks"' not in html
+    assert '<dd id="permission-agents">mcp-agent</dd>' in html
 
 
 def test_an_agent_connected_long_ago_is_not_flagged_new(owner, user, application, make_token):

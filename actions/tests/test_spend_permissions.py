@@ -28,9 +28,11 @@ from actions.services.transitions import action_transition
 from actions.tests.factories import (
     MERCHANT,
     made_up_address,
+    make_action,
     make_offline_wallet,
     make_permission,
 )
+from core.chains import chain_name
 from core.formats import rfc3339
 from core.lifecycle import Actor
 from evm import spend_permission as chain_permission
@@ -87,6 +89,14 @@ def _ask(api_client, token, **overrides):
         ({"recipients": ["a_b.eth"]}, 400, "not a valid ENS name"),
         ({"recipients": ["0x" + "00" * 20]}, 400, "zero address"),
         ({"period": "hourly"}, 400, "period"),
+        ({"to_asset_id": "eip155:31337/erc20:0x" + "99" * 20}, 400, "Unknown token"),
+        ({"to_asset_id": "EURe"}, 400, "to_asset_id"),
+        ({"to_asset_id": USDC}, 400, "the permission's own token"),
+        (
+            {"to_asset_id": f"eip155:31338/erc20:{made_up_address('EURe')}"},
+            400,
+            "a bridge's output cannot be checked on the source chain",
+        ),
     ],
 )
 def test_a_malformed_request_is_refused_with_its_reason_and_installs_nothing(
@@ -220,6 +230,35 @@ def test_a_transfer_outside_the_permission_says_why(wallet, user, application, m
     ) == (None, "the permission expired")
 
 
+def test_a_transfer_after_the_permission_ended_says_so(wallet, user, application):
+    """A revoked or expired permission is not silently gone: the agent is told why it now
+    needs the user's passkey (the latest one that ended)."""
+    permission = make_permission(user=user, application=application, account=wallet)
+
+    def note() -> str:
+        return permission_for_transfer(
+            user=user,
+            application=application,
+            token=permission.token,
+            recipient=MERCHANT,
+            recipient_shown="merchant.eth",
+            units=1,
+        )[1]
+
+    assert spend_permissions_sweep(now=permission.expires_at + timedelta(seconds=1)) == 1
+    assert note() == "the permission “groceries” expired"
+    make_permission(
+        user=user,
+        application=application,
+        account=wallet,
+        status=P.REVOKED,
+        name="coffee",
+        session_key_encrypted="",
+        starts_at=timezone.now(),
+    )
+    assert note() == "the permission “coffee” was revoked"
+
+
 def test_an_agent_reads_only_its_own_permissions(
     wallet, user, application, make_application, make_token, api_client
 ):
@@ -276,6 +315,8 @@ def test_staff_see_permissions_but_never_the_key(wallet, user, application, staf
         assert page.status_code == 200, url
         assert permission.session_key_encrypted not in page.content.decode()
         assert "groceries" in page.content.decode()
+    timeline = staff_client.get(f"/staff/spend-permissions/{permission.pk}/").content.decode()
+    assert '<dt>Chain</dt><dd><span class="chain" data-chain-id="31337"' in timeline
 
 
 def test_the_user_page_lists_permissions_with_a_revoke_button(wallet, user, application, client):
@@ -287,3 +328,18 @@ def test_the_user_page_lists_permissions_with_a_revoke_button(wallet, user, appl
     assert f'id="revoke-{permission.pk}"' in page
     assert "may send up to 50 USDC per week to merchant.eth" in page
     assert permission.session_key_encrypted not in page
+
+
+def test_the_user_page_names_the_network_and_who_was_paid(wallet, user, application, client):
+    permission = make_permission(user=user, application=application, account=wallet)
+    spend = make_action(
+        user=user,
+        application=application,
+        params={"amount": "5", "symbol": "USDC", "to": MERCHANT, "ens": "merchant.eth"},
+    )
+    Action.objects.filter(pk=spend.pk).update(spend_permission=permission)
+    client.force_login(user)
+    page = client.get("/permissions/").content.decode()
+    # The chain's name (its id only on hover), and the name the agent paid beside the address.
+    assert 'data-chain-id="31337"' in page and f">{chain_name(31337)}</span>" in page
+    assert f"<td><strong>merchant.eth</strong> <code>{MERCHANT}</code></td>" in page

@@ -9,13 +9,11 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from web3 import Web3
 
 from actions.models import Action, SpendPermission
-from actions.tests.browser import browser_page, register_passkey  # noqa: F401
+from actions.tests.browser import browser_page, passkey_user  # noqa: F401
 from chain import contracts, ens
-from chain.dev import fund, mint, token_balance
-from core.chains import card_chain
+from chain.dev import token_balance
 from core.formats import rfc3339
 from core.testing import wait_until
 
@@ -25,17 +23,12 @@ pytestmark = [pytest.mark.chain, pytest.mark.browser, pytest.mark.django_db(tran
 def test_weekly_allowance_three_payments_a_fourth_asked_then_revoked(
     browser_page,  # noqa: F811 - the imported fixture
     live_server,
-    django_user_model,
     application,
     make_token,
     api_client,
 ):
     page = browser_page
-    user = django_user_model.objects.create_user("carol", password="carol-password")
-    account = register_passkey(page, live_server.url, user, "carol-password")
-    w3 = Web3(Web3.HTTPProvider(card_chain().rpc_url))
-    fund(w3, account.address, Web3.to_wei(1, "ether"))
-    mint(w3, "USDC", account.address, 100_000_000)
+    user, account, w3 = passkey_user(page, live_server.url, "carol", usdc=100_000_000)
     merchant = w3.eth.account.from_key(ens.MERCHANT_KEY).address
     ens.register(w3, "merchant.eth", merchant)
     usdc = f"eip155:31337/erc20:{contracts.demo_token_address('USDC')}"

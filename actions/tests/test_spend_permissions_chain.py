@@ -6,23 +6,27 @@ contract takes what fits, nothing is spent twice) and the revocation."""
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from actions.models import Action, ActionStatus, SpendPermission, SpendPermissionStatus
-from actions.services.lifecycle import action_reconcile, action_submit
-from actions.services.signing import action_sign
+from actions.services.lifecycle import action_submit
+from actions.services.proposals import swap_request
 from actions.services.spend_follow import spend_permission_follow
-from actions.services.spend_permissions import remaining, spend_permissions_revoke
+from actions.services.spend_permissions import (
+    permission_for_swap,
+    remaining,
+    spend_permissions_revoke,
+)
+from actions.tests.factories import passkey_signs, settle
 from chain.dev import mint, token_balance
 from core.formats import rfc3339
 from core.lifecycle import Actor
-from core.testing import wait_until
 
 from .conftest import usdc_id
+from .test_swap import eure_id
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 P = SpendPermissionStatus
@@ -35,27 +39,6 @@ def _post(api_client, token, tool: str, payload: dict) -> dict:
     response = api_client.post(f"/api/v1/actions/{tool}", token, payload)
     assert response.status_code == 201, response.content
     return response.json()
-
-
-def _settle(action_id) -> Action:
-    """Submit (the on-commit task does not run in a test transaction) and reconcile."""
-    action = Action.objects.get(pk=action_id)
-    if action.status == ActionStatus.SIGNED:
-        action_submit(action_id=action.pk)
-
-    def settled():
-        action_reconcile(action_id=action.pk, actor=Actor.worker())
-        current = Action.objects.get(pk=action.pk)
-        return current if current.status not in ("submitted", "broadcast") else None
-
-    return wait_until(settled, timeout=60, interval=0.3)
-
-
-def _passkey_signs(passkey, user, action_id) -> Action:
-    action = Action.objects.get(pk=action_id)
-    assertion = json.dumps(passkey.get_json(bytes.fromhex(action.user_op_hash[2:])))
-    action_sign(action_id=action.pk, user=user, credential_json=assertion)
-    return _settle(action.pk)
 
 
 def test_an_agent_spends_within_its_weekly_allowance_and_no_more(
@@ -78,7 +61,7 @@ def test_an_agent_spends_within_its_weekly_allowance_and_no_more(
         },
     )
     assert grant["type"] == "spendGrant" and grant["sign_url"]
-    assert _passkey_signs(passkey, user, grant["action_id"]).status == ActionStatus.EXECUTED
+    assert passkey_signs(passkey, user, grant["action_id"]).status == ActionStatus.EXECUTED
     permission = spend_permission_follow(SpendPermission.objects.get(user=user))
     assert permission.status == P.ACTIVE
     assert remaining(permission).units == 50 * USDC
@@ -90,7 +73,7 @@ def test_an_agent_spends_within_its_weekly_allowance_and_no_more(
         )
         assert answer["sign_url"] is None and answer["status"] == "signed", answer
         assert answer["signed_by_permission"] == permission.name
-        spent = _settle(answer["action_id"])
+        spent = settle(answer["action_id"])
         assert spent.status == ActionStatus.EXECUTED, spent.error
         assert spent.spend_permission_id == permission.pk
         assert spent.history.filter(
@@ -140,7 +123,7 @@ def test_an_agent_spends_within_its_weekly_allowance_and_no_more(
     before = token_balance(w3, "USDC", MERCHANT)
     for r in racing:
         action_submit(action_id=r["action_id"])
-    ends = sorted(_settle(r["action_id"]).status for r in racing)
+    ends = sorted(settle(r["action_id"]).status for r in racing)
     assert ends == [ActionStatus.EXECUTED, ActionStatus.FAILED]
     failed = Action.objects.get(
         pk=next(
@@ -162,6 +145,84 @@ def test_an_agent_spends_within_its_weekly_allowance_and_no_more(
         api_client, token, "transfer", {"asset_id": usdc_id(), "amount": "1", "to": MERCHANT}
     )
     assert after_key["sign_url"] and "being revoked" in after_key["permission_note"]
-    assert _passkey_signs(passkey, user, revoke.pk).status == ActionStatus.EXECUTED
+    assert passkey_signs(passkey, user, revoke.pk).status == ActionStatus.EXECUTED
     permission = spend_permission_follow(permission)
     assert permission.status == P.REVOKED
+
+
+def test_a_swap_of_the_pair_a_permission_names_needs_no_prompt_and_others_fall_back(
+    webauthn_settings, make_user_registered, quotes, api_client, client, application, make_token
+):
+    user, passkey, account, w3 = make_user_registered("swapper")
+    mint(w3, "USDC", account.address, 100 * USDC)
+    token = make_token(user, application, scope="read:actions write:actions")
+    grant = _post(
+        api_client,
+        token,
+        "request_spend_permission",
+        {
+            "asset_id": usdc_id(),
+            "amount": "50",
+            "period": "weekly",
+            "to_asset_id": eure_id(),
+            "expires_at": rfc3339(timezone.now() + timedelta(days=60)),
+            "name": "into euros",
+        },
+    )
+    assert grant["summary"].startswith(
+        f"{application.name} may swap up to 50 USDC per week into EURe on Gnosis (local)"
+    )
+    client.force_login(user)
+    page = client.get(f"/sign/{grant['action_id']}/").content.decode()
+    assert f"{application.name} may swap up to 50 USDC per week into EURe until" in page
+    assert 'id="permission-pair"' in page and 'id="permission-recipients"' not in page
+    assert passkey_signs(passkey, user, grant["action_id"]).status == ActionStatus.EXECUTED
+    permission = spend_permission_follow(SpendPermission.objects.get(user=user))
+    assert permission.status == P.ACTIVE and permission.to_token.symbol == "EURe"
+
+    def swap(amount: str, to_asset_id: str | None = None) -> dict:
+        body = {"from_asset_id": usdc_id(), "to_asset_id": to_asset_id or eure_id()}
+        return _post(api_client, token, "swap", {**body, "amount": amount})
+
+    usdc_before = token_balance(w3, "USDC", account.address)
+    eure_before = token_balance(w3, "EURe", account.address)
+    answer = swap("30")
+    assert answer["sign_url"] is None and answer["status"] == "signed", answer
+    assert answer["signed_by_permission"] == "into euros"
+    swapped = settle(answer["action_id"])
+    assert swapped.status == ActionStatus.EXECUTED, swapped.error
+    assert swapped.history.filter(
+        detail=f"signed by permission into euros for {application.name}"
+    ).exists()
+    assert usdc_before - token_balance(w3, "USDC", account.address) == 30 * USDC
+    assert token_balance(w3, "EURe", account.address) - eure_before == 276 * 10**17  # 27.6
+    assert remaining(permission).units == 20 * USDC
+
+    # Over what is left: the passkey, with the reason; a transfer is no part of the pair.
+    over = swap("25")
+    assert over["sign_url"] and over["permission_note"] == "over this week's remaining 20 USDC"
+    paid = _post(
+        api_client, token, "transfer", {"asset_id": usdc_id(), "amount": "1", "to": MERCHANT}
+    )
+    assert paid["sign_url"] and "is not in the permission's recipients" in paid["permission_note"]
+    # Cross-chain: never under a permission, and said so (before any quote is asked).
+    bridged = swap_request(
+        user=user,
+        from_asset_id=usdc_id(),
+        to_asset_id=eure_id().replace("eip155:31337", "eip155:31338"),
+        amount="1",
+    )
+    assert permission_for_swap(user=user, application=application, request=bridged) == (
+        None,
+        "a swap to another chain is never covered by a permission: the bridge's output "
+        "cannot be checked on the source chain",
+    )
+
+    page = client.get("/permissions/").content.decode()
+    assert "may swap up to 50 USDC per week into EURe" in page
+    assert page.count('class="spend-swap"') == 1 and "swapped for at least 27.462 EURe" in page
+    mine = api_client.get("/api/v1/spend-permissions", token).json()["permissions"]
+    assert (mine[0]["to_symbol"], mine[0]["remaining"]) == ("EURe", "20")
+    assert [(s["type"], s["amount"], s["to"]) for s in mine[0]["spends"]] == [
+        ("swap", "30", eure_id())
+    ]

@@ -11,8 +11,9 @@ import {MessageHashUtils} from "@openzeppelin/contracts/utils/cryptography/Messa
 
 /// Spend permissions: an owner grants a session key (a secp256k1 address) the right to send up
 /// to `allowance` of one ERC-20 token per `period` seconds, from `start` until `end`, to the
-/// listed recipients (or to anyone). The session key then signs user operations whose callData
-/// is exactly `executePermitted(id, to, amount)` and nothing else; no passkey is involved.
+/// listed recipients (or to anyone, or to no one when it only swaps). The session key then signs user operations whose callData
+/// is exactly `executePermitted(id, to, amount)` (or, when the permission names a pair,
+/// `executePermittedSwap`) and nothing else; no passkey is involved.
 ///
 /// Its ops use the permission's own EntryPoint nonce keys: the key's top 160 bits are the id's
 /// first 20 bytes (the low 32 bits are free, for spends in parallel).
@@ -21,6 +22,13 @@ import {MessageHashUtils} from "@openzeppelin/contracts/utils/cryptography/Messa
 /// the ECDSA signature over the userOpHash as an EIP-191 personal message
 /// ("\x19Ethereum Signed Message:\n32" ‖ userOpHash). The userOpHash binds the chain id, the
 /// EntryPoint, this account and the op's nonce, so a signature is good for one op only.
+///
+/// A permission may also name a pair (`permitSwaps`): the session key may then sign
+/// `executePermittedSwap(id, router, amountIn, data, minOut)`, which spends amountIn of the
+/// permission's token from the same allowance, lets one of the permission's routers pull exactly
+/// that, calls it with `data`, and reverts unless the account then holds at least `minOut` more
+/// of the pair's token and at most amountIn less of its own: whatever `data` says, the output
+/// lands in this account. Same-chain only (a bridge's output cannot be checked here).
 ///
 /// Validation reads only this account's storage and never the block's time (ERC-7562): the
 /// time window goes back to the EntryPoint as validAfter/validUntil, and the allowance is
@@ -50,6 +58,10 @@ abstract contract SpendPermissions is Account {
     mapping(bytes32 => Permission) private _permissions;
     mapping(bytes32 => mapping(address => bool)) private _recipients;
     mapping(bytes32 => Spend) private _spends;
+    /// The pair's output token of a permission that may swap (0: transfers only), and the
+    /// routers it may swap through (never recipients of transfers).
+    mapping(bytes32 => address) private _swapTo;
+    mapping(bytes32 => mapping(address => bool)) private _routers;
     /// Every id ever granted: an id is never granted twice, even after it was revoked.
     mapping(bytes32 => bool) public usedPermissionIds;
 
@@ -65,6 +77,11 @@ abstract contract SpendPermissions is Account {
     );
     event PermissionRecipient(bytes32 indexed id, address indexed recipient);
     event PermissionRevoked(bytes32 indexed id);
+    event PermissionSwapAllowed(bytes32 indexed id, address indexed toToken);
+    event PermissionRouter(bytes32 indexed id, address indexed router);
+    event PermissionSwapped(
+        bytes32 indexed id, address indexed router, address indexed toToken, uint256 amountIn, uint256 amountOut
+    );
     event PermissionSpent(
         bytes32 indexed id, address indexed to, uint256 amount, uint256 periodIndex, uint256 spentInPeriod
     );
@@ -94,7 +111,8 @@ abstract contract SpendPermissions is Account {
         require(period > 0, "PasskeyAccount: zero period");
         require(end > start, "PasskeyAccount: end before start");
         require(end > block.timestamp, "PasskeyAccount: end in the past");
-        require((recipientList.length > 0) != anyRecipient, "PasskeyAccount: recipients or any recipient, not both");
+        // Neither: no transfers at all (a permission that only swaps, see permitSwaps).
+        require(recipientList.length == 0 || !anyRecipient, "PasskeyAccount: recipients or any recipient, not both");
         usedPermissionIds[id] = true;
         _permissions[id] = Permission(sessionKey, token, allowance, period, start, end, anyRecipient);
         emit PermissionGranted(id, sessionKey, token, allowance, period, start, end, anyRecipient);
@@ -103,6 +121,30 @@ abstract contract SpendPermissions is Account {
             if (_recipients[id][recipientList[i]]) continue; // listed twice: once is enough
             _recipients[id][recipientList[i]] = true;
             emit PermissionRecipient(id, recipientList[i]);
+        }
+    }
+
+    /// Lets a live permission swap its token into `toToken` through the listed routers; once
+    /// per permission, in the same owner-signed op as the grant (an executeBatch).
+    function permitSwaps(bytes32 id, address toToken, address[] calldata routerList) external onlySelf {
+        address token = _permissions[id].token;
+        require(token != address(0), "PasskeyAccount: no such permission");
+        require(_swapTo[id] == address(0), "PasskeyAccount: swaps already set");
+        require(toToken != token && toToken.code.length > 0, "PasskeyAccount: bad pair");
+        require(routerList.length > 0, "PasskeyAccount: no router");
+        _swapTo[id] = toToken;
+        emit PermissionSwapAllowed(id, toToken);
+        for (uint256 i = 0; i < routerList.length; i++) {
+            address r = routerList[i];
+            // A router is a contract that is none of the tokens nor the account: approving it
+            // must not let the calldata reach them directly.
+            require(
+                r.code.length > 0 && r != token && r != toToken && r != address(this),
+                "PasskeyAccount: bad router"
+            );
+            if (_routers[id][r]) continue;
+            _routers[id][r] = true;
+            emit PermissionRouter(id, r);
         }
     }
 
@@ -116,17 +158,53 @@ abstract contract SpendPermissions is Account {
 
     function executePermitted(bytes32 id, address to, uint256 amount) external onlyEntryPoint {
         Permission memory p = _permissions[id];
+        _spend(id, p, to, amount);
+        require(p.anyRecipient || _recipients[id][to], "PasskeyAccount: recipient not allowed");
+        IERC20(p.token).safeTransfer(to, amount);
+    }
+
+    /// Swaps amountIn of the permission's token through an allowed router; `data` is the
+    /// router call (its recipient must be this account: the balance check below says so).
+    function executePermittedSwap(bytes32 id, address router, uint256 amountIn, bytes calldata data, uint256 minOut)
+        external
+        onlyEntryPoint
+    {
+        Permission memory p = _permissions[id];
+        _spend(id, p, router, amountIn);
+        address toToken = _swapTo[id];
+        require(toToken != address(0) && _routers[id][router], "PasskeyAccount: router not allowed");
+        require(minOut > 0, "PasskeyAccount: zero minimum output");
+        IERC20 tokenIn = IERC20(p.token);
+        uint256 inBefore = tokenIn.balanceOf(address(this));
+        uint256 outBefore = IERC20(toToken).balanceOf(address(this));
+        tokenIn.forceApprove(router, amountIn);
+        (bool ok, bytes memory reason) = router.call(data);
+        if (!ok) {
+            assembly ("memory-safe") {
+                revert(add(reason, 0x20), mload(reason))
+            }
+        }
+        tokenIn.forceApprove(router, 0); // nothing left for the router to pull later
+        uint256 outAfter = IERC20(toToken).balanceOf(address(this));
+        require(
+            outAfter >= outBefore + minOut && tokenIn.balanceOf(address(this)) + amountIn >= inBefore,
+            "PasskeyAccount: swap output not received"
+        );
+        emit PermissionSwapped(id, router, toToken, amountIn, outAfter - outBefore);
+    }
+
+    /// Checks the window and records `amount` against the period's allowance (transfers and
+    /// swaps share it).
+    function _spend(bytes32 id, Permission memory p, address to, uint256 amount) private {
         require(p.sessionKey != address(0), "PasskeyAccount: no such permission");
         require(block.timestamp >= p.start, "PasskeyAccount: permission not started");
         require(block.timestamp < p.end, "PasskeyAccount: permission expired");
-        require(p.anyRecipient || _recipients[id][to], "PasskeyAccount: recipient not allowed");
         uint48 index = uint48((block.timestamp - p.start) / p.period);
         Spend memory s = _spends[id];
         uint256 spent = s.periodIndex == index ? s.spentInPeriod : 0; // a new period starts at 0
         require(amount <= p.allowance && spent + amount <= p.allowance, "PasskeyAccount: over the period's allowance");
         spent += amount;
         _spends[id] = Spend(index, uint160(spent));
-        IERC20(p.token).safeTransfer(to, amount);
         emit PermissionSpent(id, to, amount, index, spent);
     }
 
@@ -147,6 +225,15 @@ abstract contract SpendPermissions is Account {
     {
         Permission storage p = _permissions[id];
         return (p.sessionKey, p.token, p.allowance, p.period, p.start, p.end, p.anyRecipient);
+    }
+
+    /// The pair's output token (0: no swaps, or no such permission).
+    function swapTo(bytes32 id) external view returns (address) {
+        return _permissions[id].sessionKey == address(0) ? address(0) : _swapTo[id];
+    }
+
+    function isRouter(bytes32 id, address router) external view returns (bool) {
+        return _permissions[id].sessionKey != address(0) && _routers[id][router];
     }
 
     /// False once the permission is revoked (or never existed).
@@ -175,8 +262,9 @@ abstract contract SpendPermissions is Account {
     }
 
     /// A session key's user operation: its callData must be exactly
-    /// `executePermitted(id, to, amount)` for the id its signature names, its nonce key the
-    /// permission's, the key must be that permission's, `to` allowed. Returns the permission's window as validAfter/validUntil
+    /// `executePermitted(id, to, amount)` (`to` allowed) or `executePermittedSwap(id, router, …)`
+    /// (`router` one of the permission's) for the id its signature names, its nonce key the
+    /// permission's, the key must be that permission's. Returns the permission's window as validAfter/validUntil
     /// (the EntryPoint compares them with the block's time); never reverts on malformed input.
     function _validatePermissionOp(PackedUserOperation calldata userOp, bytes32 userOpHash)
         internal
@@ -186,7 +274,10 @@ abstract contract SpendPermissions is Account {
         (bool ok, bytes32 id, bytes calldata ecdsaSignature) = _decodePermissionSignature(userOp.signature);
         if (!ok) return ERC4337Utils.SIG_VALIDATION_FAILED;
         bytes calldata data = userOp.callData;
-        if (data.length != 0x64 || bytes4(data[0:4]) != this.executePermitted.selector) {
+        // executePermitted(id, to, amount) or executePermittedSwap(id, router, amountIn, data,
+        // minOut): both have the id, then the recipient or the router, in their first two words.
+        bool swap = data.length >= 0xc4 && bytes4(data[0:4]) == this.executePermittedSwap.selector;
+        if (!swap && (data.length != 0x64 || bytes4(data[0:4]) != this.executePermitted.selector)) {
             return ERC4337Utils.SIG_VALIDATION_FAILED;
         }
         if (bytes32(data[4:0x24]) != id) return ERC4337Utils.SIG_VALIDATION_FAILED;
@@ -199,7 +290,9 @@ abstract contract SpendPermissions is Account {
         Permission storage p = _permissions[id];
         address sessionKey = p.sessionKey;
         if (sessionKey == address(0)) return ERC4337Utils.SIG_VALIDATION_FAILED;
-        if (!p.anyRecipient && !_recipients[id][address(uint160(toWord))]) {
+        if (swap) {
+            if (!_routers[id][address(uint160(toWord))]) return ERC4337Utils.SIG_VALIDATION_FAILED;
+        } else if (!p.anyRecipient && !_recipients[id][address(uint160(toWord))]) {
             return ERC4337Utils.SIG_VALIDATION_FAILED;
         }
         (address signer, ECDSA.RecoverError err,) =

@@ -1,6 +1,10 @@
-"""What the tests of the Safe and the Zodiac modifiers share: a deployed passkey account."""
+"""What the chain tests share: a deployed passkey account (the Safe and Zodiac tests) and the
+wait for a user operation's receipt. Polled here, not with core.testing.wait_until: chain/
+imports no app (test_boundary)."""
 
 from __future__ import annotations
+
+import time
 
 from chain.passkey_account import SoftwarePasskey
 from evm.passkey_account import PasskeyAccountClient
@@ -15,3 +19,14 @@ def deploy_passkey_account(w3, passkey: SoftwarePasskey, *, sender: str) -> Pass
         )
     )
     return account
+
+
+def receipt_or_none(bundler, op_hash: str, *, timeout: float = 30):
+    """The op's receipt, or None if the bundler dropped it (its validation failed later)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        receipt = bundler.get_user_operation_receipt(op_hash)
+        if receipt is not None:
+            return receipt
+        time.sleep(0.2)
+    return None

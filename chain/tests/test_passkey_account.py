@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from eth_abi import decode, encode
 from web3 import Web3
@@ -14,6 +12,7 @@ from chain import contracts
 from chain.dev import fund, mint
 from chain.passkey_account import SoftwarePasskey
 from chain.stack import DEV_KEYS
+from chain.tests.passkeys import receipt_or_none
 from evm.bundler import BundlerClient, BundlerError, decode_revert_reason
 from evm.passkey_account import PasskeyAccountClient, RecoveryState, sign_batch
 from evm.recovery import (
@@ -36,11 +35,8 @@ def _send(account, op, bundler) -> str:
 
 
 def _receipt(bundler, op_hash: str, *, timeout: float = 60):
-    """Polled here, not with core.testing.wait_until: chain/ imports no app (test_boundary)."""
-    deadline = time.monotonic() + timeout
-    while (receipt := bundler.get_user_operation_receipt(op_hash)) is None:
-        assert time.monotonic() < deadline, f"no receipt for {op_hash} within {timeout}s"
-        time.sleep(0.2)
+    receipt = receipt_or_none(bundler, op_hash, timeout=timeout)
+    assert receipt is not None, f"no receipt for {op_hash} within {timeout}s"
     return receipt
 
 
@@ -237,17 +233,6 @@ def test_a_second_owner_signs_until_it_is_removed(request, chain_name, version):
     assert contract.functions.ownerCount().call() == 1
 
 
-def _wait_outcome(bundler, op_hash: str, *, timeout: float = 20):
-    """The op's receipt, or None if the bundler dropped it (its validation failed later)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        receipt = bundler.get_user_operation_receipt(op_hash)
-        if receipt is not None:
-            return receipt
-        time.sleep(0.2)
-    return None
-
-
 def _two_removals(w3, bundler, version):
     """An account with two owners (phone 0, laptop 1), and each one's op removing the other,
     signed against the same state on two nonce keys (neither waits for the other)."""
@@ -282,7 +267,9 @@ def test_two_owners_removing_each_other_at_once_leave_exactly_one(chain, version
             sent.append(_send(account, op, bundler))
         except BundlerError as exc:  # the other one already ran: refused as a removed owner
             assert "AA24" in str(exc)
-    outcomes = [_wait_outcome(bundler, h) for h in (phone_hash, laptop_hash) if h in sent]
+    outcomes = [
+        receipt_or_none(bundler, h, timeout=20) for h in (phone_hash, laptop_hash) if h in sent
+    ]
     applied = [r for r in outcomes if r is not None and r.success]
 
     assert len(applied) == 1  # one removal happened; the other failed or never ran

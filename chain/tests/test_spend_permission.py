@@ -17,6 +17,7 @@ from chain import contracts
 from chain.dev import fund, mint
 from chain.passkey_account import SoftwarePasskey
 from chain.stack import DEV_KEYS
+from chain.tests.passkeys import receipt_or_none
 from evm import spend_permission as sp
 from evm.bundler import BundlerClient, BundlerError, decode_revert_reason
 from evm.passkey_account import PasskeyAccountClient
@@ -31,17 +32,6 @@ USDC = 1_000_000  # one USDC (6 decimals)
 # For ops meant to revert in execution: the bundler's estimate would refuse to price them.
 FIXED_GAS = {"callGasLimit": 200_000, "verificationGasLimit": 200_000, "preVerificationGas": 80_000}
 VERSIONS = ["0.7", "0.8"]
-
-
-def _receipt(bundler, op_hash: str, *, timeout: float = 30):
-    """The op's receipt, or None if the bundler dropped it (chain/ imports no app to wait)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        receipt = bundler.get_user_operation_receipt(op_hash)
-        if receipt is not None:
-            return receipt
-        time.sleep(0.1)
-    return None
 
 
 def _now(w3) -> int:
@@ -84,7 +74,7 @@ class Setup:
     def run_owner(self, call: str):
         op, op_hash = self.owner_op(call)
         self.bundler.send_user_operation(to_rpc(op), self.account.entry_point)
-        receipt = _receipt(self.bundler, op_hash)
+        receipt = receipt_or_none(self.bundler, op_hash)
         assert receipt is not None and receipt.success, receipt
         return receipt
 
@@ -97,6 +87,7 @@ class Setup:
         end: int | None = None,
         recipients=(SHOP,),
         any_recipient: bool = False,
+        **swaps,
     ) -> sp.SessionKeyAccount:
         """One owner-signed op installs a permission (and deploys the account on first use);
         returns the session key's view of it."""
@@ -115,6 +106,7 @@ class Setup:
                 end=now + 30 * 86_400 if end is None else end,
                 recipients=list(recipients),
                 any_recipient=any_recipient,
+                **swaps,
             )
         )
         return sp.SessionKeyAccount(
@@ -137,7 +129,7 @@ def _setup(local, version: str, passkey: SoftwarePasskey | None = None) -> Setup
 
 def _spend(s: Setup, key: sp.SessionKeyAccount, to: str, amount: int, **kw):
     op_hash = key.send_spend(s.bundler, to=to, amount=amount, **kw)
-    return _receipt(s.bundler, op_hash)
+    return receipt_or_none(s.bundler, op_hash)
 
 
 def _send_signed(s: Setup, key: sp.SessionKeyAccount, op: dict) -> str:
@@ -209,7 +201,7 @@ def test_two_spends_at_once_over_the_cap_move_exactly_the_allowance(chain, versi
     lanes = [sp.nonce_key_for(key.permission_id, lane) for lane in (0, 1)]
     ops = [key.build_spend(s.bundler, to=SHOP, amount=6 * USDC, nonce_key=n) for n in lanes]
     hashes = [_send_signed(s, key, op) for op in ops]
-    outcomes = [_receipt(s.bundler, h) for h in hashes]
+    outcomes = [receipt_or_none(s.bundler, h) for h in hashes]
     assert sorted(r.success for r in outcomes if r is not None) in ([False, True], [True])
     failed = [r for r in outcomes if r is not None and not r.success]
     assert all(sp.OVER_ALLOWANCE in r.reason for r in failed)
@@ -312,7 +304,7 @@ def test_an_expired_permission_is_refused_by_the_entry_point(chain, version):
     except BundlerError as exc:
         assert "AA22" in str(exc) or "expire" in str(exc), str(exc)
     else:
-        assert _receipt(s.bundler, op_hash, timeout=5) is None
+        assert receipt_or_none(s.bundler, op_hash, timeout=5) is None
     assert s.balance(SHOP) == before
 
 
@@ -369,10 +361,10 @@ def test_revocation_ends_spends_and_a_racing_spend_either_runs_first_or_fails(ch
     except BundlerError as exc:  # the revocation was mined first
         assert "AA24" in str(exc)
         spend_hash = None
-    assert _receipt(s.bundler, revoke_hash).success
+    assert receipt_or_none(s.bundler, revoke_hash).success
     # Mined with or before the revocation (its receipt is there once the revocation's is), or
     # dropped by the bundler (no receipt ever): no long wait.
-    spent = _receipt(s.bundler, spend_hash, timeout=2) if spend_hash else None
+    spent = receipt_or_none(s.bundler, spend_hash, timeout=2) if spend_hash else None
     moved = 2 * USDC if spent is not None and spent.success else 0
     assert s.balance(SHOP) - before == moved
     assert sp.read_permission(s.w3, s.account.address, key.permission_id) is None
@@ -494,7 +486,7 @@ def test_a_spend_signed_for_one_chain_is_refused_on_the_other(chain, l2_chain):
     assert l2.balance(SHOP) == before
     # On its own chain the same op goes through.
     card.bundler.send_user_operation(to_rpc(signed), card_key.entry_point)
-    assert _receipt(card.bundler, card_key.op_hash(signed)).success
+    assert receipt_or_none(card.bundler, card_key.op_hash(signed)).success
 
 
 def test_the_account_refuses_a_malformed_grant_and_installs_nothing(chain):
@@ -513,7 +505,6 @@ def test_the_account_refuses_a_malformed_grant_and_installs_nothing(chain):
         "PasskeyAccount: zero period": {4: 0},
         "PasskeyAccount: end before start": {6: now - 60},
         "PasskeyAccount: end in the past": {5: now - 600, 6: now - 10},
-        "PasskeyAccount: recipients or any recipient, not both": {7: []},
         "PasskeyAccount: zero recipient": {7: [SHOP, zero]},
     }
     both = ("PasskeyAccount: recipients or any recipient, not both", {8: True})
@@ -530,3 +521,204 @@ def test_the_account_refuses_a_malformed_grant_and_installs_nothing(chain):
         contract.functions.grantPermission(*good).call({"from": stranger})
     with pytest.raises(ContractCustomError):  # OpenZeppelin's AccountUnauthorized(address)
         contract.functions.executePermitted(pid, SHOP, 1).call({"from": stranger})
+
+
+# --- swaps under a permission that names the pair ---------------------------------------------
+
+EURE = 10**18  # one EURe (18 decimals)
+
+
+def _token(w3, symbol: str):
+    return w3.eth.contract(
+        address=contracts.demo_token_address(symbol),
+        abi=contracts.build_artifact("DemoToken")["abi"],
+    )
+
+
+def _router(w3):
+    return w3.eth.contract(
+        address=contracts.swap_router_address(),
+        abi=contracts.build_artifact("DemoSwapRouter")["abi"],
+    )
+
+
+def _swap_data(s: Setup, amount: int, *, to: str | None = None, min_out: int = 1) -> bytes:
+    """DemoSwapRouter.swap(USDC → EURe), its output to `to` (by default the account)."""
+    eure = contracts.demo_token_address("EURe")
+    data = _router(s.w3).encode_abi(
+        "swap", [s.usdc.address, eure, amount, min_out, to or s.account.address]
+    )
+    return Web3.to_bytes(hexstr=data)
+
+
+def _swap(s: Setup, key: sp.SessionKeyAccount, amount: int, *, min_out: int, **kw):
+    data = kw.pop("data", None) or _swap_data(s, amount)
+    op = key.build_swap(
+        s.bundler,
+        router=kw.pop("router", _router(s.w3).address),
+        amount_in=amount,
+        data=data,
+        min_out=min_out,
+        **kw,
+    )
+    return receipt_or_none(s.bundler, _send_signed(s, key, op))
+
+
+def _swap_grant(s: Setup, **kw) -> sp.SessionKeyAccount:
+    return s.grant(
+        to_token=contracts.demo_token_address("EURe"), routers=[_router(s.w3).address], **kw
+    )
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_permission_that_names_a_pair_swaps_within_the_allowance_without_the_passkey(
+    chain, version
+):
+    s = _setup(chain, version)
+    eure, router = _token(s.w3, "EURe"), _router(s.w3)
+    key = _swap_grant(s, allowance=10 * USDC)
+    pid = key.permission_id
+    assert sp.swap_to(s.w3, s.account.address, pid) == eure.address
+    assert sp.is_router(s.w3, s.account.address, pid, router.address)
+    assert not sp.is_recipient(s.w3, s.account.address, pid, router.address)
+    prompts = s.passkey.sign_count
+    usdc_before = s.balance(s.account.address)
+    eure_before = eure.functions.balanceOf(s.account.address).call()
+
+    expected = router.functions.quote(s.usdc.address, eure.address, 4 * USDC).call()
+    receipt = _swap(s, key, 4 * USDC, min_out=expected)
+    assert receipt is not None and receipt.success, receipt
+    assert s.passkey.sign_count == prompts
+    assert s.balance(s.account.address) == usdc_before - 4 * USDC
+    assert eure.functions.balanceOf(s.account.address).call() - eure_before == expected
+    assert expected == 4 * 92 * EURE // 100
+    # Nothing is left approved to the router.
+    assert s.usdc.functions.allowance(s.account.address, router.address).call() == 0
+    [swap] = sp.permission_swaps(s.w3, s.account.address, pid)
+    assert (swap.router, swap.to_token, swap.amount_in, swap.amount_out) == (
+        router.address,
+        eure.address,
+        4 * USDC,
+        expected,
+    )
+    # Transfers and swaps share the allowance, and the spend history.
+    assert _spend(s, key, SHOP, 5 * USDC).success
+    assert sp.spendable(s.w3, s.account.address, pid).remaining == 1 * USDC
+    assert [(x.to, x.amount) for x in sp.permission_spends(s.w3, s.account.address, pid)] == [
+        (router.address, 4 * USDC),
+        (SHOP, 5 * USDC),
+    ]
+    # Over it: refused at the estimate with the reason, and reverted when sent anyway.
+    with pytest.raises(BundlerError) as refused:
+        key.build_swap(
+            s.bundler,
+            router=router.address,
+            amount_in=2 * USDC,
+            data=_swap_data(s, 2 * USDC),
+            min_out=1,
+        )
+    assert sp.OVER_ALLOWANCE in decode_revert_reason(str(refused.value).split()[-1])
+    over = _swap(s, key, 2 * USDC, min_out=1, gas=FIXED_GAS)
+    assert over is not None and not over.success and sp.OVER_ALLOWANCE in over.reason
+    assert s.balance(s.account.address) == usdc_before - 9 * USDC
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_swap_cannot_send_its_output_elsewhere_nor_use_another_router(chain, version):
+    s = _setup(chain, version)
+    eure, router = _token(s.w3, "EURe"), _router(s.w3)
+    key = _swap_grant(s, allowance=10 * USDC)
+    pid = key.permission_id
+    usdc_before = s.balance(s.account.address)
+    stranger_before = eure.functions.balanceOf(STRANGER).call()
+
+    # The router call names another recipient: the router pays out, then the account's
+    # post-condition finds no output and reverts the whole op.
+    elsewhere = _swap_data(s, 3 * USDC, to=STRANGER)
+    receipt = _swap(s, key, 3 * USDC, min_out=1, data=elsewhere, gas=FIXED_GAS)
+    assert receipt is not None and not receipt.success
+    assert sp.SWAP_OUTPUT_NOT_RECEIVED in receipt.reason
+    # A minimum above what the router gives: the same.
+    too_much = _swap(s, key, 1 * USDC, min_out=EURE, gas=FIXED_GAS)
+    assert too_much is not None and not too_much.success
+    assert sp.SWAP_OUTPUT_NOT_RECEIVED in too_much.reason
+    assert eure.functions.balanceOf(STRANGER).call() == stranger_before
+    assert s.balance(s.account.address) == usdc_before
+    assert sp.spendable(s.w3, s.account.address, pid).remaining == 10 * USDC
+
+    # A router not on the permission's list (here the token itself, whose transferFrom the
+    # approval would open), refused at validation.
+    lane = sp.nonce_key_for(pid, 7)
+    transfer = s.usdc.encode_abi("transfer", [STRANGER, 1 * USDC])
+    _refused(
+        s,
+        key,
+        sp.swap_call_data(
+            permission_id=pid,
+            router=s.usdc.address,
+            amount_in=1 * USDC,
+            data=transfer,
+            min_out=1,
+        ),
+        nonce_key=lane,
+    )
+    # The session key calling the router itself, or paying it as a transfer recipient.
+    _refused(s, key, s.account.execute(router.address, 0, _swap_data(s, 1 * USDC)))
+    _refused(s, key, sp.spend_call_data(permission_id=pid, to=router.address, amount=1))
+    # A permission that names no pair cannot swap at all.
+    plain = s.grant(allowance=10 * USDC)
+    _refused(
+        s,
+        plain,
+        sp.swap_call_data(
+            permission_id=plain.permission_id,
+            router=router.address,
+            amount_in=1 * USDC,
+            data=_swap_data(s, 1 * USDC),
+            min_out=1,
+        ),
+    )
+    assert s.balance(s.account.address) == usdc_before
+
+    # A permission that only swaps (no recipients): it swaps, and transfers nothing.
+    swap_only = _swap_grant(s, allowance=2 * USDC, recipients=())
+    _refused(
+        s, swap_only, sp.spend_call_data(permission_id=swap_only.permission_id, to=SHOP, amount=1)
+    )
+    receipt = _swap(s, swap_only, 2 * USDC, min_out=1)
+    assert receipt is not None and receipt.success
+    assert s.balance(s.account.address) == usdc_before - 2 * USDC
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_pair_names_a_contract_router_that_is_not_a_token(chain, version):
+    s = _setup(chain, version)
+    eure = contracts.demo_token_address("EURe")
+    for to_token, routers, reason in (
+        (s.usdc.address, [_router(s.w3).address], "PasskeyAccount: bad pair"),
+        (eure, [eure], "PasskeyAccount: bad router"),
+        (eure, [STRANGER], "PasskeyAccount: bad router"),  # no code
+    ):
+        call = sp.grant_call(
+            s.account,
+            permission_id=sp.permission_id(),
+            session_key=sp.new_session_key()[0],
+            token=s.usdc.address,
+            allowance=1,
+            period_seconds=sp.DAILY,
+            start=0,
+            end=2**40,
+            any_recipient=True,
+            to_token=to_token,
+            routers=routers,
+        )
+        with pytest.raises(BundlerError) as refused:
+            s.account.build(call, s.bundler)
+        assert reason in decode_revert_reason(str(refused.value).split()[-1])
+
+
+def test_the_account_fits_the_contract_size_limit(chain):
+    s = _setup(chain, "0.7")
+    s.grant(allowance=1)  # deploys it
+    code = s.w3.eth.get_code(s.account.address)
+    assert 0 < len(code) <= 24_576  # EIP-170, whatever the dev node allows

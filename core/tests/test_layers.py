@@ -159,7 +159,6 @@ FUNCTION_LEVEL_IMPORTS: dict[tuple[str, str], str] = {
         "core.metrics",
     ): "every process imports picnic.celery before Django is set up",
     ("picnic.gunicorn_conf", "core.metrics"): "the gunicorn master reads this before Django",
-    ("chain.stack", "web3"): "not hoisted yet: chain/stack.py is being changed on another branch",
 }
 
 

@@ -19,7 +19,12 @@ from web3 import Web3
 from actions.demo import demo_owner_key, seed_ens_names
 from actions.models import Action, SmartAccount
 from actions.tests.bridges import leg_settles, local_bridge
-from actions.tests.browser import browser_page, register_passkey, sign_on_page  # noqa: F401
+from actions.tests.browser import (  # noqa: F401
+    browser_page,
+    passkey_user,
+    register_passkey,
+    sign_on_page,
+)
 from actions.tests.factories import demo_asset_id
 from chain import ens
 from chain.dev import fund, mint, token_balance
@@ -62,16 +67,11 @@ def test_send_5_usdc_to_merchant_eth_over_mcp_signed_in_chromium(
     staff_client,
     http_server,
     chain_world,
-    django_user_model,
     application,
     make_token,
 ):
     page = browser_page
-    user = django_user_model.objects.create_user("alice", password="alice-password")
-    account = register_passkey(page, live_server.url, user, "alice-password")
-    card = Web3(Web3.HTTPProvider(chain_world.card.rpc_url))
-    fund(card, account.address, Web3.to_wei(1, "ether"))
-    mint(card, "USDC", account.address, 10_000_000)
+    user, account, card = passkey_user(page, live_server.url, "alice", usdc=10_000_000)
     # The demo names as `make run` seeds them (alice.eth → this passkey account).
     owner_key = demo_owner_key(user.username)
     seed_ens_names(user=user, account=account, owner_key=owner_key, say=lambda _: None)

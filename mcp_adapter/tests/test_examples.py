@@ -12,12 +12,14 @@ from pathlib import Path
 import pytest
 
 from actions.models import Action, ActionStatus
+from actions.services.signing import action_sign
 from actions.tests.conftest import (  # noqa: F401 - shared fixtures
     make_user_registered,
     registered,
     usdc_id,
     webauthn_settings,
 )
+from chain.dev import mint
 from core.testing import history_statuses
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,3 +101,63 @@ def test_the_pasted_token_example_proposes_the_first_walks_transfer(
     assert action.user == user and action.smart_account == account.address
     assert answer["sign_url"].endswith(f"/sign/{action.pk}/")
     assert history_statuses(action) == ["proposed"]
+
+
+SPEND_EXAMPLE = ROOT / "docs" / "examples" / "mcp_spend_permission.py"
+
+
+@pytest.mark.chain
+def test_the_spend_permission_example_walks_a_weekly_allowance(
+    http_server,
+    registered,  # noqa: F811 - the imported fixture
+    user,
+    application,
+    make_token,
+    monkeypatch,
+):
+    """docs/spend-permissions.md's walk: the example asks for 15 USDC a week and waits; the
+    user signs the grant once (here the software passkey, in the browser in make run); three
+    payments go with no prompt, the fourth is past what remains and gets a sign_url and why."""
+    from picnic.celery import app as celery_app
+
+    # No worker here: the submission the server queues after each signature runs in place.
+    monkeypatch.setitem(celery_app.conf, "task_always_eager", True)
+    passkey, account, w3 = registered
+    mint(w3, "USDC", account.address, 20_000_000)
+    token = make_token(user, application, scope="read:actions write:actions")
+    with http_server() as http:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PICNIC_MCP_")}
+        env |= {"PICNIC_MCP_URL": http.url, "PICNIC_MCP_TOKEN": token.token}
+        walk = subprocess.Popen(
+            [sys.executable, str(SPEND_EXAMPLE), usdc_id(), RECIPIENT, "--wait", "120"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            said = []
+            while not (said and said[-1].startswith("open ")):
+                line = walk.stderr.readline()
+                assert line, f"the example ended early: {''.join(said)}"
+                said.append(line)
+            grant_id = said[-1].split("/sign/")[1].split("/")[0]
+            assertion = json.dumps(
+                passkey.get_json(bytes.fromhex(Action.objects.get(pk=grant_id).user_op_hash[2:]))
+            )
+            action_sign(action_id=grant_id, user=user, credential_json=assertion)
+            out, err = walk.communicate(timeout=240)
+        finally:
+            walk.kill()
+    said_all = "".join(said) + err
+    assert walk.returncode == 0, said_all
+    assert "may send up to 15 USDC per week to" in said[0]
+    assert said_all.count("executed, signed by permission coffee") == 3
+    answer = json.loads(out)
+    [permission] = answer["permissions"]
+    assert permission["status"] == "active" and permission["remaining"] == "1"
+    assert sorted(spend["amount"] for spend in permission["spends"]) == ["4", "5", "5"]
+    over = answer["over_the_allowance"]
+    assert over["sign_url"] and over["permission_note"] == "over this week's remaining 1 USDC"
+    assert Action.objects.get(pk=over["action_id"]).status == ActionStatus.PROPOSED

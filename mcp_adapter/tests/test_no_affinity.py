@@ -152,20 +152,27 @@ def _client(balancer: RoundRobin, token: str, **kwargs) -> Client:
     return Client(streamable_http_client(RESOURCE, http_client=http), **kwargs)
 
 
-def test_a_session_opened_on_one_instance_is_served_by_the_other(user, application, make_token):
+def _read_status(user, application, make_token, *, mode: str, times: int) -> RoundRobin:
+    """`get_action_status` called `times` times over one client of protocol `mode`, through
+    the round-robin balancer; the balancer, to see what each instance served."""
     action = make_action(user, application)
     token = make_token(user, application, scope="read:actions")
     balancer = RoundRobin([PORT_A, PORT_B])
 
     async def body():
-        async with _client(balancer, token.token, mode="legacy") as client:
+        async with _client(balancer, token.token, mode=mode) as client:
             return [
                 await client.call_tool("get_action_status", {"action_id": str(action.pk)})
-                for _ in range(4)
+                for _ in range(times)
             ]
 
     results = run(body)
-    assert [r.structured_content["status"] for r in results] == ["proposed"] * 4
+    assert [r.structured_content["status"] for r in results] == ["proposed"] * times
+    return balancer
+
+
+def test_a_session_opened_on_one_instance_is_served_by_the_other(user, application, make_token):
+    balancer = _read_status(user, application, make_token, mode="legacy", times=4)
     [opening] = [s for s in balancer.served if s["rpc"] == "initialize"]
     session = {s["session"] for s in balancer.served if s["session"]}
     assert len(session) == 1  # one session throughout
@@ -178,19 +185,7 @@ def test_a_session_opened_on_one_instance_is_served_by_the_other(user, applicati
 
 
 def test_2026_calls_need_no_session_on_either_instance(user, application, make_token):
-    action = make_action(user, application)
-    token = make_token(user, application, scope="read:actions")
-    balancer = RoundRobin([PORT_A, PORT_B])
-
-    async def body():
-        async with _client(balancer, token.token, mode="2026-07-28") as client:
-            return [
-                await client.call_tool("get_action_status", {"action_id": str(action.pk)})
-                for _ in range(3)
-            ]
-
-    results = run(body)
-    assert [r.structured_content["status"] for r in results] == ["proposed"] * 3
+    balancer = _read_status(user, application, make_token, mode="2026-07-28", times=3)
     calls = [s for s in balancer.served if s["rpc"] == "tools/call"]
     assert {c["port"] for c in calls} == {PORT_A, PORT_B}
     assert not any(s["session"] for s in balancer.served)

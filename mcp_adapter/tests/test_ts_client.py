@@ -39,6 +39,19 @@ SCOPES = (
 READ_TOOLS = ["get_transactions", "get_smart_accounts", "get_balances", "get_card", "get_profile"]
 
 
+def start_client(url: str, token: str, **instructions: str) -> subprocess.Popen:
+    """The TypeScript SDK client (client.mjs) against the MCP server at `url`; `instructions`
+    are its MCP_* variables (the calls to make, what to subscribe to)."""
+    return subprocess.Popen(
+        [str(NODE), "client.mjs"],
+        cwd=NPM_DIR,
+        env={**os.environ, "MCP_URL": url, "MCP_TOKEN": token, **instructions},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def read_lines(process: subprocess.Popen, until: str, deadline: float, between=None) -> list[dict]:
     """JSON lines from the script up to and including the first of event `until`; `between`
     runs every 0.2 s meanwhile (the beat's work, while the script polls)."""
@@ -116,19 +129,11 @@ def test_the_typescript_sdk_client_reads_calls_and_follows_an_action(
         ["tong_operation_status", {"operation_id": str(operation.pk)}],
     ]
     with HttpServer(server, port) as http:
-        process = subprocess.Popen(
-            [str(NODE), "client.mjs"],
-            cwd=NPM_DIR,
-            env={
-                **os.environ,
-                "MCP_URL": http.url,
-                "MCP_TOKEN": token.token,
-                "MCP_CALLS": json.dumps(calls),
-                "MCP_SUBSCRIBE": action.resource_uri,
-            },
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        process = start_client(
+            http.url,
+            token.token,
+            MCP_CALLS=json.dumps(calls),
+            MCP_SUBSCRIBE=action.resource_uri,
         )
         deadline = time.monotonic() + 60
         lines = read_lines(process, "subscribed", deadline)
@@ -204,25 +209,17 @@ def test_the_typescript_sdk_client_starts_an_operation_as_a_task_through_review(
     ):
         settings.OPERATIONS_BACKEND_URL, settings.OPERATIONS_BACKEND_API_KEY = backend.url, "k"
         settings.OPERATIONS_POLL_SECONDS = 0.0
-        process = subprocess.Popen(
-            [str(NODE), "client.mjs"],
-            cwd=NPM_DIR,
-            env={
-                **os.environ,
-                "MCP_URL": http.url,
-                "MCP_TOKEN": token.token,
-                "MCP_CALLS": json.dumps([["tong_operation_quote", quote]]),
-                "MCP_TASK": json.dumps(["tong_operation_start", start]),
-                "MCP_AFTER": json.dumps(
-                    [
-                        ["tong_operation_result", {"operation_id": "$task.id"}],
-                        ["tong_operation_start", start],
-                    ]
-                ),
-            },
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        process = start_client(
+            http.url,
+            token.token,
+            MCP_CALLS=json.dumps([["tong_operation_quote", quote]]),
+            MCP_TASK=json.dumps(["tong_operation_start", start]),
+            MCP_AFTER=json.dumps(
+                [
+                    ["tong_operation_result", {"operation_id": "$task.id"}],
+                    ["tong_operation_start", start],
+                ]
+            ),
         )
         deadline = time.monotonic() + 60
         lines = []

@@ -69,7 +69,8 @@ def post(api_client):
 
 @pytest.fixture
 def queue(member, application, workspace, social_account):
-    """Queue a DM from the member to `recipient`, as the API would."""
+    """Queue a DM from the member to `recipient`, as the API would (with a transactional test
+    its on-commit hook enqueues the delivery task on the broker)."""
 
     def make(text: str = "Your order shipped", recipient: str = "1234567890") -> Delivery:
         return deliver(

@@ -18,10 +18,9 @@ import pytest
 from kombu import Connection
 
 from chain.stack import free_port
-from core.testing import database_url, wait_until
+from core.testing import process_env, wait_until
 from messaging.models import D, Delivery
 from messaging.providers.local_x import LocalXServer
-from messaging.services import delivery_send
 from messaging.tests.factories import TOKEN_ENV, X_TOKEN
 from picnic import processes
 
@@ -105,28 +104,17 @@ def broker(request, tmp_path, switch_broker):
 
 
 def test_a_broker_killed_with_queued_sends_loses_none_and_the_sweep_finds_the_rest(
-    broker, celery_test_queue, member, application, workspace, social_account, tmp_path
+    broker, celery_test_queue, queue, tmp_path
 ):
-    def send(text: str) -> Delivery:
-        return delivery_send(
-            user=member,
-            application=application,
-            workspace_id=workspace.pk,
-            social_account_id=social_account.pk,
-            recipient_id="987654321",
-            text=text,
-            idempotency_key=uuid.uuid4(),
-        ).delivery
-
     # No worker yet: each send's on-commit task waits in the broker.
-    queued = [send(f"before the restart {n}") for n in range(5)]
+    queued = [queue(f"before the restart {n}") for n in range(5)]
     wait_until(lambda: broker.waiting(celery_test_queue) == 5, timeout=30)
     # Redis is killed outright (AOF, fsync on every write). RabbitMQ is stopped (SIGTERM): on
     # this machine a single node killed with SIGKILL came back with its quorum queue leaderless
     # (docs/deploy.md, "RabbitMQ").
     broker.kill(signal.SIGKILL if broker.kind == "redis" else signal.SIGTERM)
     # Accepted while the broker is down: committed, but the enqueue fails (logged, not raised).
-    orphans = [send(f"while the broker is down {n}") for n in range(3)]
+    orphans = [queue(f"while the broker is down {n}") for n in range(3)]
     restart = broker.start()
     # Every queued message survived the kill (a quorum queue answers once its log is replayed).
     wait_until(lambda: broker.waiting(celery_test_queue) == 5, timeout=90)
@@ -134,15 +122,15 @@ def test_a_broker_killed_with_queued_sends_loses_none_and_the_sweep_finds_the_re
 
     prefix = f"restart-{uuid.uuid4().hex[:8]}."
     with LocalXServer(token=X_TOKEN) as x:
-        env = {
-            **os.environ,
-            "DATABASE_URL": database_url(),
-            "CELERY_BROKER_URL": broker.url,
-            "CELERY_QUEUE_PREFIX": prefix,
-            "X_API_BASE_URL": x.url,
-            "DM_RETRY_BACKOFF_SECONDS": "0",
-            TOKEN_ENV: X_TOKEN,
-        }
+        # The broker's URL too: `switch_broker` pointed the settings at it.
+        env = process_env(
+            {
+                "CELERY_QUEUE_PREFIX": prefix,
+                "X_API_BASE_URL": x.url,
+                "DM_RETRY_BACKOFF_SECONDS": "0",
+                TOKEN_ENV: X_TOKEN,
+            }
+        )
         started = time.monotonic()
         worker = processes.celery_worker(
             env, tmp_path / "worker.log", queues=[celery_test_queue, f"{prefix}dm"], concurrency=1

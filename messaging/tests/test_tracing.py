@@ -5,16 +5,14 @@ trace of the request that queued the delivery."""
 from __future__ import annotations
 
 import json
-import os
 import uuid
 
 import pytest
-from django.conf import settings
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from chain.stack import free_port
 from core import tracing
-from core.testing import OtlpReceiver, database_url, start_celery_worker, wait_until
+from core.testing import OtlpReceiver, process_env, start_celery_worker, wait_until
 from messaging.models import D, Delivery
 from messaging.providers.local_x import LocalXServer
 from messaging.services import deliveries_process_due
@@ -91,14 +89,13 @@ def test_with_opentelemetry_one_agent_call_is_one_trace_of_spans_across_processe
             "PICNIC_VAR_DIR": str(tmp_path / "var"),
         }
         web = processes.gunicorn(
-            {
-                **os.environ,
-                "DATABASE_URL": database_url(),
-                "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-                "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
-                "OTEL_SERVICE_NAME": "picnic-web",
-                **common,
-            },
+            process_env(
+                {
+                    "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+                    "OTEL_SERVICE_NAME": "picnic-web",
+                    **common,
+                }
+            ),
             tmp_path / "web.log",
             bind=f"127.0.0.1:{port}",
         ).start()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import uuid
 from datetime import timedelta
 
 import pytest
@@ -16,27 +15,10 @@ from core.testing import start_celery_worker, wait_until
 from messaging import tasks
 from messaging.models import D, Delivery
 from messaging.providers.local_x import LocalXServer
-from messaging.services import deliveries_process_due, deliveries_reap_leases, delivery_send
+from messaging.services import deliveries_process_due, deliveries_reap_leases
 from messaging.tests.factories import TOKEN_ENV, X_TOKEN
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def send(member, application, workspace, social_account):
-    def make(text: str) -> Delivery:
-        # The on-commit hook enqueues delivery_deliver on the test queue the worker consumes.
-        return delivery_send(
-            user=member,
-            application=application,
-            workspace_id=workspace.pk,
-            social_account_id=social_account.pk,
-            recipient_id="987654321",
-            text=text,
-            idempotency_key=uuid.uuid4(),
-        ).delivery
-
-    return make
 
 
 @pytest.fixture
@@ -71,10 +53,10 @@ def _status(delivery) -> str:
     return Delivery.objects.get(pk=delivery.pk).status
 
 
-def test_kill_9_while_the_provider_holds_the_request_ends_unknown_sent_once(worker, send):
+def test_kill_9_while_the_provider_holds_the_request_ends_unknown_sent_once(worker, queue):
     with LocalXServer(token=X_TOKEN, mode="hang") as server:
         proc = worker(server.url, timeout="30", lease="31")
-        delivery = send("hello")
+        delivery = queue("hello")
         assert server.received.wait(timeout=60), "the worker never reached the provider"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
@@ -94,19 +76,19 @@ def test_kill_9_while_the_provider_holds_the_request_ends_unknown_sent_once(work
 @pytest.mark.parametrize(
     ("marker", "reason"), [("[hang]", "no answer within 1s"), ("[drop]", "connection lost")]
 )
-def test_a_hanging_or_dropping_provider_ends_unknown(worker, send, marker, reason):
+def test_a_hanging_or_dropping_provider_ends_unknown(worker, queue, marker, reason):
     with LocalXServer(token=X_TOKEN) as server:
         worker(server.url)
-        delivery = send(f"{marker} hello")
+        delivery = queue(f"{marker} hello")
         wait_until(lambda: _status(delivery) == D.UNKNOWN, timeout=60)
         assert Delivery.objects.get(pk=delivery.pk).reason.startswith(reason)
         assert len(server.requests) == 1
 
 
-def test_a_refused_connection_is_retried_and_sent_once(worker, send):
+def test_a_refused_connection_is_retried_and_sent_once(worker, queue):
     port = free_port()
     worker(f"http://127.0.0.1:{port}")
-    delivery = send("hello")
+    delivery = queue("hello")
     wait_until(lambda: Delivery.objects.get(pk=delivery.pk).attempts == 1, timeout=60)
     assert _status(delivery) == D.CLAIMED
     with LocalXServer(port=port, token=X_TOKEN) as server:
