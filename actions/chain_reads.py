@@ -34,6 +34,7 @@ from core.formats import rfc3339
 from core.metrics import count_provider_error, observe_provider_request, web3_error_kind
 from evm import zodiac
 from evm.rpc import send_batches
+from evm.word_reader import read_words, words
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -280,21 +281,24 @@ def _word(result: Any) -> int:
 
 
 def _balance_calls(pairs: list, vaults: list) -> list[tuple[str, list]]:
-    """One chain's balances: every balanceOf and each vault's share price, for one JSON-RPC
-    batch (one HTTP round trip)."""
-    return [
-        _eth_call(token.address, BALANCE_OF + "00" * 12 + account.address[2:].lower())
-        for account, token in pairs
-    ] + [
-        _eth_call(vault.address, CONVERT_TO_ASSETS + f"{10**vault.decimals:064x}")
-        for vault in vaults
-    ]
+    """One chain's balances: every balanceOf and each vault's share price, made by one
+    `eth_call` (`evm.word_reader`: a node answers ten calls in one for about half the CPU of
+    ten in a batch), for one JSON-RPC batch (one HTTP round trip)."""
+    return read_words(
+        [
+            (token.address, BALANCE_OF + "00" * 12 + account.address[2:].lower())
+            for account, token in pairs
+        ]
+        + [(vault.address, CONVERT_TO_ASSETS + f"{10**vault.decimals:064x}") for vault in vaults]
+    )
 
 
 def _balance_words(results: list, pairs: list, vaults: list) -> tuple[list[int], dict[int, int]]:
-    with node_answer("the balances batch"):
-        words = [_word(r) for r in results]
-    return words[: len(pairs)], dict(zip((v.pk for v in vaults), words[len(pairs) :], strict=True))
+    try:
+        found = words(results, len(pairs) + len(vaults))
+    except ValueError as exc:
+        raise ChainAnswerError(f"unusable answer to the balances read: {exc}") from exc
+    return found[: len(pairs)], dict(zip((v.pk for v in vaults), found[len(pairs) :], strict=True))
 
 
 def balances_for_user(*, user) -> dict:

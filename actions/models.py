@@ -133,7 +133,12 @@ class Action(LifecycleModel):
             ("resolve_action", "Can mark in-flight actions failed or re-send them"),
             ("reconcile_action", "Can reconcile actions now (ask the bundler for the receipt)"),
         ]
-        indexes = [models.Index(fields=["status", "updated_at"], name="action_status_updated")]
+        indexes = [
+            models.Index(fields=["status", "updated_at"], name="action_status_updated"),
+            # The console's search by owner: a user's newest first, read only up to its limit
+            # (on user_id alone every row of the user is fetched and sorted).
+            models.Index(fields=["user", "-created_at"], name="action_user_created"),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(status__in=ActionStatus.values), name="action_status_valid"

@@ -45,14 +45,20 @@ from bench.common import (  # noqa: E402
 GOAL_MS = 150.0
 STAFF = "bench-staff"
 
-# One statement per step; %(n)s is the number of rows per app. Ids and hashes are md5-derived so
-# a page or search target can be computed from its row number (see `targets`).
-DATA_SQL = [
+# The data, in SQL. Ids and hashes are md5-derived so a page or search target can be computed
+# from its row number (see `targets`); row i was made i × 20 s before the anchor %(t0)s, so
+# rows added later (bench/growth.py grows a database) are older and the recent ones stay put.
+# SETUP_SQL runs once and empties the tables; each APP_SQL statement makes rows %(lo)s..%(hi)s
+# of one app and, from the rows it inserted, their three history rows.
+SETUP_SQL = [
     """TRUNCATE actions_actionstatushistory, actions_historyentry, actions_action,
        messaging_deliverystatushistory, messaging_delivery, messaging_conversation,
        messaging_membership, messaging_socialaccount, messaging_workspace,
        operations_operationstatushistory, operations_billingcomponent, operations_ledgerentry,
        operations_operation, django_session, django_admin_log CASCADE""",
+    # bench/growth.py's tokens first: they reference the application.
+    """DELETE FROM oauth2_provider_accesstoken
+       WHERE application_id IN (SELECT id FROM oauth2_provider_application WHERE name = 'bench')""",
     "DELETE FROM oauth2_provider_application WHERE name = 'bench'",
     "DELETE FROM auth_user WHERE username LIKE 'benchuser%%'",
     """INSERT INTO auth_user (password, is_superuser, username, first_name, last_name, email,
@@ -65,8 +71,21 @@ DATA_SQL = [
            registration_source)
        VALUES ('bench-client', '', 'public', 'authorization-code', '', 'bench', false, now(),
                now(), '', '', true, '', 'admin')""",
+    """INSERT INTO messaging_workspace (id, name, created_at)
+       SELECT md5('w' || w)::uuid, 'workspace ' || w, now() FROM generate_series(1, 10) w""",
+    """INSERT INTO messaging_socialaccount (id, provider, handle, credential_ref, created_at,
+           workspace_id)
+       SELECT md5('s' || s)::uuid, 'x', 'handle' || s, 'env:X_TOKEN', now(),
+              md5('w' || (s %% 10 + 1))::uuid FROM generate_series(1, 20) s""",
+    """INSERT INTO messaging_conversation (id, recipient_id, provider_conversation_id, created_at,
+           social_account_id)
+       SELECT md5('c' || c)::uuid, 'recipient' || c, 'conv' || c, now(),
+              md5('s' || (c %% 20 + 1))::uuid FROM generate_series(1, 20000) c""",
+]
+
+APP_SQL = {
     # --- actions: realistic mix, 30 recent in flight (not stuck), ~10 old ones stuck --------
-    """INSERT INTO actions_action (id, type, status, summary, chain_id, smart_account, params,
+    "actions_action": """WITH made AS (INSERT INTO actions_action (id, type, status, summary, chain_id, smart_account, params,
            user_op, entry_point, entry_point_version, user_op_hash, tx_hash, block_number, error,
            created_at, updated_at, expires_at, signed_at, broadcast_at, executed_at,
            last_reconciled_at, last_reconcile_error, application_id, user_id, next_submit_at,
@@ -87,7 +106,7 @@ DATA_SQL = [
               NULL, '', (SELECT id FROM oauth2_provider_application WHERE name = 'bench'),
               (SELECT min(id) FROM auth_user WHERE username LIKE 'benchuser%%') + i %% 5000,
               NULL, 0, md5('trace-a' || i)
-       FROM (SELECT i, now() - i * interval '20 seconds' AS at, i %% 5 < 2 AS onchain,
+       FROM (SELECT i, %(t0)s::timestamptz - i * interval '20 seconds' AS at, i %% 5 < 2 AS onchain,
                     CASE WHEN i <= 30 THEN (ARRAY['signed', 'submitted', 'broadcast'])[i %% 3 + 1]
                          WHEN i <= 60 THEN 'proposed'
                          WHEN i %% 100003 = 0 THEN 'submitted'
@@ -96,26 +115,17 @@ DATA_SQL = [
                          WHEN i %% 100 < 94 THEN 'expired'
                          WHEN i %% 100 < 97 THEN 'rejected'
                          ELSE 'executed' END AS st
-             FROM generate_series(1, %(n)s) i) g""",
-    """INSERT INTO actions_actionstatushistory (from_status, status, timestamp, detail,
+             FROM generate_series(%(lo)s::int, %(hi)s::int) i) g
+       RETURNING id, status AS status, created_at, trace_id)
+       INSERT INTO actions_actionstatushistory (from_status, status, timestamp, detail,
            actor_kind, payload, action_id, actor_user_id, trace_id)
        SELECT (ARRAY[NULL, 'proposed', 'signed'])[k],
               CASE k WHEN 1 THEN 'proposed' WHEN 2 THEN 'signed' ELSE a.status END,
               a.created_at + k * interval '5 seconds', 'bench', 'system', NULL, a.id, NULL,
               a.trace_id
-       FROM actions_action a, generate_series(1, 3) k""",
+       FROM made a, generate_series(1, 3) k""",
     # --- DM deliveries ------------------------------------------------------------------------
-    """INSERT INTO messaging_workspace (id, name, created_at)
-       SELECT md5('w' || w)::uuid, 'workspace ' || w, now() FROM generate_series(1, 10) w""",
-    """INSERT INTO messaging_socialaccount (id, provider, handle, credential_ref, created_at,
-           workspace_id)
-       SELECT md5('s' || s)::uuid, 'x', 'handle' || s, 'env:X_TOKEN', now(),
-              md5('w' || (s %% 10 + 1))::uuid FROM generate_series(1, 20) s""",
-    """INSERT INTO messaging_conversation (id, recipient_id, provider_conversation_id, created_at,
-           social_account_id)
-       SELECT md5('c' || c)::uuid, 'recipient' || c, 'conv' || c, now(),
-              md5('s' || (c %% 20 + 1))::uuid FROM generate_series(1, 20000) c""",
-    """INSERT INTO messaging_delivery (id, text, idempotency_key, payload_hash, status,
+    "messaging_delivery": """WITH made AS (INSERT INTO messaging_delivery (id, text, idempotency_key, payload_hash, status,
            provider_message_id, reason, created_at, updated_at, lease_owner, lease_expires_at,
            next_attempt_at, attempts, last_error, application_id, conversation_id, created_by_id,
            social_account_id, workspace_id, trace_id)
@@ -134,23 +144,24 @@ DATA_SQL = [
               (SELECT min(id) FROM auth_user WHERE username LIKE 'benchuser%%') + i %% 5000,
               md5('s' || (c %% 20 + 1))::uuid, md5('w' || ((c %% 20 + 1) %% 10 + 1))::uuid,
               md5('trace-d' || i)
-       FROM (SELECT i, i * 7 AS c, now() - i * interval '20 seconds' AS at,
+       FROM (SELECT i, i * 7 AS c, %(t0)s::timestamptz - i * interval '20 seconds' AS at,
                     CASE WHEN i <= 3 THEN (ARRAY['queued', 'claimed', 'sending'])[i]
                          WHEN i %% 100003 = 0 THEN 'unknown'
                          WHEN i %% 100003 = 1 THEN 'claimed'
                          WHEN i %% 100 < 92 THEN 'sent'
                          WHEN i %% 100 < 97 THEN 'failed'
                          ELSE 'cancelled' END AS st
-             FROM generate_series(1, %(n)s) i) g""",
-    """INSERT INTO messaging_deliverystatushistory (from_status, status, timestamp, detail,
+             FROM generate_series(%(lo)s::int, %(hi)s::int) i) g
+       RETURNING id, status AS status, created_at, trace_id)
+       INSERT INTO messaging_deliverystatushistory (from_status, status, timestamp, detail,
            actor_kind, payload, delivery_id, actor_user_id, trace_id)
        SELECT (ARRAY[NULL, 'queued', 'claimed'])[k],
               CASE k WHEN 1 THEN 'queued' WHEN 2 THEN 'claimed' ELSE d.status END,
               d.created_at + k * interval '1 second', 'bench', 'worker', NULL, d.id, NULL,
               d.trace_id
-       FROM messaging_delivery d, generate_series(1, 3) k""",
+       FROM made d, generate_series(1, 3) k""",
     # --- operations ---------------------------------------------------------------------------
-    """INSERT INTO operations_operation (id, tool, category, channel, model, input, state,
+    "operations_operation": """WITH made AS (INSERT INTO operations_operation (id, tool, category, channel, model, input, state,
            status, stage, paused_from, dispatch_status, backend_response_id, created_at,
            updated_at, detail_expires_at, detail_expired, dispatch_started_at, acknowledged_at,
            completed_at, next_check_at, last_error, review, result, error_code, billing_status,
@@ -176,7 +187,7 @@ DATA_SQL = [
               0, 0, 0, 0, 0, 0, 0, NULL, NULL,
               (SELECT min(id) FROM auth_user WHERE username LIKE 'benchuser%%') + i %% 5000, NULL,
               md5('trace-o' || i)
-       FROM (SELECT i, now() - i * interval '20 seconds' AS at,
+       FROM (SELECT i, %(t0)s::timestamptz - i * interval '20 seconds' AS at,
                     i %% 50000 = 7 AS du,
                     CASE WHEN i <= 20 THEN 'running'
                          WHEN i %% 100003 = 0 THEN 'running'
@@ -186,15 +197,16 @@ DATA_SQL = [
                          WHEN i %% 100 < 88 THEN 'succeeded'
                          WHEN i %% 100 < 95 THEN 'failed'
                          ELSE 'cancelled' END AS st
-             FROM generate_series(1, %(n)s) i) g""",
-    """INSERT INTO operations_operationstatushistory (from_status, status, timestamp, detail,
+             FROM generate_series(%(lo)s::int, %(hi)s::int) i) g
+       RETURNING id, state AS status, created_at, trace_id)
+       INSERT INTO operations_operationstatushistory (from_status, status, timestamp, detail,
            actor_kind, payload, operation_id, actor_user_id, trace_id)
        SELECT (ARRAY[NULL, 'queued', 'running'])[k],
-              CASE k WHEN 1 THEN 'queued' WHEN 2 THEN 'running' ELSE o.state END,
+              CASE k WHEN 1 THEN 'queued' WHEN 2 THEN 'running' ELSE o.status END,
               o.created_at + k * interval '10 seconds', 'bench', 'worker', NULL, o.id, NULL,
               o.trace_id
-       FROM operations_operation o, generate_series(1, 3) k""",
-]
+       FROM made o, generate_series(1, 3) k""",
+}
 
 TABLES = ("actions_action", "messaging_delivery", "operations_operation")
 
@@ -203,15 +215,53 @@ def counts(conn) -> dict[str, int]:
     return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}  # noqa: S608
 
 
-def generate(conn, rows: int) -> None:
+CHUNK = 250_000  # rows per statement: one transaction each, progress between them
+
+
+def bulk_session(conn) -> None:
+    """Settings for loading: no wait on WAL flush, memory for index builds, and (superuser
+    only) no foreign-key triggers: the rows reference what SETUP_SQL and the same statement
+    made, so the checks would only cost a lookup per history row."""
     conn.execute("SET synchronous_commit = off")
-    conn.execute("SET maintenance_work_mem = '256MB'")
-    for sql in DATA_SQL:
-        started = time.monotonic()
-        conn.execute(sql, {"n": rows})
-        conn.commit()
-        first = " ".join(sql.split()[:3])
-        print(f"  {first}…  {time.monotonic() - started:.1f} s", flush=True)
+    conn.execute("SET maintenance_work_mem = '512MB'")
+    try:
+        conn.execute("SET session_replication_role = replica")
+    except psycopg.errors.InsufficientPrivilege:
+        conn.rollback()
+    conn.commit()
+
+
+def setup(conn) -> None:
+    for sql in SETUP_SQL:
+        conn.execute(sql, {})  # with parameters, as the %% in them expects
+    conn.commit()
+
+
+def fill(conn, have: dict[str, int], rows: int, t0, chunk: int = CHUNK) -> float:
+    """Each app's rows after the `have` it holds up to `rows`, and their history, `chunk` rows a
+    statement (an interrupted load goes on from where it stopped); the seconds."""
+    began = time.monotonic()
+    for table, sql in APP_SQL.items():
+        started, lo = time.monotonic(), have[table] + 1
+        if lo > rows:
+            continue
+        for first in range(lo, rows + 1, chunk):
+            conn.execute(sql, {"lo": first, "hi": min(rows, first + chunk - 1), "t0": t0})
+            conn.commit()
+        took = time.monotonic() - started
+        made = 4 * (rows - lo + 1)  # each row and its three history rows
+        print(
+            f"  {table} {lo:,}..{rows:,} and history: {took:.1f} s, "
+            f"{made / max(took, 1e-3):,.0f} rows/s",
+            flush=True,
+        )
+    return time.monotonic() - began
+
+
+def generate(conn, rows: int) -> None:
+    bulk_session(conn)
+    setup(conn)
+    fill(conn, dict.fromkeys(TABLES, 0), rows, conn.execute("SELECT now()").fetchone()[0])
     conn.autocommit = True
     conn.execute("VACUUM ANALYZE")
     conn.autocommit = False

@@ -359,18 +359,23 @@ def is_router(w3: Web3, account: str, permission_id: bytes | str, router: str) -
     return contract.functions.isRouter(_id(permission_id), to_checksum_address(router)).call()
 
 
-def permission_swaps(
-    w3: Web3, account: str, permission_id: bytes | str, *, from_block: int = 0
-) -> list[PermissionSwap]:
-    """The permission's swaps, oldest first, from its PermissionSwapped events."""
-    logs = w3.eth.get_logs(
+def _permission_logs(w3: Web3, account: str, topic: str, permission_id, from_block: int):
+    """The account's events of one kind for one permission (its id is the first topic)."""
+    return w3.eth.get_logs(
         {
             "address": to_checksum_address(account),
             "fromBlock": from_block,
             "toBlock": "latest",
-            "topics": [_SWAPPED_TOPIC, "0x" + _id(permission_id).hex()],
+            "topics": [topic, "0x" + _id(permission_id).hex()],
         }
     )
+
+
+def permission_swaps(
+    w3: Web3, account: str, permission_id: bytes | str, *, from_block: int = 0
+) -> list[PermissionSwap]:
+    """The permission's swaps, oldest first, from its PermissionSwapped events."""
+    logs = _permission_logs(w3, account, _SWAPPED_TOPIC, permission_id, from_block)
     swaps = []
     for log in logs:
         amount_in, amount_out = decode(["uint256"] * 2, bytes(log["data"]))
@@ -400,14 +405,7 @@ def permission_spends(
     w3: Web3, account: str, permission_id: bytes | str, *, from_block: int = 0
 ) -> list[PermissionSpend]:
     """The permission's spends, oldest first, from its PermissionSpent events."""
-    logs = w3.eth.get_logs(
-        {
-            "address": to_checksum_address(account),
-            "fromBlock": from_block,
-            "toBlock": "latest",
-            "topics": [_SPENT_TOPIC, "0x" + _id(permission_id).hex()],
-        }
-    )
+    logs = _permission_logs(w3, account, _SPENT_TOPIC, permission_id, from_block)
     spends = []
     for log in logs:
         amount, period_index, spent = decode(["uint256"] * 3, bytes(log["data"]))

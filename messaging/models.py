@@ -193,6 +193,8 @@ class Delivery(LifecycleModel):
             models.Index(fields=["status", "created_at"], name="delivery_status_created"),
             models.Index(fields=["idempotency_key"], name="delivery_idempotency_key"),
             models.Index(fields=["provider_message_id"], name="delivery_provider_message_id"),
+            # The console's search by owner: a user's newest first, read only up to its limit.
+            models.Index(fields=["created_by", "-created_at"], name="delivery_creator_created"),
         ]
         constraints = [
             # Keys are scoped to workspace + social account; concurrent duplicates lose here.

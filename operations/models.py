@@ -311,6 +311,8 @@ class Operation(LifecycleModel):
             models.Index(fields=["dispatch_status", "created_at"], name="operation_dispatch"),
             models.Index(fields=["billing_status", "created_at"], name="operation_billing"),
             models.Index(fields=["backend_response_id"], name="operation_backend_response"),
+            # The console's search by owner: a user's newest first, read only up to its limit.
+            models.Index(fields=["owner", "-created_at"], name="operation_owner_created"),
         ]
         constraints = [
             models.UniqueConstraint(

@@ -573,50 +573,58 @@ def permission_for_transfer(
     now = timezone.now()
     reasons = []
     for permission in candidates:
-        if permission.status != P.ACTIVE or not permission.has_key:
-            reasons.append(
-                f"the permission “{permission.name}” is being revoked"
-                if permission.status == P.REVOKING or not permission.has_key
-                else f"the permission “{permission.name}” is not granted on chain yet"
-            )
-            continue
-        if permission.expires_at <= now:
-            reasons.append("the permission expired")
-            continue
-        if permission.starts_at > now:
-            reasons.append(f"the permission starts at {rfc3339(permission.starts_at)}")
-            continue
         listed = {r["address"].lower() for r in permission.recipients}
-        if not permission.any_recipient and recipient.lower() not in listed:
-            reasons.append(f"{recipient_shown} is not in the permission's recipients")
-            continue
-        left = remaining(permission)
-        if left.units is None:
-            reasons.append(f"the permission's remaining allowance could not be read: {left.error}")
-            continue
-        if units > left.units:
-            reasons.append(
-                f"over {_this_period(permission.period)} remaining {amount_text(left.units, token)}"
-            )
-            continue
-        return permission, ""
+        why = _not_usable(permission, now) or (
+            f"{recipient_shown} is not in the permission's recipients"
+            if not permission.any_recipient and recipient.lower() not in listed
+            else _not_covered(permission, units)
+        )
+        if not why:
+            return permission, ""
+        reasons.append(why)
     return None, "; ".join(reasons)
 
 
-def transfer_under_permission(
-    *, permission: SpendPermission, user, application, request: TransferRequest, params: dict
-) -> Action | None:
-    """Build the op that calls `executePermitted`, sign it with the session key and hand it
-    to the submission. None (with params["permission_note"]) when the key is gone or the
-    bundler's simulation refuses it: the caller then falls back to the passkey."""
-    recipient, units, summary = request.recipient, request.units, request.summary
+def _not_usable(permission: SpendPermission, now) -> str:
+    """Why the permission cannot sign anything now ("" if it can)."""
+    if permission.status != P.ACTIVE or not permission.has_key:
+        if permission.status == P.REVOKING or not permission.has_key:
+            return f"the permission “{permission.name}” is being revoked"
+        return f"the permission “{permission.name}” is not granted on chain yet"
+    if permission.expires_at <= now:
+        return "the permission expired"
+    if permission.starts_at > now:
+        return f"the permission starts at {rfc3339(permission.starts_at)}"
+    return ""
+
+
+def _not_covered(permission: SpendPermission, units: int) -> str:
+    """Why `units` of the permission's token do not fit its remaining allowance ("" if they
+    do), read on chain."""
+    left = remaining(permission)
+    if left.units is None:
+        return f"the permission's remaining allowance could not be read: {left.error}"
+    if units > left.units:
+        return (
+            f"over {_this_period(permission.period)} remaining "
+            f"{amount_text(left.units, permission.token)}"
+        )
+    return ""
+
+
+class _NotCovered(Exception):
+    """Why the permission's session key cannot sign this op; the caller falls back to the
+    passkey and tells the agent this."""
+
+
+def _session_signed_op(*, permission: SpendPermission, chain, build) -> tuple[dict, bytes]:
+    """(the op `build(session, bundler, nonce_key)` makes, the session key). Raises
+    _NotCovered when the key is gone or the bundler's simulation refuses the op."""
     account = permission.account
-    chain = get_chain(permission.chain_id)
     try:
         key = session_keys.unseal(permission.session_key_encrypted)
     except session_keys.SessionKeyUnavailable as exc:
-        params["permission_note"] = str(exc)
-        return None
+        raise _NotCovered(str(exc)) from exc
     with on_chain(chain):
         session = chain_permission.SessionKeyAccount(
             web3(chain.id),
@@ -630,24 +638,42 @@ def transfer_under_permission(
             # A lane of the permission's own nonce key per spend (the account takes a session
             # key's op only on that key): concurrent spends are all valid ops and the
             # contract, not the nonce, decides which fit the period's allowance. The
-            # estimate simulates the transfer: a spend the contract would refuse stops here.
+            # estimate simulates the spend: one the contract would refuse stops here.
             lane = chain_permission.nonce_key_for(permission.permission_id, secrets.randbits(32))
-            op = session.build_spend(bundler, to=recipient, amount=units, nonce_key=lane)
+            return build(session, bundler, lane), key
         except BundlerError as exc:
-            params["permission_note"] = f"the permission does not cover it on chain: {exc}"
-            return None
-    agent = agent_name(application)
+            raise _NotCovered(f"the permission does not cover it on chain: {exc}") from exc
+
+
+def _signed_by_permission(
+    *,
+    permission: SpendPermission,
+    user,
+    application,
+    type: str,
+    summary: str,
+    chain_id: int,
+    params: dict,
+    op: dict,
+    key: bytes,
+    ttl_seconds: int | None = None,
+) -> Action:
+    """The action of an op the session key signs: created, signed and queued for submission
+    in one transaction, its history saying which permission signed it for which agent."""
+    account = permission.account
+    extra = {} if ttl_seconds is None else {"ttl_seconds": ttl_seconds}
     with transaction.atomic():
         action = action_create(
             user=user,
             application=application,
-            type=ActionType.TRANSFER,
+            type=type,
             summary=summary,
-            chain_id=chain.id,
+            chain_id=chain_id,
             smart_account=account.address,
             params={**params, "spend_permission": str(permission.pk)},
             user_op=op,
             entry_point_version=account.entry_point_version,
+            **extra,
         )
         signature = chain_permission.sign_with_session_key(
             action.user_op_hash, key, permission_id=permission.permission_id
@@ -661,10 +687,41 @@ def transfer_under_permission(
                 "user_op": {**action.user_op, "signature": signature},
                 "spend_permission": permission,
             },
-            detail=f"signed by permission {permission.name} for {agent}",
+            detail=f"signed by permission {permission.name} for {agent_name(application)}",
         )
         enqueue_on_commit("actions.tasks.action_submit", action.pk)
     return action
+
+
+def transfer_under_permission(
+    *, permission: SpendPermission, user, application, request: TransferRequest, params: dict
+) -> Action | None:
+    """Build the op that calls `executePermitted`, sign it with the session key and hand it
+    to the submission. None (with params["permission_note"]) when the key is gone or the
+    bundler's simulation refuses it: the caller then falls back to the passkey."""
+    chain = get_chain(permission.chain_id)
+    try:
+        op, key = _session_signed_op(
+            permission=permission,
+            chain=chain,
+            build=lambda session, bundler, lane: session.build_spend(
+                bundler, to=request.recipient, amount=request.units, nonce_key=lane
+            ),
+        )
+    except _NotCovered as exc:
+        params["permission_note"] = str(exc)
+        return None
+    return _signed_by_permission(
+        permission=permission,
+        user=user,
+        application=application,
+        type=ActionType.TRANSFER,
+        summary=request.summary,
+        chain_id=chain.id,
+        params=params,
+        op=op,
+        key=key,
+    )
 
 
 def transfer_propose(*, user, application, asset_id: str, amount: str, to: str) -> Action:
@@ -722,36 +779,15 @@ def permission_for_swap(
     now = timezone.now()
     reasons = []
     for permission in candidates:
-        if permission.to_token.asset_id.lower() != request.to_asset_id.lower():
-            reasons.append(
-                f"the permission “{permission.name}” names the pair {permission.token.symbol} → "
-                f"{permission.to_token.symbol}, not this one"
-            )
-            continue
-        if permission.status != P.ACTIVE or not permission.has_key:
-            reasons.append(
-                f"the permission “{permission.name}” is being revoked"
-                if permission.status == P.REVOKING or not permission.has_key
-                else f"the permission “{permission.name}” is not granted on chain yet"
-            )
-            continue
-        if permission.expires_at <= now:
-            reasons.append("the permission expired")
-            continue
-        if permission.starts_at > now:
-            reasons.append(f"the permission starts at {rfc3339(permission.starts_at)}")
-            continue
-        left = remaining(permission)
-        if left.units is None:
-            reasons.append(f"the permission's remaining allowance could not be read: {left.error}")
-            continue
-        if request.units > left.units:
-            reasons.append(
-                f"over {_this_period(permission.period)} remaining "
-                f"{amount_text(left.units, request.token)}"
-            )
-            continue
-        return permission, ""
+        why = (
+            f"the permission “{permission.name}” names the pair {permission.token.symbol} → "
+            f"{permission.to_token.symbol}, not this one"
+            if permission.to_token.asset_id.lower() != request.to_asset_id.lower()
+            else _not_usable(permission, now) or _not_covered(permission, request.units)
+        )
+        if not why:
+            return permission, ""
+        reasons.append(why)
     return None, "; ".join(reasons)
 
 
@@ -770,66 +806,34 @@ def swap_under_permission(
         note.append("the quote's route pays a value, which a permission never covers")
         return None
     try:
-        key = session_keys.unseal(permission.session_key_encrypted)
-    except session_keys.SessionKeyUnavailable as exc:
-        note.append(str(exc))
-        return None
-    account, chain = permission.account, request.chain
-    with on_chain(chain):
-        session = chain_permission.SessionKeyAccount(
-            web3(chain.id),
-            account.address,
-            bytes.fromhex(permission.permission_id[2:]),
-            key,
-            version=account.entry_point_version,
-        )
-        bundler = bundler_client(chain.id, timeout=max(settings.BUNDLER_TIMEOUT_SECONDS, 10))
-        try:
-            # Its own lane, as for transfers; the estimate simulates the swap, so one the
-            # contract would refuse (allowance, output) stops here.
-            lane = chain_permission.nonce_key_for(permission.permission_id, secrets.randbits(32))
-            op = session.build_swap(
+        op, key = _session_signed_op(
+            permission=permission,
+            chain=request.chain,
+            build=lambda session, bundler, lane: session.build_swap(
                 bundler,
                 router=quote.tx_to,
                 amount_in=request.units,
                 data=quote.tx_data,
                 min_out=max(quote.to_amount_min, 1),
                 nonce_key=lane,
-            )
-        except BundlerError as exc:
-            note.append(f"the permission does not cover it on chain: {exc}")
-            return None
+            ),
+        )
+    except _NotCovered as exc:
+        note.append(str(exc))
+        return None
     params, summary, quote_ttl = swap_params(request, quote)
-    agent = agent_name(application)
-    with transaction.atomic():
-        action = action_create(
-            user=user,
-            application=application,
-            type=ActionType.SWAP,
-            summary=summary,
-            chain_id=chain.id,
-            smart_account=account.address,
-            params={**params, "spend_permission": str(permission.pk)},
-            user_op=op,
-            entry_point_version=account.entry_point_version,
-            ttl_seconds=quote_ttl,
-        )
-        signature = chain_permission.sign_with_session_key(
-            action.user_op_hash, key, permission_id=permission.permission_id
-        )
-        action = action_transition(
-            action_id=action.pk,
-            to=ActionStatus.SIGNED,
-            actor=Actor.system(),
-            only_from={ActionStatus.PROPOSED},
-            updates={
-                "user_op": {**action.user_op, "signature": signature},
-                "spend_permission": permission,
-            },
-            detail=f"signed by permission {permission.name} for {agent}",
-        )
-        enqueue_on_commit("actions.tasks.action_submit", action.pk)
-    return action
+    return _signed_by_permission(
+        permission=permission,
+        user=user,
+        application=application,
+        type=ActionType.SWAP,
+        summary=summary,
+        chain_id=request.chain.id,
+        params=params,
+        op=op,
+        key=key,
+        ttl_seconds=quote_ttl,
+    )
 
 
 def swap_propose(

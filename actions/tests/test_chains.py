@@ -144,7 +144,7 @@ def test_balances_are_one_batch_per_chain_all_sent_before_any_answer(
         pool_threads = _read_pool()._threads.copy()
         body = balances_for_user(user=user)
     assert [c["error"] for c in body["chains"]] == [None, None]
-    assert (card.batches, l2.batches) == ([4], [4])  # USDC, EURe, svUSDC and its share price
+    assert (card.batches, l2.batches) == ([1], [1])  # one eth_call: USDC, EURe, svUSDC, share price
     assert _usdc_by_chain(body) == {31337: "10", 31338: "7"}
     assert _read_pool()._threads == pool_threads  # no read thread started for this
 
@@ -161,7 +161,7 @@ def test_a_node_that_closes_its_kept_connections_is_asked_again_on_a_fresh_one(
             body = balances_for_user(user=user)
             assert [c["error"] for c in body["chains"]] == [None, None]
             assert _usdc_by_chain(body) == {31337: "10", 31338: "7"}
-    assert card.batches == [4, 4, 4]
+    assert card.batches == [1, 1, 1]
 
 
 def test_a_transfer_on_the_l2_goes_through_the_l2_bundler(

@@ -115,15 +115,15 @@ def test_all_balances_are_read_in_one_rpc_round_trip_per_chain(
     from core.chains import with_endpoints
 
     # On the card's chain a second account (the card's Safe): 2 accounts × 3 tokens (USDC,
-    # EURe, the svUSDC vault share), plus the vault's share price, all in one batch; on the L2
-    # the passkey account's 3 tokens and the share price, in one batch of its own.
+    # EURe, the svUSDC vault share), plus the vault's share price, all read by one eth_call in
+    # one batch; on the L2 the passkey account's 3 tokens and the share price, the same.
     provision_card(user=user, card_id="c-2", last4="1111")
     with NodeProxy(chain_settings.rpc_url) as card, NodeProxy(l2_chain.rpc_url) as l2:
         settings.CHAINS = with_endpoints(31337, rpc_url=card.url)
         settings.CHAINS = with_endpoints(31338, rpc_url=l2.url)
         body = balances_for_user(user=user)
     assert len(body["balances"]) == 9
-    assert (card.batches, l2.batches) == ([7], [4])
+    assert (card.batches, l2.batches) == ([1], [1])
 
 
 def test_get_card_reads_balance_and_daily_limit_from_the_chain_and_virtual_cards_inherit(

@@ -290,6 +290,47 @@ def test_search_never_scans_a_table(staff_client, stuck_all):
             cursor.execute("SET enable_seqscan = on")
 
 
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "table, owner",
+    [
+        ("actions_action", "user_id"),
+        ("messaging_delivery", "created_by_id"),
+        ("operations_operation", "owner_id"),
+    ],
+)
+def test_search_by_username_reads_only_the_users_newest_rows(staff_client, stuck_all, table, owner):
+    """The owner lookup walks an index on (owner, created_at) and stops at the page's limit:
+    no sort of every row the user has (which grew with the user's history), no walk of the
+    whole table in date order filtering by owner (EXPLAIN, sequential scans disabled)."""
+    import json
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        assert found(staff_client, "alice").status_code == 200
+    lookups = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith("SELECT") and f'"{table}"."{owner}" IN' in q["sql"]
+    ]
+    assert len(lookups) == 1, lookups
+    with connection.cursor() as cursor:
+        cursor.execute("SET enable_seqscan = off")
+        cursor.execute("EXPLAIN (FORMAT JSON) " + lookups[0])
+        plan = cursor.fetchone()[0]
+        cursor.execute("SET enable_seqscan = on")
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    nodes, stack = [], [plan[0]["Plan"]]
+    while stack:
+        nodes.append(stack.pop())
+        stack.extend(nodes[-1].get("Plans", []))
+    assert not [n for n in nodes if n["Node Type"] in ("Sort", "Incremental Sort")], plan
+    scans = [n for n in nodes if n.get("Relation Name") == table]
+    assert len(scans) == 1 and owner in scans[0].get("Index Cond", ""), plan
+
+
 # --- Bulk resolution ---------------------------------------------------------------------------
 
 

@@ -6,14 +6,19 @@ The scripts are found by their `if __name__ == "__main__":` (the modules they lo
 scripts), so a new bench without a tiny run below fails `test_every_bench_script_has_a_smoke_run`.
 Each fresh database is a copy of the session's migrated test database
 (BENCH_TEMPLATE_DATABASE, see bench/common.py) instead of a migration from scratch, and the
-chain benches run on the session's local world (BENCH_LOCAL_WORLD) instead of starting their own."""
+chain benches run on the session's local world (BENCH_LOCAL_WORLD) instead of starting their own.
+The database-only benches run three at a time and the chain benches one after another beside them
+(`Runs`): most of a tiny run is start-up and waiting (imports, a database copy, servers coming up),
+so CI's two cores stay busy."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -152,42 +157,144 @@ def fresh(django_db_setup, django_db_blocker):
         admin.execute(f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)')
 
 
+def _lane(run: Run) -> str:
+    """ "pool": side by side with the other database-only benches; "chain": one after another
+    beside the pool (they fund fresh accounts from the session world's one deployer: its
+    nonces); "alone": with nothing else running (the browser and cluster benches load both
+    cores themselves)."""
+    names = {mark.name for mark in run.marks}
+    if names & {"browser", "chaos"}:
+        return "alone"
+    return "chain" if "chain" in names else "pool"
+
+
+def _will_skip(item) -> bool:
+    # The marks that skip a bench test here: `skip` (conftest's on SQLite), `skipif` with a
+    # computed condition (REDIS).
+    return any(
+        mark.name == "skip" or (mark.name == "skipif" and any(arg is True for arg in mark.args))
+        for mark in item.iter_markers()
+    )
+
+
+class Runs:
+    """The bench runs of this module's selected tests, each a subprocess on a fresh database of
+    its own, and each test collects its own result. The "pool" lane's start together, PARALLEL
+    at a time, when the module's first test needs them; the "chain" lane's one after another
+    beside the pool, from the first chain test on (it brings the session's world); an "alone"
+    bench waits until both lanes are idle and runs in its test. Killed, not waited for, if the
+    module ends early (-x, Ctrl-C)."""
+
+    PARALLEL = 3
+
+    def __init__(self, fresh, selected: list[str]):
+        self.fresh = fresh
+        self.selected = [name for name in selected if name in RUNS]
+        self.pool = ThreadPoolExecutor(self.PARALLEL, thread_name_prefix="bench-smoke")
+        self.chain_lane = ThreadPoolExecutor(1, thread_name_prefix="bench-smoke-chain")
+        self.started: dict[str, Future] = {}
+        self.processes: set[subprocess.Popen] = set()
+        self.stopping = False
+        self.lock = threading.Lock()
+        self._start("pool", self.pool, {})
+
+    def _start(self, lane: str, executor: ThreadPoolExecutor, extra_env: dict[str, str]) -> None:
+        for name in self.selected:
+            if _lane(RUNS[name]) == lane and name not in self.started:
+                self.started[name] = executor.submit(self.run, name, extra_env)
+
+    def result(self, script: str, extra_env: dict[str, str]) -> tuple[int, str, str]:
+        lane = _lane(RUNS[script])
+        if lane == "chain":
+            self._start("chain", self.chain_lane, extra_env)
+        if script in self.started:
+            return self.started[script].result()
+        for future in list(self.started.values()):  # alone: nothing else shares the machine
+            future.exception()
+        return self.run(script, extra_env)
+
+    def run(self, script: str, extra_env: dict[str, str]) -> tuple[int, str, str]:
+        """(exit status, stdout, stderr) of the script's tiny run, from a fresh database."""
+        url, prefix, template = self.fresh
+        run = RUNS[script]
+        stem = script.removesuffix(".py")
+        env = {**os.environ, **run.env, **extra_env}
+        if template:
+            env["BENCH_TEMPLATE_DATABASE"] = template
+        args = list(run.args)
+        own = None
+        if run.database == "argument":
+            args += ["--database", f"{prefix}_{stem}"]
+        elif run.database == "url" and url:
+            # These keep their database between runs and refuse a name without their prefix.
+            own = {"admin_pages": "bench_admin", "console_pages": "bench_console"}.get(stem, "")
+            own = f"{own}_{prefix}_{stem}" if own else f"{prefix}_{stem}"
+            env["DATABASE_URL"] = url.rsplit("/", 1)[0] + "/" + own[:63]
+        try:
+            with self.lock:
+                if self.stopping:
+                    return -1, "", "not run: the module ended first"
+                process = subprocess.Popen(
+                    [sys.executable, f"bench/{script}", *args],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+                self.processes.add(process)
+            try:
+                stdout, stderr = process.communicate(timeout=600)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                stdout, stderr = process.communicate()
+                stderr += "\n(killed after 600 s)"
+            finally:
+                with self.lock:
+                    self.processes.discard(process)
+            return process.returncode, stdout, stderr
+        finally:
+            if own and url:
+                with _admin(url) as admin:
+                    admin.execute(f'DROP DATABASE IF EXISTS "{own[:63]}" WITH (FORCE)')
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopping = True
+            for process in self.processes:
+                process.kill()
+        for executor in (self.pool, self.chain_lane):
+            executor.shutdown(wait=True, cancel_futures=True)
+
+
+TEST = "test_the_bench_runs_at_a_tiny_size_from_a_fresh_database"
+
+
+@pytest.fixture(scope="module")
+def runs(fresh, request):
+    selected = [
+        item.callspec.params["script"]
+        for item in request.session.items
+        if item.getparent(pytest.Module) is request.node
+        and getattr(item, "originalname", "") == TEST
+        and not _will_skip(item)
+    ]
+    runs = Runs(fresh, selected)
+    yield runs
+    runs.stop()
+
+
 @pytest.mark.parametrize(
     "script",
     [pytest.param(name, marks=RUNS[name].marks if name in RUNS else ()) for name in _scripts()],
 )
-def test_the_bench_runs_at_a_tiny_size_from_a_fresh_database(script, fresh, request):
-    url, prefix, template = fresh
+def test_the_bench_runs_at_a_tiny_size_from_a_fresh_database(script, runs, request):
     run = RUNS[script]
-    stem = script.removesuffix(".py")
-    env = {**os.environ, **run.env}
-    if template:
-        env["BENCH_TEMPLATE_DATABASE"] = template
+    extra_env = {}
     if any(mark.name == "chain" for mark in run.marks):
         # The session's local world (fresh accounts in each bench), not nodes of its own.
-        env["BENCH_LOCAL_WORLD"] = world_ports(request.getfixturevalue("chain_world"))
-    args = list(run.args)
-    own = None
-    if run.database == "argument":
-        args += ["--database", f"{prefix}_{stem}"]
-    elif run.database == "url" and url:
-        # These keep their database between runs and refuse a name without their prefix.
-        own = {"admin_pages": "bench_admin", "console_pages": "bench_console"}.get(stem, "")
-        own = f"{own}_{prefix}_{stem}" if own else f"{prefix}_{stem}"
-        env["DATABASE_URL"] = url.rsplit("/", 1)[0] + "/" + own[:63]
-    try:
-        result = subprocess.run(
-            [sys.executable, f"bench/{script}", *args],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-    finally:
-        if own and url:
-            with _admin(url) as admin:
-                admin.execute(f'DROP DATABASE IF EXISTS "{own[:63]}" WITH (FORCE)')
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
-    lines = [line.strip() for line in result.stdout.splitlines() if line.strip()]
-    assert any(run.prints in line for line in lines), result.stdout[-3000:]
+        extra_env["BENCH_LOCAL_WORLD"] = world_ports(request.getfixturevalue("chain_world"))
+    returncode, stdout, stderr = runs.result(script, extra_env)
+    assert returncode == 0, stdout[-3000:] + stderr[-5000:]
+    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
+    assert any(run.prints in line for line in lines), stdout[-3000:]
