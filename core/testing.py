@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.fernet import Fernet
 from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -24,6 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from prometheus_client.parser import text_string_to_metric_families
 
 from core.admin import HISTORY_INLINE_LIMIT
 from core.local_server import LocalJsonServer
@@ -302,3 +307,94 @@ def add_staff_notes(entity, *, staff_user, count: int) -> None:
             actor_kind=ActorKind.STAFF,
             actor_user=staff_user,
         )
+
+
+# --- Load tests (picnic/tests/test_soak.py, test_chaos.py): what both set up and run ---------
+
+# The documented end states: terminal, or `unknown` (a DM whose fate only staff can tell).
+DM_ENDS = frozenset({"sent", "failed", "cancelled", "unknown"})
+OPERATION_ENDS = frozenset({"succeeded", "failed", "cancelled"})
+
+
+def load_test_env(
+    workdir: Path,
+    *,
+    x_api_url: str,
+    x_token_env: str,
+    x_token: str,
+    backend_url: str,
+    backend_key: str,
+    metrics_token: str,
+) -> dict[str, str]:
+    """The environment of a load test's production processes (DEBUG off, the APIs only, no
+    collectstatic), on the local X DM API and Responses backend with short timeouts, leases
+    and backoffs, every process writing its metrics under `workdir`/prometheus (one scrape
+    sums them). The caller adds its database, broker, cache, events and chain."""
+    (workdir / "prometheus").mkdir(exist_ok=True)
+    return {
+        **os.environ,
+        "DJANGO_DEBUG": "false",
+        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+        "SPEND_PERMISSION_KEYS": Fernet.generate_key().decode(),
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+        "DJANGO_STATIC_MANIFEST": "false",  # the APIs only: no collectstatic needed
+        "PICNIC_VAR_DIR": str(workdir / "var"),
+        "X_API_BASE_URL": x_api_url,
+        x_token_env: x_token,
+        "DM_PROVIDER_TIMEOUT_SECONDS": "3",
+        "DM_LEASE_SECONDS": "6",
+        "DM_RETRY_BACKOFF_SECONDS": "1",
+        "OPERATIONS_BACKEND_URL": backend_url,
+        "OPERATIONS_BACKEND_API_KEY": backend_key,
+        "OPERATIONS_BACKEND_TIMEOUT_SECONDS": "3",
+        "OPERATIONS_POLL_SECONDS": "1",
+        "PROMETHEUS_MULTIPROC_DIR": str(workdir / "prometheus"),
+        "METRICS_TOKEN": metrics_token,
+    }
+
+
+def scrape_metrics(base_url: str, token: str) -> dict[tuple[str, tuple], float]:
+    """One scrape of `base_url`/metrics: {(sample name, sorted labels): value}."""
+    request = urllib.request.Request(f"{base_url}/metrics")
+    request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        body = response.read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(body)
+        for sample in family.samples
+    }
+
+
+class LoadThreads:
+    """Concurrent clients, each a thread running one request function in a loop (pausing
+    `pause` seconds between runs) until stopped; a failure is kept in `problems`, never
+    raised. Subclasses add their loops with `add(one)`; `with` starts and stops them."""
+
+    def __init__(self, *, pause: float = 0.1, join_timeout: float = 60):
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.problems: list[str] = []
+        self.threads: list[threading.Thread] = []
+        self.pause, self.join_timeout = pause, join_timeout
+
+    def add(self, one: Callable[[], None]) -> None:
+        self.threads.append(threading.Thread(target=self._loop, args=(one,), daemon=True))
+
+    def _loop(self, one: Callable[[], None]) -> None:
+        while not self.stop.is_set():
+            try:
+                one()
+            except Exception as exc:  # noqa: BLE001 - every failure is a finding, not a crash
+                self.problems.append(f"{type(exc).__name__}: {exc}")
+            time.sleep(self.pause)
+
+    def __enter__(self):
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=self.join_timeout)

@@ -30,7 +30,7 @@ import redis.asyncio
 from django.conf import settings
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 
-from mcp_adapter.sessions import EVENT_META_KEY
+from mcp_adapter.sessions import EVENT_META_KEY, store_client
 
 MAX_MEMORY_STREAMS = 10_000
 _PRIMING = ""  # stored for the priming event, never replayed
@@ -97,7 +97,7 @@ class RedisEvents:
     """Events in Redis streams, one per MCP stream (production)."""
 
     def __init__(self, url: str, max_events: int, ttl_seconds: int, prefix: str | None = None):
-        self.client = redis.asyncio.Redis.from_url(url)
+        self.client = store_client(url)  # rides out a Redis restart (sessions.py)
         self.prefix = redis_prefix() if prefix is None else prefix
         self.max_events = max_events
         self.ttl_seconds = ttl_seconds

@@ -407,7 +407,16 @@ class GrantWatch:
     async def _holds(self) -> bool:
         if self.revoked.is_set():
             return False
-        if await self.check(self.token):
+        try:
+            holds = await self.check(self.token)
+        except (DatabaseOperationalError, DatabaseInterfaceError):
+            # The database is away (a restart, a failover): the stream stays and the token is
+            # checked again next time. Ending it would drop the session's notifications for
+            # good (the SDK's client reconnects its GET stream twice, then gives up), and no
+            # one can revoke the token meanwhile (a revocation is a database write).
+            logger.warning("could not re-check a stream's token; checking again later")
+            return True
+        if holds:
             return True
         self.revoked.set()
         return False

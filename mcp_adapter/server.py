@@ -22,6 +22,7 @@ import anyio
 import mcp_types as types
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import close_old_connections
 from mcp.server import MCPServer
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
@@ -60,7 +61,14 @@ class DjangoTokenVerifier:
     async def still_valid(self, token: str) -> bool:
         """Whether a token a stream was opened with still holds (not revoked, deleted by a
         Disconnect, or expired): the streams' re-check (mcp_adapter/http.py)."""
-        return await sync_to_async(self._find)(token) is not None
+        return await sync_to_async(self._find_fresh)(token) is not None
+
+    @classmethod
+    def _find_fresh(cls, token: str):
+        # A stream's re-check outlives requests: a connection the database's restart broke is
+        # replaced first, as a request's is (DatabaseConnections in mcp_adapter/http.py).
+        close_old_connections()
+        return cls._find(token)
 
     @staticmethod
     def _find(token: str):

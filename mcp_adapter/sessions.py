@@ -27,10 +27,25 @@ from typing import Any
 
 import redis.asyncio
 from django.conf import settings
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 
 # The `_meta` key of a `notifications/resources/updated` naming the event it reports: the key
 # under which every instance writes that notification into a session's stream once.
 EVENT_META_KEY = "picnic/event"
+
+# How a command to the shared store rides out a Redis restart (AOF replayed, seconds on a loaded
+# machine): its connection errors are retried for about 14 s (0.05 s doubling to 0.5 s, 30
+# times), not redis-py's ~2.6 s. A request in flight through the restart then completes, where
+# a failed event-store write inside the SDK's POST handling answers 500 and ends the session's
+# transport on that instance, which a client takes for a lost session.
+STORE_RETRY = Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=30)
+
+
+def store_client(url: str) -> redis.asyncio.Redis:
+    """A client of the Redis holding the MCP sessions and stream events."""
+    return redis.asyncio.Redis.from_url(url, retry=STORE_RETRY)
+
 
 # Whether the session still exists, and its last use, in one round trip.
 _TOUCH = """
@@ -122,7 +137,7 @@ class RedisSessions:
     sessions following a URI (ended sessions are dropped from it when it is read)."""
 
     def __init__(self, url: str, ttl_seconds: int, prefix: str | None = None):
-        self.client = redis.asyncio.Redis.from_url(url)
+        self.client = store_client(url)
         self.prefix = f"{settings.DEPLOYMENT_PREFIX}:mcp:" if prefix is None else prefix
         self.ttl_seconds = ttl_seconds
         self._touch = self.client.register_script(_TOUCH)

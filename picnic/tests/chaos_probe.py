@@ -3,7 +3,10 @@ not connected to): run as `python -m picnic.tests.chaos_probe setup|check` with 
 environment, it makes the agent and its tokens, or reports what the database says, as JSON.
 
     setup: the agent user, a workspace with an X account, a funded wallet, two bearer tokens
-           (the API's audience and the MCP server's).
+           (the API's audience and the MCP server's), and a proposed card action for the MCP
+           agent to follow (`picnic://action/{id}`).
+    touch: reads {"action_id": …, "summary": …} on stdin; changes the action's summary (a
+           visible change: the sessions following it are notified).
     check: reads {"deliveries": [...], "operations": [...]} on stdin; prints each item's
            status and history ends, the billing invariants, the counts the metrics must match.
 """
@@ -20,7 +23,7 @@ from decimal import Decimal
 import django
 
 X_TOKEN_ENV = "PICNIC_CHAOS_X_TOKEN"
-API_SCOPES = "agent:dm_write agent:dm_read operations:read operations:write"
+API_SCOPES = "agent:dm_write agent:dm_read operations:read operations:write read:actions"
 
 
 def setup() -> dict:
@@ -29,6 +32,8 @@ def setup() -> dict:
     from django.utils import timezone
     from oauth2_provider.models import AccessToken, Application
 
+    from actions.models import ActionType
+    from actions.services.lifecycle import action_create
     from messaging.models import Membership, Role, SocialAccount, Workspace
     from operations import billing
 
@@ -56,12 +61,32 @@ def setup() -> dict:
             resource=[resource],
         ).token
 
+    action = action_create(
+        user=user,
+        application=application,
+        type=ActionType.CARD_FREEZE,
+        summary="chaos: followed over MCP",
+        chain_id=settings.CARD_CHAIN_ID,
+        smart_account="0x" + "ab" * 20,
+        params={"card_id": "chaos"},
+    )
     return {
+        "action_id": str(action.pk),
         "api_token": token(settings.PUBLIC_BASE_URL),
         "mcp_token": token(settings.MCP_RESOURCE_URL),
         "workspace_id": str(workspace.pk),
         "social_account_id": str(account.pk),
     }
+
+
+def touch(change: dict) -> dict:
+    from actions.models import Action
+    from core.lifecycle import touch
+
+    changed = touch(
+        lifecycle=Action.lifecycle, pk=change["action_id"], changes={"summary": change["summary"]}
+    )
+    return {"changed": changed}
 
 
 def check(items: dict) -> dict:
@@ -93,7 +118,8 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "picnic.settings")
     django.setup()
     command = sys.argv[1]
-    result = setup() if command == "setup" else check(json.load(sys.stdin))
+    commands = {"setup": setup, "touch": touch, "check": check}
+    result = commands[command](json.load(sys.stdin)) if command != "setup" else setup()
     print(json.dumps(result))
 
 

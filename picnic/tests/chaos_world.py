@@ -6,9 +6,7 @@ and the agent the probe makes (picnic/tests/chaos_probe.py)."""
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import shutil
 import subprocess
 import sys
 import time
@@ -20,10 +18,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from cryptography.fernet import Fernet
-from prometheus_client.parser import text_string_to_metric_families
 
-from core.testing import ScriptedServer
+from core.testing import ScriptedServer, load_test_env, scrape_metrics
 from evm.userops import entry_point_address
 from messaging.providers.local_x import LocalXServer
 from operations.backends.local_openai import LocalResponsesServer
@@ -44,13 +40,19 @@ class System:
     cluster: clusters.Cluster
     postgres: clusters.PostgresServer
     redis: clusters.RedisServer
-    broker: clusters.RedisServer | RabbitVhost
+    broker: clusters.RedisServer | clusters.RabbitServer
     x_api: LocalXServer
     backend: LocalResponsesServer
     env: dict[str, str]
+    broker_kind: str = "redis"
     api_token: str = ""
     mcp_token: str = ""
+    action_id: str = ""  # the card action the MCP agent follows
     dm_target: dict = field(default_factory=dict)
+
+    @property
+    def followed_uri(self) -> str:
+        return f"picnic://action/{self.action_id}"
 
     @property
     def dm_account(self) -> dict:
@@ -69,15 +71,7 @@ class System:
         return json.loads(done.stdout.strip().splitlines()[-1])
 
     def metrics(self) -> dict[tuple[str, tuple], float]:
-        status, _, body = processes.http(
-            "GET", f"{self.cluster.web_url}/metrics", token=METRICS_TOKEN, timeout=30
-        )
-        assert status == 200, status
-        return {
-            (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-            for family in text_string_to_metric_families(body.decode())
-            for sample in family.samples
-        }
+        return scrape_metrics(self.cluster.web_url, METRICS_TOKEN)
 
     def fresh_dm_sent(self) -> bool:
         """One new DM through HAProxy, accepted and delivered to the provider."""
@@ -126,59 +120,56 @@ class System:
         )
 
 
-def create_database(postgres: clusters.PostgresServer) -> None:
-    with psycopg.connect(postgres.url("postgres"), autocommit=True) as conn:
-        conn.execute("CREATE DATABASE picnic")
-
-
-class RabbitVhost:
-    """Celery on the machine's RabbitMQ, in a vhost of this test's own (quorum queues). The
-    node is shared with other tests, so it is not restarted: the broker fault cuts every
-    connection of the vhost (what a node restart does to its clients) instead."""
-
-    def __init__(self) -> None:
-        self.vhost = f"chaos-{uuid.uuid4().hex[:8]}"
-
-    def _ctl(self, *args: str) -> str:
-        return subprocess.run(
-            ["rabbitmqctl", "-q", *args], check=True, capture_output=True, text=True, timeout=60
-        ).stdout
-
-    def url(self) -> str:
-        return f"amqp://guest:guest@127.0.0.1:5672/{self.vhost}"
-
-    def start(self) -> RabbitVhost:
-        if shutil.which("rabbitmqctl") is None or not clusters.port_open(5672):
-            pytest.skip("RabbitMQ is not running on 127.0.0.1:5672")
-        self._ctl("add_vhost", self.vhost)
-        self._ctl("set_permissions", "-p", self.vhost, "guest", ".*", ".*", ".*")
-        return self
-
-    def restart(self) -> None:
-        for line in self._ctl("list_connections", "vhost", "pid").splitlines():
-            vhost, _, pid = line.partition("\t")
-            if vhost == self.vhost:
-                self._ctl("close_connection", pid.strip(), "chaos: broker restart")
-
-    def stop(self) -> None:
-        self._ctl("delete_vhost", self.vhost)
+def fresh_database(postgres: clusters.PostgresServer, env: dict[str, str]) -> None:
+    """An empty, migrated `picnic` database: a copy of `picnic_template`, which the first world
+    on this server migrates (the worlds after it on the same server skip the migrations)."""
+    admin = postgres.url("postgres")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = 'picnic_template'")
+        migrated = found.fetchone() is not None
+        if not migrated:
+            conn.execute("CREATE DATABASE picnic_template")
+    if not migrated:
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+            cwd=ROOT,
+            env={**env, "DATABASE_URL": postgres.url("picnic_template")},
+            check=True,
+        )
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS picnic WITH (FORCE)")
+        conn.execute("CREATE DATABASE picnic TEMPLATE picnic_template")
 
 
 @contextmanager
-def world(tmp_path: Path, broker_kind: str, *, instances: int = 2) -> Iterator[System]:
+def world(
+    tmp_path: Path,
+    broker_kind: str,
+    *,
+    instances: int = 2,
+    postgres: clusters.PostgresServer | None = None,
+) -> Iterator[System]:
     """The cluster (`instances` of each process type) on services of its own, with the agent
-    made and its tokens in `System`; everything stopped on the way out."""
-    postgres = clusters.PostgresServer()
+    made and its tokens in `System`; everything it started stopped on the way out. A running
+    `postgres` may be passed (the chaos test's brokers share one): the world gets a fresh
+    database on it."""
+    own_postgres = postgres is None
+    postgres = postgres or clusters.PostgresServer()
     redis = clusters.RedisServer(tmp_path / "redis")
-    if broker_kind == "amqp":
-        broker = RabbitVhost()
+    if broker_kind == "amqp":  # a node of its own: quorum queues, restarted on its own
+        if not clusters.RABBITMQ_SERVER.exists():
+            pytest.skip(f"RabbitMQ is not installed ({clusters.RABBITMQ_SERVER})")
+        broker = clusters.RabbitServer(tmp_path / "broker")
     else:  # a Redis of its own with AOF, restarted on its own
         broker = clusters.RedisServer(tmp_path / "broker")
     started: list = []
     try:
-        for service in (postgres, redis, broker):
+        if isinstance(broker, clusters.RabbitServer):
+            started.append(broker.launch())  # its boot overlaps initdb and the migrations
+        else:
+            started.append(broker.start())
+        for service in (postgres, redis) if own_postgres else (redis,):
             started.append(service.start())
-        create_database(postgres)
         with (
             # A send takes a moment, so a kill is likely to catch one in flight.
             LocalXServer(token=X_TOKEN, work_seconds=0.1) as x_api,
@@ -193,52 +184,42 @@ def world(tmp_path: Path, broker_kind: str, *, instances: int = 2) -> Iterator[S
             }
             web_port, mcp_port = clusters.free_port(), clusters.free_port()
             env = {
-                **os.environ,
+                **load_test_env(
+                    tmp_path,
+                    x_api_url=x_api.url,
+                    x_token_env=X_TOKEN_ENV,
+                    x_token=X_TOKEN,
+                    backend_url=backend.url,
+                    backend_key=BACKEND_KEY,
+                    metrics_token=METRICS_TOKEN,
+                ),
                 "DATABASE_URL": postgres.url(),
                 "CELERY_BROKER_URL": broker.url(),
                 "CACHE_URL": redis.url(),
                 "EVENTS_URL": redis.url(),
                 "CELERY_QUEUE_PREFIX": PREFIX,
-                "DJANGO_DEBUG": "false",
-                "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
-                "SPEND_PERMISSION_KEYS": Fernet.generate_key().decode(),
-                "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
-                "DJANGO_STATIC_MANIFEST": "false",  # the APIs only: no collectstatic needed
                 "PUBLIC_BASE_URL": f"http://127.0.0.1:{web_port}",
-                "PICNIC_VAR_DIR": str(tmp_path / "var"),
-                "X_API_BASE_URL": x_api.url,
-                X_TOKEN_ENV: X_TOKEN,
-                "DM_PROVIDER_TIMEOUT_SECONDS": "3",
-                "DM_LEASE_SECONDS": "6",
-                "DM_RETRY_BACKOFF_SECONDS": "1",
-                "OPERATIONS_BACKEND_URL": backend.url,
-                "OPERATIONS_BACKEND_API_KEY": BACKEND_KEY,
-                "OPERATIONS_BACKEND_TIMEOUT_SECONDS": "3",
-                "OPERATIONS_POLL_SECONDS": "1",
                 "CHAIN_ID": str(CHAIN_ID),
                 "ENTRY_POINT_VERSION": "0.7",
                 "CHAIN_RPC_URL": chain.url,
                 "BUNDLER_RPC_URL": chain.url,
                 "HEALTH_CHECK_TIMEOUT_SECONDS": "1",
                 "BEAT_LOCK_RETRY_SECONDS": "1",
-                "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prometheus"),
-                "METRICS_TOKEN": METRICS_TOKEN,
                 "PYTHONUNBUFFERED": "1",
             }
-            (tmp_path / "prometheus").mkdir()
-            subprocess.run(
-                [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-                cwd=ROOT,
-                env=env,
-                check=True,
-            )
+            fresh_database(postgres, env)
+            if isinstance(broker, clusters.RabbitServer):
+                broker.wait()
             cluster = clusters.Cluster(
                 env, tmp_path / "cluster", web_port=web_port, mcp_port=mcp_port,
                 queue_prefix=PREFIX, instances=instances,
             )  # fmt: skip
-            system = System(cluster, postgres, redis, broker, x_api, backend, cluster.env)
+            system = System(
+                cluster, postgres, redis, broker, x_api, backend, cluster.env, broker_kind
+            )
             ids = system.probe("setup")
             system.api_token, system.mcp_token = ids["api_token"], ids["mcp_token"]
+            system.action_id = ids["action_id"]
             system.dm_target = {
                 "workspace_id": ids["workspace_id"],
                 "social_account_id": ids["social_account_id"],

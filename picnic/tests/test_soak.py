@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import secrets
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -31,12 +29,18 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from cryptography.fernet import Fernet
 from django.conf import settings
-from prometheus_client.parser import text_string_to_metric_families
 
 from chain.stack import free_port
-from core.testing import database_url, wait_until
+from core.testing import (
+    DM_ENDS,
+    OPERATION_ENDS,
+    LoadThreads,
+    database_url,
+    load_test_env,
+    scrape_metrics,
+    wait_until,
+)
 from messaging.providers.local_x import LocalXServer
 from operations.backends.local_openai import LocalResponsesServer
 from picnic import processes
@@ -59,9 +63,6 @@ CLIENTS_PER_KIND = 2
 LOAD_SECONDS = 12  # before the kill, and again after the restart
 DOWN_SECONDS = 15  # the dm worker stays dead at least this long
 DRAIN_SECONDS = 120  # bound for everything to settle after the clients stop
-# The documented end states: terminal, or `unknown` (a DM whose fate only staff can tell).
-DM_ENDS = {"sent", "failed", "cancelled", "unknown"}
-OPERATION_ENDS = {"succeeded", "failed", "cancelled"}
 
 
 @dataclass
@@ -87,16 +88,7 @@ class System:
         return broker["detail"]["queues"]
 
     def metrics(self) -> dict[tuple[str, tuple], float]:
-        """One scrape of /metrics: {(sample name, sorted labels): value}."""
-        status, _, body = processes.http(
-            "GET", f"{self.base_url}/metrics", token=METRICS_TOKEN, timeout=30
-        )
-        assert status == 200, status
-        return {
-            (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-            for family in text_string_to_metric_families(body.decode())
-            for sample in family.samples
-        }
+        return scrape_metrics(self.base_url, METRICS_TOKEN)
 
     def start_dm_worker(self) -> processes.Process:
         proc = processes.celery_worker(
@@ -132,27 +124,22 @@ DOWN_CHECKS: list[Callable[[System], None]] = [
 # --- the clients ----------------------------------------------------------------------------
 
 
-class Clients:
+class Clients(LoadThreads):
     """Concurrent API clients until stopped; what the API accepted is kept for the checks."""
 
     def __init__(self, system: System, token: str, workspace, social_account):
+        super().__init__()
         self.system, self.token = system, token
         self.dm_body = {
             "workspace_id": str(workspace.pk),
             "social_account_id": str(social_account.pk),
             "recipient_id": "1234567890",
         }
-        self.stop = threading.Event()
         self.deliveries: dict[str, str] = {}  # id -> text
         self.operations: set[str] = set()
-        self.problems: list[str] = []
-        self.lock = threading.Lock()
-        self.threads = [
-            threading.Thread(target=self._dm_client, daemon=True) for _ in range(CLIENTS_PER_KIND)
-        ] + [
-            threading.Thread(target=self._operations_client, daemon=True)
-            for _ in range(CLIENTS_PER_KIND)
-        ]
+        for _ in range(CLIENTS_PER_KIND):
+            self.add(self._one_dm)
+            self.add(self._one_operation)
 
     def _post(self, path: str, body: dict) -> tuple[int, dict]:
         status, _, raw = processes.http(
@@ -162,20 +149,6 @@ class Clients:
             return status, json.loads(raw or b"{}")
         except ValueError:
             return status, {"unreadable": raw[:200].decode(errors="replace")}
-
-    def _loop(self, one: Callable[[], None]) -> None:
-        while not self.stop.is_set():
-            try:
-                one()
-            except Exception as exc:  # noqa: BLE001 - every failure is a finding, not a crash
-                self.problems.append(f"{type(exc).__name__}: {exc}")
-            time.sleep(0.1)
-
-    def _dm_client(self) -> None:
-        self._loop(self._one_dm)
-
-    def _operations_client(self) -> None:
-        self._loop(self._one_operation)
 
     def _one_dm(self) -> None:
         text = f"soak {uuid.uuid4()}"
@@ -201,16 +174,6 @@ class Clients:
         with self.lock:
             self.operations.add(answer["id"])
 
-    def __enter__(self) -> Clients:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=60)
-
 
 # --- the system -----------------------------------------------------------------------------
 
@@ -228,7 +191,15 @@ def system(tmp_path):
     ):
         port = free_port()
         env = {
-            **os.environ,
+            **load_test_env(
+                tmp_path,
+                x_api_url=x_api.url,
+                x_token_env=X_TOKEN_ENV,
+                x_token=X_TOKEN,
+                backend_url=backend.url,
+                backend_key=BACKEND_KEY,
+                metrics_token=METRICS_TOKEN,
+            ),
             "DATABASE_URL": database_url(),
             "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
             "CACHE_URL": settings.CELERY_BROKER_URL,
@@ -237,29 +208,10 @@ def system(tmp_path):
             "EVENTS_URL": "local://",
             "EVENTS_DIR": str(tmp_path / "events"),
             "CELERY_QUEUE_PREFIX": prefix,
-            "DJANGO_DEBUG": "false",
-            "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
-            "SPEND_PERMISSION_KEYS": Fernet.generate_key().decode(),
-            "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
-            "DJANGO_STATIC_MANIFEST": "false",  # the API only: no collectstatic needed
-            "PICNIC_VAR_DIR": str(tmp_path / "var"),
-            "X_API_BASE_URL": x_api.url,
-            X_TOKEN_ENV: X_TOKEN,
-            "DM_PROVIDER_TIMEOUT_SECONDS": "3",
-            "DM_LEASE_SECONDS": "6",
-            "DM_RETRY_BACKOFF_SECONDS": "1",
-            "OPERATIONS_BACKEND_URL": backend.url,
-            "OPERATIONS_BACKEND_API_KEY": BACKEND_KEY,
-            "OPERATIONS_BACKEND_TIMEOUT_SECONDS": "3",
-            "OPERATIONS_POLL_SECONDS": "1",
             "CHAIN_RPC_URL": nothing,
             "BUNDLER_RPC_URL": nothing,
             "HEALTH_CHECK_TIMEOUT_SECONDS": "2",
-            # Every process writes its metrics here; a scrape of either web worker sums them.
-            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prometheus"),
-            "METRICS_TOKEN": METRICS_TOKEN,
         }
-        (tmp_path / "prometheus").mkdir()
         logs = tmp_path
         system = System(f"http://127.0.0.1:{port}", env, prefix, logs, x_api, backend)
         try:
