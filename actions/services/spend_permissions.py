@@ -612,19 +612,19 @@ def _not_covered(permission: SpendPermission, units: int) -> str:
     return ""
 
 
-class _NotCovered(Exception):
+class NotCovered(Exception):
     """Why the permission's session key cannot sign this op; the caller falls back to the
     passkey and tells the agent this."""
 
 
 def _session_signed_op(*, permission: SpendPermission, chain, build) -> tuple[dict, bytes]:
     """(the op `build(session, bundler, nonce_key)` makes, the session key). Raises
-    _NotCovered when the key is gone or the bundler's simulation refuses the op."""
+    NotCovered when the key is gone or the bundler's simulation refuses the op."""
     account = permission.account
     try:
         key = session_keys.unseal(permission.session_key_encrypted)
     except session_keys.SessionKeyUnavailable as exc:
-        raise _NotCovered(str(exc)) from exc
+        raise NotCovered(str(exc)) from exc
     with on_chain(chain):
         session = chain_permission.SessionKeyAccount(
             web3(chain.id),
@@ -642,7 +642,7 @@ def _session_signed_op(*, permission: SpendPermission, chain, build) -> tuple[di
             lane = chain_permission.nonce_key_for(permission.permission_id, secrets.randbits(32))
             return build(session, bundler, lane), key
         except BundlerError as exc:
-            raise _NotCovered(f"the permission does not cover it on chain: {exc}") from exc
+            raise NotCovered(f"the permission does not cover it on chain: {exc}") from exc
 
 
 def _signed_by_permission(
@@ -694,23 +694,19 @@ def _signed_by_permission(
 
 
 def transfer_under_permission(
-    *, permission: SpendPermission, user, application, request: TransferRequest, params: dict
-) -> Action | None:
+    *, permission: SpendPermission, user, application, request: TransferRequest
+) -> Action:
     """Build the op that calls `executePermitted`, sign it with the session key and hand it
-    to the submission. None (with params["permission_note"]) when the key is gone or the
-    bundler's simulation refuses it: the caller then falls back to the passkey."""
+    to the submission. Raises NotCovered when the key is gone or the bundler's simulation
+    refuses it: the caller then falls back to the passkey."""
     chain = get_chain(permission.chain_id)
-    try:
-        op, key = _session_signed_op(
-            permission=permission,
-            chain=chain,
-            build=lambda session, bundler, lane: session.build_spend(
-                bundler, to=request.recipient, amount=request.units, nonce_key=lane
-            ),
-        )
-    except _NotCovered as exc:
-        params["permission_note"] = str(exc)
-        return None
+    op, key = _session_signed_op(
+        permission=permission,
+        chain=chain,
+        build=lambda session, bundler, lane: session.build_spend(
+            bundler, to=request.recipient, amount=request.units, nonce_key=lane
+        ),
+    )
     return _signed_by_permission(
         permission=permission,
         user=user,
@@ -718,7 +714,7 @@ def transfer_under_permission(
         type=ActionType.TRANSFER,
         summary=request.summary,
         chain_id=chain.id,
-        params=params,
+        params=request.params(),
         op=op,
         key=key,
     )
@@ -737,17 +733,12 @@ def transfer_propose(*, user, application, asset_id: str, amount: str, to: str) 
         units=request.units,
     )
     if permission is not None:
-        params = request.params()
-        action = transfer_under_permission(
-            permission=permission,
-            user=user,
-            application=application,
-            request=request,
-            params=params,
-        )
-        if action is not None:
-            return action
-        note = params.get("permission_note", "")
+        try:
+            return transfer_under_permission(
+                permission=permission, user=user, application=application, request=request
+            )
+        except NotCovered as exc:
+            note = str(exc)
     return propose_transfer(
         user=user, application=application, request=request, permission_note=note
     )
@@ -792,35 +783,29 @@ def permission_for_swap(
 
 
 def swap_under_permission(
-    *, permission: SpendPermission, user, application, request: SwapRequest, quote, note: list
-) -> Action | None:
+    *, permission: SpendPermission, user, application, request: SwapRequest, quote
+) -> Action:
     """Build the op that calls `executePermittedSwap` with the quote's router call, sign it
-    with the session key and hand it to the submission. None (with the reason appended to
-    `note`) when the quote's route is not one of the permission's routers, the key is gone or
-    the bundler's simulation refuses it: the caller then falls back to the passkey."""
+    with the session key and hand it to the submission. Raises NotCovered when the quote's
+    route is not one of the permission's routers, the key is gone or the bundler's simulation
+    refuses it: the caller then falls back to the passkey."""
     routers = {r.lower() for r in permission.routers}
     if quote.tx_to.lower() not in routers or quote.approval_address.lower() != quote.tx_to.lower():
-        note.append(f"the quote's route ({quote.tool}) is not one the permission allows")
-        return None
+        raise NotCovered(f"the quote's route ({quote.tool}) is not one the permission allows")
     if quote.tx_value:
-        note.append("the quote's route pays a value, which a permission never covers")
-        return None
-    try:
-        op, key = _session_signed_op(
-            permission=permission,
-            chain=request.chain,
-            build=lambda session, bundler, lane: session.build_swap(
-                bundler,
-                router=quote.tx_to,
-                amount_in=request.units,
-                data=quote.tx_data,
-                min_out=max(quote.to_amount_min, 1),
-                nonce_key=lane,
-            ),
-        )
-    except _NotCovered as exc:
-        note.append(str(exc))
-        return None
+        raise NotCovered("the quote's route pays a value, which a permission never covers")
+    op, key = _session_signed_op(
+        permission=permission,
+        chain=request.chain,
+        build=lambda session, bundler, lane: session.build_swap(
+            bundler,
+            router=quote.tx_to,
+            amount_in=request.units,
+            data=quote.tx_data,
+            min_out=max(quote.to_amount_min, 1),
+            nonce_key=lane,
+        ),
+    )
     params, summary, quote_ttl = swap_params(request, quote)
     return _signed_by_permission(
         permission=permission,
@@ -862,18 +847,16 @@ def swap_propose(
     if permission is not None:
         with on_chain(request.chain):
             quote = swap_quote(request, from_address=request.account.address)
-        notes: list[str] = []
-        action = swap_under_permission(
-            permission=permission,
-            user=user,
-            application=application,
-            request=request,
-            quote=quote,
-            note=notes,
-        )
-        if action is not None:
-            return action
-        note = "; ".join(notes)
+        try:
+            return swap_under_permission(
+                permission=permission,
+                user=user,
+                application=application,
+                request=request,
+                quote=quote,
+            )
+        except NotCovered as exc:
+            note = str(exc)
     return propose_swap_signed_by_user(
         user=user, application=application, request=request, quote=quote, permission_note=note
     )
