@@ -365,30 +365,6 @@ def swap_params(request: SwapRequest, quote) -> tuple[dict, str, int]:
     return params, summary, quote_ttl
 
 
-def propose_swap(
-    *,
-    user,
-    application,
-    from_asset_id: str,
-    to_asset_id: str,
-    amount: str,
-    slippage=None,
-    provider: str | None = None,
-) -> Action:
-    """swap, on one chain or across two (a bridge). Across chains the action is `executed`
-    when its source transaction is mined; the bridge's delivery on the other chain is its
-    destination leg (services/bridges.py)."""
-    request = swap_request(
-        user=user,
-        from_asset_id=from_asset_id,
-        to_asset_id=to_asset_id,
-        amount=amount,
-        slippage=slippage,
-        provider=provider,
-    )
-    return propose_swap_signed_by_user(user=user, application=application, request=request)
-
-
 def propose_swap_signed_by_user(
     *, user, application, request: SwapRequest, quote=None, permission_note: str = ""
 ) -> Action:
