@@ -57,9 +57,9 @@ def test_the_signing_page_shows_times_in_the_browsers_zone(
                     assert local.strftime(":%M:%S") in shown and "GMT-3" in shown, shown
                     assert f"{local.hour % 12 or 12}:" in shown and "UTC" not in shown, shown
                     # the browser told the server its zone: stored with the user
-                    page.wait_for_function(
-                        f"document.body.getAttribute('data-time-zone') === '{ZONE}'"
-                    )
+                    # a selector, not wait_for_function: its polling evaluates a string,
+                    # which the page's CSP (no 'unsafe-eval') refuses
+                    page.locator(f'body[data-time-zone="{ZONE}"]').wait_for(state="attached")
                     assert Preferences.objects.get(user=user).time_zone == ZONE
                 else:
                     # without scripts, the server writes the zone stored by the visit above
