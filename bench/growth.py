@@ -15,11 +15,15 @@ the growth factor large / small, and the generation's time and rate.
 
 The database is `<database>`, made (or copied from $BENCH_TEMPLATE_DATABASE) and migrated when
 missing. Rows are made in SQL (`INSERT … SELECT … FROM generate_series`, --chunk rows a
-statement); while a load at least doubles the tables, their non-unique indexes are dropped and
-then made again from the definitions PostgreSQL printed for them (kept in a table of the
-database first, so an interrupted run restores them on its next start). Then VACUUM ANALYZE.
-On a local server the loading backend runs at the lowest CPU priority (renice 19). A kept
-database (--keep) is reused when it holds --small or --large rows per app.
+statement), the three apps side by side on two connections (each app's statements in order);
+the loaded tables, and the tables that reference them, are switched to UNLOGGED first (no WAL:
+the bench database is throwaway, and the reads it times are the same on either kind). While a
+load at least doubles the tables, their non-unique indexes are dropped and then made again,
+two at a time, from the definitions PostgreSQL printed for them (kept in a table of the
+database first, so an interrupted run restores them on its next start). Then VACUUM ANALYZE,
+two tables at a time. On a local server the loading backends run at the lowest CPU priority
+(renice 19, and ionice idle where the disk scheduler honours it). A kept database (--keep) is
+reused when it holds --small or --large rows per app.
 """
 
 from __future__ import annotations
