@@ -118,6 +118,7 @@ class BatchAnswer:
 class _InFlight:
     url: str
     body: bytes
+    request: bytes = b""
     sock: socket.socket | None = None
     reused: bool = False
     started: float = 0.0
@@ -176,13 +177,20 @@ def _request(url: str, body: bytes) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
-def _send(flight: _InFlight, timeout: float) -> None:
+def _prepare(flight: _InFlight, timeout: float) -> None:
+    """The flight's request bytes and its kept connection, if any: done for every flight before
+    the first is sent, because a node woken by its request may take this thread's core, and the
+    next node is then asked only once this thread runs again."""
+    flight.request = _request(flight.url, flight.body)
     flight.sock, flight.reused = _connection(flight.url, timeout)
+
+
+def _send(flight: _InFlight, timeout: float) -> None:
     flight.started = time.perf_counter()
     if flight.sock is None:
         flight.sock = _connect(flight.url, timeout)
     try:
-        flight.sock.sendall(_request(flight.url, flight.body))
+        flight.sock.sendall(flight.request)
     except OSError as exc:
         raise requests.ConnectionError(f"connection lost while sending: {exc!r}") from exc
 
@@ -270,9 +278,11 @@ def _send_batches(
                 flight.sock = None
             flight.answer.seconds = time.perf_counter() - flight.started
 
-    for flight in flights.values():
-        send(flight)
     try:
+        for flight in flights.values():
+            _prepare(flight, timeout)
+        for flight in flights.values():
+            send(flight)
         beside = meanwhile() if meanwhile else None
         for flight in flights.values():
             if flight.answer.error is None:
@@ -280,6 +290,7 @@ def _send_batches(
             stale = isinstance(flight.answer.error, requests.ConnectionError) and flight.reused
             if stale and time.monotonic() < deadline:
                 flight.answer = BatchAnswer()
+                flight.reused = False
                 send(flight)  # a fresh connection this time (the stale one is closed)
                 if flight.answer.error is None:
                     receive(flight)

@@ -12,6 +12,8 @@ import threading
 import jsonschema
 import pytest
 import requests
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from web3 import Web3
 
 from actions.contract import BALANCES_SCHEMA, SMART_ACCOUNTS_SCHEMA, TRANSACTIONS_SCHEMA
@@ -147,6 +149,25 @@ def test_balances_are_one_batch_per_chain_all_sent_before_any_answer(
     assert (card.batches, l2.batches) == ([1], [1])  # one eth_call: USDC, EURe, svUSDC, share price
     assert _usdc_by_chain(body) == {31337: "10", 31338: "7"}
     assert _read_pool()._threads == pool_threads  # no read thread started for this
+
+
+def test_a_second_chain_adds_no_database_query(on_both, api_client, token, settings, chain):
+    """The accounts and tokens of every chain come from the same queries: the whole
+    GET /api/v1/balances (token check, accounts, tokens) asks the database as often for two
+    chains as for one."""
+    both = settings.CHAINS
+    queries = {}
+    for name, table in (("one", tuple(c for c in both if c.id == 31337)), ("two", both)):
+        settings.CHAINS = table
+        _balances(api_client, token)  # a chain added since registration: rows made on first read
+        with CaptureQueriesContext(connection) as captured:
+            body = _balances(api_client, token)
+        assert {c["chainId"] for c in body["chains"]} == {c.id for c in table}
+        queries[name] = [q["sql"].split(" FROM ")[1].split()[0] for q in captured.captured_queries]
+    assert queries["two"] == queries["one"]
+    # The token; the accounts (the check for a chain added since registration, then the passkey
+    # accounts and the Safes they own); the tokens.
+    assert len(queries["one"]) == 5, queries["one"]
 
 
 def test_a_node_that_closes_its_kept_connections_is_asked_again_on_a_fresh_one(
