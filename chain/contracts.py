@@ -53,7 +53,11 @@ def build_stale() -> bool:
     if not BUILD_DIR.exists():
         return True
     built = min((p.stat().st_mtime for p in BUILD_DIR.glob("*.json")), default=0)
-    sources = [*SOURCES_DIR.glob("*.sol"), *SOURCES_DIR.glob("bench/*.sol")]
+    sources = [
+        *SOURCES_DIR.glob("*.sol"),
+        *SOURCES_DIR.glob("*.yul"),
+        *SOURCES_DIR.glob("bench/*.sol"),
+    ]
     return any(p.stat().st_mtime > built for p in sources)
 
 

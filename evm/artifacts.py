@@ -69,7 +69,7 @@ def create2_address(salt: str, initcode: bytes) -> str:
     )
 
 
-# --- Our own contracts (chain/contracts/*.sol, compiled by compile.mjs into chain/build/) ----
+# --- Our own contracts (chain/contracts/*.sol and *.yul, compiled by compile.mjs into chain/build/) ----
 BUILD_DIR = CHAIN_DIR / "build"
 
 

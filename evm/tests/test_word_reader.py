@@ -1,5 +1,5 @@
 """The word reader: its request packs the calls after its code, an answer of the wrong shape is
-refused, and the hand-assembled code does what its listing says on a real node (every call in
+refused, and the compiled Yul reader (chain/contracts/WordReader.yul) does what it says on a real node (every call in
 order, 0 for a return that is not one word, a revert passed on; get_balances reads through it in
 actions/tests/test_chains.py)."""
 
@@ -45,17 +45,15 @@ def test_the_calls_are_packed_after_the_code():
     (call,) = read_words(calls)
     assert call[0] == "eth_call" and call[1][1] == "latest" and "to" not in call[1][0]
     assert _unpack(call) == [(to.lower(), data) for to, data in calls]
-    assert len(call[1][0]["data"]) // 2 - 1 == 108 + 5 * 22 + 36 + 36 + 4 + 70
+    code_size = len(word_reader._code()) // 2 - 1
+    assert len(call[1][0]["data"]) // 2 - 1 == code_size + 5 * 22 + 36 + 36 + 4 + 70
 
 
-def test_the_listing_assembles_to_what_it_says():
+def test_the_reader_is_small_and_reads_where_its_code_ends():
+    # the packed calls start at the reader's own size, so the code must not grow past what a
+    # PUSH1 of `datasize` can say (and stays the ~100 bytes that make a read cheap for a node)
     code = bytes.fromhex(word_reader._code()[2:])
-    assert code[:4] == bytes([0x60, len(code), 0x60, 0x40])  # PUSH1 @END (its own size), PUSH1 0x40
-    assert code[4] == 0x5B  # LOOP: JUMPDEST
-    assert code[-1] == 0xFD  # ends with FAIL's REVERT
-    assert word_reader.assemble("PUSH2 0xffff\nX:\nPUSH1 @X ; comment") == bytes.fromhex(
-        "61ffff6003"
-    )
+    assert len(code) < 128 and bytes([0x60, len(code)]) in code, code.hex()
 
 
 def test_many_calls_are_split_below_the_creation_code_limit():
