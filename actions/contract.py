@@ -71,6 +71,10 @@ ACTION_STATUS_SCHEMA = _object(
                 ["status", "timestamp", "detail"],
             ),
         },
+        # Beyond the seed: the spending permission whose session key signed it (its name and
+        # get_spend_permissions' permission_id), null when the user's passkey did.
+        "signed_by_permission": NULL_STR,
+        "signed_by_permission_id": NULL_STR,
     },
     [
         "action_id",
@@ -89,6 +93,8 @@ ACTION_STATUS_SCHEMA = _object(
         "broadcast_at",
         "executed_at",
         "status_history",
+        "signed_by_permission",
+        "signed_by_permission_id",
     ],
 )
 

@@ -275,10 +275,27 @@ def transactions_page(*, user, cursor: str | None = None, limit: int = 20) -> di
     }
 
 
+def signing_permission(action) -> tuple[str, str] | None:
+    """(id, name) of the spending permission whose session key signed this transfer or swap,
+    or None: the passkey signed it (a grant or a revocation is linked to its permission too,
+    but the user signs those). The name is read with the action by the status query
+    (`spend_permission_name`), else from the permission."""
+    if action.spend_permission_id is None or action.type not in (
+        ActionType.TRANSFER,
+        ActionType.SWAP,
+    ):
+        return None
+    name = action.__dict__.get("spend_permission_name")
+    if name is None:
+        name = action.spend_permission.name
+    return str(action.spend_permission_id), name
+
+
 def action_status_payload(action) -> dict:
     """get_action_status's body: `ActionStatusSerializer` (which documents it) written out by
     hand, key for key and byte for byte (a test compares them), because instantiating a DRF
     serializer costs more than the rest of the request."""
+    signer = signing_permission(action)
     return {
         "action_id": str(action.id),
         "type": str(action.type),
@@ -299,4 +316,6 @@ def action_status_payload(action) -> dict:
             {"status": row.status, "timestamp": rfc3339(row.timestamp), "detail": row.detail}
             for row in action.transitions
         ],
+        "signed_by_permission": signer[1] if signer else None,
+        "signed_by_permission_id": signer[0] if signer else None,
     }

@@ -76,7 +76,11 @@ def _check_client(action: Action, *, action_id, user, application) -> None:
 
 
 def action_with_history(*, action_id) -> Action:
-    return Action.objects.prefetch_related("history").get(pk=action_id)
+    return (
+        Action.objects.select_related("spend_permission")
+        .prefetch_related("history")
+        .get(pk=action_id)
+    )
 
 
 class _JSONArrayAgg(Aggregate):
@@ -149,6 +153,8 @@ def _status_query(*, pk: uuid.UUID, cutoff: datetime) -> tuple[str, list, list, 
             Action.objects.filter(pk=_SENTINEL_PK, created_at__gte=_SENTINEL_CUTOFF)
             .order_by()
             .defer("params", "user_op")
+            # The permission that signed it, by name (get_action_status says which).
+            .annotate(spend_permission_name=F("spend_permission__name"))
             .annotate(history_rows=_history_as_json())
         )
         compiler = query.query.get_compiler(connection.alias)
@@ -160,6 +166,8 @@ def _status_query(*, pk: uuid.UUID, cutoff: datetime) -> tuple[str, list, list, 
         # and its converters: the row becomes an instance without a RawQuerySet's per-query
         # work of mapping columns to fields.
         columns = [select[2] or select[0].target.attname for select in compiler.select]
+        if columns[-2:] != ["spend_permission_name", "history_rows"]:
+            raise RuntimeError(f"get_action_status's statement ends with {columns[-2:]}")
         converters = compiler.get_converters([select[0] for select in compiler.select])
         _status_sql[connection.alias] = (sql, params, pk_at, cutoff_at, columns, converters)
     sql, params, pk_at, cutoff_at, columns, converters = _status_sql[connection.alias]
@@ -189,8 +197,9 @@ def action_status_for_client(
     for index, (functions, expression) in converters.items():
         for convert in functions:
             row[index] = convert(row[index], expression, connection)
-    action = Action.from_db(connection.alias, columns[:-1], row[:-1])
-    action.history_rows = row[-1]
+    # The model's columns, then the two annotations (checked when compiled).
+    action = Action.from_db(connection.alias, columns[:-2], row[:-2])
+    action.spend_permission_name, action.history_rows = row[-2:]
     _check_client(action, action_id=action_id, user=user, application=application)
     history = action.history_rows
     if isinstance(history, str | bytes):  # a raw query leaves JSON undecoded

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from actions.models import ActionStatus, ActionType
+from actions.presenters import signing_permission
 
 
 class StatusHistoryEntrySerializer(serializers.Serializer):
@@ -12,7 +14,8 @@ class StatusHistoryEntrySerializer(serializers.Serializer):
 
 
 class ActionStatusSerializer(serializers.Serializer):
-    """`get_action_status`: exactly the seed's fields; every field always present."""
+    """`get_action_status`: the seed's fields, then which spending permission signed it (null
+    when the passkey did); every field always present."""
 
     action_id = serializers.CharField(source="id", read_only=True)
     type = serializers.ChoiceField(choices=ActionType.choices, read_only=True)
@@ -30,3 +33,20 @@ class ActionStatusSerializer(serializers.Serializer):
     broadcast_at = serializers.DateTimeField(read_only=True, allow_null=True)
     executed_at = serializers.DateTimeField(read_only=True, allow_null=True)
     status_history = StatusHistoryEntrySerializer(source="transitions", many=True, read_only=True)
+    signed_by_permission = serializers.SerializerMethodField(
+        help_text="The name of the spending permission whose key signed it, with no prompt; "
+        "null when the user signed it with the passkey."
+    )
+    signed_by_permission_id = serializers.SerializerMethodField(
+        help_text="That permission's id (get_spend_permissions' permission_id), or null."
+    )
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_signed_by_permission(self, action) -> str | None:
+        signer = signing_permission(action)
+        return signer[1] if signer else None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_signed_by_permission_id(self, action) -> str | None:
+        signer = signing_permission(action)
+        return signer[0] if signer else None

@@ -17,6 +17,7 @@ from decimal import ROUND_UP, Decimal
 
 from django.conf import settings
 from django.utils.dateparse import parse_datetime
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from eth_utils import is_address, to_checksum_address
 from oauth2_provider.models import get_access_token_model, get_refresh_token_model
@@ -24,6 +25,7 @@ from oauth2_provider.models import get_access_token_model, get_refresh_token_mod
 from actions.chain_reads import CHAIN_RPC_ERRORS, token_balance
 from actions.models import Action, ActionStatus, ActionType, Token, TokenTransfer
 from actions.providers.prices import PriceError, prices
+from actions.services.permission_reasons import CODES
 from core import l10n
 from core.agent_logos import agent_logo_url
 from core.chains import Chain, NativeCurrency, UnknownChain, get_chain
@@ -382,4 +384,94 @@ def sign_facts(action: Action) -> dict:
         amount, sponsored = fee
         facts["fee"] = value(amount, chain.native.symbol, chain.native.price_id)
         facts["fee_sponsored"] = sponsored
+    facts["permission_note"] = permission_note(params)
     return facts
+
+
+# --- Why a spending permission did not cover it ----------------------------------------------
+
+# The reasons the tool stored (actions/services/permission_reasons.py), in the user's words;
+# "%(name)s" is the permission's name, as the agent asked for it.
+_REASONS = {
+    "revoked": _("the spending permission “%(name)s” was revoked"),
+    "expired": _("the spending permission “%(name)s” has expired"),
+    "revoking": _("the spending permission “%(name)s” is being revoked"),
+    "not_granted": _("the spending permission “%(name)s” is not active on the network yet"),
+    "not_started": _("the spending permission “%(name)s” only starts on %(when)s"),
+    "recipient": _(
+        "%(recipient)s is not one of the recipients of the spending permission “%(name)s”"
+    ),
+    "allowance_unreadable": _(
+        "what is left of the spending permission “%(name)s” could not be read from %(chain)s"
+    ),
+    "key_unavailable": _("the key of the spending permission “%(name)s” is no longer available"),
+    "chain_refused": _("the network would refuse it under the spending permission “%(name)s”"),
+    "cross_chain": _(
+        "a swap to another network is never covered by a spending permission: what arrives "
+        "there cannot be checked before it leaves"
+    ),
+    "wrong_pair": _(
+        "the spending permission “%(name)s” only allows swapping %(symbol)s into %(to_symbol)s"
+    ),
+    "route": _(
+        "the route of the price quote (%(tool)s) is not one the spending permission “%(name)s” "
+        "allows"
+    ),
+    "route_value": _(
+        "the route of the price quote would also spend the network's own coin, which a "
+        "spending permission never covers"
+    ),
+}
+# Over the allowance, by period: what is left is the period's remainder.
+_OVER = {
+    "daily": _(
+        "it is more than the %(amount)s %(symbol)s left today of the spending permission “%(name)s”"
+    ),
+    "weekly": _(
+        "it is more than the %(amount)s %(symbol)s left this week of the spending permission "
+        "“%(name)s”"
+    ),
+    "monthly": _(
+        "it is more than the %(amount)s %(symbol)s left this month of the spending permission "
+        "“%(name)s”"
+    ),
+}
+
+
+def _reason_text(reason: dict) -> str | None:
+    """One stored reason in the user's language (None: a code this page cannot say)."""
+    code = reason.get("code")
+    values = {
+        "name": outside_name(reason.get("name", "")).shown,
+        "recipient": outside_name(reason.get("recipient", ""), limit=60).shown,
+        "chain": reason.get("chain", ""),
+        "symbol": reason.get("symbol", ""),
+        "to_symbol": reason.get("to_symbol", ""),
+        "tool": reason.get("tool", ""),
+    }
+    if code == "over_allowance":
+        template = _OVER.get(reason.get("period", ""))
+        values["amount"] = l10n.format_amount(reason.get("amount", ""))
+    else:
+        template = _REASONS.get(code) if code in CODES else None
+    if code == "not_started":
+        values["when"] = l10n.format_datetime(parse_datetime(reason.get("starts_at") or ""))
+    return None if template is None else str(template) % values
+
+
+def permission_note(params: dict) -> str:
+    """Why the agent's spending permission did not cover this request, so the user signs it:
+    the stored reasons in the user's language; the agent's English note when a reason cannot
+    be said (kept from before reasons were stored); "" when no permission was involved."""
+    reasons = params.get("permission_reasons") or []
+    texts = [_reason_text(reason) for reason in reasons if isinstance(reason, dict)]
+    if reasons and len(texts) == len(reasons) and None not in texts:
+        why = "; ".join(texts)
+    else:
+        why = params.get("permission_note") or ""
+    if not why:
+        return ""
+    return gettext(
+        "Your agent's spending permission does not cover this request, so it needs your "
+        "signature: %(why)s."
+    ) % {"why": why}

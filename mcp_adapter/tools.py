@@ -145,7 +145,9 @@ TOOLS: list[ToolSpec] = [
             "Read the current state of a pending or past action by id (polling fallback for "
             "notifications/resources/updated of picnic://action/{action_id}). On a submitted or "
             "broadcast action it asks the bundler for the receipt and may advance the status "
-            "first: best-effort, never fails for that, so not strictly read-only."
+            "first: best-effort, never fails for that, so not strictly read-only. "
+            "signed_by_permission (and signed_by_permission_id) name the spending permission "
+            "whose key signed it with no prompt; null when the user signed with the passkey."
         ),
         scope="read:actions",
         method="GET",

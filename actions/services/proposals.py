@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import re
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
@@ -30,6 +31,7 @@ from actions.providers.lifi import LifiClient, ProviderUnavailable, QuoteError
 from actions.services.bridges import bridge_leg_open
 from actions.services.lifecycle import action_create
 from actions.services.passkeys import smart_accounts_cover_chains
+from actions.services.permission_reasons import Reason, note_text, stored
 from core.api import failure_reason
 from core.chains import Chain, UnknownChain, chain_name, get_chain
 from core.formats import rfc3339
@@ -366,11 +368,18 @@ def swap_params(request: SwapRequest, quote) -> tuple[dict, str, int]:
 
 
 def propose_swap_signed_by_user(
-    *, user, application, request: SwapRequest, quote=None, permission_note: str = ""
+    *,
+    user,
+    application,
+    request: SwapRequest,
+    quote=None,
+    permission_reasons: Sequence[Reason] = (),
 ) -> Action:
     """The swap for the passkey: approve (when the route needs it) and the provider's call, in
-    one batch. `quote`: one already fetched for this request; `permission_note`: why a spending
-    permission of the agent did not cover it (shown to the agent and on the signing page)."""
+    one batch. `quote`: one already fetched for this request; `permission_reasons`: why a
+    spending permission of the agent did not cover it (told to the agent, and on the signing
+    page in the user's language)."""
+    permission_note = note_text(permission_reasons)
     chain, token, account = request.chain, request.token, request.account
     with on_chain(chain):
         w3 = web3(chain.id)
@@ -389,8 +398,7 @@ def propose_swap_signed_by_user(
         calls.append((quote.tx_to, quote.tx_value, Web3.to_bytes(hexstr=quote.tx_data)))
         call = client.execute_batch(calls)
         params, summary, quote_ttl = swap_params(request, quote)
-        if permission_note:
-            params["permission_note"] = permission_note
+        params.update(_permission_params(permission_reasons))
         op = _build(client, call, params, chain=chain)
     with transaction.atomic():
         action = action_create(
@@ -568,6 +576,14 @@ def transfer_request(*, asset_id: str, amount: str, to: str) -> TransferRequest:
     return TransferRequest(token, value, units, chain, recipient, name, to)
 
 
+def _permission_params(reasons: Sequence[Reason]) -> dict:
+    """The reasons a permission did not cover it: the agent's English note, and the codes the
+    signing page translates (nothing when no permission was involved)."""
+    if not reasons:
+        return {}
+    return {"permission_note": note_text(reasons), "permission_reasons": stored(reasons)}
+
+
 def propose_transfer(
     *,
     user,
@@ -576,10 +592,12 @@ def propose_transfer(
     amount: str = "",
     to: str = "",
     request: TransferRequest | None = None,
-    permission_note: str = "",
+    permission_reasons: Sequence[Reason] = (),
 ) -> Action:
-    """transfer, signed with the passkey. `permission_note`: why a spending permission of the
-    agent did not cover it (in the tool's answer and the action's history)."""
+    """transfer, signed with the passkey. `permission_reasons`: why a spending permission of the
+    agent did not cover it (in the tool's answer, the action's history and, in the user's
+    language, on the signing page)."""
+    permission_note = note_text(permission_reasons)
     request = request or transfer_request(asset_id=asset_id, amount=amount, to=to)
     token, units, chain, recipient = request.token, request.units, request.chain, request.recipient
     with on_chain(chain):
@@ -593,8 +611,7 @@ def propose_transfer(
             Web3.to_bytes(hexstr=erc20.encode_abi("transfer", [recipient, units])),
         )
         params = request.params()
-        if permission_note:
-            params["permission_note"] = permission_note
+        params.update(_permission_params(permission_reasons))
         op = _build(client, call, params, chain=chain)
     return action_create(
         user=user,

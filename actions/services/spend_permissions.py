@@ -57,6 +57,7 @@ from actions.presenters import decimal_string
 from actions.providers.lifi import LifiClient, ProviderUnavailable, QuoteError
 from actions.services import session_keys
 from actions.services.lifecycle import action_create
+from actions.services.permission_reasons import Reason
 from actions.services.proposals import (
     SwapRequest,
     ToolError,
@@ -538,8 +539,8 @@ def _this_period(period: str) -> str:
     return {"daily": "today's", "weekly": "this week's", "monthly": "this month's"}[period]
 
 
-def _ended_note(*, user, application, token: Token) -> str:
-    """Why an agent whose permission for the token ended now needs the passkey ("" if it
+def _ended_reasons(*, user, application, token: Token) -> list[Reason]:
+    """Why an agent whose permission for the token ended now needs the passkey (none if it
     never had one): it may not know the user revoked it or that it ran out."""
     ended = (
         SpendPermission.objects.filter(
@@ -549,17 +550,18 @@ def _ended_note(*, user, application, token: Token) -> str:
         .first()
     )
     if ended is None:
-        return ""
+        return []
+    named = {"name": ended.name}
     if ended.status == P.REVOKED:
-        return f"the permission “{ended.name}” was revoked"
-    return f"the permission “{ended.name}” expired"
+        return [Reason("revoked", f"the permission “{ended.name}” was revoked", named)]
+    return [Reason("expired", f"the permission “{ended.name}” expired", named)]
 
 
 def permission_for_transfer(
     *, user, application, token: Token, recipient: str, recipient_shown: str, units: int
-) -> tuple[SpendPermission | None, str]:
-    """The agent's active permission that covers this transfer, or (None, why not) — "" when
-    the agent never held a permission for this token."""
+) -> tuple[SpendPermission | None, list[Reason]]:
+    """The agent's active permission that covers this transfer, or (None, why not) — no
+    reason when the agent never held a permission for this token."""
     candidates = list(
         SpendPermission.objects.select_related("account", "token", "application").filter(
             user=user,
@@ -569,52 +571,77 @@ def permission_for_transfer(
         )
     )
     if not candidates:
-        return None, _ended_note(user=user, application=application, token=token)
+        return None, _ended_reasons(user=user, application=application, token=token)
     now = timezone.now()
     reasons = []
     for permission in candidates:
         listed = {r["address"].lower() for r in permission.recipients}
         why = _not_usable(permission, now) or (
-            f"{recipient_shown} is not in the permission's recipients"
+            Reason(
+                "recipient",
+                f"{recipient_shown} is not in the permission's recipients",
+                {"name": permission.name, "recipient": recipient_shown},
+            )
             if not permission.any_recipient and recipient.lower() not in listed
             else _not_covered(permission, units)
         )
-        if not why:
-            return permission, ""
+        if why is None:
+            return permission, []
         reasons.append(why)
-    return None, "; ".join(reasons)
+    return None, reasons
 
 
-def _not_usable(permission: SpendPermission, now) -> str:
-    """Why the permission cannot sign anything now ("" if it can)."""
+def _not_usable(permission: SpendPermission, now) -> Reason | None:
+    """Why the permission cannot sign anything now (None if it can)."""
+    named = {"name": permission.name}
     if permission.status != P.ACTIVE or not permission.has_key:
         if permission.status == P.REVOKING or not permission.has_key:
-            return f"the permission “{permission.name}” is being revoked"
-        return f"the permission “{permission.name}” is not granted on chain yet"
+            return Reason("revoking", f"the permission “{permission.name}” is being revoked", named)
+        return Reason(
+            "not_granted", f"the permission “{permission.name}” is not granted on chain yet", named
+        )
     if permission.expires_at <= now:
-        return "the permission expired"
+        return Reason("expired", "the permission expired", named)
     if permission.starts_at > now:
-        return f"the permission starts at {rfc3339(permission.starts_at)}"
-    return ""
+        starts = rfc3339(permission.starts_at)
+        return Reason(
+            "not_started", f"the permission starts at {starts}", {**named, "starts_at": starts}
+        )
+    return None
 
 
-def _not_covered(permission: SpendPermission, units: int) -> str:
-    """Why `units` of the permission's token do not fit its remaining allowance ("" if they
+def _not_covered(permission: SpendPermission, units: int) -> Reason | None:
+    """Why `units` of the permission's token do not fit its remaining allowance (None if they
     do), read on chain."""
     left = remaining(permission)
     if left.units is None:
-        return f"the permission's remaining allowance could not be read: {left.error}"
-    if units > left.units:
-        return (
-            f"over {_this_period(permission.period)} remaining "
-            f"{amount_text(left.units, permission.token)}"
+        return Reason(
+            "allowance_unreadable",
+            f"the permission's remaining allowance could not be read: {left.error}",
+            {"name": permission.name, "chain": chain_name(permission.chain_id)},
         )
-    return ""
+    if units > left.units:
+        token = permission.token
+        return Reason(
+            "over_allowance",
+            f"over {_this_period(permission.period)} remaining {amount_text(left.units, token)}",
+            {
+                "name": permission.name,
+                "period": permission.period,
+                "amount": f"{Decimal(decimal_string(left.units, token.decimals)):f}",
+                "symbol": token.symbol,
+            },
+        )
+    return None
 
 
 class NotCovered(Exception):
     """Why the permission's session key cannot sign this op; the caller falls back to the
-    passkey and tells the agent this."""
+    passkey and tells the agent this (`reason`)."""
+
+    def __init__(self, reason: Reason):
+        super().__init__(reason.text)
+        self.reason = reason
 
 
 def _session_signed_op(*, permission: SpendPermission, chain, build) -> tuple[dict, bytes]:
@@ -624,7 +651,7 @@ def _session_signed_op(*, permission: SpendPermission, chain, build) -> tuple[di
     try:
         key = session_keys.unseal(permission.session_key_encrypted)
     except session_keys.SessionKeyUnavailable as exc:
-        raise NotCovered(str(exc)) from exc
+        raise NotCovered(Reason("key_unavailable", str(exc), {"name": permission.name})) from exc
     with on_chain(chain):
         session = chain_permission.SessionKeyAccount(
             web3(chain.id),
@@ -642,7 +669,13 @@ def _session_signed_op(*, permission: SpendPermission, chain, build) -> tuple[di
             lane = chain_permission.nonce_key_for(permission.permission_id, secrets.randbits(32))
             return build(session, bundler, lane), key
         except BundlerError as exc:
-            raise NotCovered(f"the permission does not cover it on chain: {exc}") from exc
+            raise NotCovered(
+                Reason(
+                    "chain_refused",
+                    f"the permission does not cover it on chain: {exc}",
+                    {"name": permission.name},
+                )
+            ) from exc
 
 
 def _signed_by_permission(
@@ -724,7 +757,7 @@ def transfer_propose(*, user, application, asset_id: str, amount: str, to: str) 
     """transfer: under the agent's active spending permission that covers it, signed by its
     session key with no prompt; otherwise proposed for the passkey, saying why not."""
     request = transfer_request(asset_id=asset_id, amount=amount, to=to)
-    permission, note = permission_for_transfer(
+    permission, reasons = permission_for_transfer(
         user=user,
         application=application,
         token=request.token,
@@ -738,17 +771,17 @@ def transfer_propose(*, user, application, asset_id: str, amount: str, to: str) 
                 permission=permission, user=user, application=application, request=request
             )
         except NotCovered as exc:
-            note = str(exc)
+            reasons = [exc.reason]
     return propose_transfer(
-        user=user, application=application, request=request, permission_note=note
+        user=user, application=application, request=request, permission_reasons=reasons
     )
 
 
 def permission_for_swap(
     *, user, application, request: SwapRequest
-) -> tuple[SpendPermission | None, str]:
+) -> tuple[SpendPermission | None, list[Reason]]:
     """The agent's active permission whose pair is this swap's and whose remaining allowance
-    covers it, or (None, why not) — "" when the agent holds no pair from this token at all."""
+    covers it, or (None, why not) — no reason when the agent holds no pair from this token."""
     candidates = list(
         SpendPermission.objects.select_related(
             "account", "token", "to_token", "application"
@@ -761,25 +794,37 @@ def permission_for_swap(
         )
     )
     if not candidates:
-        return None, ""
+        return None, []
     if request.cross_chain:
-        return None, (
-            "a swap to another chain is never covered by a permission: the bridge's output "
-            "cannot be checked on the source chain"
-        )
+        return None, [
+            Reason(
+                "cross_chain",
+                "a swap to another chain is never covered by a permission: the bridge's output "
+                "cannot be checked on the source chain",
+            )
+        ]
     now = timezone.now()
     reasons = []
     for permission in candidates:
+        pair = {
+            "name": permission.name,
+            "symbol": permission.token.symbol,
+            "to_symbol": permission.to_token.symbol,
+        }
         why = (
-            f"the permission “{permission.name}” names the pair {permission.token.symbol} → "
-            f"{permission.to_token.symbol}, not this one"
+            Reason(
+                "wrong_pair",
+                f"the permission “{permission.name}” names the pair {permission.token.symbol} → "
+                f"{permission.to_token.symbol}, not this one",
+                pair,
+            )
             if permission.to_token.asset_id.lower() != request.to_asset_id.lower()
             else _not_usable(permission, now) or _not_covered(permission, request.units)
         )
-        if not why:
-            return permission, ""
+        if why is None:
+            return permission, []
         reasons.append(why)
-    return None, "; ".join(reasons)
+    return None, reasons
 
 
 def swap_under_permission(
@@ -791,9 +836,21 @@ def swap_under_permission(
     refuses it: the caller then falls back to the passkey."""
     routers = {r.lower() for r in permission.routers}
     if quote.tx_to.lower() not in routers or quote.approval_address.lower() != quote.tx_to.lower():
-        raise NotCovered(f"the quote's route ({quote.tool}) is not one the permission allows")
+        raise NotCovered(
+            Reason(
+                "route",
+                f"the quote's route ({quote.tool}) is not one the permission allows",
+                {"name": permission.name, "tool": quote.tool},
+            )
+        )
     if quote.tx_value:
-        raise NotCovered("the quote's route pays a value, which a permission never covers")
+        raise NotCovered(
+            Reason(
+                "route_value",
+                "the quote's route pays a value, which a permission never covers",
+                {"name": permission.name},
+            )
+        )
     op, key = _session_signed_op(
         permission=permission,
         chain=request.chain,
@@ -842,7 +899,7 @@ def swap_propose(
         slippage=slippage,
         provider=provider,
     )
-    permission, note = permission_for_swap(user=user, application=application, request=request)
+    permission, reasons = permission_for_swap(user=user, application=application, request=request)
     quote = None
     if permission is not None:
         with on_chain(request.chain):
@@ -856,9 +913,13 @@ def swap_propose(
                 quote=quote,
             )
         except NotCovered as exc:
-            note = str(exc)
+            reasons = [exc.reason]
     return propose_swap_signed_by_user(
-        user=user, application=application, request=request, quote=quote, permission_note=note
+        user=user,
+        application=application,
+        request=request,
+        quote=quote,
+        permission_reasons=reasons,
     )
 
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from actions.models import Action, ActionStatus
 from actions.services.transitions import action_transition
-from actions.tests.factories import make_action
+from actions.tests.factories import make_action, make_offline_wallet, make_permission
 from core.lifecycle import Actor
 
 SEED_FIELDS = [
@@ -32,6 +32,8 @@ SEED_FIELDS = [
     "executed_at",
     "status_history",
 ]
+# Beyond the seed, after its fields: which spending permission signed it (null: the passkey).
+FIELDS = [*SEED_FIELDS, "signed_by_permission", "signed_by_permission_id"]
 
 
 def url(action_id) -> str:
@@ -52,7 +54,8 @@ def test_it_returns_exactly_the_seed_fields(api_client, action, token):
     response = api_client.get(url(action.pk), token)
     assert response.status_code == 200
     body = response.json()
-    assert list(body) == SEED_FIELDS
+    assert list(body) == FIELDS
+    assert body["signed_by_permission"] is None and body["signed_by_permission_id"] is None
     assert body["action_id"] == str(action.pk)
     assert body["type"] == "transfer"
     assert body["status"] == "proposed"
@@ -191,10 +194,12 @@ def test_the_openapi_schema_describes_the_response_exactly(client):
     assert operation["operationId"] == "get_action_status"
     assert set(operation["responses"]) == {"200", "401", "403", "404"}
     component = schema["components"]["schemas"]["ActionStatus"]
-    assert list(component["properties"]) == SEED_FIELDS
-    assert set(component["required"]) == set(SEED_FIELDS)
+    assert list(component["properties"]) == FIELDS
+    assert set(component["required"]) == set(FIELDS)
     nullable = {name for name, prop in component["properties"].items() if prop.get("nullable")}
     assert nullable == {
+        "signed_by_permission",
+        "signed_by_permission_id",
         "tx_hash",
         "user_op_hash",
         "block_number",
@@ -272,9 +277,9 @@ def test_it_reads_the_token_then_the_action_with_its_history_in_one_query(
     ]
 
 
-@pytest.mark.parametrize("state", ["proposed", "executed", "failed"])
+@pytest.mark.parametrize("state", ["proposed", "executed", "failed", "by permission"])
 def test_the_one_query_answer_is_byte_for_byte_the_serialized_model(
-    api_client, action, token, state
+    api_client, action, token, state, monkeypatch
 ):
     from rest_framework.renderers import JSONRenderer
 
@@ -283,6 +288,8 @@ def test_the_one_query_answer_is_byte_for_byte_the_serialized_model(
 
     if state == "executed":
         _executed_with_an_audit_row(action)
+    elif state == "by permission":
+        _signed_by(_permission(action.user, action.application, monkeypatch), action)
     elif state == "failed":
         action_transition(action_id=action.pk, to=ActionStatus.SIGNED, actor=Actor.system())
         action_transition(
@@ -295,3 +302,41 @@ def test_the_one_query_answer_is_byte_for_byte_the_serialized_model(
     response = api_client.get(url(action.pk), token)
     expected = ActionStatusSerializer(action_with_history(action_id=action.pk)).data
     assert response.content == JSONRenderer().render(expected)
+
+
+def _permission(user, application, monkeypatch):
+    return make_permission(
+        user=user,
+        application=application,
+        account=make_offline_wallet(user, monkeypatch),
+        name="coffee",
+    )
+
+
+def _signed_by(permission, action):
+    """What transfer_under_permission leaves: the action signed, linked to its permission."""
+    return action_transition(
+        action_id=action.pk,
+        to=ActionStatus.SIGNED,
+        actor=Actor.system(),
+        updates={"spend_permission": permission},
+        detail=f"signed by permission {permission.name} for agent",
+    )
+
+
+def test_it_names_the_permission_that_signed_it_and_only_that(
+    api_client, action, token, user, application, monkeypatch, django_assert_num_queries
+):
+    permission = _permission(user, application, monkeypatch)
+    _signed_by(permission, action)
+    with django_assert_num_queries(2):  # the token, then the action with its permission's name
+        body = api_client.get(url(action.pk), token).json()
+    assert body["signed_by_permission"] == "coffee"
+    assert body["signed_by_permission_id"] == str(permission.pk)
+    # The permission's id is the one get_spend_permissions lists it under.
+    listed = api_client.get("/api/v1/spend-permissions", token).json()["permissions"]
+    assert [p["permission_id"] for p in listed] == [body["signed_by_permission_id"]]
+    # Its grant is linked to it too, but the user signed that one with the passkey.
+    grant = api_client.get(url(permission.grant_action_id), token).json()
+    assert grant["type"] == "spendGrant"
+    assert grant["signed_by_permission"] is None and grant["signed_by_permission_id"] is None

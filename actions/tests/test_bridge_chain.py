@@ -20,7 +20,7 @@ from actions.services.lifecycle import action_submit, actions_reconcile_pending
 from actions.services.signing import action_sign
 from actions.tests.bridges import leg_settles, local_bridge
 from actions.tests.factories import demo_asset_id
-from actions.tests.test_api_status import SEED_FIELDS
+from actions.tests.test_api_status import FIELDS
 from chain.dev import fund, mint, token_balance
 from chain.stack import free_port
 from console.selectors import Filters, needs_attention
@@ -128,7 +128,7 @@ def test_a_cross_chain_swap_runs_end_to_end_and_every_page_shows_both_legs(
     assert details[-1] == (
         f"destination leg: received 9.1448 EURe on Base (local), tx {leg.receiving_tx_hash}"
     )
-    assert set(body) == set(SEED_FIELDS)
+    assert set(body) == set(FIELDS)
 
     # get_transactions: one swap line with both legs' receipts and what arrived.
     history_sync(user=user)

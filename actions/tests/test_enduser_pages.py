@@ -16,14 +16,25 @@ from babel.messages.pofile import read_po
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from actions.models import Action, ActionStatus, Passkey, SmartAccount
+from actions.models import (
+    Action,
+    ActionStatus,
+    Passkey,
+    SmartAccount,
+    SpendPermissionStatus,
+    Token,
+)
 from actions.providers.local_coingecko import LocalCoinGeckoServer
 from actions.services.passkeys import passkey_register, registration_options
+from actions.services.permission_reasons import CODES, note_text, stored
+from actions.services.spend_permissions import permission_for_transfer
+from actions.signing_facts import _REASONS
 from actions.tests.factories import (
     demo_asset_id,
     make_action,
     make_chain_unreachable,
     make_offline_wallet,
+    make_permission,
     make_swap_action,
 )
 from chain.passkey_account import SoftwarePasskey
@@ -241,6 +252,97 @@ def test_an_ens_recipient_leads_with_its_name_and_shows_the_address(owner, user,
     response = owner.get(f"/sign/{action.pk}/")
     assert "Send 1,234.5 USDC to alice.eth" in words(response)
     assert f'id="recipient-address">{RECIPIENT}</code>' in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("accept", "expected"),
+    [
+        (
+            "pt-BR",
+            "A permissão de gasto do seu agente não cobre esta solicitação, por isso ela precisa "
+            "da sua assinatura: a permissão de gasto “coffee” foi revogada.",
+        ),
+        (
+            "es",
+            "El permiso de gasto de tu agente no cubre esta solicitud, por eso necesita tu "
+            "firma: el permiso de gasto “coffee” fue revocado.",
+        ),
+        (
+            "en",
+            "Your agent's spending permission does not cover this request, so it needs your "
+            "signature: the spending permission “coffee” was revoked.",
+        ),
+    ],
+)
+def test_a_payment_a_revoked_permission_no_longer_covers_says_why_in_the_users_language(
+    owner, user, application, wallet, accept, expected
+):
+    make_permission(
+        user=user,
+        application=application,
+        account=wallet,
+        status=SpendPermissionStatus.REVOKED,
+        name="coffee",
+        session_key_encrypted="",
+    )
+    _, why = permission_for_transfer(
+        user=user,
+        application=application,
+        token=Token.objects.get(symbol="USDC", chain_id=31337),
+        recipient=RECIPIENT,
+        recipient_shown=RECIPIENT,
+        units=1,
+    )
+    action = transfer(
+        user, application, permission_note=note_text(why), permission_reasons=stored(why)
+    )
+    response = owner.get(f"/sign/{action.pk}/", HTTP_ACCEPT_LANGUAGE=accept)
+    assert expected in words(response)
+    assert 'id="permission-note"' in response.content.decode()
+    # The agent's words stay the tool's English ones.
+    assert action.params["permission_note"] == "the permission “coffee” was revoked"
+
+
+def test_every_reason_is_said_with_the_users_numbers_and_an_unknown_one_in_english(
+    owner, user, application
+):
+    over_and_elsewhere = transfer(
+        user,
+        application,
+        permission_note="over this week's remaining 1234.5 USDC; landlord.eth is not in the "
+        "permission's recipients",
+        permission_reasons=[
+            {
+                "code": "over_allowance",
+                "name": "coffee",
+                "period": "weekly",
+                "amount": "1234.5",
+                "symbol": "USDC",
+            },
+            {"code": "recipient", "name": "rent", "recipient": "landlord.eth"},
+        ],
+    )
+    shown = words(owner.get(f"/sign/{over_and_elsewhere.pk}/", HTTP_ACCEPT_LANGUAGE="pt-BR"))
+    assert (
+        "por isso ela precisa da sua assinatura: é mais do que os 1.234,5 USDC que restam nesta "
+        "semana da permissão de gasto “coffee”; landlord.eth não é um dos destinatários da "
+        "permissão de gasto “rent”."
+    ) in shown
+    # Every code the tool stores has its sentence here.
+    for code in CODES - {"over_allowance"}:
+        assert code in _REASONS, code
+    # A code this page does not know (kept by a later version): the agent's note, as it is.
+    later = transfer(
+        user,
+        application,
+        permission_note="a reason from later",
+        permission_reasons=[{"code": "from_later"}],
+    )
+    shown = words(owner.get(f"/sign/{later.pk}/", HTTP_ACCEPT_LANGUAGE="es"))
+    assert "por eso necesita tu firma: a reason from later." in shown
+    # No permission involved: nothing said.
+    plain = owner.get(f"/sign/{transfer(user, application).pk}/").content.decode()
+    assert 'id="permission-note"' not in plain
 
 
 def test_a_transfer_to_ones_own_account_says_so(owner, user, application, wallet):

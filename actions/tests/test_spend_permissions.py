@@ -19,6 +19,7 @@ from actions.models import (
     SpendPermissionStatus,
 )
 from actions.services import session_keys
+from actions.services.permission_reasons import note_text, stored
 from actions.services.spend_follow import spend_permission_follow, spend_permissions_sweep
 from actions.services.spend_permissions import (
     permission_for_transfer,
@@ -206,7 +207,9 @@ def test_a_transfer_outside_the_permission_says_why(wallet, user, application, m
         recipient_shown="merchant2.eth",
         units=1,
     )
-    assert found is None and why == "merchant2.eth is not in the permission's recipients"
+    assert found is None and note_text(why) == "merchant2.eth is not in the permission's recipients"
+    # What the signing page translates: the code and what the sentence needs.
+    assert stored(why) == [{"code": "recipient", "name": "groceries", "recipient": "merchant2.eth"}]
     # Another agent holds nothing here: no permission, and no reason naming another's.
     other = make_application("other-agent")
     assert permission_for_transfer(
@@ -216,18 +219,20 @@ def test_a_transfer_outside_the_permission_says_why(wallet, user, application, m
         recipient=MERCHANT,
         recipient_shown=MERCHANT,
         units=1,
-    ) == (None, "")
+    ) == (None, [])
     SpendPermission.objects.filter(pk=permission.pk).update(
         expires_at=timezone.now() - timedelta(seconds=1)
     )
-    assert permission_for_transfer(
+    found, why = permission_for_transfer(
         user=user,
         application=application,
         token=usdc,
         recipient=MERCHANT,
         recipient_shown=MERCHANT,
         units=1,
-    ) == (None, "the permission expired")
+    )
+    assert found is None and note_text(why) == "the permission expired"
+    assert stored(why) == [{"code": "expired", "name": "groceries"}]
 
 
 def test_a_transfer_after_the_permission_ended_says_so(wallet, user, application):
@@ -236,7 +241,7 @@ def test_a_transfer_after_the_permission_ended_says_so(wallet, user, application
     permission = make_permission(user=user, application=application, account=wallet)
 
     def note() -> str:
-        return permission_for_transfer(
+        why = permission_for_transfer(
             user=user,
             application=application,
             token=permission.token,
@@ -244,6 +249,8 @@ def test_a_transfer_after_the_permission_ended_says_so(wallet, user, application
             recipient_shown="merchant.eth",
             units=1,
         )[1]
+        assert len(why) == 1
+        return note_text(why)
 
     assert spend_permissions_sweep(now=permission.expires_at + timedelta(seconds=1)) == 1
     assert note() == "the permission “groceries” expired"

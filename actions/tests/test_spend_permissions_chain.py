@@ -86,6 +86,16 @@ def test_an_agent_spends_within_its_weekly_allowance_and_no_more(
     )
     assert over["sign_url"] and over["status"] == "proposed"
     assert over["permission_note"] == "over this week's remaining 5 USDC"
+    # The same reason kept for the signing page, which says it in the user's language.
+    assert Action.objects.get(pk=over["action_id"]).params["permission_reasons"] == [
+        {
+            "code": "over_allowance",
+            "name": permission.name,
+            "period": "weekly",
+            "amount": "5",
+            "symbol": "USDC",
+        }
+    ]
     assert (
         "over this week's remaining 5 USDC"
         in Action.objects.get(pk=over["action_id"]).history.first().detail
@@ -201,6 +211,11 @@ def test_a_swap_of_the_pair_a_permission_names_needs_no_prompt_and_others_fall_b
     # Over what is left: the passkey, with the reason; a transfer is no part of the pair.
     over = swap("25")
     assert over["sign_url"] and over["permission_note"] == "over this week's remaining 20 USDC"
+    page = client.get(f"/sign/{over['action_id']}/", HTTP_ACCEPT_LANGUAGE="es").content.decode()
+    assert (
+        "El permiso de gasto de tu agente no cubre esta solicitud, por eso necesita tu firma: "
+        "supera los 20 USDC que quedan esta semana del permiso de gasto “into euros”."
+    ) in page
     paid = _post(
         api_client, token, "transfer", {"asset_id": usdc_id(), "amount": "1", "to": MERCHANT}
     )
@@ -212,11 +227,14 @@ def test_a_swap_of_the_pair_a_permission_names_needs_no_prompt_and_others_fall_b
         to_asset_id=eure_id().replace("eip155:31337", "eip155:31338"),
         amount="1",
     )
-    assert permission_for_swap(user=user, application=application, request=bridged) == (
-        None,
-        "a swap to another chain is never covered by a permission: the bridge's output "
-        "cannot be checked on the source chain",
-    )
+    found, why = permission_for_swap(user=user, application=application, request=bridged)
+    assert found is None and [(r.code, r.text) for r in why] == [
+        (
+            "cross_chain",
+            "a swap to another chain is never covered by a permission: the bridge's output "
+            "cannot be checked on the source chain",
+        )
+    ]
 
     page = client.get("/permissions/").content.decode()
     assert "may swap up to 50 USDC per week into EURe" in page

@@ -6,13 +6,22 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import jsonschema
 import pytest
 from django.utils import timezone
 from mcp import Client
 
-from actions.models import Action, SpendPermission
-from actions.tests.factories import made_up_address, make_offline_wallet, make_permission
+from actions.contract import ACTION_STATUS_SCHEMA
+from actions.models import Action, ActionStatus, SpendPermission
+from actions.services.transitions import action_transition
+from actions.tests.factories import (
+    made_up_address,
+    make_action,
+    make_offline_wallet,
+    make_permission,
+)
 from core.formats import rfc3339
+from core.lifecycle import Actor
 from mcp_adapter.tests.conftest import run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -60,3 +69,37 @@ def test_an_agent_sees_its_own_permissions_only(
     assert not mine.is_error and not theirs.is_error
     assert [p["name"] for p in mine.structured_content["permissions"]] == ["groceries"]
     assert theirs.structured_content == {"permissions": []}
+
+
+def test_get_action_status_names_the_permission_that_signed_it(
+    make_server, user, application, make_token, monkeypatch
+):
+    """The same status shape as the REST answer (one schema, one serializer): the permission
+    whose session key signed it, or null for what the user signed with the passkey."""
+    account = make_offline_wallet(user, monkeypatch)
+    permission = make_permission(user=user, application=application, account=account, name="coffee")
+    spent = make_action(user=user, application=application, smart_account=account.address)
+    action_transition(
+        action_id=spent.pk,
+        to=ActionStatus.SIGNED,
+        actor=Actor.system(),
+        updates={"spend_permission": permission},
+    )
+    by_passkey = make_action(user=user, application=application)
+    token = make_token(user, application, scope="read:actions")
+    server = make_server(token.token, output_schemas=True)
+    answers = {}
+    for action in (spent, by_passkey, Action.objects.get(pk=permission.grant_action_id)):
+        result = run(_call, server, "get_action_status", {"action_id": str(action.pk)})
+        assert not result.is_error, result.content
+        jsonschema.validate(result.structured_content, ACTION_STATUS_SCHEMA)
+        body = result.structured_content
+        answers[body["type"], body["status"]] = (
+            body["signed_by_permission"],
+            body["signed_by_permission_id"],
+        )
+    assert answers == {
+        ("transfer", "signed"): ("coffee", str(permission.pk)),
+        ("transfer", "proposed"): (None, None),
+        ("spendGrant", "proposed"): (None, None),  # linked to it, but the passkey signs it
+    }

@@ -198,7 +198,7 @@ def test_the_pages_look_as_committed_and_staff_pages_pass_axe(world, live_server
 
     base = live_server.url
     sessions = {"staff": _session(staff_user), "user": _session(user)}
-    changed, axe_found, missing, csp_reports, logos = {}, {}, [], [], {}
+    changed, axe_found, missing, csp_reports, logos, margins = {}, {}, [], [], {}, {}
     BASELINES.mkdir(exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(**chromium_options())
@@ -230,6 +230,7 @@ def test_the_pages_look_as_committed_and_staff_pages_pass_axe(world, live_server
                         page.screenshot(path=str(DOCS_IMG / DOCS[file]), animations="disabled")
                     if name.startswith("signing-"):  # the proxied logo, loaded under the CSP
                         logos[file] = page.locator("#agent-logo").evaluate(LOADED)
+                        margins[file] = page.evaluate(HEADER_MARGINS)
                     # axe: every staff page at 1280 px in light, the home in dark too, and the
                     # signing page in dark in every language.
                     if width == 1280 and (
@@ -264,12 +265,28 @@ def test_the_pages_look_as_committed_and_staff_pages_pass_axe(world, live_server
         browser.close()
     assert axe_found == {}
     assert csp_reports == []
+    # Every control of the end-user header keeps the header's 16 px from the edges, the
+    # language button too (at 390 px it sat 9 px from the right edge in es, past it in en).
+    cramped = {
+        file: {control: edges for control, edges in found.items() if min(edges) < 16}
+        for file, found in margins.items()
+    }
+    assert {file: found for file, found in cramped.items() if found} == {}
+    assert len(margins) == 12 and all("set-language" in found for found in margins.values())
     # Every signing page (12) and the agents page drew the 96 px logo from our origin.
     assert logos == {key: [96, "/agents/logo/"] for key in logos} and len(logos) == 13
     assert missing == [], "no baseline: run with PICNIC_UPDATE_BASELINES=1 and commit them"
     assert changed == {}, "these differ from their baselines (share of pixels changed)"
     assert len(_pages(world, base)) * len(WIDTHS) * len(SCHEMES) == 60
 
+
+# The end-user header's controls: {id or text: [px to the left edge, px to the right edge]}.
+HEADER_MARGINS = """() => Object.fromEntries([...document.querySelectorAll(
+  'header.top a, header.top button, header.top select, header.top label')].map(e => {
+    const box = e.getBoundingClientRect();
+    return [e.id || e.textContent.trim(), [Math.round(box.left),
+      Math.round(document.documentElement.clientWidth - box.right)]];
+  }))"""
 
 # An image drawn: its natural width and where it came from (the path on our origin).
 LOADED = "i => [i.complete ? i.naturalWidth : 0, new URL(i.src).pathname.slice(0, 13)]"
