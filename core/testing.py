@@ -154,6 +154,15 @@ def database_url() -> str:
     return f"sqlite:///{db['NAME']}"
 
 
+# A solo worker runs each task inside its event loop, so even an at-most-once task's ack leaves
+# only once the task returned: with one message prefetched, the broker sends the next only after
+# that ack's round trip (on RabbitMQ through the quorum queue's Raft log, 150-400 ms on a loaded
+# machine, which halved a dm worker's rate). Two prefetched keep one waiting. The concurrency is
+# named because Celery sizes the prefetch from it at start (default: the CPU count) but from the
+# pool's one process after a reconnect: unnamed, a broker restart cut the prefetch from 2 to 1.
+SOLO_PREFETCH = ["--concurrency=1", "--prefetch-multiplier=2"]
+
+
 def celery_worker_argv(queues: list[str], *, concurrency: int | None = None) -> list[str]:
     """The one `celery worker` command line (picnic.processes starts it too): this project's
     app on `queues`, a prefork pool of `concurrency` processes (the production process type)
@@ -161,7 +170,7 @@ def celery_worker_argv(queues: list[str], *, concurrency: int | None = None) -> 
     if concurrency:
         pool = ["--concurrency", str(concurrency)]
     else:  # one process, alone on its queue: no other worker to send heartbeats to
-        pool = ["--pool=solo", "--without-heartbeat"]
+        pool = ["--pool=solo", *SOLO_PREFETCH, "--without-heartbeat"]
     return [
         sys.executable, "-m", "celery", "-A", "picnic", "worker", "-Q", ",".join(queues),
         *pool, "--without-gossip", "--without-mingle", "-l", "info",

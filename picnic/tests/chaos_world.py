@@ -210,9 +210,14 @@ def world(
             fresh_database(postgres, env)
             if isinstance(broker, clusters.RabbitServer):
                 broker.wait()
+            # Workers on the production pool (prefork), one child each: a solo worker runs its
+            # task inside its event loop, and a task read by the loop's own follow-up read
+            # leaves its ack queued until the next poll returns, so with its prefetch spent
+            # the worker sat idle up to 10 s (its next timer) while messages waited (the
+            # RabbitMQ run's slow dm consumption; docs/deploy.md, "RabbitMQ").
             cluster = clusters.Cluster(
                 env, tmp_path / "cluster", web_port=web_port, mcp_port=mcp_port,
-                queue_prefix=PREFIX, instances=instances,
+                queue_prefix=PREFIX, instances=instances, worker_concurrency=1,
             )  # fmt: skip
             system = System(
                 cluster, postgres, redis, broker, x_api, backend, cluster.env, broker_kind

@@ -30,7 +30,6 @@ import collections
 import http.client
 import json
 import logging
-import os
 import socket
 import threading
 import time
@@ -68,8 +67,8 @@ RECOVER_BOUND = 90  # each fault: back within this
 DRAIN_SECONDS = 60  # every item terminal within this after the load stops
 RETRY_FOR = 60  # a client retries one request this long at most
 # Each agent pauses this long between its requests: load the dm workers keep up with between
-# faults (two single-process workers), so a fresh send after a fault is not behind a backlog
-# that only grows (an overloaded queue, not a fault, would fail the recovery bound).
+# faults (two workers, one pool process each), so a fresh send after a fault is not behind a
+# backlog that only grows (an overloaded queue, not a fault, would fail the recovery bound).
 PACE_SECONDS = 0.3
 NOTIFY_BOUND = 20  # the followed action changed: its update reaches the MCP session within this
 # After these faults the followed action changes: the MCP session must hear of it and answer a
@@ -343,24 +342,7 @@ def postgres():
     server.stop()
 
 
-@pytest.fixture(
-    params=[
-        "redis",
-        # On request until an open defect is fixed (docs/testing.md, "The chaos test"): in two
-        # of the last four runs, after the dm worker kill and the broker restart, the dm
-        # workers received far fewer messages than the web accepted sends (no enqueue error),
-        # the beat's sweep delivered the rest 20 at a time, and the PostgreSQL restart's fresh
-        # send missed the bound. An expected failure would be a test that cannot fail.
-        pytest.param(
-            "amqp",
-            marks=pytest.mark.skipif(
-                os.environ.get("PICNIC_CHAOS_AMQP") != "1",
-                reason="the RabbitMQ chaos run is on request (PICNIC_CHAOS_AMQP=1) until the "
-                "slow consumption after a worker kill and a broker restart is fixed",
-            ),
-        ),
-    ]
-)
+@pytest.fixture(params=["redis", "amqp"])
 def system(request, tmp_path, postgres):
     with world(tmp_path, request.param, postgres=postgres) as system:
         yield system
