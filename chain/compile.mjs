@@ -18,14 +18,10 @@ for (const dir of ["", "bench"]) {
     sources[name] = { content: fs.readFileSync(path.join(from, file), "utf8") };
   }
 }
-const input = {
-  language: "Solidity",
-  sources,
-  settings: {
-    optimizer: { enabled: true, runs: 200 },
-    evmVersion: "cancun",
-    outputSelection: { "*": { "*": ["abi", "evm.bytecode.object"] } },
-  },
+const settings = {
+  optimizer: { enabled: true, runs: 200 },
+  evmVersion: "cancun",
+  outputSelection: { "*": { "*": ["abi", "evm.bytecode.object"] } },
 };
 function findImports(importPath) {
   try {
@@ -34,50 +30,32 @@ function findImports(importPath) {
     return { error: `not found: ${importPath}` };
   }
 }
-const output = JSON.parse(solc.compile(JSON.stringify(input), { import: findImports }));
-const errors = (output.errors || []).filter((e) => e.severity === "error");
-if (errors.length) {
-  for (const e of errors) console.error(e.formattedMessage);
-  process.exit(1);
-}
-fs.mkdirSync(outDir, { recursive: true });
-for (const [file, contracts] of Object.entries(output.contracts)) {
-  if (!file.startsWith("contracts/")) continue;
-  for (const [name, c] of Object.entries(contracts)) {
-    fs.writeFileSync(
-      path.join(outDir, `${name}.json`),
-      JSON.stringify({ contractName: name, abi: c.abi, bytecode: "0x" + c.evm.bytecode.object }, null, 1),
-    );
-  }
-}
-// A Yul object (no ABI): solc takes one Yul source per compile.
-const yulFiles = fs.readdirSync(sourcesDir).filter((f) => f.endsWith(".yul")).sort();
-for (const file of yulFiles) {
-  const name = `contracts/${file}`;
-  const yul = JSON.parse(
-    solc.compile(
-      JSON.stringify({
-        language: "Yul",
-        sources: { [name]: { content: fs.readFileSync(path.join(sourcesDir, file), "utf8") } },
-        settings: {
-          optimizer: { enabled: true, runs: 200 },
-          evmVersion: "cancun",
-          outputSelection: { "*": { "*": ["evm.bytecode.object"] } },
-        },
-      }),
-    ),
+// One solc run: its errors end the script; every contract of our sources becomes
+// build/<Contract>.json (a Yul object has no ABI: []).
+function compileAndWrite(language, input) {
+  const output = JSON.parse(
+    solc.compile(JSON.stringify({ language, sources: input, settings }), { import: findImports }),
   );
-  const yulErrors = (yul.errors || []).filter((e) => e.severity === "error");
-  if (yulErrors.length) {
-    for (const e of yulErrors) console.error(e.formattedMessage);
+  const errors = (output.errors || []).filter((e) => e.severity === "error");
+  if (errors.length) {
+    for (const e of errors) console.error(e.formattedMessage);
     process.exit(1);
   }
-  for (const [objectName, c] of Object.entries(yul.contracts[name])) {
-    fs.writeFileSync(
-      path.join(outDir, `${objectName}.json`),
-      JSON.stringify({ contractName: objectName, abi: [], bytecode: "0x" + c.evm.bytecode.object }, null, 1),
-    );
+  for (const [file, contracts] of Object.entries(output.contracts)) {
+    if (!file.startsWith("contracts/")) continue;
+    for (const [name, c] of Object.entries(contracts)) {
+      const artifact = { contractName: name, abi: c.abi || [], bytecode: "0x" + c.evm.bytecode.object };
+      fs.writeFileSync(path.join(outDir, `${name}.json`), JSON.stringify(artifact, null, 1));
+    }
   }
+}
+fs.mkdirSync(outDir, { recursive: true });
+compileAndWrite("Solidity", sources);
+// solc takes one Yul source per compile.
+const yulFiles = fs.readdirSync(sourcesDir).filter((f) => f.endsWith(".yul")).sort();
+for (const file of yulFiles) {
+  const content = fs.readFileSync(path.join(sourcesDir, file), "utf8");
+  compileAndWrite("Yul", { [`contracts/${file}`]: { content } });
 }
 console.log(
   `compiled ${Object.keys(sources).length + yulFiles.length} files with solc ${solc.version()}`,
