@@ -67,11 +67,16 @@ class LocalJsonServer:
 
     @staticmethod
     def send(handler: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
-        handler.send_response(status)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
+        try:
+            handler.send_response(status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            # The caller went away (a worker killed mid-request): nobody is left to answer,
+            # as for a real provider; not a failure of this server.
+            handler.close_connection = True
 
     def send_json(self, handler: BaseHTTPRequestHandler, status: int, payload: Any) -> None:
         self.send(handler, status, json.dumps(payload).encode())

@@ -20,8 +20,9 @@ the balancer reached the provider.
 Afterwards: nothing accepted is lost and no DM reached the provider twice; every item is
 terminal (or the documented waiting state `unknown`, only for sends a fault interrupted)
 within the bound; clients saw only retryable errors (502, 503, 504, a reset or refused
-connection), each followed by a success with the same key; the billing invariants hold and
-/metrics agrees with the database. The table of the run is printed to the terminal, passing or not.
+connection, an answer cut off by a killed server), each followed by a success with the same
+key; the billing invariants hold and /metrics agrees with the database. The table of the run is
+printed to the terminal, passing or not.
 """
 
 from __future__ import annotations
@@ -141,6 +142,8 @@ def error_kind(exc: BaseException) -> str | None:
         return "connection refused"
     if isinstance(exc, ConnectionResetError | http.client.RemoteDisconnected):
         return "connection reset"
+    if isinstance(exc, http.client.IncompleteRead):  # the instance died between head and body
+        return "answer cut off"
     if isinstance(exc, RETRYABLE_ERRORS):
         return type(exc).__name__
     return None
@@ -176,7 +179,7 @@ class Agents(LoadThreads):
                     headers=headers,
                     timeout=30,
                 )
-            except OSError as exc:  # URLError, resets, timeouts
+            except (OSError, http.client.HTTPException) as exc:  # URLError, resets, cut off
                 kind = error_kind(exc)
                 if kind is None:
                     raise
