@@ -133,7 +133,9 @@ def rpc(settings):
     with ScriptedServer() as server:
         settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, bundler_url=server.url)
         settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, rpc_url=server.url)
-        settings.BUNDLER_TIMEOUT_SECONDS = 0.5
+        # Short, for the hang cases, but not so short that a busy CI host (a pause of this
+        # process, which serves the script too) reads as a hang: one failed a run at 0.5 s.
+        settings.BUNDLER_TIMEOUT_SECONDS = 2.0
         server.results.update(
             {
                 "eth_getUserOperationReceipt": None,

@@ -46,7 +46,9 @@ def bundler(settings):
         # The same server answers the EntryPoint's getNonce: 0, not consumed by the test op.
         settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, rpc_url=server.url)
         server.results["eth_call"] = NONCE_0
-        settings.BUNDLER_TIMEOUT_SECONDS = 0.5
+        # Short, for the hang cases, but not so short that a busy CI host (a pause of this
+        # process, which serves the script too) reads as a hang: one failed a run at 0.5 s.
+        settings.BUNDLER_TIMEOUT_SECONDS = 2.0
         yield server
 
 
