@@ -26,6 +26,7 @@ from urllib.parse import unquote, urlsplit
 
 import requests
 from web3 import Web3
+from web3.providers.rpc.utils import ExceptionRetryConfiguration
 
 K = TypeVar("K")
 T = TypeVar("T")
@@ -89,9 +90,15 @@ def http_web3(
 ) -> Web3:
     """Web3 on `url`, each request bounded by `timeout` seconds. Without `retries` a dropped
     connection is an error at once, so the timeout bounds the whole call; with them web3
-    retries its idempotent methods a few times (reads where an agent can wait a little)."""
+    retries its idempotent methods a few times after an HTTP error (a hosted RPC's 429 or 5xx;
+    reads where an agent can wait a little), as its default does, but not after a timeout: a
+    node that hung once would make the agent wait the whole timeout again on every retry."""
     kwargs: dict[str, Any] = {"request_kwargs": {"timeout": timeout}}
-    if not retries:
+    if retries:
+        kwargs["exception_retry_configuration"] = ExceptionRetryConfiguration(
+            errors=(ConnectionError, requests.HTTPError)  # web3's default, less Timeout
+        )
+    else:
         kwargs["exception_retry_configuration"] = None
     return Web3(_HTTPProvider(url, headers=headers, **kwargs))
 

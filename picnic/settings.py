@@ -562,7 +562,8 @@ CELERY_BEAT_SCHEDULE = {
 # --- Chain ---------------------------------------------------------------------------------
 CHAIN_RPC_URL = env_url("CHAIN_RPC_URL", "http://127.0.0.1:8545", schemes=("http", "https"))
 BUNDLER_RPC_URL = env_url("BUNDLER_RPC_URL", "http://127.0.0.1:4337", schemes=("http", "https"))
-# The read tools (balances, card, history) wait at most this long for each chain RPC call.
+# The read tools (balances, card, history) and proposals wait at most this long for each chain
+# RPC call (an agent is waiting).
 CHAIN_READ_TIMEOUT_SECONDS = env_float("CHAIN_READ_TIMEOUT_SECONDS", 10.0)
 ENTRY_POINT_VERSION = env_choice("ENTRY_POINT_VERSION", "0.7", ("0.7", "0.8"))
 CHAIN_ID = env_int("CHAIN_ID", 31337, minimum=1)

@@ -158,7 +158,8 @@ def _primary_name(address: str, chain: Chain) -> str:
 
 
 def _chain_web3(chain: Chain) -> Web3:
-    return instrument_web3(http_web3(chain.rpc_url, timeout=10), provider="chain_rpc")
+    timeout = settings.CHAIN_READ_TIMEOUT_SECONDS
+    return instrument_web3(http_web3(chain.rpc_url, timeout=timeout), provider="chain_rpc")
 
 
 def _account(user, chain: Chain) -> SmartAccount:
@@ -183,8 +184,10 @@ def _account(user, chain: Chain) -> SmartAccount:
 
 
 def web3(chain_id: int) -> Web3:
-    """web3 on the chain of the thing in hand (the asset, the card)."""
-    w3 = http_web3(get_chain(chain_id).rpc_url, timeout=10, retries=True)
+    """web3 on the chain of the thing in hand (the asset, the card), each call bounded as a
+    read tool's are: an agent waits for the proposal."""
+    timeout = settings.CHAIN_READ_TIMEOUT_SECONDS
+    w3 = http_web3(get_chain(chain_id).rpc_url, timeout=timeout, retries=True)
     return instrument_web3(w3, provider="chain_rpc")
 
 
