@@ -1,7 +1,7 @@
 """What a second instance of each process type gives: the cluster on one machine
 (picnic/cluster.py: web, MCP, Celery workers per queue kind, beat, HAProxy in front) with 1 and
-with 2 instances of each type, in one run, each on services of its own (a fresh PostgreSQL,
-Redis with AOF, a Redis broker: picnic/tests/chaos_world.py). Through HAProxy, for `--seconds`
+with 2 instances of each type, in one run, each on services of its own (a fresh database on
+one PostgreSQL, Redis with AOF, a Redis broker: picnic/tests/chaos_world.py). Through HAProxy, for `--seconds`
 each, `--clients` concurrent clients per kind:
 
 - status reads: POST /private-messaging-api/actions/status (the API);
@@ -135,24 +135,30 @@ def main() -> None:
 
     django.setup()
     logging.getLogger("httpx2").setLevel(logging.WARNING)  # a line per MCP request otherwise
+    from picnic.cluster import PostgresServer
     from picnic.tests.chaos_world import world
 
     print(machine())
     results: dict[int, dict[str, tuple[float, float]]] = {}
-    for instances in (1, 2):
-        with tempfile.TemporaryDirectory(prefix="picnic-cluster-bench-") as tmp:
-            started = time.monotonic()
-            with world(Path(tmp), "redis", instances=instances) as system:
-                print(
-                    f"{instances} instance(s) of each type up in {time.monotonic() - started:.0f}s"
-                )
-                action_id = one_delivery(system)
-                results[instances] = {
-                    kind: measure(system, kind, args.seconds, args.clients, action_id)
-                    for kind in KINDS
-                }
-        for kind, (rate, p99) in results[instances].items():
-            print(f"  {instances}x {kind:<14} {rate:8.1f} req/s   p99 {p99:8.1f} ms")
+    # One PostgreSQL server for both sizes, as the chaos test's brokers share one: each size
+    # gets a fresh database on it, copied from the template the first migrated.
+    postgres = PostgresServer().start()
+    try:
+        for instances in (1, 2):
+            with tempfile.TemporaryDirectory(prefix="picnic-cluster-bench-") as tmp:
+                started = time.monotonic()
+                with world(Path(tmp), "redis", instances=instances, postgres=postgres) as system:
+                    up = time.monotonic() - started
+                    print(f"{instances} instance(s) of each type up in {up:.0f}s")
+                    action_id = one_delivery(system)
+                    results[instances] = {
+                        kind: measure(system, kind, args.seconds, args.clients, action_id)
+                        for kind in KINDS
+                    }
+            for kind, (rate, p99) in results[instances].items():
+                print(f"  {instances}x {kind:<14} {rate:8.1f} req/s   p99 {p99:8.1f} ms")
+    finally:
+        postgres.stop()
     for kind in KINDS:
         (rate1, p99_1), (rate2, p99_2) = results[1][kind], results[2][kind]
         print(

@@ -185,8 +185,10 @@ def system(tmp_path):
     prefix = f"soak-{uuid.uuid4().hex[:8]}."
     nothing = f"http://127.0.0.1:{free_port()}"  # no chain here: those checks fail fast
     with (
-        # A send takes a moment, so the kill is likely to catch one in flight.
-        LocalXServer(token=X_TOKEN, work_seconds=0.25) as x_api,
+        # A send takes a moment, so the kill is likely to catch one in flight (the clients
+        # outpace the dm worker: it is always busy). At 0.25 s the backlog took 55 s to drain
+        # after the load; at 0.1 s, 15 s, with about 600 sends and one caught by the kill.
+        LocalXServer(token=X_TOKEN, work_seconds=0.1) as x_api,
         LocalResponsesServer(api_key=BACKEND_KEY, work_seconds=1.0) as backend,
     ):
         port = free_port()
