@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 import time
 import uuid
@@ -160,6 +162,17 @@ def open_get_stream(url: str, rpc, protocol_version: str, *, timeout: float = 30
     )
     assert stream.status_code == 200
     return stream
+
+
+def close_stream(response: requests.Response) -> None:
+    """End a streamed response that another thread is reading: its socket is shut down first,
+    so the blocked read returns at once (`close()` alone waits for that read to end, up to the
+    request's read timeout: 30 s a test)."""
+    connection = response.raw.connection
+    if connection is not None and connection.sock is not None:
+        with contextlib.suppress(OSError):  # already closed by the server
+            connection.sock.shutdown(socket.SHUT_RDWR)
+    response.close()
 
 
 @pytest.fixture

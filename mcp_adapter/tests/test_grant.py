@@ -16,7 +16,7 @@ from django.test import Client
 from django.utils import timezone
 
 from mcp_adapter.models import McpTask
-from mcp_adapter.tests.conftest import DM_SCOPES, open_get_stream
+from mcp_adapter.tests.conftest import DM_SCOPES, close_stream, open_get_stream
 from mcp_adapter.tests.test_tasks import LEGACY, HttpRpc, _send
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -86,7 +86,7 @@ def test_a_revoked_token_hears_nothing_after_the_revocation_and_the_task_stays_r
         dm.token.revoke()  # what the RFC 7009 endpoint does
         _send(delivery_id, "sending", "sent")
         after = _status_notes(received, task_id)
-        stream.close()
+        close_stream(stream)
         again = requests.get(
             http.url,
             headers={
@@ -122,7 +122,7 @@ def test_disconnect_on_the_connected_agents_page_ends_an_idle_stream(
         # No event follows: the periodic re-check ends the stream by itself.
         assert _status_notes(received, task_id) == []
         _send(delivery_id, "sending")
-        stream.close()
+        close_stream(stream)
     assert not type(dm.token).objects.filter(pk=dm.token.pk).exists()
 
 
@@ -135,7 +135,7 @@ def test_an_expired_token_ends_the_stream(http_server, dm, user, application, ma
             expires=timezone.now() - timedelta(seconds=1)
         )
         assert received.get(timeout=15) is END
-        stream.close()
+        close_stream(stream)
 
 
 def test_a_stream_with_a_valid_token_outlives_its_checks(http_server, dm):
@@ -148,4 +148,4 @@ def test_a_stream_with_a_valid_token_outlives_its_checks(http_server, dm):
         threading.Event().wait(1.0)
         _send(delivery_id, "claimed", "sending", "sent")
         _wait_for(received, task_id, "completed")
-        stream.close()
+        close_stream(stream)

@@ -27,7 +27,7 @@ from core.lifecycle import Actor
 from core.testing import database_url
 from mcp_adapter import task_store
 from mcp_adapter.models import McpTask
-from mcp_adapter.tests.conftest import DM_SCOPES, open_get_stream
+from mcp_adapter.tests.conftest import DM_SCOPES, close_stream, open_get_stream
 from messaging.models import Delivery, DeliveryStatus
 from messaging.services import delivery_transition
 
@@ -428,7 +428,7 @@ def test_a_status_change_is_pushed_to_the_listening_session(http_server, dm):
                 assert params["status"] == expected
                 task = params
                 latencies.append(at - start)
-        stream.close()
+        close_stream(stream)
     latencies.sort()
     p95 = latencies[int(0.95 * (len(latencies) - 1))]
     print(
@@ -601,8 +601,8 @@ def test_2026_07_28_listen_stream_carries_task_status(
         assert seen[1]["statusMessage"] == "Sending to the provider."
         assert seen[-1]["result"]["structuredContent"]["action"]["status"] == "sent"
         assert seen[-1]["taskId"] == task_id
-        mine.close()
-        theirs.close()
+        close_stream(mine)
+        close_stream(theirs)
 
 
 def test_the_official_sdk_client_follows_a_task_through_its_extension_hook(
