@@ -204,6 +204,21 @@ def start_celery_worker(*, queue: str, log_path, env: dict[str, str] | None = No
     return proc
 
 
+def stop_celery_worker(proc, *, grace: float = 2.0) -> None:
+    """Stop a worker `start_celery_worker` started, and close its log: SIGTERM, then SIGKILL
+    if it is still there after `grace` seconds. A solo worker acts on a signal only once its
+    event loop's poll returns, up to 10 s later on RabbitMQ (docs/deploy.md, "RabbitMQ"), and
+    a test's worker has nothing left to finish."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+    proc.log.close()
+
+
 def history_statuses(entity) -> list[str]:
     """The statuses an action, delivery or operation went through, oldest first."""
     return list(entity.history.order_by("timestamp", "id").values_list("status", flat=True))

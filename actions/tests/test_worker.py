@@ -12,7 +12,7 @@ from actions.models import Action, ActionStatus
 from actions.services.transitions import action_transition
 from actions.tests.factories import make_action
 from core.lifecycle import Actor
-from core.testing import ScriptedServer, start_celery_worker, wait_until
+from core.testing import ScriptedServer, start_celery_worker, stop_celery_worker, wait_until
 
 
 @pytest.mark.django_db(transaction=True)
@@ -39,9 +39,7 @@ def test_a_real_worker_reconciles_an_action_sent_through_the_broker(
                 timeout=60,
             )
         finally:
-            worker.terminate()
-            worker.wait(timeout=30)
-            worker.log.close()
+            stop_celery_worker(worker)
     row = Action.objects.get(pk=action.pk).history.last()
     assert (row.status, row.actor_kind) == ("executed", "worker")
     assert bundler.requests[0]["method"] == "eth_getUserOperationReceipt"

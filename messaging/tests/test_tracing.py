@@ -12,7 +12,13 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from chain.stack import free_port
 from core import tracing
-from core.testing import OtlpReceiver, process_env, start_celery_worker, wait_until
+from core.testing import (
+    OtlpReceiver,
+    process_env,
+    start_celery_worker,
+    stop_celery_worker,
+    wait_until,
+)
 from messaging.models import D, Delivery
 from messaging.providers.local_x import LocalXServer
 from messaging.services import deliveries_process_due
@@ -46,9 +52,7 @@ def test_the_request_trace_reaches_the_worker_the_provider_and_the_history(
             delivery = Delivery.objects.get(pk=response.json()["action"]["id"])
             wait_until(lambda: Delivery.objects.get(pk=delivery.pk).status == D.SENT, timeout=60)
         finally:
-            proc.terminate()
-            proc.wait(timeout=30)
-            proc.log.close()
+            stop_celery_worker(proc)
     assert delivery.trace_id == TRACE_ID
     assert _trace_ids(delivery) == [
         ("queued", TRACE_ID),
@@ -131,9 +135,7 @@ def test_with_opentelemetry_one_agent_call_is_one_trace_of_spans_across_processe
             wait_until(lambda: collector.in_trace(fresh["X-Request-ID"]), timeout=30)
         finally:
             web.stop()
-            worker.terminate()
-            worker.wait(timeout=30)
-            worker.log.close()
+            stop_celery_worker(worker)
     spans = collector.in_trace(TRACE_ID)
     [server] = [s for s in spans if s["kind"] == Span.SPAN_KIND_SERVER]
     assert (server["service"], server["parent_span_id"]) == ("picnic-web", "b7ad6b7169203331")

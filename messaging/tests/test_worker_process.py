@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from chain.stack import free_port
-from core.testing import start_celery_worker, wait_until
+from core.testing import start_celery_worker, stop_celery_worker, wait_until
 from messaging import tasks
 from messaging.models import D, Delivery
 from messaging.providers.local_x import LocalXServer
@@ -43,10 +43,7 @@ def worker(celery_broker, celery_test_queue, tmp_path):
 
     yield start
     for proc in started:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(timeout=30)
-        proc.log.close()
+        stop_celery_worker(proc)
 
 
 def _status(delivery) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import subprocess
 from urllib.parse import urlsplit
 
-from core.testing import start_celery_worker, wait_until
+from core.testing import start_celery_worker, stop_celery_worker, wait_until
 
 
 def _consumers(vhost: str, queue: str) -> list[tuple[str, int]]:
@@ -48,8 +48,6 @@ def test_a_solo_worker_keeps_its_prefetch_after_the_broker_cut_its_connection(
         assert [prefetch for _, prefetch in after] == [2]
         assert proc.poll() is None
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        proc.log.close()
+        stop_celery_worker(proc)
     log = (tmp_path / "worker.log").read_text()
     assert log.count("Connected to amqp://") == 2, log[-2000:]
