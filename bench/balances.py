@@ -5,7 +5,7 @@ bench/common.py) and a throwaway test database (SQLite by default; DATABASE_URL=
 for PostgreSQL).
 
     .venv/bin/python bench/balances.py [--accounts 3] [--rounds 10] [--requests 30] [--rtt-ms 0]
-        [--profile N]
+        [--node-log] [--profile N]
 
 Generates its data: one user with `--accounts` passkey accounts (different salts), registered
 on both chains, each holding the demo tokens (USDC, EURe, the svUSDC vault) minted there.
@@ -18,6 +18,10 @@ Prints p50/p95 of each, the p50 of the CPU time the request's thread and the who
 spent (equal when no other thread works for the request; the rest is waiting for the nodes and
 for a core), and the p50 ratio (the target: at most 1.2x). `--profile N` then runs N calls
 of each mode under cProfile and prints where each spends its own time.
+
+The nodes this script starts do not print each call to their log (`--node-log`: they do, as
+in `make run`): a hosted RPC prints nothing per call, and on this 2-core host the printing is
+CPU the two nodes compete for (the ratio was about 0.05 higher with it).
 
 `--rtt-ms N` puts a forwarding proxy in front of each node that holds every request N ms
 before passing it on: the round trip a hosted RPC has (the local nodes answer in about 1.5 ms
@@ -193,6 +197,9 @@ def main() -> None:
     parser.add_argument("--rtt-ms", type=float, default=0, help="added to every node request")
     parser.add_argument("--database", default="bench_balances", help="the throwaway database")
     parser.add_argument(
+        "--node-log", action="store_true", help="the nodes print every call (Hardhat's default)"
+    )
+    parser.add_argument(
         "--profile", type=int, default=0, help="then N calls of each mode under cProfile"
     )
     args = parser.parse_args()
@@ -216,6 +223,7 @@ def main() -> None:
             l2_rpc_port=free_port(),
             l2_bundler_port=free_port(),
             workdir=Path(tempfile.mkdtemp(prefix="bench-balances-")),
+            call_log=args.node_log,
         )
     started = time.monotonic()
     if own:

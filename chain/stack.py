@@ -118,6 +118,9 @@ class LocalChain:
     # lives: the other chain starts faster without them.
     card_contracts: bool = True
     ens: bool = True  # deploy the ENS registry, resolver and reverse registrar (chain/ens.py)
+    # The node prints every JSON-RPC call to its log, decoded (Hardhat's default, handy in
+    # `make run` and when a test fails); off, each call costs the node less CPU (a bench).
+    call_log: bool = True
     _procs: list[tuple[str, subprocess.Popen, Path]] = field(default_factory=list, repr=False)
 
     @property
@@ -168,6 +171,8 @@ class LocalChain:
                 raise ChainStackError(
                     f"the node on {self.rpc_url} answers chain id {answered}, not {self.chain_id}"
                 )
+            if not self.call_log:
+                rpc(self.rpc_url, "hardhat_setLoggingEnabled", [False])
             self.deploy()
             self._spawn("alto", self._alto_command())
             self._wait("alto", lambda: rpc(self.bundler_url, "eth_supportedEntryPoints", timeout=1))
@@ -372,6 +377,7 @@ class LocalWorld:
         l2_bundler_port: int = 4338,
         workdir: Path | None = None,
         startup_timeout: float = 60.0,
+        call_log: bool = True,
     ) -> LocalWorld:
         root = workdir or CHAIN_DIR.parent / "var" / "chain"
         return cls(
@@ -382,6 +388,7 @@ class LocalWorld:
                 startup_timeout=startup_timeout,
                 chain_id=CARD_CHAIN_ID,
                 card_contracts=True,
+                call_log=call_log,
             ),
             l2=LocalChain(
                 rpc_port=l2_rpc_port,
@@ -391,6 +398,7 @@ class LocalWorld:
                 chain_id=L2_CHAIN_ID,
                 card_contracts=False,
                 ens=False,  # the chain without ENS (settings.CHAINS names no registry there)
+                call_log=call_log,
             ),
         )
 

@@ -87,6 +87,27 @@ def test_deploy_is_idempotent(chain):
         assert rpc(chain.rpc_url, "eth_getCode", [address, "latest"]) != "0x"
 
 
+def test_a_node_started_without_its_call_log_prints_no_call(chain, tmp_path):
+    """`call_log=False` (the balances bench): the node answers as before and its log names no
+    call; the session's node, with Hardhat's default, prints each one."""
+    quiet = LocalChain(
+        rpc_port=free_port(),
+        bundler_port=free_port(),
+        workdir=tmp_path,
+        chain_id=31338,
+        card_contracts=False,
+        ens=False,
+        call_log=False,
+    )
+    with quiet:
+        logged = (tmp_path / "hardhat.log").read_text()
+        for _ in range(3):
+            assert rpc(quiet.rpc_url, "eth_blockNumber").startswith("0x")
+        assert "eth_blockNumber" not in (tmp_path / "hardhat.log").read_text()[len(logged) :]
+    rpc(chain.rpc_url, "eth_blockNumber")
+    assert "eth_blockNumber" in (chain.workdir / "hardhat.log").read_text()
+
+
 def test_a_taken_port_fails_fast_with_a_clear_message(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
