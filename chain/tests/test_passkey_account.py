@@ -12,7 +12,7 @@ from chain import contracts
 from chain.dev import fund, mint
 from chain.passkey_account import SoftwarePasskey
 from chain.stack import DEV_KEYS
-from chain.tests.passkeys import receipt_or_none
+from chain.tests.passkeys import receipt_or_none, receipts_or_none
 from evm.bundler import BundlerClient, BundlerError, decode_revert_reason
 from evm.passkey_account import PasskeyAccountClient, RecoveryState, sign_batch
 from evm.recovery import (
@@ -267,9 +267,7 @@ def test_two_owners_removing_each_other_at_once_leave_exactly_one(chain, version
             sent.append(_send(account, op, bundler))
         except BundlerError as exc:  # the other one already ran: refused as a removed owner
             assert "AA24" in str(exc)
-    outcomes = [
-        receipt_or_none(bundler, h, timeout=20) for h in (phone_hash, laptop_hash) if h in sent
-    ]
+    outcomes = receipts_or_none(bundler, [h for h in (phone_hash, laptop_hash) if h in sent])
     applied = [r for r in outcomes if r is not None and r.success]
 
     assert len(applied) == 1  # one removal happened; the other failed or never ran
