@@ -40,10 +40,4 @@ def receipts_or_none(
 
 def receipt_or_none(bundler, op_hash: str, *, timeout: float = 30):
     """The op's receipt, or None if the bundler dropped it (its validation failed later)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        receipt = bundler.get_user_operation_receipt(op_hash)
-        if receipt is not None:
-            return receipt
-        time.sleep(0.2)
-    return None
+    return receipts_or_none(bundler, [op_hash], timeout=timeout)[0]

@@ -17,7 +17,7 @@ from chain import contracts
 from chain.dev import fund, mint
 from chain.passkey_account import SoftwarePasskey
 from chain.stack import DEV_KEYS
-from chain.tests.passkeys import receipt_or_none
+from chain.tests.passkeys import receipt_or_none, receipts_or_none
 from evm import spend_permission as sp
 from evm.bundler import BundlerClient, BundlerError, decode_revert_reason
 from evm.passkey_account import PasskeyAccountClient
@@ -201,7 +201,7 @@ def test_two_spends_at_once_over_the_cap_move_exactly_the_allowance(chain, versi
     lanes = [sp.nonce_key_for(key.permission_id, lane) for lane in (0, 1)]
     ops = [key.build_spend(s.bundler, to=SHOP, amount=6 * USDC, nonce_key=n) for n in lanes]
     hashes = [_send_signed(s, key, op) for op in ops]
-    outcomes = [receipt_or_none(s.bundler, h) for h in hashes]
+    outcomes = receipts_or_none(s.bundler, hashes, timeout=30)
     assert sorted(r.success for r in outcomes if r is not None) in ([False, True], [True])
     failed = [r for r in outcomes if r is not None and not r.success]
     assert all(sp.OVER_ALLOWANCE in r.reason for r in failed)
