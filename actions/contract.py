@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.schema import AMOUNT, fullmatch_pattern
+from core.schema import AMOUNT, date_time, fullmatch_pattern
 
 NULL_STR = {"type": ["string", "null"]}
 CAIP2 = {"type": "string", "pattern": "^eip155:[1-9][0-9]{0,17}$"}
@@ -32,6 +32,8 @@ ACTION_STATUSES = [
     "expired",
     "rejected",
 ]
+
+ACTION_OUTCOMES = ["pending", "completed", "refunded", "partial", "failed", "expired", "rejected"]
 
 
 def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -75,6 +77,10 @@ ACTION_STATUS_SCHEMA = _object(
         # get_spend_permissions' permission_id), null when the user's passkey did.
         "signed_by_permission": NULL_STR,
         "signed_by_permission_id": NULL_STR,
+        # Beyond the seed, whose enum stays: what happened (docs/decisions/0006-action-outcome.md).
+        # A refunded cross-chain swap is `executed` (its source transaction) and `refunded`.
+        "outcome": {"type": "string", "enum": ACTION_OUTCOMES},
+        "outcome_detail": NULL_STR,
     },
     [
         "action_id",
@@ -95,6 +101,8 @@ ACTION_STATUS_SCHEMA = _object(
         "status_history",
         "signed_by_permission",
         "signed_by_permission_id",
+        "outcome",
+        "outcome_detail",
     ],
 )
 
@@ -529,16 +537,11 @@ REQUEST_SPEND_PERMISSION_INPUT_SCHEMA = _object(
             "asset_id into it within the allowance needs no prompt; with no recipients the "
             "permission only swaps",
         },
-        "starts_at": {
-            "type": "string",
-            "maxLength": 64,
-            "description": "RFC 3339 date-time; default now",
-        },
-        "expires_at": {
-            "type": "string",
-            "maxLength": 64,
-            "description": "RFC 3339 date-time: when the permission ends",
-        },
+        "starts_at": date_time("an RFC 3339 date-time with a time zone; default now"),
+        "expires_at": date_time(
+            "an RFC 3339 date-time with a time zone, like 2027-03-31T00:00:00Z: "
+            "when the permission ends"
+        ),
         "purpose": {"type": "string", "maxLength": 500, "description": "shown to the user"},
         "name": {"type": "string", "maxLength": 100, "description": "a short name for it"},
     },

@@ -43,6 +43,7 @@ from actions.signing_views import (
     _refusal,
     _unreadable,
     assertion_step,
+    chain_page,
     passkey_refusal,
 )
 from core.json_input import BodyRefused, loads
@@ -80,6 +81,7 @@ LINK_MESSAGES = {
 
 
 @login_required
+@chain_page()
 def device_link_page(request: HttpRequest) -> HttpResponse:
     """GET: what linking does, and a button. POST: a new one-use link and its QR code."""
     if request.method != "POST":
@@ -100,6 +102,7 @@ def device_link_page(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@chain_page()
 def device_link_open_view(request: HttpRequest, token: str) -> HttpResponse:
     """On the new device, signed in: claim the link, then register a passkey on this page."""
     try:
@@ -118,15 +121,22 @@ def device_link_open_view(request: HttpRequest, token: str) -> HttpResponse:
 
 @login_required
 @require_POST
+@chain_page()
 def device_approve_start(request: HttpRequest, passkey_id: int) -> HttpResponse:
     """Device 1 approves a pending passkey: the add-owner change is built on every chain, then
-    signed on its page with one prompt."""
+    signed on its page with one prompt. A recovery's passkey is refused (409, the error shape):
+    the page offers no approval for it, only a request made by hand gets here."""
     try:
         passkey = pending_passkey(user=request.user, passkey_id=passkey_id)
         change = owner_change_propose(
             user=request.user, kind=AccountChangeKind.ADD_OWNER, passkey=passkey
         )
-    except (DeviceError, PasskeyError) as exc:
+    except PasskeyError as exc:
+        if exc.code == "recovery_passkey":
+            return passkey_refusal(exc, status=409)
+        messages.error(request, USER_MESSAGES.get(exc.code, USER_MESSAGES["refused"]))
+        return redirect("passkeys")
+    except DeviceError as exc:
         messages.error(request, USER_MESSAGES.get(exc.code, USER_MESSAGES["refused"]))
         return redirect("passkeys")
     return redirect("account-change", change_id=change.pk)
@@ -144,6 +154,7 @@ def _own_change(request: HttpRequest, change_id) -> AccountChange | None:
 
 
 @login_required
+@chain_page()
 def account_change_page(request: HttpRequest, change_id) -> HttpResponse:
     change = _own_change(request, change_id)
     if change is None:
@@ -173,6 +184,7 @@ def account_change_page(request: HttpRequest, change_id) -> HttpResponse:
 
 @login_required
 @require_POST
+@chain_page(json=True)
 def account_change_options(request: HttpRequest, change_id) -> HttpResponse:
     change = _own_change(request, change_id)
     if change is None:
@@ -191,6 +203,7 @@ def account_change_options(request: HttpRequest, change_id) -> HttpResponse:
 
 @login_required
 @require_POST
+@chain_page(json=True)
 def account_change_sign(request: HttpRequest, change_id) -> JsonResponse:
     return assertion_step(
         request,
@@ -204,6 +217,7 @@ def account_change_sign(request: HttpRequest, change_id) -> JsonResponse:
 
 @login_required
 @require_POST
+@chain_page()
 def account_change_cancel(request: HttpRequest, change_id) -> HttpResponse:
     """Leave a proposed change unsigned."""
     if _own_change(request, change_id) is None:
@@ -217,6 +231,7 @@ def account_change_cancel(request: HttpRequest, change_id) -> HttpResponse:
 
 @login_required
 @require_POST
+@chain_page()
 def recovery_cancel_start(request: HttpRequest, change_id) -> HttpResponse:
     """Any owner cancels a recovery in progress: a cancelRecovery op on every chain."""
     target = _own_change(request, change_id)
@@ -237,6 +252,7 @@ def recovery_cancel_start(request: HttpRequest, change_id) -> HttpResponse:
 
 
 @login_required
+@chain_page()
 def recovery_code_page(request: HttpRequest) -> HttpResponse:
     """GET: what a recovery code is. POST: a new code, shown on this response only, and the
     change that sets its key on chain (signed on the page, one prompt)."""
@@ -274,6 +290,7 @@ def recovery_page(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
+@chain_page(json=True)
 def recovery_options(request: HttpRequest) -> HttpResponse:
     try:
         body = json_object(request)
@@ -286,6 +303,7 @@ def recovery_options(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
+@chain_page(json=True)
 def recovery_verify(request: HttpRequest) -> JsonResponse:
     pending = request.session.pop(RECOVERY_SESSION_KEY, None)
     if pending is None:

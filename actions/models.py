@@ -5,7 +5,10 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Lower
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from core.chains import chain_name
 from core.lifecycle import Lifecycle, register
@@ -23,14 +26,14 @@ class ActionType(models.TextChoices):
 
 
 class ActionStatus(models.TextChoices):
-    PROPOSED = "proposed", "Proposed"
-    SIGNED = "signed", "Signed"
-    SUBMITTED = "submitted", "Submitted"
-    BROADCAST = "broadcast", "Broadcast"
-    EXECUTED = "executed", "Executed"
-    FAILED = "failed", "Failed"
-    EXPIRED = "expired", "Expired"
-    REJECTED = "rejected", "Rejected"
+    PROPOSED = "proposed", _("Proposed")
+    SIGNED = "signed", _("Signed")
+    SUBMITTED = "submitted", _("Submitted")
+    BROADCAST = "broadcast", _("Broadcast")
+    EXECUTED = "executed", _("Executed")
+    FAILED = "failed", _("Failed")
+    EXPIRED = "expired", _("Expired")
+    REJECTED = "rejected", _("Rejected")
 
 
 S = ActionStatus
@@ -138,6 +141,10 @@ class Action(LifecycleModel):
             # The console's search by owner: a user's newest first, read only up to its limit
             # (on user_id alone every row of the user is fetched and sorted).
             models.Index(fields=["user", "-created_at"], name="action_user_created"),
+            # The console's search by a transfer's recipient and its ENS name (selectors read
+            # these exact expressions: params->>'to', params->>'ens').
+            models.Index(KeyTextTransform("to", "params"), name="action_params_to"),
+            models.Index(KeyTextTransform("ens", "params"), name="action_params_ens"),
         ]
         constraints = [
             models.CheckConstraint(
@@ -220,7 +227,11 @@ class BridgeLeg(models.Model):
     last_error = models.TextField(blank=True, default="")
 
     class Meta:
-        indexes = [models.Index(fields=["status", "next_check_at"], name="bridge_leg_due")]
+        indexes = [
+            models.Index(fields=["status", "next_check_at"], name="bridge_leg_due"),
+            # The console's search by the destination leg's tx hash.
+            models.Index(fields=["receiving_tx_hash"], name="bridge_leg_receiving_tx"),
+        ]
 
     def __str__(self) -> str:
         return f"bridge leg of {self.action_id} ({self.status or 'not started'})"
@@ -756,14 +767,14 @@ PERIOD_SECONDS = {
 
 
 class SpendPermissionStatus(models.TextChoices):
-    REQUESTED = "requested", "Requested"
-    GRANTING = "granting", "Being granted"
-    ACTIVE = "active", "Active"
-    REVOKING = "revoking", "Being revoked"
-    REVOKED = "revoked", "Revoked"
-    EXPIRED = "expired", "Expired"
-    DECLINED = "declined", "Declined"
-    FAILED = "failed", "Failed"
+    REQUESTED = "requested", _("Requested")
+    GRANTING = "granting", _("Being granted")
+    ACTIVE = "active", _("Active")
+    REVOKING = "revoking", _("Being revoked")
+    REVOKED = "revoked", _("Revoked")
+    EXPIRED = "expired", _("Expired")
+    DECLINED = "declined", _("Declined")
+    FAILED = "failed", _("Failed")
 
 
 P = SpendPermissionStatus
@@ -857,6 +868,10 @@ class SpendPermission(LifecycleModel):
 
     class Meta:
         ordering = ("-created_at",)
+        indexes = [
+            # The console's search by name, whatever its case (exact on LOWER(name)).
+            models.Index(Lower("name"), name="spend_permission_name_lower"),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(status__in=SpendPermissionStatus.values),

@@ -4,6 +4,8 @@ session key is destroyed at once; the on-chain revocation is signed with one pas
 
 from __future__ import annotations
 
+import uuid
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -22,6 +24,8 @@ from actions.services.spend_permissions import (
     spend_permissions_for_user,
     spend_permissions_revoke,
 )
+from core.api import error_json
+from core.echo import prefix
 from core.lifecycle import Actor
 
 P = SpendPermissionStatus
@@ -63,11 +67,21 @@ def permissions_page(request: HttpRequest) -> HttpResponse:
 def permissions_revoke(request: HttpRequest) -> HttpResponse:
     """Revoke the permissions ticked (or the one button's): keys destroyed now, one op per
     chain to sign."""
-    ids = request.POST.getlist("permission")
+    permission_ids = []
+    for value in request.POST.getlist("permission"):
+        try:
+            permission_ids.append(uuid.UUID(value))
+        except ValueError:  # not a form of ours: refused whole, before anything is revoked
+            return error_json(
+                "permission must be the id of a permission",
+                code="invalid_input",
+                status=400,
+                errors={"permission": [f"{prefix(value)} is not a permission id"]},
+            )
     try:
         actions = spend_permissions_revoke(
             user=request.user,
-            permission_ids=[i for i in ids if len(i) == 36],
+            permission_ids=permission_ids,
             actor=Actor.end_user(request.user),
             why="the user revoked it",
         )

@@ -14,6 +14,7 @@ from actions.selectors import (
     history_page,
     ramp_accounts_for_user,
 )
+from actions.services.bridges import action_outcome, bridge_leg_of
 from core.formats import rfc3339
 
 
@@ -296,6 +297,7 @@ def action_status_payload(action) -> dict:
     hand, key for key and byte for byte (a test compares them), because instantiating a DRF
     serializer costs more than the rest of the request."""
     signer = signing_permission(action)
+    outcome, outcome_detail = action_outcome(action, bridge_leg_of(action))
     return {
         "action_id": str(action.id),
         "type": str(action.type),
@@ -318,4 +320,6 @@ def action_status_payload(action) -> dict:
         ],
         "signed_by_permission": signer[1] if signer else None,
         "signed_by_permission_id": signer[0] if signer else None,
+        "outcome": outcome,
+        "outcome_detail": outcome_detail,
     }

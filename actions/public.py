@@ -11,6 +11,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Q, QuerySet
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Lower
 
 from actions import contract
 from actions.models import (
@@ -24,7 +26,7 @@ from actions.models import (
 )
 from actions.presenters import action_status_payload
 from actions.selectors import account_changes_stuck, action_with_history, actions_stuck
-from actions.services.bridges import bridge_why, bridges_waiting
+from actions.services.bridges import bridge_why, bridges_waiting, leg_outcome
 from actions.services.kinds import ACTION_TOOLS, kind_of
 from actions.services.lifecycle import (
     ActionResolutionError,
@@ -37,6 +39,7 @@ from actions.services.transitions import action_transition
 from actions.views import action_created_payload
 from core.admin import address_forms
 from core.lifecycle import Actor
+from evm import ens
 
 __all__ = [
     "ACTION_TOOLS",
@@ -121,6 +124,16 @@ def actions_needing_attention(*, now: datetime) -> tuple[QuerySet, Any]:
     return found, why
 
 
+def listed_bridge_outcome(action: Action) -> str:
+    """An executed swap's bridge outcome when its leg was read with it (the needs-attention
+    list) and is not a plain delivery: "refunded", "partial", "failed", "pending"; else ""."""
+    leg = Action.bridge_leg.related.get_cached_value(action, default=None)
+    if leg is None or action.status != ActionStatus.EXECUTED:
+        return ""
+    outcome = leg_outcome(leg)
+    return "" if outcome == "completed" else outcome
+
+
 def actions_search(*, shape: str, value: Any, term: str) -> list[tuple[str, QuerySet]]:
     """Exact, indexed lookups for a search term of this shape (core.admin.search_term_kind):
     (what was tried, the actions it finds)."""
@@ -131,9 +144,26 @@ def actions_search(*, shape: str, value: Any, term: str) -> list[tuple[str, Quer
         return [
             ("userOpHash", Action.objects.filter(user_op_hash__in=forms)),
             ("tx hash", Action.objects.filter(tx_hash__in=forms)),
+            (
+                "bridge receiving tx hash",
+                Action.objects.filter(bridge_leg__receiving_tx_hash__in=forms),
+            ),
         ]
     if shape == "address":
-        return [("smart account", Action.objects.filter(smart_account__in=address_forms(value)))]
+        # params->>'to' as the index action_params_to has it (params__to would compare jsonb).
+        recipient = Action.objects.alias(param_to=KeyTextTransform("to", "params"))
+        return [
+            ("smart account", Action.objects.filter(smart_account__in=address_forms(value))),
+            ("recipient", recipient.filter(param_to__in=address_forms(value))),
+        ]
+    if shape == "text" and "." in term:
+        try:
+            # Stored ENSIP-15 normalised (proposals._recipient): "Alice.ETH" finds alice.eth.
+            name = ens.normalize(term)
+        except ens.EnsNameInvalid:
+            return []
+        named = Action.objects.alias(param_ens=KeyTextTransform("ens", "params"))
+        return [("ENS name", named.filter(param_ens=name))]
     return []
 
 
@@ -191,6 +221,10 @@ def spend_permissions_search(*, shape: str, value: Any, term: str) -> list[tuple
         return [("spending permission id", SpendPermission.objects.filter(pk=value))]
     if shape == "hash":
         return [("on-chain permission id", SpendPermission.objects.filter(permission_id=term))]
+    if shape == "text" and term:
+        # LOWER(name) as the index spend_permission_name_lower has it.
+        named = SpendPermission.objects.alias(name_lower=Lower("name"))
+        return [("permission name", named.filter(name_lower=term.lower()))]
     if shape == "address":
         return [
             (

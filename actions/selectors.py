@@ -21,6 +21,7 @@ from actions.models import (
     IN_FLIGHT,
     PENDING_ON_CHAIN,
     AccountChange,
+    AccountChangeKind,
     AccountChangeStatus,
     Action,
     ActionStatus,
@@ -29,6 +30,7 @@ from actions.models import (
     Card,
     GnosisPaySession,
     HistoryEntry,
+    OwnerState,
     Passkey,
     RampAccount,
     RecoverySetup,
@@ -38,6 +40,7 @@ from actions.models import (
     TokenTransfer,
 )
 from core import json_input
+from core.echo import named
 
 
 class ActionNotFound(Exception):
@@ -59,10 +62,10 @@ def action_get_for_client(
     try:
         pk = uuid.UUID(str(action_id))
     except ValueError:
-        raise ActionNotFound(f"Action not found: {action_id}") from None
+        raise ActionNotFound(f"Action not found: {named(action_id)}") from None
     action = Action.objects.filter(pk=pk, created_at__gte=retention_cutoff(now)).first()
     if action is None:
-        raise ActionNotFound(f"Action not found: {action_id}")
+        raise ActionNotFound(f"Action not found: {named(action_id)}")
     _check_client(action, action_id=action_id, user=user, application=application)
     return action
 
@@ -185,14 +188,14 @@ def action_status_for_client(
     try:
         pk = uuid.UUID(str(action_id))
     except ValueError:
-        raise ActionNotFound(f"Action not found: {action_id}") from None
+        raise ActionNotFound(f"Action not found: {named(action_id)}") from None
     sql, params, columns, converters = _status_query(pk=pk, cutoff=retention_cutoff(now))
     connection = connections[Action.objects.db]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
-        raise ActionNotFound(f"Action not found: {action_id}")
+        raise ActionNotFound(f"Action not found: {named(action_id)}")
     row = list(row)
     for index, (functions, expression) in converters.items():
         for convert in functions:
@@ -266,7 +269,7 @@ def card_get_for_user(*, user, card_id: str | None = None) -> Card:
     )
     if card is None:
         raise ActionNotFound(
-            f"Card not found: {card_id}" if card_id else "No Picnic card for this user"
+            f"Card not found: {named(card_id)}" if card_id else "No Picnic card for this user"
         )
     return card
 
@@ -368,14 +371,36 @@ def history_page(*, user, cursor: str | None = None, limit: int = 20) -> History
 
 
 def passkeys_for_user(*, user) -> QuerySet[Passkey]:
-    """The passkeys page's list, oldest first, each with whether its key owns an account."""
+    """The passkeys page's list, oldest first, each with whether its key owns an account and,
+    for a passkey a recovery proposed, that recovery's id, start and ready time."""
 
     owns = SmartAccount.objects.filter(passkey=OuterRef("pk"))
+    recovery = AccountChange.objects.filter(
+        passkey=OuterRef("pk"), kind=AccountChangeKind.RECOVERY
+    ).order_by("-created_at")
     return (
         Passkey.objects.filter(user=user)
-        .annotate(owns_account=Exists(owns))
+        .annotate(
+            owns_account=Exists(owns),
+            recovery_id=Subquery(recovery.values("pk")[:1]),
+            recovery_status=Subquery(recovery.values("status")[:1]),
+            recovery_started_at=Subquery(recovery.values("created_at")[:1]),
+            recovery_ready_at=Subquery(recovery.values("ready_at")[:1]),
+        )
         .order_by("created_at", "pk")
     )
+
+
+def passkey_from_recovery(*, passkey: Passkey) -> bool:
+    """Whether a recovery proposed this passkey: it becomes an owner only through that
+    recovery's time-locked executeRecovery, never through an add-owner approval."""
+    return AccountChange.objects.filter(passkey=passkey, kind=AccountChangeKind.RECOVERY).exists()
+
+
+def approving_passkey_count(*, user) -> int:
+    """How many of the user's passkeys can approve a payment now: only keys that are owners on
+    chain (pending ones sign nothing yet; removed and being-removed ones no longer may)."""
+    return Passkey.objects.filter(user=user, owner_state=OwnerState.ACTIVE).count()
 
 
 def actions_for_user(*, user, limit: int = 20) -> QuerySet[Action]:

@@ -5,6 +5,7 @@ from rest_framework import serializers
 
 from actions.models import ActionStatus, ActionType
 from actions.presenters import signing_permission
+from actions.services.bridges import OUTCOMES, action_outcome, bridge_leg_of
 
 
 class StatusHistoryEntrySerializer(serializers.Serializer):
@@ -41,6 +42,15 @@ class ActionStatusSerializer(serializers.Serializer):
         help_text="That permission's id (get_spend_permissions' permission_id), or null."
     )
 
+    outcome = serializers.SerializerMethodField(
+        help_text="What happened, beside the seed's status: a cross-chain swap whose source "
+        "transaction is executed can still be refunded, get another token, fail or wait on the "
+        "bridge (pending). completed, refunded, partial, failed, pending, expired or rejected.",
+    )
+    outcome_detail = serializers.SerializerMethodField(
+        help_text="That outcome in one English line (what came back, where, its tx), or null.",
+    )
+
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_signed_by_permission(self, action) -> str | None:
         signer = signing_permission(action)
@@ -50,3 +60,11 @@ class ActionStatusSerializer(serializers.Serializer):
     def get_signed_by_permission_id(self, action) -> str | None:
         signer = signing_permission(action)
         return signer[0] if signer else None
+
+    @extend_schema_field(serializers.ChoiceField(choices=[(o, o) for o in OUTCOMES]))
+    def get_outcome(self, action) -> str:
+        return action_outcome(action, bridge_leg_of(action))[0]
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_outcome_detail(self, action) -> str | None:
+        return action_outcome(action, bridge_leg_of(action))[1]

@@ -28,7 +28,7 @@ from actions.providers.prices import PriceError, prices
 from actions.services.permission_reasons import CODES
 from core import l10n
 from core.agent_logos import agent_logo_url
-from core.chains import Chain, NativeCurrency, UnknownChain, get_chain
+from core.chains import Chain, NativeCurrency, UnknownChain, chain_name, get_chain
 
 _ASSET_ID = re.compile(r"eip155:([1-9][0-9]{0,19})/erc20:(0x[0-9a-fA-F]{40})")
 
@@ -384,6 +384,11 @@ def sign_facts(action: Action) -> dict:
         amount, sponsored = fee
         facts["fee"] = value(amount, chain.native.symbol, chain.native.price_id)
         facts["fee_sponsored"] = sponsored
+        # The first op from a new chain deploys the account (v0.7 `factory`, v0.6 `initCode`):
+        # its gas is most of a large fee, which the page must explain.
+        op = action.user_op or {}
+        facts["fee_deploys"] = bool(op.get("factory") or (op.get("initCode") or "0x") != "0x")
+        facts["fee_network"] = chain_name(action.chain_id)
     facts["permission_note"] = permission_note(params)
     return facts
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import logging
 import re
 
 from django import forms
@@ -18,6 +20,8 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
+from actions.bridge_words import bridge_leg_words
+from actions.evm_clients import ChainUnavailable, on_chain
 from actions.models import (
     AccountChangeKind,
     AccountChangeStatus,
@@ -30,12 +34,13 @@ from actions.selectors import (
     account_changes_for_user,
     action_signer,
     actions_for_user,
+    approving_passkey_count,
     end_user_accounts,
     passkeys_for_user,
     recovery_setup_of,
 )
 from actions.services.account_changes import owner_change_propose
-from actions.services.bridges import bridge_leg_of, leg_open
+from actions.services.bridges import action_outcome, bridge_leg_of, leg_open
 from actions.services.devices import device_link_bind, device_of, has_account
 from actions.services.lifecycle import (
     action_expire_if_overdue,
@@ -53,8 +58,7 @@ from actions.services.preferences import preferences_set_language, preferences_s
 from actions.services.proposals import web3
 from actions.services.signing import action_reject, action_sign, authentication_options
 from actions.signing_facts import sign_facts
-from core import l10n
-from core.api import error_json
+from core.api import error_json, failure_reason
 from core.chains import card_chain, chain_name
 from core.json_input import BodyRefused, json_body
 from core.live import entity_stream
@@ -62,6 +66,8 @@ from core.templatetags.chains import explorer_url
 from core.timeline import render_timeline
 from core.timezones import USER_ZONE_SESSION_KEY
 from evm.passkey_account import PasskeyAccountClient
+
+logger = logging.getLogger(__name__)
 
 REGISTRATION_SESSION_KEY = "passkey_registration_challenge"
 # Set when a device link is opened on the new device (device_views.py): the next passkey
@@ -99,6 +105,14 @@ USER_MESSAGES = {
     "change_expired": _(
         "This change expired: it was not approved in time. Nothing changed on your account. "
         "Start it again from your passkeys page."
+    ),
+    "agent_disconnected": _(
+        "This request was withdrawn because you disconnected the app that asked for it. "
+        "Nothing was sent, and it can no longer be signed."
+    ),
+    "recovery_passkey": _(
+        "This passkey was created by a recovery with your recovery code. It can sign only "
+        "after the safety delay, unless you cancel the recovery. It cannot be approved early."
     ),
     "change_in_progress": _(
         "Another change to your account is still being applied on every network. Nothing "
@@ -152,6 +166,10 @@ USER_MESSAGES = {
     "permission_denied": _("This signing link is not for your account."),
     "not_authenticated": _("Sign in to follow this request."),
     "unreadable": _("What your browser sent could not be read. Nothing changed. Try again."),
+    "chain_unavailable": _(
+        "The network your account lives on is not answering right now. Nothing changed. Try "
+        "again in a few minutes."
+    ),
     "refused": _("Your passkey's answer could not be verified. Nothing was signed. Try again."),
 }
 
@@ -228,10 +246,40 @@ def assertion_step(request: HttpRequest, *, owned: bool, not_yours: str, sign) -
 def _account_address(qx: bytes, qy: bytes) -> tuple[str, str]:
     # Asked of the card's chain; the factory's CREATE2 address, hence the account's, is the
     # same on every chain of the table.
-    client = PasskeyAccountClient(
-        web3(card_chain().id), qx, qy, version=settings.ENTRY_POINT_VERSION
-    )
-    return client.address, client.factory.address
+    chain = card_chain()
+    with on_chain(chain):  # a node that refuses is ChainUnavailable (chain_page), not a 500
+        client = PasskeyAccountClient(web3(chain.id), qx, qy, version=settings.ENTRY_POINT_VERSION)
+        return client.address, client.factory.address
+
+
+def chain_page(*, json: bool = False):
+    """For a passkey page or step that needs the chain: a node that does not answer is a 503
+    `chain_unavailable` (a page saying so, or the error body for the page's script), never a
+    500. The services call the chain before they write, or inside their transaction: nothing
+    is left half done."""
+
+    def decorate(view):
+        @functools.wraps(view)
+        def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            try:
+                return view(request, *args, **kwargs)
+            except ChainUnavailable as exc:
+                logger.warning("chain unavailable on %s: %s", request.path, exc)
+                detail = f"{exc.chain.name} could not be read: {failure_reason(exc.cause)}"
+                if json:
+                    return _refusal(detail, code="chain_unavailable", status=503)
+                response = render(
+                    request,
+                    "actions/chain_unavailable.html",
+                    {"chain": exc.chain.name, "code": "chain_unavailable"},
+                    status=503,
+                )
+                response["Retry-After"] = "60"
+                return response
+
+        return wrapped
+
+    return decorate
 
 
 class PasskeyNameForm(forms.Form):
@@ -239,6 +287,7 @@ class PasskeyNameForm(forms.Form):
 
 
 @login_required
+@chain_page()
 def passkeys_page(request: HttpRequest) -> HttpResponse:
     # The page where devices and recovery are managed: its language is the one the e-mails
     # about them are written in.
@@ -293,7 +342,7 @@ def activity_page(request: HttpRequest) -> HttpResponse:
         "actions/activity.html",
         {
             "actions": actions,
-            "passkeys": passkeys_for_user(user=request.user),
+            "approving_passkeys": approving_passkey_count(user=request.user),
             "waiting": sum(1 for a in actions if a.status == ActionStatus.PROPOSED),
         },
     )
@@ -309,6 +358,7 @@ def _back_to_passkeys(
 
 @login_required
 @require_POST
+@chain_page()
 def passkey_rename_view(request: HttpRequest, passkey_id: int) -> HttpResponse:
     form = PasskeyNameForm(request.POST)
     if not form.is_valid():
@@ -321,6 +371,7 @@ def passkey_rename_view(request: HttpRequest, passkey_id: int) -> HttpResponse:
 
 
 @login_required
+@chain_page()
 def passkey_remove_view(request: HttpRequest, passkey_id: int) -> HttpResponse:
     """GET asks for confirmation (a page of its own: works without JavaScript); POST removes."""
     passkey = passkeys_for_user(user=request.user).filter(pk=passkey_id).first()
@@ -346,6 +397,7 @@ def passkey_remove_view(request: HttpRequest, passkey_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@chain_page(json=True)
 def passkey_register_options(request: HttpRequest) -> HttpResponse:
     options, challenge = registration_options(user=request.user)
     request.session[REGISTRATION_SESSION_KEY] = challenge.hex()
@@ -354,6 +406,7 @@ def passkey_register_options(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
+@chain_page(json=True)
 def passkey_register_verify(request: HttpRequest) -> JsonResponse:
     challenge = request.session.pop(REGISTRATION_SESSION_KEY, None)
     if challenge is None:
@@ -414,6 +467,13 @@ STATUS_LABELS = {
     ActionStatus.FAILED: _("Not completed"),
     ActionStatus.EXPIRED: _("Expired"),
     ActionStatus.REJECTED: _("Rejected"),
+}
+# An executed cross-chain swap whose bridge did not simply deliver (action_outcome).
+OUTCOME_LABELS = {
+    "refunded": _("Refunded"),
+    "partial": _("Another token received"),
+    "failed": _("Not completed"),
+    "pending": _("Step 2 of 2 in progress"),
 }
 
 # The front door's list: what each request is, in a word or two.
@@ -578,80 +638,6 @@ _NEXT_STEP = {
 }
 
 
-def _bridge_text(action: Action, leg) -> str:
-    """A cross-chain swap's second leg in plain words, in the user's language."""
-    params = action.params or {}
-    values = {
-        "amount": l10n.format_amount(params.get("amount", "")),
-        "symbol": params.get("symbol", ""),
-        "to_symbol": leg.to_symbol,
-        "source": chain_name(leg.from_chain_id),
-        "destination": chain_name(leg.to_chain_id),
-        "received": l10n.format_amount(leg.received_amount),
-        "received_symbol": leg.received_symbol,
-        "where": chain_name(leg.receiving_chain_id or leg.to_chain_id),
-        "tx": _short_hash(leg.receiving_tx_hash),
-    }
-    if action.status != ActionStatus.EXECUTED:
-        return (
-            gettext(
-                "This swap has two steps: your %(amount)s %(symbol)s leave your account on "
-                "%(source)s, then a bridge delivers %(to_symbol)s to your account on "
-                "%(destination)s, usually within minutes."
-            )
-            % values
-        )
-    if leg.status == "DONE" and leg.substatus == "REFUNDED":
-        return (
-            gettext(
-                "The bridge could not deliver %(to_symbol)s on %(destination)s, so it sent your "
-                "%(received)s %(received_symbol)s back to your account on %(where)s (transaction "
-                "%(tx)s). The swap did not happen; only the network fee was spent."
-            )
-            % values
-        )
-    if leg.status == "DONE" and leg.substatus == "PARTIAL":
-        return (
-            gettext(
-                "The bridge delivered a different token than the one you asked for: you received "
-                "%(received)s %(received_symbol)s on %(where)s instead of %(to_symbol)s "
-                "(transaction %(tx)s). It is in your account there; you can swap it if you still "
-                "want %(to_symbol)s."
-            )
-            % values
-        )
-    if leg.status == "DONE":
-        return (
-            gettext("Received %(received)s %(received_symbol)s on %(where)s (transaction %(tx)s).")
-            % values
-        )
-    if leg.status == "FAILED":
-        return (
-            gettext(
-                "The bridge failed to deliver %(to_symbol)s on %(destination)s: your %(amount)s "
-                "%(symbol)s left your account on %(source)s and have not arrived. Picnic support "
-                "has been alerted; give them the reference below if you contact them."
-            )
-            % values
-        )
-    if leg.substatus == "CHAIN_NOT_AVAILABLE":
-        return (
-            gettext(
-                "Step 1 done: your %(amount)s %(symbol)s left your account on %(source)s. Step 2 "
-                "is waiting: %(destination)s cannot be reached right now, and the bridge delivers "
-                "%(to_symbol)s there as soon as it can."
-            )
-            % values
-        )
-    return (
-        gettext(
-            "Step 1 done: your %(amount)s %(symbol)s left your account on %(source)s. Step 2 is "
-            "waiting for the bridge to deliver %(to_symbol)s on %(destination)s."
-        )
-        % values
-    )
-
-
 def _signing_passkey_context(action: Action) -> dict:
     """Which passkey signs: the user's active ones by name while it waits, the one that
     signed afterwards (its history row names it)."""
@@ -680,6 +666,10 @@ def sign_page(request: HttpRequest, action_id) -> HttpResponse:
     facts = {} if request.htmx else sign_facts(action)
     slippage = facts.get("slippage")
     leg = bridge_leg_of(action)
+    outcome = action_outcome(action, leg)[0]
+    status_label = STATUS_LABELS.get(action.status, action.status)
+    if action.status == ActionStatus.EXECUTED:
+        status_label = OUTCOME_LABELS.get(outcome, status_label)
     return render_timeline(
         request,
         template="actions/sign.html",
@@ -689,7 +679,7 @@ def sign_page(request: HttpRequest, action_id) -> HttpResponse:
         context={
             "action": action,
             "bridge_leg": leg,
-            "bridge_text": _bridge_text(action, leg) if leg else "",
+            "bridge_text": bridge_leg_words(action, leg) if leg else "",
             "bridge_destination": chain_name(leg.to_chain_id) if leg else "",
             # The receiving transaction, linked to its chain's explorer where there is one.
             "bridge_tx_url": explorer_url(leg.receiving_chain_id, "tx", leg.receiving_tx_hash)
@@ -698,7 +688,8 @@ def sign_page(request: HttpRequest, action_id) -> HttpResponse:
             "bridge_waiting": leg_open(action, leg),
             "quote_expired": action.status == ActionStatus.EXPIRED and swap_quote_bounded(action),
             "facts": facts,
-            "status_label": STATUS_LABELS.get(action.status, action.status),
+            "status_label": status_label,
+            "outcome": outcome,
             "ms_left": ms_left,
             "time_left": _time_left_text(ms_left // 1000),
             "failure_reason": _failure_reason(action)

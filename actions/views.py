@@ -52,7 +52,7 @@ from actions.selectors import (
     smart_accounts_for_user,
 )
 from actions.serializers import ActionStatusSerializer
-from actions.services.bridges import bridge_leg_of, leg_detail, leg_open
+from actions.services.bridges import action_outcome, bridge_leg_of, leg_detail, leg_open
 from actions.services.history import history_sync
 from actions.services.lifecycle import (
     ActionResolutionError,
@@ -485,6 +485,8 @@ def action_timeline(request: HttpRequest, action_id) -> HttpResponse:
     """Staff page: the live status timeline of one action (see core.timeline)."""
     action = action_expire_if_overdue(action=get_object_or_404(Action, pk=action_id))
     leg = bridge_leg_of(action)
+    # Beside the status: a refunded or partial bridge is not shown as a success.
+    outcome = action_outcome(action, leg)[0]
     return render_timeline(
         request,
         template="actions/action_timeline.html",
@@ -496,6 +498,8 @@ def action_timeline(request: HttpRequest, action_id) -> HttpResponse:
             "bridge_leg": leg,
             "bridge_detail": leg_detail(leg) if leg else "",
             "bridge_destination": chain_name(leg.to_chain_id) if leg else "",
+            "outcome": outcome,
+            "status_note": f"outcome: {outcome}" if leg else "",
             "in_flight": action.status in IN_FLIGHT,
             "can_resolve": request.user.has_perm("actions.resolve_action"),
         },

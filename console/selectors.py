@@ -62,6 +62,7 @@ class Row:
     why: str  # why it is listed (stuck, failed recently, needs review…) or how it was found
     chain_id: int | None = None  # an action's chain (shown by name, core.chains)
     tx_hash: str = ""  # an action's transaction (linked to the chain's explorer, if any)
+    outcome: str = ""  # an executed swap's bridge outcome when not completed (refunded…)
 
     @property
     def lifecycle(self) -> Lifecycle:
@@ -137,6 +138,7 @@ def _action_row(action, why: str) -> Row:
         why=why,
         chain_id=action.chain_id,
         tx_hash=action.tx_hash or "",
+        outcome=actions.listed_bridge_outcome(action),
     )
 
 
@@ -254,7 +256,12 @@ _SHOWN_FIELDS = {
 
 # The needs-attention list also says why a bridge is listed (its leg, read in the same join).
 _ATTENTION_FIELDS = {
-    "action": ("executed_at", "bridge_leg__status", "bridge_leg__deadline"),
+    "action": (
+        "executed_at",
+        "bridge_leg__status",
+        "bridge_leg__substatus",
+        "bridge_leg__deadline",
+    ),
     "delivery": (),
     "operation": (),
     "accountChange": (),

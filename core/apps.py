@@ -24,7 +24,7 @@ class CoreConfig(AppConfig):
         sys.setrecursionlimit(RECURSION_LIMIT)
         # In ready(): core.lifecycle imports core.models, whose (abstract) models can only be
         # defined once the app registry is ready.
-        from core import gauges, lifecycle
+        from core import gauges, lifecycle, users
 
         # Every committed transition, and every visible change without one, goes on the event
         # channel (the MCP adapter listens).
@@ -32,6 +32,8 @@ class CoreConfig(AppConfig):
         lifecycle.entity_changed.connect(
             lifecycle.on_entity_changed, dispatch_uid="picnic-events-changed"
         )
+        # A user set inactive, whichever way: every app ends what it holds of theirs.
+        users.connect()
         request_finished.connect(end_trace, dispatch_uid="picnic-end-trace")
         # Tasks carry the trace of the request (or task) that enqueued them.
         task_tracing.connect()

@@ -14,3 +14,15 @@ def prefix(value: object, limit: int = PREFIX_CHARS) -> str:
         return repr(value) if len(value) <= limit else repr(value[:limit]) + "…"
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+# An id or name this long is shown as sent: a UUID (36), a tool name, an action URI.
+NAMED_CHARS = 80
+
+
+def named(value: object, limit: int = NAMED_CHARS) -> str:
+    """What a "not found" message names: `value` as sent when it is a short printable string
+    (the seeds' texts, "Action not found: abc"), else its `prefix`."""
+    if isinstance(value, str) and len(value) <= limit and value.isprintable():
+        return value
+    return prefix(value)

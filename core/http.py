@@ -4,6 +4,9 @@
 TLS) raises NotSent, which callers may retry. `request()` sends and reads the answer: a timeout
 or a dropped connection after that raises OutcomeUnknown. An HTTP answer is returned as is, so
 each adapter maps its provider's status codes and bodies.
+
+`timeout` bounds each connect and the whole of `request()` (send to last byte: a provider that
+answers a byte a second is cut off, core/outbound.py), and an answer is at most `max_bytes`.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from core import metrics, tracing
+from core import metrics, outbound, tracing
 
 
 class NotSent(Exception):
@@ -70,8 +73,19 @@ def problem_reason(answer: HttpAnswer) -> tuple[str, Any]:
     return f"HTTP {answer.status}", payload
 
 
+# No provider answers anything near this; a bigger answer is a fault, not data.
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+
+
 class JsonHttpClient:
-    def __init__(self, base_url: str, *, timeout: float, provider: str = "other"):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout: float,
+        provider: str = "other",
+        max_bytes: int = MAX_RESPONSE_BYTES,
+    ):
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"base URL must be http(s)://host[:port], got {base_url!r}")
@@ -81,6 +95,7 @@ class JsonHttpClient:
         self.prefix = parts.path.rstrip("/")
         self.timeout = timeout
         self.provider = provider  # the `provider` label of its metrics
+        self.max_bytes = max_bytes
 
     def connect(self) -> http.client.HTTPConnection:
         if self.scheme == "https":
@@ -109,8 +124,11 @@ class JsonHttpClient:
         # bytes go as they are (e.g. a form-encoded OAuth token request), anything else as JSON
         data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
         all_headers = {"Content-Type": "application/json", "User-Agent": "picnic-backoffice/1"}
+        deadline = outbound.deadline_in(self.timeout)
+        dog = outbound.Watchdog(conn.sock, deadline)
         try:
             with (
+                dog,
                 # no query string on the span: it may carry what a provider asks for
                 tracing.client_span(
                     method,
@@ -128,11 +146,22 @@ class JsonHttpClient:
                 all_headers.update(headers or {})
                 conn.request(method, self.prefix + path, body=data, headers=all_headers)
                 response = conn.getresponse()
-                raw = response.read()
-        except TimeoutError as exc:
+                raw = outbound.read_body(
+                    response,
+                    deadline=deadline,
+                    max_bytes=self.max_bytes,
+                    dog=dog,
+                )
+        except outbound.TooLarge as exc:
+            metrics.count_provider_error(self.provider, "invalid_response")
+            raise OutcomeUnknown(f"answer too large: {exc}") from exc
+        except (TimeoutError, outbound.DeadlineExceeded) as exc:
             metrics.count_provider_error(self.provider, "timeout")
             raise OutcomeUnknown(f"no answer within {self.timeout:g}s after sending") from exc
         except (http.client.HTTPException, OSError) as exc:
+            if dog.fired:  # the deadline shut the socket down under the read
+                metrics.count_provider_error(self.provider, "timeout")
+                raise OutcomeUnknown(f"no answer within {self.timeout:g}s after sending") from exc
             metrics.count_provider_error(self.provider, "connection_lost")
             raise OutcomeUnknown(
                 f"connection lost after sending: {type(exc).__name__}: {exc}"

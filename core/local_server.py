@@ -1,18 +1,61 @@
 """The base of the local HTTP servers that stand in for providers (X DMs, the Responses API,
 a bundler) in tests and `make run`: loopback only, threaded, able to answer JSON, hang until
-stopped, or drop the connection after reading the request."""
+stopped, drop the connection after reading the request, or drip an answer a byte at a time."""
 
 from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
+
+
+@dataclass
+class Drip:
+    """One answer dripped (`drip`): how long it is, how much of it went out, and whether the
+    client hung up before the end (seen at the next write after it did)."""
+
+    size: int
+    sent: int = 0
+    cut_off: threading.Event = field(default_factory=threading.Event)
+
+
+def drip(
+    handler: BaseHTTPRequestHandler,
+    content_type: str,
+    body: bytes,
+    *,
+    record: Drip,
+    stop: threading.Event,
+    started: threading.Event,
+    interval: float = 1.0,
+) -> None:
+    """Answer 200 with `body` one byte every `interval` seconds (the slow client turned
+    server: each read gets a byte well within any per-read timeout), until it is all sent,
+    the client hangs up or `stop` is set. `started` is set once the first byte is out."""
+    handler.close_connection = True
+    try:
+        handler.send_response(200)
+        handler.send_header("Content-Type", content_type)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        for index in range(len(body)):
+            handler.wfile.write(body[index : index + 1])
+            record.sent += 1
+            started.set()
+            if stop.wait(interval):
+                return
+    except OSError:
+        record.cut_off.set()
 
 
 class LocalJsonServer:
     def __init__(self, *, port: int = 0):
         self._release = threading.Event()
+        # The answers dripped so far (`drip_answer`), and set once one has started.
+        self.drips: list[Drip] = []
+        self.dripping = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -80,6 +123,19 @@ class LocalJsonServer:
 
     def send_json(self, handler: BaseHTTPRequestHandler, status: int, payload: Any) -> None:
         self.send(handler, status, json.dumps(payload).encode())
+
+    def drip_answer(self, handler: BaseHTTPRequestHandler, content_type: str, body: bytes) -> None:
+        """`drip` one byte a second, kept in `drips`, until the client hangs up or we stop."""
+        record = Drip(size=len(body))
+        self.drips.append(record)
+        drip(
+            handler,
+            content_type,
+            body,
+            record=record,
+            stop=self._release,
+            started=self.dripping,
+        )
 
     def hang(self) -> None:
         """Never answer (until the server stops)."""

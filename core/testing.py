@@ -73,6 +73,9 @@ class ScriptedServer(LocalJsonServer):
             return self.send(handler, 500, b'{"message": "internal error"}')
         if self.mode == "garbage":
             return self.send(handler, 200, b"<html>502 Bad Gateway</html>")
+        if self.mode == "drip":  # a whole answer, one byte a second
+            answer = {"jsonrpc": "2.0", "id": rpc_id, "result": self.result}
+            return self.drip_answer(handler, "application/json", json.dumps(answer).encode())
         if self.mode == "rpc_error":
             return self.send_json(
                 handler, 200, {"jsonrpc": "2.0", "id": rpc_id, "error": self.error}

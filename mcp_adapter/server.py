@@ -37,6 +37,7 @@ from redis import RedisError
 
 from core import events, metrics, tracing
 from core.api import INVALID_INPUT, error_text, schema_errors
+from core.echo import named
 from mcp_adapter.api import ApiAnswer, PicnicApi, path_segment
 from mcp_adapter.http import streamable_http_app
 from mcp_adapter.task_protocol import TaskProtocol
@@ -74,8 +75,14 @@ class DjangoTokenVerifier:
     def _find(token: str):
         model = get_access_token_model()
         checksum = hashlib.sha256(token.encode()).hexdigest()
-        found = model.objects.select_related("application").filter(token_checksum=checksum).first()
+        found = (
+            model.objects.select_related("application", "user")
+            .filter(token_checksum=checksum)
+            .first()
+        )
         if found is None or not found.is_valid():
+            return None
+        if found.user is not None and not found.user.is_active:  # deactivated: stopped
             return None
         if not any(isinstance(r, str) and resource_served(r) for r in found.resource or ()):
             return None
@@ -190,7 +197,7 @@ class PicnicMCP(MCPServer):
     async def get_prompt(self, name: str, arguments=None, context=None):
         # An unknown name is the caller's mistake (-32602), not the SDK's ValueError (code 0).
         if self._prompt_manager.get_prompt(name) is None:
-            raise MCPError(types.INVALID_PARAMS, f"Unknown prompt: {name}")
+            raise MCPError(types.INVALID_PARAMS, f"Unknown prompt: {named(name)}")
         return await super().get_prompt(name, arguments, context)
 
     # --- who is calling ---------------------------------------------------------------------
@@ -207,10 +214,12 @@ class PicnicMCP(MCPServer):
         return [
             types.Tool(
                 name=spec.name,
+                title=spec.title,
                 description=f"{spec.description} Scope: {spec.scope}.",
                 input_schema=spec.input_schema,
                 output_schema=spec.output_schema if self.output_schemas else None,
                 annotations=types.ToolAnnotations(
+                    title=spec.title,  # for clients that read the 2025-03-26 place
                     read_only_hint=spec.annotations["readOnlyHint"],
                     destructive_hint=spec.annotations["destructiveHint"],
                     idempotent_hint=spec.annotations["idempotentHint"],
@@ -241,7 +250,7 @@ class PicnicMCP(MCPServer):
     async def _call_tool(self, name: str, arguments: dict[str, Any], context=None):
         spec = self.specs.get(name)
         if spec is None:  # a protocol error, not a tool result
-            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}")
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {named(name)}")
         # The API validates against the same schema; checking here too spares a round trip
         # and covers the arguments that go into the path.
         errors = schema_errors(spec.input_schema, arguments, root="(arguments)")
@@ -290,10 +299,26 @@ class PicnicMCP(MCPServer):
     # --- the action resource ----------------------------------------------------------------
 
     async def _read_action(self, action_id: str) -> str:
+        if named(action_id) != action_id:  # far too long to be an id: no API call to make
+            raise ResourceNotFoundError(f"Action not found: {named(action_id)}")
         return await self._read_path(_action_path(action_id))
 
     async def _read_operation(self, operation_id: str) -> str:
+        if named(operation_id) != operation_id:
+            raise ResourceNotFoundError(f"Operation not found: {named(operation_id)}")
         return await self._read_path(f"/api/v1/operations/{path_segment(operation_id)}")
+
+    async def _handle_read_resource(self, ctx, params: types.ReadResourceRequestParams):
+        # The SDK's refusal names the whole URI twice (message and `data.uri`): a URI of
+        # 60 KB came back whole. Short ones stay as sent (SEP-2164's data).
+        try:
+            return await super()._handle_read_resource(ctx, params)
+        except MCPError as exc:
+            uri = str(params.uri)
+            if named(uri) == uri:
+                raise
+            message = exc.error.message.replace(uri, named(uri))
+            raise MCPError(exc.error.code, named(message, 300), {"uri": named(uri)}) from None
 
     async def _read_path(self, path: str) -> str:
         token = self._token()
@@ -315,7 +340,7 @@ class PicnicMCP(MCPServer):
         GET with the caller's token: the action's or operation's user and OAuth client)."""
         path = resource_api_path(uri)
         if path is None:
-            return f"Not a subscribable resource: {uri}"
+            return f"Not a subscribable resource: {named(uri)}"
         token = self._token()
         if not token:
             return "Not authenticated"

@@ -253,6 +253,14 @@ class OperationTasks:
             )
         if state == St.CANCELLED:
             return Projection(TaskStatus.CANCELLED, "Cancelled; the hold was released.", True)
+        if operation.billing_status == operations.BillingStatus.SETTLED:
+            # Cut at its token limit: the generator did the work, and it was billed.
+            return Projection(
+                TaskStatus.FAILED,
+                f"Failed: {operation.error_code or 'see the status'}; "
+                f"{operation.wallet_debited_credits:.6f} credits charged, at most the hold.",
+                True,
+            )
         return Projection(
             TaskStatus.FAILED,
             f"Failed: {operation.error_code or 'see the status'}; the hold was released.",
@@ -264,7 +272,9 @@ class OperationTasks:
 
     def cancel(self, operation, *, task: McpTask, context: AuthContext) -> None:
         try:
-            operations.operation_cancel_by_owner(operation_id=operation.pk, owner=task.user)
+            operations.operation_cancel_by_owner(
+                operation_id=operation.pk, owner=task.user, application=task.application
+            )
         except operations.NotCancellable as exc:
             raise TaskNotCancellable(f"Cannot cancel task: {exc}") from None
         except IllegalTransition as exc:

@@ -17,6 +17,7 @@ from operations.public import contract as operations
 @dataclass(frozen=True)
 class ToolSpec:
     name: str
+    title: str  # what clients show instead of the name (MCP 2025-11-25 Tool.title)
     description: str
     scope: str
     method: str
@@ -51,9 +52,10 @@ _ACTION_TOOL_SUFFIX = (
 )
 
 
-def _action_tool(name: str, description: str, input_schema: dict[str, Any]) -> ToolSpec:
+def _action_tool(name: str, title: str, description: str, input_schema: dict[str, Any]) -> ToolSpec:
     return ToolSpec(
         name=name,
+        title=title,
         description=description + _ACTION_TOOL_SUFFIX,
         scope="write:actions",
         method="POST",
@@ -68,6 +70,7 @@ def _action_tool(name: str, description: str, input_schema: dict[str, Any]) -> T
 TOOLS: list[ToolSpec] = [
     ToolSpec(
         name="get_transactions",
+        title="Transaction history",
         description=(
             "The user's history, newest first: transfers, swaps, ramps, investments, card "
             "purchases (merchant, MCC, billing amount) and card actions, each with assetId + "
@@ -84,6 +87,7 @@ TOOLS: list[ToolSpec] = [
     ),
     ToolSpec(
         name="get_smart_accounts",
+        title="Smart accounts",
         description=(
             "The smart accounts (picnic and gnosisPay) controlled by the user's passkey, with "
             "chain ID and account type."
@@ -97,6 +101,7 @@ TOOLS: list[ToolSpec] = [
     ),
     ToolSpec(
         name="get_balances",
+        title="Balances",
         description=(
             "Token balances on the user's smart accounts, read from the chain: CAIP-19 assetId, "
             "contract address, symbol, exact decimal amount, and values in USD/EUR/BRL (null, "
@@ -111,6 +116,7 @@ TOOLS: list[ToolSpec] = [
     ),
     ToolSpec(
         name="get_card",
+        title="Card",
         description=(
             "The Picnic card: state (the last one confirmed with Gnosis Pay), balances of its "
             "account, the daily limit and what remains of it (Roles allowance on chain), the "
@@ -125,6 +131,7 @@ TOOLS: list[ToolSpec] = [
     ),
     ToolSpec(
         name="get_profile",
+        title="Profile",
         description=(
             "The user's profile: userId, email, fiat ramps keyed by currency (BRL at "
             "BRLA/Avenia, EUR at Monerium) with KYC status normalised to "
@@ -141,6 +148,7 @@ TOOLS: list[ToolSpec] = [
     ),
     ToolSpec(
         name="get_action_status",
+        title="Action status",
         description=(
             "Read the current state of a pending or past action by id (polling fallback for "
             "notifications/resources/updated of picnic://action/{action_id}). On a submitted or "
@@ -164,6 +172,7 @@ TOOLS: list[ToolSpec] = [
     ),
     _action_tool(
         "transfer",
+        "Send tokens",
         "Send a token from the user's smart account to a 0x address or an ENS name. Under an "
         "active spending permission of this agent that covers it (token, recipient, window, "
         "this period's remaining allowance on chain) it is signed at once with no prompt: "
@@ -173,6 +182,7 @@ TOOLS: list[ToolSpec] = [
     ),
     _action_tool(
         "request_spend_permission",
+        "Request a spending permission",
         "Ask the user, once, to let this agent send up to `amount` of a token per period "
         "(daily, weekly or monthly) to the listed recipients (0x addresses or ENS names, or "
         "any_recipient: true) from starts_at (default now) until expires_at, enforced by the "
@@ -184,6 +194,7 @@ TOOLS: list[ToolSpec] = [
     ),
     ToolSpec(
         name="get_spend_permissions",
+        title="Spending permissions",
         description=(
             "This agent's spending permissions on the user's account (never another agent's): "
             "status, allowance per period, recipients, window, what remains of this period's "
@@ -199,6 +210,7 @@ TOOLS: list[ToolSpec] = [
     ),
     _action_tool(
         "swap",
+        "Swap tokens",
         "Swap between two CAIP-19 assets (same chain or cross-chain); the signing page warns "
         "when slippage is 1% or more. Cross-chain, the action is `executed` when the source "
         "transaction is mined; the bridge's delivery on the other chain follows in "
@@ -210,22 +222,26 @@ TOOLS: list[ToolSpec] = [
     ),
     _action_tool(
         "card_freeze",
+        "Freeze the card",
         "Freeze the user's Picnic (Gnosis Pay) card; off-chain, signed as SIWE (EIP-1271).",
         actions.CARD_STATE_INPUT_SCHEMA,
     ),
     _action_tool(
         "card_unfreeze",
+        "Unfreeze the card",
         "Unfreeze the user's Picnic (Gnosis Pay) card.",
         actions.CARD_STATE_INPUT_SCHEMA,
     ),
     _action_tool(
         "card_limit",
+        "Change the card's daily limit",
         "Change the card's daily limit (delay module + scheduled transaction, not 4337; it "
         "takes effect after the cooldown). Daily only.",
         actions.CARD_LIMIT_INPUT_SCHEMA,
     ),
     ToolSpec(
         name="sosoapi_dm_actions_status",
+        title="DM delivery status",
         description=(
             "After losing a response, look up delivery facts by action_id or the original "
             "idempotency_key. An unknown delivery is not a failure and must not be re-sent."
@@ -240,6 +256,7 @@ TOOLS: list[ToolSpec] = [
     ),
     ToolSpec(
         name="sosoapi_dm_actions_send",
+        title="Send a DM",
         description=(
             "Queue a DM through a workspace's social account. The same idempotency_key with "
             "the same payload returns the same action; with another payload it is refused."
@@ -260,6 +277,7 @@ TOOLS: list[ToolSpec] = [
     ),
     ToolSpec(
         name="tong_operation_status",
+        title="Operation status",
         description=(
             "An accepted request is not a finished generation. Follow the work until the "
             "result is ready."
@@ -275,6 +293,7 @@ TOOLS: list[ToolSpec] = [
     ),
     ToolSpec(
         name="tong_operation_quote",
+        title="Quote an operation",
         description=(
             "Price a generation before anything is held: the breakdown in credits (six "
             "decimals, as the ledger) and the quote's expires_at. Nothing is charged; start "
@@ -296,6 +315,7 @@ TOOLS: list[ToolSpec] = [
     ),
     ToolSpec(
         name="tong_operation_start",
+        title="Start an operation",
         description=(
             "Start a generation at a quoted price: holds the quote's credits and queues the "
             "work (a policy may send it to a staff reviewer first). Refused, with nothing held, "
@@ -319,6 +339,7 @@ TOOLS: list[ToolSpec] = [
     ),
     ToolSpec(
         name="tong_operation_cancel",
+        title="Cancel an operation",
         description=(
             "Cancel an operation that is queued, waiting, paused or in review; its hold is "
             "released. A finished or generating operation is not cancelled (the error says "
@@ -341,6 +362,7 @@ TOOLS: list[ToolSpec] = [
     ),
     ToolSpec(
         name="tong_operation_result",
+        title="Operation result",
         description=(
             "The generated output of an operation (ready once it succeeded), kept until "
             "detail_expires_at; after that the answer says that it expired."

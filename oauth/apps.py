@@ -1,6 +1,7 @@
 from django.apps import AppConfig
 
 from core.agent_logos import register_logo_lookup
+from core.agents import user_deactivated
 
 
 class OAuthConfig(AppConfig):
@@ -15,3 +16,4 @@ class OAuthConfig(AppConfig):
 
         cimd.install_loopback_switch()
         register_logo_lookup(services.application_logo_shown)
+        user_deactivated.connect(services.on_user_deactivated, dispatch_uid="oauth-deactivated")

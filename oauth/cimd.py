@@ -1,9 +1,12 @@
-"""Client ID Metadata Documents through django-oauth-toolkit's fetcher.
+"""Client ID Metadata Documents through django-oauth-toolkit's resolver, with our fetch.
 
-DOT fetches the document (https only, the resolved address checked and pinned, no redirects,
-bounded time and size, a per-URL failure backoff and an in-flight cap) and writes the
-Application (name, redirect URIs). Ours only keeps what DOT drops: the client's home page and
-logo, for the consent page.
+DOT checks the client id (https only, the resolved address checked and pinned, no redirects),
+keeps a per-URL failure backoff and an in-flight cap, and writes the Application (name,
+redirect URIs). Our fetcher does the fetch itself through core/outbound.py, since DOT's bounds
+each read, not the fetch (a document served a byte a second held a worker and its database
+connection for minutes): the whole fetch ends by OAUTH2_CIMD_FETCH_SECONDS, and the request's
+database connection is given back first. It also keeps what DOT drops: the client's home page
+and logo, for the consent page.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from oauth2_provider import cimd as dot_cimd
 from oauth2_provider.models import get_application_model
+from oauth2_provider.settings import oauth2_settings
 
+from core import outbound
 from oauth.policy import redirect_uri_problem
 from oauth.services import client_profile_record
 
@@ -25,10 +30,64 @@ logger = logging.getLogger(__name__)
 
 class ProfileKeepingFetcher(dot_cimd.SafeMetadataFetcher):
     def fetch(self, client_id):
-        metadata, max_age = super().fetch(client_id)
+        metadata, max_age = self._fetch_bounded(client_id)
         check_document(client_id, metadata)
         client_profile_record(client_id=client_id, metadata=metadata)
         return metadata, max_age
+
+    def _fetch_bounded(self, client_id):
+        """DOT's fetch (same checks, headers and answer rules) under one total deadline.
+        A document not whole by then is a CIMDError: the client is unknown (401
+        invalid_client at the token endpoint, 400 at the authorization endpoint)."""
+        parsed = dot_cimd._validate_client_id_url(client_id)
+        port = parsed.port or 443
+        seconds = settings.OAUTH2_CIMD_FETCH_SECONDS
+        deadline = outbound.deadline_in(seconds)
+        # The wait is on a client-controlled server: no pool connection is held through it.
+        outbound.db_release()
+        # Looked up at call time: install_loopback_switch() may have wrapped it.
+        ips = dot_cimd._resolve_and_validate(parsed.hostname, port)
+        path = parsed.path + (f"?{parsed.query}" if parsed.query else "")
+        headers = {"Host": parsed.netloc, "Accept": "application/json, application/*+json"}
+        last: Exception | None = None
+        for ip in ips:
+            try:
+                answer = outbound.get(
+                    ip=ip,
+                    port=port,
+                    host=parsed.hostname,
+                    path=path,
+                    secure=True,
+                    headers=headers,
+                    deadline=deadline,
+                    max_bytes=oauth2_settings.CIMD_MAX_DOCUMENT_SIZE,
+                )
+            except outbound.DeadlineExceeded as exc:
+                raise dot_cimd.CIMDError(
+                    f"client_id document not fetched within {seconds:g}s"
+                ) from exc
+            except outbound.TooLarge as exc:
+                raise dot_cimd.CIMDError(
+                    "client_id document exceeds the maximum allowed size"
+                ) from exc
+            except outbound.FetchFailed as exc:
+                last = exc
+                continue
+            return self._read_document(_Buffered(answer))
+        raise dot_cimd.CIMDError(f"could not fetch client_id document: {last}")
+
+
+class _Buffered:
+    """An answer read whole, in the shape DOT's `_read_document` reads (status, headers,
+    read(n)), so its checks of the status, media type, size and JSON stay the ones it makes."""
+
+    def __init__(self, answer: outbound.Answer):
+        self.status = answer.status
+        self.headers = answer.headers
+        self._body = answer.body
+
+    def read(self, amount: int) -> bytes:
+        return self._body[:amount]
 
 
 def check_document(client_id: str, metadata: dict) -> None:

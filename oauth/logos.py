@@ -16,15 +16,13 @@ from __future__ import annotations
 import io
 import ipaddress
 import socket
-import ssl
-import time
 from urllib.parse import urlsplit
 
-import urllib3
 from django.conf import settings
 from oauth2_provider.cimd import _ip_is_public
 from PIL import Image, UnidentifiedImageError
 
+from core import outbound
 from oauth.policy import LOOPBACK_HOSTS, MAX_URI_LENGTH
 
 CONTENT_TYPES = {"image/png", "image/jpeg", "image/webp", "image/gif"}
@@ -80,7 +78,9 @@ def _addresses(host: str, port: int) -> list[str]:
 
 
 def fetch(uri: str) -> bytes:
-    """The logo's bytes as served, within the limits above, or LogoRefused."""
+    """The logo's bytes as served, within the limits above, or LogoRefused. The whole fetch
+    (every address tried, connect to last byte) ends by AGENT_LOGO_TIMEOUT_SECONDS: a logo
+    served one byte a second is cut off there (core/outbound.py)."""
     if not logo_uri_allowed(uri):
         raise LogoRefused("not an https URL")
     parts = urlsplit(uri)
@@ -89,61 +89,43 @@ def fetch(uri: str) -> bytes:
         raise LogoRefused("no host, or credentials in the URL")
     port = parts.port or (443 if secure else 80)
     ips = _addresses(parts.hostname, port)
-    timeout = settings.AGENT_LOGO_TIMEOUT_SECONDS
-    deadline = time.monotonic() + timeout
+    deadline = outbound.deadline_in(settings.AGENT_LOGO_TIMEOUT_SECONDS)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     headers = {"Host": parts.netloc, "Accept": ", ".join(sorted(CONTENT_TYPES))}
+    limit = settings.AGENT_LOGO_MAX_BYTES
     last: Exception | None = None
     for ip in ips:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
-        limits = urllib3.Timeout(connect=remaining, read=remaining, total=remaining)
-        # Connect to the checked address; for https SNI and the certificate use the name.
-        pool = (
-            urllib3.HTTPSConnectionPool(
-                host=ip,
-                port=port,
-                timeout=limits,
-                retries=False,
-                maxsize=1,
-                ssl_context=ssl.create_default_context(),
-                server_hostname=parts.hostname,
-            )
-            if secure
-            else urllib3.HTTPConnectionPool(
-                host=ip, port=port, timeout=limits, retries=False, maxsize=1
-            )
-        )
         try:
-            response = pool.urlopen(
-                "GET", path, headers=headers, redirect=False, preload_content=False
+            answer = outbound.get(
+                ip=ip,
+                port=port,
+                host=parts.hostname,
+                path=path,
+                secure=secure,
+                headers=headers,
+                deadline=deadline,
+                max_bytes=limit,
             )
-            try:
-                return _body(response)
-            finally:
-                response.release_conn()
-        except urllib3.exceptions.HTTPError as exc:
+        except outbound.DeadlineExceeded as exc:
+            raise LogoRefused(
+                f"not fetched within {settings.AGENT_LOGO_TIMEOUT_SECONDS:g}s: {exc}"
+            ) from exc
+        except outbound.TooLarge as exc:
+            raise LogoRefused(str(exc)) from exc
+        except outbound.FetchFailed as exc:
             last = exc
-        finally:
-            pool.close()
-    raise LogoRefused(f"could not fetch: {last or 'timed out'}")
+            continue
+        return _checked(answer)
+    raise LogoRefused(f"could not fetch: {last}")
 
 
-def _body(response) -> bytes:
-    if response.status != 200:
-        raise LogoRefused(f"HTTP {response.status}")  # a redirect included: never followed
-    media_type = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+def _checked(answer: outbound.Answer) -> bytes:
+    if answer.status != 200:
+        raise LogoRefused(f"HTTP {answer.status}")  # a redirect included: never followed
+    media_type = answer.headers.get("Content-Type", "").split(";")[0].strip().lower()
     if media_type not in CONTENT_TYPES:
         raise LogoRefused(f"content type {media_type or 'missing'!r} is not an allowed image")
-    limit = settings.AGENT_LOGO_MAX_BYTES
-    declared = response.headers.get("Content-Length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise LogoRefused(f"{declared} bytes, over the {limit}-byte limit")
-    body = response.read(limit + 1)
-    if len(body) > limit:
-        raise LogoRefused(f"over the {limit}-byte limit")
-    return body
+    return answer.body
 
 
 def reencode(raw: bytes) -> bytes:

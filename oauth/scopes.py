@@ -45,6 +45,15 @@ _WORDS = {
 }
 
 
+# write:actions for an agent holding an active spending permission: its grants move money
+# without a prompt, so "nothing moves until you sign" would be false.
+WRITE_ACTIONS_WITH_PERMISSIONS = _(
+    "Propose wallet actions (transfers, swaps, freezing the card, changing its limit). "
+    "Within its active spending permissions (below) it sends with no prompt; anything else "
+    "waits until you sign it with your passkey."
+)
+
+
 def scope_words(scopes) -> list[ScopeWords]:
     """Each scope in plain words, reads first, in the order above (the wallet first); a scope
     without words shows its name."""

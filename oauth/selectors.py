@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.db.models import Q
@@ -10,7 +10,7 @@ from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_refresh_token_model
 
 from oauth.models import AgentUse, ClientProfile
-from oauth.scopes import ACT, READ, ScopeWords, scope_words
+from oauth.scopes import ACT, READ, WRITE_ACTIONS_WITH_PERMISSIONS, ScopeWords, scope_words
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,8 @@ class ConnectedAgent:
     connected_at: datetime
     last_used_at: datetime | None
     logo_url: str | None = None  # set by the page (oauth.services.client_logo_shown)
+    # Its active spending permissions (core.agents.agents_listed): what moves with no prompt.
+    permissions: tuple = ()
 
     @property
     def initial(self) -> str:
@@ -33,7 +35,13 @@ class ConnectedAgent:
 
     @property
     def acts(self) -> list[ScopeWords]:
-        return [w for w in scope_words(self.scopes) if w.kind == ACT]
+        words = [w for w in scope_words(self.scopes) if w.kind == ACT]
+        if not self.permissions:
+            return words
+        return [
+            replace(w, text=WRITE_ACTIONS_WITH_PERMISSIONS) if w.name == "write:actions" else w
+            for w in words
+        ]
 
 
 def client_profile(client_id: str) -> ClientProfile | None:

@@ -4,21 +4,26 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import secrets
 import time
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 from oauth2_provider.models import (
+    AbstractAccessToken,
     get_access_token_model,
     get_application_model,
     get_grant_model,
     get_refresh_token_model,
 )
 
+from core import outbound
 from core.lifecycle import enqueue_on_commit
 from oauth import logos
 from oauth.models import AgentUse, ClientProfile
@@ -103,6 +108,7 @@ def client_logo_fetch(*, profile_id: int) -> bool:
     profile = ClientProfile.objects.filter(pk=profile_id).only("client_id", "logo_uri").first()
     if profile is None or not profile.logo_uri:
         return False
+    outbound.db_release()  # the fetch may take its whole deadline
     try:
         png = logos.reencode(logos.fetch(profile.logo_uri))
     except logos.LogoRefused as refusal:
@@ -161,3 +167,64 @@ def agent_revoke(*, user, application_id: int) -> Revoked:
     AgentUse.objects.filter(user=user, application_id=application_id).delete()
     _last_written.pop((user.pk, application_id), None)
     return Revoked(access_tokens=deleted, refresh_tokens=refreshed)
+
+
+class MintRefused(ValueError):
+    """A token was asked for an unknown user, client or scope: nothing was minted."""
+
+
+def agent_token_mint(
+    *, username: str, client_id: str, scopes: list[str], days: int, resource: list[str]
+) -> AbstractAccessToken:
+    """An access token for `username` through the registered client `client_id`, bound
+    (RFC 8707) to `resource`: what `make run` prints, for a deployment with no demo data (the
+    cluster, production) where nobody should open a shell to make one."""
+    known = settings.OAUTH2_PROVIDER["SCOPES"]
+    unknown = [s for s in scopes if s not in known]
+    if unknown or not scopes:
+        raise MintRefused(f"unknown scope(s) {', '.join(unknown) or '(none given)'}")
+    if not 1 <= days <= 90:
+        raise MintRefused("days must be between 1 and 90")
+    user = get_user_model().objects.filter(username=username, is_active=True).first()
+    if user is None:
+        raise MintRefused(f"no active user {username!r}")
+    application = get_application_model().objects.filter(client_id=client_id).first()
+    if application is None:
+        raise MintRefused(f"no registered client {client_id!r}")
+    return get_access_token_model().objects.create(
+        user=user,
+        application=application,
+        scope=" ".join(dict.fromkeys(scopes)),
+        token=secrets.token_urlsafe(32),
+        expires=timezone.now() + timedelta(days=days),
+        resource=resource,
+    )
+
+
+@transaction.atomic
+def user_tokens_revoke(*, user) -> Revoked:
+    """Every agent of the user disconnected at once (the user was deactivated): what
+    agent_revoke does for one agent, for all of them."""
+    now = timezone.now()
+    refreshed = (
+        get_refresh_token_model()
+        .objects.filter(user=user, revoked__isnull=True)
+        .update(revoked=now, updated=now, access_token=None)
+    )
+    deleted, _ = get_access_token_model().objects.filter(user=user).delete()
+    get_grant_model().objects.filter(user=user).delete()
+    AgentUse.objects.filter(user=user).delete()
+    for key in [k for k in _last_written if k[0] == user.pk]:
+        _last_written.pop(key, None)
+    return Revoked(access_tokens=deleted, refresh_tokens=refreshed)
+
+
+def on_user_deactivated(sender, *, user, **kwargs) -> None:
+    """Receiver of core.users.user_deactivated."""
+    revoked = user_tokens_revoke(user=user)
+    logger.info(
+        "user %s deactivated: %d access and %d refresh tokens revoked",
+        user.pk,
+        revoked.access_tokens,
+        revoked.refresh_tokens,
+    )

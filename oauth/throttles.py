@@ -2,7 +2,9 @@
 count for every web process on Redis in production, per process on `make run`'s locmem.
 
 - the token endpoint: OAUTH2_TOKEN_PER_MINUTE requests a minute from one client address
-  (guessing codes, refresh tokens or client secrets);
+  (guessing codes, refresh tokens or client secrets), and OAUTH2_TOKEN_PER_CLIENT_PER_MINUTE
+  for one client id from every address together (generous: the same guessing spread over many
+  addresses; the address is the real one, core/proxy.py);
 - Client ID Metadata Document fetches: OAUTH2_CIMD_FETCHES_PER_MINUTE a minute for one host
   of client ids, checked before DOT fetches anything (as a CIMD registration permission,
   DOT's own pre-fetch gate, so a refusal is not a failed fetch and sets no backoff);
@@ -11,7 +13,9 @@ count for every web process on Redis in production, per process on `make run`'s 
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+import base64
+import binascii
+from urllib.parse import unquote_plus, urlsplit
 
 from django.conf import settings
 from django.http import JsonResponse
@@ -29,11 +33,30 @@ def too_many(description: str, retry_after: int) -> JsonResponse:
     return response
 
 
+def _client_id(request) -> str:
+    """The client id a token request names: HTTP Basic's user (form-encoded, RFC 6749
+    §2.3.1) or the body's `client_id`; "" when none (DOT refuses the request itself)."""
+    scheme, _, credentials = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(credentials.strip(), validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            return ""
+        return unquote_plus(decoded.partition(":")[0])
+    return getattr(request, "POST", {}).get("client_id", "")
+
+
 def token_refusal(request) -> JsonResponse | None:
-    """429 once this address passed its token requests for the minute, else None."""
+    """429 once this address, or the client id it names, passed its token requests for the
+    minute, else None."""
     address = request.META.get("REMOTE_ADDR", "")
     if throttle.hit("token", address, window_seconds=60) > settings.OAUTH2_TOKEN_PER_MINUTE:
         return too_many("Too many token requests from this address: try again in a minute", 60)
+    client_id = _client_id(request)
+    if client_id:
+        used = throttle.hit("token-client", client_id, window_seconds=60)
+        if used > settings.OAUTH2_TOKEN_PER_CLIENT_PER_MINUTE:
+            return too_many("Too many token requests for this client: try again in a minute", 60)
     return None
 
 

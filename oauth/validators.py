@@ -60,6 +60,15 @@ class PicnicOAuth2Validator(OAuth2Validator):
         before tokens were always bound, or by hand in the admin) is refused."""
         if not super().validate_bearer_token(token, scopes, request):
             return False
+        user = request.access_token.user
+        if user is not None and not user.is_active:
+            # Deactivated means stopped: the tokens are deleted then, and one that survived (a
+            # receiver that failed, a queryset update) is refused here all the same.
+            request.oauth2_error = {
+                "error": "invalid_token",
+                "error_description": "The access token's user is deactivated",
+            }
+            return False
         if not request.access_token.resource:
             request.oauth2_error = {
                 "error": "invalid_token",
@@ -67,3 +76,16 @@ class PicnicOAuth2Validator(OAuth2Validator):
             }
             return False
         return True
+
+    def validate_refresh_token(self, refresh_token, client, request, *args, **kwargs):
+        """DOT's checks, then: a deactivated user's refresh token gets nothing
+        (invalid_grant)."""
+        if not super().validate_refresh_token(refresh_token, client, request, *args, **kwargs):
+            return False
+        return request.user is None or request.user.is_active
+
+    def validate_code(self, client_id, code, client, request, *args, **kwargs):
+        """DOT's checks, then: a code a deactivated user approved buys no token."""
+        if not super().validate_code(client_id, code, client, request, *args, **kwargs):
+            return False
+        return request.user is None or request.user.is_active

@@ -22,7 +22,7 @@ from oauth2_provider.views import AuthorizationView, RevokeTokenView
 from oauth2_provider.views import TokenView as DotTokenView
 from oauthlib.oauth2.rfc6749 import errors
 
-from core.agents import agent_disconnected
+from core.agents import agent_disconnected, agents_listed
 from core.middleware import CSP
 from oauth import selectors, services
 from oauth.policy import is_loopback, resource_served
@@ -217,8 +217,18 @@ class RevocationView(RevokeTokenView):
 
 @login_required
 def connected_agents(request):
+    # Each agent's active spending permissions, from the app that holds them.
+    granted: dict = {}
+    for _receiver, answer in agents_listed.send_robust(sender=None, user=request.user):
+        if isinstance(answer, dict):
+            for application_id, grants in answer.items():
+                granted.setdefault(application_id, []).extend(grants)
     agents = [
-        replace(agent, logo_url=services.client_logo_shown(profile=agent.profile))
+        replace(
+            agent,
+            logo_url=services.client_logo_shown(profile=agent.profile),
+            permissions=tuple(granted.get(agent.application.pk, ())),
+        )
         for agent in selectors.connected_agents(user=request.user)
     ]
     return render(request, "oauth/connected_agents.html", {"agents": agents})

@@ -152,15 +152,16 @@ def release_hold(*, operation: Operation) -> dict[str, Decimal]:
 
 
 def settle(*, operation: Operation, usage: dict[str, int], source_id: str, evidence_at) -> dict:
-    """Debit the usage: from the hold first, then from available credits; what neither covers
-    is unfunded. The unused hold is released. Returns the operation's billing updates."""
+    """Debit the usage from the hold, never more: a charge never exceeds its hold (the quote
+    the user agreed to). Usage past it is unfunded, recorded as a `write_off` ledger row and
+    not taken from available credits. The unused hold is released. Returns the operation's
+    billing updates."""
     components = usage_components(usage)
     total = q(sum(components.values(), ZERO))
     wallet = wallet_locked(operation.owner_id)
     pending = q(operation.pending_credits)
     from_hold = min(total, pending)
-    from_available = min(total - from_hold, wallet.available_credits)
-    unfunded = q(total - from_hold - from_available)
+    unfunded = q(total - from_hold)
     released = q(pending - from_hold)
     if from_hold > 0:
         _move(
@@ -172,15 +173,15 @@ def settle(*, operation: Operation, usage: dict[str, int], source_id: str, evide
             operation=operation,
             note="usage debited from the hold",
         )
-    if from_available > 0:
+    if unfunded > 0:
         _move(
             wallet,
-            LedgerKind.DEBIT,
-            from_available,
-            available=-from_available,
+            LedgerKind.WRITE_OFF,
+            unfunded,
+            available=ZERO,
             held=ZERO,
             operation=operation,
-            note="usage beyond the hold",
+            note=f"usage past the hold of {fmt(operation.held_credits)} credits, not charged",
         )
     if released > 0:
         _move(
@@ -192,7 +193,7 @@ def settle(*, operation: Operation, usage: dict[str, int], source_id: str, evide
             operation=operation,
             note="unused hold released",
         )
-    debited = q(from_hold + from_available)
+    debited = q(from_hold)
     remaining = debited
     # One read of what this source already recorded, then one INSERT for the rest (the
     # caller holds the operation's row lock, so nobody settles it meanwhile).
@@ -249,6 +250,8 @@ def invariants(operation: Operation) -> list[str]:
         problems.append("pending + released exceed the hold")
     if spent_from_hold > op.wallet_debited_credits:
         problems.append("part of the hold is neither pending, released nor debited")
+    if op.wallet_debited_credits > op.held_credits:
+        problems.append("charged more than the hold")
     if op.refunded_credits > op.wallet_debited_credits:
         problems.append("refunded more than was debited")
     if op.billing_status == "settled":
@@ -281,6 +284,8 @@ def invariants(operation: Operation) -> list[str]:
         problems.append("ledger releases != released_credits")
     if q(ledger.get("refund", 0)) != op.refunded_credits:
         problems.append("ledger refunds != refunded_credits")
+    if q(ledger.get("write_off", 0)) != op.unfunded_credits:
+        problems.append("ledger write-offs != unfunded_credits")
     return problems
 
 

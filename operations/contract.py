@@ -222,6 +222,8 @@ NAME = _text(100)
 # A quote's output budget: a whole number of tokens, at least 1; the ceiling keeps the hold a
 # price (quoted_credits is DECIMAL(20, 6)) and is above any model's output limit.
 MAX_OUTPUT_TOKENS_LIMIT = 1_000_000
+# The Responses API refuses a smaller `max_output_tokens`: a quote below it could not be sent.
+MIN_OUTPUT_TOKENS = 16
 
 # `input` may be left out only when a quote_id brings the submit value (checked in the view).
 SUBMIT_INPUT_SCHEMA = {
@@ -258,7 +260,7 @@ QUOTE_INPUT_SCHEMA = {
             "properties": {
                 "max_output_tokens": {
                     "type": "integer",
-                    "minimum": 1,
+                    "minimum": MIN_OUTPUT_TOKENS,
                     "maximum": MAX_OUTPUT_TOKENS_LIMIT,
                     "description": "the answer's token budget the quote prices",
                 },

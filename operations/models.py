@@ -183,6 +183,8 @@ class LedgerKind(models.TextChoices):
     RELEASE = "release", "Release (held → available)"
     DEBIT = "debit", "Debit (held or available → spent)"
     REFUND = "refund", "Refund (spent → available)"
+    # Usage past the hold: never charged (a charge never exceeds its hold), only recorded.
+    WRITE_OFF = "write_off", "Write-off (usage past the hold, not charged)"
 
 
 class LedgerEntry(AppendOnly):
@@ -219,6 +221,14 @@ class Quote(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="quotes"
     )
+    # The agent that asked for it: only that agent may start it, as operations are per agent.
+    application = models.ForeignKey(
+        settings.OAUTH2_PROVIDER_APPLICATION_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="quotes",
+    )
     tool = models.CharField(max_length=100)
     operation_name = models.CharField(max_length=100, null=True, blank=True)
     model = models.CharField(max_length=100, null=True, blank=True)
@@ -243,6 +253,8 @@ class Operation(LifecycleModel):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="operations"
     )
+    # The agent that started it: only that agent reads or cancels it over the API and MCP
+    # (staff see them all). Null on rows made without an agent.
     application = models.ForeignKey(
         settings.OAUTH2_PROVIDER_APPLICATION_MODEL,
         null=True,
@@ -258,9 +270,12 @@ class Operation(LifecycleModel):
     quote = models.OneToOneField(
         Quote, null=True, blank=True, on_delete=models.PROTECT, related_name="used_by"
     )
-    # The caller's key for a start: the same key (for the same owner) returns the same
-    # operation instead of a second one.
+    # The caller's key for a start: the same key (for the same owner and agent) returns the
+    # same operation instead of a second one.
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    # The answer's token budget the hold was priced for, sent to the backend as its limit
+    # (null on rows from before it was stored: the quote's or the default then).
+    max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
 
     state = models.CharField(
         max_length=16, choices=State.choices, default=State.QUEUED, db_index=True
@@ -294,6 +309,7 @@ class Operation(LifecycleModel):
     wallet_debited_credits = models.DecimalField(**CREDITS)
     released_credits = models.DecimalField(**CREDITS)
     refunded_credits = models.DecimalField(**CREDITS)
+    # Usage past the hold: written off (a `write_off` ledger row), never taken from the wallet.
     unfunded_credits = models.DecimalField(**CREDITS)
     tokens = models.JSONField(null=True, blank=True)
 
@@ -315,10 +331,17 @@ class Operation(LifecycleModel):
             models.Index(fields=["owner", "-created_at"], name="operation_owner_created"),
         ]
         constraints = [
+            # Keys are per agent (OAuth application), as the operations themselves are; two
+            # constraints, as NULLs are distinct in a unique index (no agent: per owner).
+            models.UniqueConstraint(
+                fields=["owner", "application", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False, application__isnull=False),
+                name="operation_idempotency_key_agent",
+            ),
             models.UniqueConstraint(
                 fields=["owner", "idempotency_key"],
-                condition=Q(idempotency_key__isnull=False),
-                name="operation_idempotency_key_unique",
+                condition=Q(idempotency_key__isnull=False, application__isnull=True),
+                name="operation_idempotency_key_no_agent",
             ),
             models.CheckConstraint(
                 condition=_state_table_condition(), name="operation_state_status_stage"

@@ -28,6 +28,7 @@ from operations.services import NotCancellable, backend_unreachable, operation_c
 
 __all__ = [
     "CANCELLABLE_BY_STAFF",
+    "BillingStatus",
     "DispatchStatus",
     "NotCancellable",
     "State",

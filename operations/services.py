@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core import tracing
+from core.echo import named
 from core.lifecycle import (
     Actor,
     IllegalTransition,
@@ -28,7 +29,7 @@ from operations.backends.openai import (
     OutcomeUnknown,
     Refused,
 )
-from operations.contract import MAX_OUTPUT_TOKENS_LIMIT
+from operations.contract import MAX_OUTPUT_TOKENS_LIMIT, MIN_OUTPUT_TOKENS
 from operations.models import (
     OPERATION_LIFECYCLE,
     STATE_TABLE,
@@ -110,6 +111,7 @@ def needs_review(*, tool: str, category: str) -> str | None:
 def quote_create(
     *,
     owner,
+    application=None,
     tool: str,
     submit_field: str,
     submit_value: str,
@@ -123,8 +125,13 @@ def quote_create(
     # the ledger's constraints, i.e. a 500 at submit time).
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int | float):
         raise QuoteInvalid("max_output_tokens must be a whole number of tokens")
-    if max_tokens != int(max_tokens) or not 1 <= max_tokens <= MAX_OUTPUT_TOKENS_LIMIT:
-        raise QuoteInvalid(f"max_output_tokens must be between 1 and {MAX_OUTPUT_TOKENS_LIMIT}")
+    if (
+        max_tokens != int(max_tokens)
+        or not MIN_OUTPUT_TOKENS <= max_tokens <= MAX_OUTPUT_TOKENS_LIMIT
+    ):
+        raise QuoteInvalid(
+            f"max_output_tokens must be between {MIN_OUTPUT_TOKENS} and {MAX_OUTPUT_TOKENS_LIMIT}"
+        )
     quoted = billing.estimate(input_text=submit_value, max_output_tokens=int(max_tokens))
     if quoted < 0:
         raise QuoteInvalid(
@@ -135,6 +142,7 @@ def quote_create(
     )
     return Quote.objects.create(
         owner=owner,
+        application=application,
         breakdown=breakdown,
         tool=tool,
         model=model,
@@ -145,6 +153,23 @@ def quote_create(
         quoted_credits=quoted,
         expires_at=timezone.now() + timedelta(seconds=settings.OPERATIONS_QUOTE_TTL_SECONDS),
     )
+
+
+def quote_max_output_tokens(quote: Quote) -> int:
+    """The answer's token budget a quote priced (the default when it named none)."""
+    return int(
+        (quote.configuration or {}).get("max_output_tokens")
+        or settings.OPERATIONS_MAX_OUTPUT_TOKENS
+    )
+
+
+def operation_max_output_tokens(operation: Operation) -> int:
+    """The limit sent to the backend: the one the hold was priced for."""
+    if operation.max_output_tokens is not None:
+        return operation.max_output_tokens
+    if operation.quote is not None:  # a row from before the limit was stored
+        return quote_max_output_tokens(operation.quote)
+    return settings.OPERATIONS_MAX_OUTPUT_TOKENS
 
 
 @transaction.atomic
@@ -162,19 +187,27 @@ def operation_submit(
 ) -> Operation:
     """Admission: check the quote and the wallet, hold credits, then review or dispatch.
 
-    With an `idempotency_key`, a start the owner already made with that key returns its
-    operation (`operation.repeated` is True) instead of holding credits again; the same key
+    With an `idempotency_key`, a start the owner's agent (`application`) already made with
+    that key returns its operation (`operation.repeated` is True) instead of holding credits again; the same key
     for another quote is refused."""
     now = timezone.now()
     quote = None
     if quote_id is not None:
         # The quote's row lock serialises every start of one quote: one wins, the others
         # see it used (or, with the winner's key, get the winner's operation).
-        quote = Quote.objects.select_for_update().filter(pk=quote_id, owner=owner).first()
+        # Another agent's quote of the same owner is as unknown as another owner's.
+        quote = (
+            Quote.objects.select_for_update()
+            .filter(pk=quote_id, owner=owner, application=application)
+            .first()
+        )
         if quote is None:
-            raise QuoteInvalid(f"Quote not found: {quote_id}")
+            raise QuoteInvalid(f"Quote not found: {named(str(quote_id))}")
     if idempotency_key is not None:
-        earlier = Operation.objects.filter(owner=owner, idempotency_key=idempotency_key).first()
+        # Keys are the agent's own: another agent of the owner may use the same one.
+        earlier = Operation.objects.filter(
+            owner=owner, application=application, idempotency_key=idempotency_key
+        ).first()
         if earlier is not None:
             if earlier.quote_id != (quote.pk if quote else None) or earlier.tool != tool:
                 raise IdempotencyKeyReused(
@@ -191,15 +224,15 @@ def operation_submit(
         if quote.tool != tool:
             raise QuoteInvalid(f"Quote {quote_id} is for the tool {quote.tool!r}, not {tool!r}")
         input_text, model = quote.submit_value, quote.model or model
+        max_output_tokens = quote_max_output_tokens(quote)
         held = billing.q(quote.quoted_credits or 0)
         if held < 0:  # a quote stored before prices were checked: never a negative hold
             raise QuoteInvalid(f"Quote {quote_id} has a negative price; ask for a new quote")
     else:
         if not input_text:
             raise AdmissionError("input is required without a quote")
-        held = billing.estimate(
-            input_text=input_text, max_output_tokens=settings.OPERATIONS_MAX_OUTPUT_TOKENS
-        )
+        max_output_tokens = settings.OPERATIONS_MAX_OUTPUT_TOKENS
+        held = billing.estimate(input_text=input_text, max_output_tokens=max_output_tokens)
     rule = needs_review(tool=tool, category=category)
     try:
         with transaction.atomic():  # a savepoint: a same-key start that won first is no error
@@ -213,12 +246,15 @@ def operation_submit(
                 input_text=input_text,
                 quote=quote,
                 idempotency_key=idempotency_key,
+                max_output_tokens=max_output_tokens,
                 held=held,
                 review_rule=rule,
                 now=now,
             )
     except IntegrityError:
-        earlier = Operation.objects.filter(owner=owner, idempotency_key=idempotency_key).first()
+        earlier = Operation.objects.filter(
+            owner=owner, application=application, idempotency_key=idempotency_key
+        ).first()
         if idempotency_key is None or earlier is None:
             raise
         earlier.repeated = True
@@ -238,6 +274,7 @@ def _admit(
     input_text,
     quote,
     idempotency_key,
+    max_output_tokens: int,
     held,
     review_rule: str | None,
     now,
@@ -257,6 +294,7 @@ def _admit(
             "input": {"text": input_text},
             "quote": quote,
             "idempotency_key": idempotency_key,
+            "max_output_tokens": max_output_tokens,
             "state": S.QUEUED,
             "status": "accepted",
             "stage": Stage.ADMISSION if rule else Stage.DISPATCH,
@@ -300,13 +338,18 @@ class NotCancellable(Exception):
 
 
 def operation_cancel_by_owner(
-    *, operation_id, owner, client: OpenAIResponses | None = None
+    *, operation_id, owner, application, client: OpenAIResponses | None = None
 ) -> Operation:
-    """The owner's cancel: queued (not yet sent), needs_review, paused or waiting → cancelled,
-    the hold released. Raises NotCancellable with the reason otherwise."""
+    """The owner's cancel, by the agent (OAuth application) that started it: queued (not yet
+    sent), needs_review, paused or waiting → cancelled, the hold released. Raises
+    NotCancellable with the reason otherwise; Operation.DoesNotExist for another agent's."""
     actor = Actor.agent()
     with transaction.atomic():
-        operation = Operation.objects.select_for_update().filter(pk=operation_id, owner=owner).get()
+        operation = (
+            Operation.objects.select_for_update()
+            .filter(pk=operation_id, owner=owner, application=application)
+            .get()
+        )
         if operation.state not in CANCELLABLE_BY_OWNER:
             raise NotCancellable(
                 f"Operation {operation_id} is {operation.state}; only a queued, waiting, paused "
@@ -427,6 +470,25 @@ def _finish(operation: Operation, response: BackendResponse, actor: Actor) -> st
                 )
             )
             detail = f"completed; {updates['usage_credits']} credits used"
+        elif response.status == "incomplete":
+            # Cut at the quoted limit (or a content filter): the backend did the work and
+            # bills it, so the usage is settled from the hold like a completed answer's.
+            to = S.FAILED
+            updates["error_code"] = response.error_code
+            updates["result"] = {
+                "output_text": response.output_text,
+                "response_id": response.id,
+                "incomplete_reason": response.error_code,
+            }
+            updates.update(
+                billing.settle(
+                    operation=locked, usage=response.usage, source_id=response.id, evidence_at=now
+                )
+            )
+            detail = (
+                f"backend incomplete: {response.error_code}; {updates['usage_credits']} "
+                "credits used"
+            )
         else:
             to = S.CANCELLED if response.status == "cancelled" else S.FAILED
             updates["error_code"] = response.error_code if to == S.FAILED else None
@@ -505,6 +567,8 @@ def _create(client: OpenAIResponses, operation: Operation) -> BackendResponse:
         model=operation.model,
         input=operation.input.get("text", ""),
         metadata={"operation_id": str(operation.pk), "tool": operation.tool},
+        # The hold priced this many tokens at most; the backend stops there.
+        max_output_tokens=operation_max_output_tokens(operation),
     )
 
 

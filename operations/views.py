@@ -34,6 +34,7 @@ from operations.decisions import (
     operation_review_decide,
 )
 from operations.models import Channel, Operation, State
+from operations.selectors import OperationNotFound, operation_get_for_client
 from operations.serializers import operation_status_payload, quote_payload
 from operations.services import (
     AdmissionError,
@@ -51,21 +52,14 @@ class Gone(ApiError):
 
 
 def _owned(request: Request, operation_id: str) -> Operation:
-    """The caller's operation, or 404: a malformed id and another owner's operation answer
-    exactly like a missing one."""
+    """The caller's operation, or 404: a malformed id, another owner's operation and another
+    agent's of the same owner answer exactly like a missing one."""
     try:
-        pk = uuid.UUID(operation_id)
-    except ValueError:
-        raise NotFound(f"Operation not found: {operation_id}") from None
-    operation = (
-        Operation.objects.select_related("quote")
-        .prefetch_related("components")
-        .filter(pk=pk, owner=request.user)
-        .first()
-    )
-    if operation is None:
-        raise NotFound(f"Operation not found: {operation_id}")
-    return operation
+        return operation_get_for_client(
+            operation_id=operation_id, user=request.user, application=request.auth.application
+        )
+    except OperationNotFound as exc:
+        raise NotFound(str(exc)) from None
 
 
 def request_channel(request: Request) -> str:
@@ -127,7 +121,11 @@ class OperationCancelView(ApiView):
     def post(self, request: Request, operation_id: str) -> Response:
         operation = _owned(request, operation_id)
         try:
-            operation = operation_cancel_by_owner(operation_id=operation.pk, owner=request.user)
+            operation = operation_cancel_by_owner(
+                operation_id=operation.pk,
+                owner=request.user,
+                application=request.auth.application,
+            )
         except NotCancellable as exc:
             raise Conflict(str(exc), code="not_cancellable") from None
         except IllegalTransition as exc:  # it moved meanwhile
@@ -234,6 +232,7 @@ class QuoteCreateView(ApiView):
         try:
             quote = quote_create(
                 owner=request.user,
+                application=request.auth.application,
                 tool=data["tool"],
                 submit_field=data["submit_field"],
                 submit_value=data["submit_value"],

@@ -40,7 +40,7 @@ HAPROXY = "/usr/sbin/haproxy"
 RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
 RABBITMQ_CTL = Path("/usr/lib/rabbitmq/bin/rabbitmqctl")
 TEMPLATE = ROOT / "picnic" / "haproxy.cfg.template"
-QUEUE_KINDS = ("chain", "dm", "operations", "housekeeping")
+QUEUE_KINDS = ("chain", "dm", "operations", "housekeeping", "fetch")
 # What each process type prints once it serves.
 READY_MARKS = {
     "web": "Application startup complete",
@@ -73,6 +73,33 @@ def wait_for(predicate: Callable[[], object], *, timeout: float, what: str) -> N
 def mcp_server(env: dict[str, str], log_path: Path, *, port: int) -> processes.Process:
     argv = [sys.executable, "manage.py", "mcp", "--transport", "http", "--port", str(port)]
     return processes.Process("mcp", argv, env, log_path)
+
+
+def haproxy_config(
+    *,
+    stats_socket: Path,
+    web_port: int,
+    mcp_port: int,
+    web_servers: dict[str, int],
+    mcp_servers: dict[str, int],
+    mcp_check_path: str = "/.well-known/oauth-protected-resource/mcp",
+) -> str:
+    """The shipped HAProxy configuration (picnic/haproxy.cfg.template) for these loopback
+    servers, by name and port."""
+
+    def lines(servers: dict[str, int]) -> str:
+        return "\n".join(
+            f"    server {name} 127.0.0.1:{port} check" for name, port in servers.items()
+        )
+
+    return string.Template(TEMPLATE.read_text()).substitute(
+        stats_socket=stats_socket,
+        web_port=web_port,
+        mcp_port=mcp_port,
+        web_servers=lines(web_servers),
+        mcp_servers=lines(mcp_servers),
+        mcp_check_path=mcp_check_path,
+    )
 
 
 @dataclass
@@ -132,6 +159,8 @@ class Cluster:
         self.mcp_url = f"http://127.0.0.1:{mcp_port}/mcp"
         self.env = {
             **env,
+            # HAProxy, on this machine, is the proxy whose X-Forwarded-For the web believes.
+            "TRUSTED_PROXY_IPS": env.get("TRUSTED_PROXY_IPS") or "127.0.0.1/32",
             "MCP_API_URL": self.web_url,  # the MCP servers call the API through HAProxy too
             "MCP_RESOURCE_URL": self.mcp_url,
             "MCP_ALLOWED_ORIGINS": f"http://127.0.0.1:{mcp_port},http://localhost:{mcp_port}",
@@ -196,14 +225,10 @@ class Cluster:
     # --- HAProxy --------------------------------------------------------------------------
 
     def haproxy_config(self) -> str:
-        def servers(kind: str) -> str:
-            return "\n".join(
-                f"    server {m.name} 127.0.0.1:{m.port} check"
-                for m in self.members.values()
-                if m.kind == kind
-            )
+        def servers(kind: str) -> dict[str, int]:
+            return {m.name: m.port for m in self.members.values() if m.kind == kind}
 
-        return string.Template(TEMPLATE.read_text()).substitute(
+        return haproxy_config(
             stats_socket=self.stats_socket,
             web_port=self.web_port,
             mcp_port=self.mcp_port,

@@ -6,7 +6,9 @@ is set but cannot be used: a typo in production must not silently fall back to a
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import math
 import os
 import secrets
 from collections.abc import Iterable
@@ -65,6 +67,8 @@ def env_float(
         result = float(value)
     except ValueError:
         raise ImproperlyConfigured(f"{name}={value!r} is not a number") from None
+    if not math.isfinite(result):  # nan passes every comparison below; inf bounds nothing
+        raise ImproperlyConfigured(f"{name}={value!r} is not a finite number")
     if result < minimum or (result == minimum and not allow_minimum):
         bound = "at least" if allow_minimum else "greater than"
         raise ImproperlyConfigured(f"{name}={result} must be {bound} {minimum}")
@@ -102,6 +106,28 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if value is None:
         return default
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_networks(name: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """Comma-separated addresses or CIDR networks (`10.0.0.5, 10.1.0.0/16`); empty by default.
+    A network with host bits set (`10.0.0.5/24`, likely a typo) or a `*` stops start-up."""
+    networks = []
+    for item in env_list(name, []):
+        try:
+            networks.append(ipaddress.ip_network(item))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} is not an IP address or network (like 10.0.0.0/8)"
+            ) from None
+    return tuple(networks)
+
+
+def trusted_proxies() -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """TRUSTED_PROXY_IPS: the proxies whose X-Forwarded-* gunicorn and Django believe (none by
+    default). The old FORWARDED_ALLOW_IPS stops start-up rather than being silently ignored."""
+    if env_is_set("FORWARDED_ALLOW_IPS"):
+        raise ImproperlyConfigured("FORWARDED_ALLOW_IPS is now TRUSTED_PROXY_IPS (docs/deploy.md)")
+    return env_networks("TRUSTED_PROXY_IPS")
 
 
 def env_json(name: str, default: Any) -> Any:

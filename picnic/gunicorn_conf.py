@@ -13,7 +13,7 @@ from pathlib import Path
 # gunicorn imports this module before Django: picnic.env needs only ImproperlyConfigured.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from picnic.env import env_int, env_str  # noqa: E402
+from picnic.env import env_int, env_str, trusted_proxies  # noqa: E402
 
 # Pooled database connections in the web process (see DATABASE_POOL in picnic/settings.py).
 os.environ.setdefault("DATABASE_POOL", "true")
@@ -32,8 +32,9 @@ keepalive = env_int("WEB_KEEPALIVE_SECONDS", 5, minimum=1)
 # restart at once. 0 turns it off.
 max_requests = env_int("WEB_MAX_REQUESTS", 10_000, minimum=0)
 max_requests_jitter = env_int("WEB_MAX_REQUESTS_JITTER", 1_000, minimum=0)
-# The X-Forwarded-* of these addresses are trusted (the TLS proxy in front).
-forwarded_allow_ips = env_str("FORWARDED_ALLOW_IPS", "127.0.0.1")
+# Only the proxies in front (TRUSTED_PROXY_IPS, none by default) may set the client's address
+# and scheme with X-Forwarded-*: anyone else's header is ignored (core.proxy does the same).
+forwarded_allow_ips = ",".join(str(network) for network in trusted_proxies())
 # The app writes its own access line (core.middleware.TraceMiddleware: JSON, with the trace
 # id); gunicorn's is off unless WEB_ACCESS_LOG names a file or "-".
 accesslog = env_str("WEB_ACCESS_LOG", "") or None

@@ -30,6 +30,7 @@ from picnic.env import (
     env_str,
     env_url,
     machine_secret,
+    trusted_proxies,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -83,7 +84,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: the trace covers everything below, and the access line sees every response.
+    # Before everything that reads REMOTE_ADDR (the access line, throttles, device records).
+    "core.proxy.ClientAddressMiddleware",
+    # Next: the trace covers everything below, and the access line sees every response.
     "core.middleware.TraceMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files from the web process itself (no separate file server), before sessions.
@@ -159,10 +162,14 @@ LOGIN_REDIRECT_URL = "front-door"  # staff: the console; end users: their activi
 # The end user's logout (a POST from the page header) lands back on the sign-in page.
 LOGOUT_REDIRECT_URL = "login"
 # Every password check (the login page, the admin's, any authenticate() call) counts failures
-# per username and client address; see core/login.py.
+# per username and client address, per address and per username; see core/login.py.
 AUTHENTICATION_BACKENDS = ["core.login.ThrottledModelBackend"]
 LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5, minimum=1)
 LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+# From one address whatever the usernames, and for one username from all addresses (generous:
+# locking a victim out takes many addresses; a browser that signed in before is let through).
+LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("LOGIN_MAX_FAILURES_PER_ADDRESS", 30, minimum=1)
+LOGIN_MAX_FAILURES_PER_ACCOUNT = env_int("LOGIN_MAX_FAILURES_PER_ACCOUNT", 100, minimum=1)
 LANGUAGE_CODE = "en-us"
 # End-user pages (login, passkeys, signing) speak the users' languages: Brazil and Europe
 # (BRL and EUR ramps). The choice comes from the switcher (a cookie, Django's set_language
@@ -222,6 +229,15 @@ SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 if env_bool("DJANGO_BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
+# The proxies in front (HAProxy, a load balancer): only a request arriving from one of these
+# has its X-Forwarded-For believed, and the client is the rightmost address in it that is not
+# one of them (core/proxy.py). Empty by default: behind no proxy, the peer is the client.
+TRUSTED_PROXY_IPS = trusted_proxies()
+if env_bool("DJANGO_BEHIND_TLS_PROXY", False) and not TRUSTED_PROXY_IPS:
+    # Its X-Forwarded-Proto would be dropped as a client's, and every client would have the
+    # proxy's address (one login throttle for everyone).
+    raise ImproperlyConfigured("DJANGO_BEHIND_TLS_PROXY needs TRUSTED_PROXY_IPS (the proxy's)")
+
 # --- API: DRF, OAuth2 (django-oauth-toolkit), OpenAPI (drf-spectacular) ---------------------
 OAUTH2_SCOPES = {
     "read:actions": "Read the status of Picnic actions",
@@ -267,14 +283,20 @@ OAUTH2_DCR_PER_HOUR = env_int("OAUTH2_DCR_PER_HOUR", 20, minimum=1)
 # The token endpoint: at most this many requests a minute from one client address; metadata
 # documents: at most this many fetches a minute per host of client ids (oauth/throttles.py).
 OAUTH2_TOKEN_PER_MINUTE = env_int("OAUTH2_TOKEN_PER_MINUTE", 60, minimum=1)
+# And for one client id from every address together: generous (a busy agent's refreshes).
+OAUTH2_TOKEN_PER_CLIENT_PER_MINUTE = env_int("OAUTH2_TOKEN_PER_CLIENT_PER_MINUTE", 600, minimum=1)
 OAUTH2_CIMD_FETCHES_PER_MINUTE = env_int("OAUTH2_CIMD_FETCHES_PER_MINUTE", 30, minimum=1)
 # Client ID Metadata Documents are fetched from public addresses only. Tests serve one on
 # 127.0.0.1: they set this; nothing else should (it lets a client id point us at loopback).
 OAUTH2_CIMD_ALLOW_LOOPBACK = env_bool("OAUTH2_CIMD_ALLOW_LOOPBACK", False)
+# A metadata document is fetched whole within this many seconds (connect to last byte; a
+# server that drips it is cut off), or the client is unknown: oauth/cimd.py, core/outbound.py.
+OAUTH2_CIMD_FETCH_SECONDS = env_float("OAUTH2_CIMD_FETCH_SECONDS", 5.0)
 # Agents' logos are fetched by the server and served from this origin (oauth/logos.py): at
-# most this many bytes, within this time, re-encoded as a PNG of at most this many pixels a
-# side. Loopback logo URLs (http allowed) only with AGENT_LOGO_ALLOW_LOOPBACK: local runs and
-# tests; a deployment leaves it off (it would let a client point us at this machine).
+# most this many bytes, the whole fetch within this time (a server that drips it is cut off),
+# re-encoded as a PNG of at most this many pixels a side. Loopback logo URLs (http allowed)
+# only with AGENT_LOGO_ALLOW_LOOPBACK: local runs and tests; a deployment leaves it off (it
+# would let a client point us at this machine).
 AGENT_LOGO_MAX_BYTES = env_int("AGENT_LOGO_MAX_BYTES", 256 * 1024, minimum=1)
 AGENT_LOGO_TIMEOUT_SECONDS = env_float("AGENT_LOGO_TIMEOUT_SECONDS", 5.0)
 AGENT_LOGO_PIXELS = env_int("AGENT_LOGO_PIXELS", 96, minimum=16)
@@ -311,9 +333,9 @@ OAUTH2_PROVIDER = {
     # A replayed refresh token revokes its whole family.
     "REFRESH_TOKEN_REUSE_PROTECTION": True,
     # Agents register themselves: RFC 7591 for public clients (our view checks the metadata
-    # first: oauth/registration.py), or a Client ID Metadata Document fetched by DOT's
-    # SSRF-hardened fetcher (public addresses, https, no redirects, size and time bounds, a
-    # cache and a failure backoff) through ours, which keeps the logo and home page.
+    # first: oauth/registration.py), or a Client ID Metadata Document resolved by DOT (public
+    # addresses, https, no redirects, a cache and a failure backoff) and fetched by ours within
+    # OAUTH2_CIMD_FETCH_SECONDS as a whole, which also keeps the logo and home page.
     "DCR_ENABLED": True,
     "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
     "CIMD_ENABLED": True,
@@ -336,7 +358,7 @@ OAUTH2_PROVIDER = {
 }
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "oauth2_provider.contrib.rest_framework.OAuth2Authentication",
+        "oauth.authentication.BearerAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "core.api.ApiAutoSchema",
@@ -344,6 +366,9 @@ REST_FRAMEWORK = {
     # JSON only, behind one size/UTF-8/nesting limit (a form body is a 415, as documented).
     "DEFAULT_PARSER_CLASSES": ["core.json_input.JSONParser"],
     "UNAUTHENTICATED_USER": None,
+    # Throttles identify the client by REMOTE_ADDR, which core.proxy already resolved: DRF's
+    # default would believe any X-Forwarded-For.
+    "NUM_PROXIES": 0,
     "EXCEPTION_HANDLER": "core.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
@@ -473,7 +498,13 @@ BEAT_LOCK_RETRY_SECONDS = env_float("BEAT_LOCK_RETRY_SECONDS", 5.0)
 CELERY_QUEUE_PREFIX = env_str("CELERY_QUEUE_PREFIX", f"{DEPLOYMENT_PREFIX}.")
 if not re.fullmatch(r"[A-Za-z0-9_.:-]*", CELERY_QUEUE_PREFIX):
     raise ImproperlyConfigured("CELERY_QUEUE_PREFIX may hold only letters, digits and _ . : -")
-CELERY_QUEUE_KINDS = ("chain", "dm", "operations", "housekeeping")
+# Remote control (`celery inspect`, `control.revoke`) and task events go through broadcast
+# exchanges named by these, not by the queues: the same prefix keeps one deployment's
+# `celery inspect` from reaching another's workers on a shared broker.
+CELERY_CONTROL_EXCHANGE = f"{CELERY_QUEUE_PREFIX}celery"
+CELERY_EVENT_EXCHANGE = f"{CELERY_QUEUE_PREFIX}celeryev"
+CELERY_EVENT_QUEUE_PREFIX = f"{CELERY_QUEUE_PREFIX}celeryev"
+CELERY_QUEUE_KINDS = ("chain", "dm", "operations", "housekeeping", "fetch")
 CELERY_QUEUES_BY_KIND = {kind: f"{CELERY_QUEUE_PREFIX}{kind}" for kind in CELERY_QUEUE_KINDS}
 _TASK_KINDS = {
     # chain: submitting, reconciling and expiring actions against the node and the bundler.
@@ -498,7 +529,9 @@ _TASK_KINDS = {
     "messaging.tasks.deliveries_reap_leases": "housekeeping",
     "actions.tasks.card_purchases_sync_signed_in": "housekeeping",
     "mcp_adapter.tasks.tasks_purge_expired": "housekeeping",
-    "oauth.tasks.client_logo_fetch": "housekeeping",
+    # fetch: what a client's server answers, at its pace (agents' logos): a slow one holds a
+    # fetch worker up to its deadline, never the purges and lease reaping.
+    "oauth.tasks.client_logo_fetch": "fetch",
 }
 CELERY_TASK_ROUTES = {
     name: {"queue": CELERY_QUEUES_BY_KIND[kind]} for name, kind in _TASK_KINDS.items()
@@ -756,7 +789,7 @@ OPERATIONS_BACKEND_API_KEY = env_str("OPERATIONS_BACKEND_API_KEY", "local-dev-ke
 OPERATIONS_BACKEND_CREDENTIAL_ID = env_str("OPERATIONS_BACKEND_CREDENTIAL_ID", "local-openai")
 OPERATIONS_BACKEND_TIMEOUT_SECONDS = env_float("OPERATIONS_BACKEND_TIMEOUT_SECONDS", 10.0)
 OPERATIONS_DEFAULT_MODEL = env_str("OPERATIONS_DEFAULT_MODEL", "gpt-5-mini")
-OPERATIONS_MAX_OUTPUT_TOKENS = env_int("OPERATIONS_MAX_OUTPUT_TOKENS", 2048, minimum=1)
+OPERATIONS_MAX_OUTPUT_TOKENS = env_int("OPERATIONS_MAX_OUTPUT_TOKENS", 2048, minimum=16)
 # Credits per 1,000 tokens.
 OPERATIONS_PRICES = {"input": "0.5", "cached": "0.1", "output": "1.5", "reasoning": "2.0"}
 # Which operations wait for a human first: "category:<name>" or "tool:<name>", comma-separated.

@@ -41,6 +41,7 @@ from actions.models import (
     SmartAccount,
     SmartAccountKind,
 )
+from actions.selectors import passkey_from_recovery
 from actions.services.account_mail import DEVICE_ADDED, DEVICE_REMOVED, mail_on_commit
 from actions.services.passkeys import PasskeyError
 from actions.services.proposals import web3
@@ -153,6 +154,16 @@ def live_owners(*, user):
     )
 
 
+def _refuse_recovery_passkey(passkey: Passkey) -> None:
+    # addOwner takes effect at once: a recovery's passkey waits out the delay instead.
+    if passkey_from_recovery(passkey=passkey):
+        raise PasskeyError(
+            "This passkey comes from a recovery: it becomes an owner only through the "
+            "time-locked recovery, after its ready time",
+            code="recovery_passkey",
+        )
+
+
 def owner_change_propose(
     *, user, kind: str, passkey: Passkey | None = None, params: dict | None = None, target=None
 ) -> AccountChange:
@@ -163,6 +174,8 @@ def owner_change_propose(
         raise PasskeyError("No Picnic account yet", code="no_account")
     if kind == K.ADD_OWNER and passkey.owner_state != OwnerState.PENDING:
         raise PasskeyError("This passkey is not waiting to be added", code="not_pending")
+    if kind == K.ADD_OWNER:
+        _refuse_recovery_passkey(passkey)
     if kind == K.REMOVE_OWNER:
         if passkey.owner_state != OwnerState.ACTIVE or passkey.owner_index is None:
             raise PasskeyError("This passkey is not an owner", code="not_owner")
@@ -322,6 +335,8 @@ def owner_change_sign(*, change_id, user, credential_json: str) -> AccountChange
         raise PasskeyError("This change expired before it was signed", code="change_expired")
     if change.status != S.PROPOSED:
         raise PasskeyError(f"This change is {change.status}", code="not_proposed")
+    if change.kind == K.ADD_OWNER and change.passkey_id:
+        _refuse_recovery_passkey(change.passkey)  # built before the refusal above existed
     passkey, credential, verified = verify_signer(
         user=user, credential_json=credential_json, challenge=bytes.fromhex(change.challenge[2:])
     )

@@ -16,14 +16,17 @@ import logging
 from collections import Counter
 from datetime import datetime, timedelta
 from decimal import Decimal
+from functools import partial
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from actions.contract import ACTION_OUTCOMES
 from actions.models import ACTION_LIFECYCLE, LEG_DETAIL, Action, ActionStatus, BridgeLeg
 from actions.providers.lifi import BridgeStatus, LifiClient, QuoteError, SwapQuote
+from actions.services.bridge_mail import bridge_leg_mail
 from actions.services.transitions import action_touch
 from core import tracing
 from core.chains import chain_name
@@ -104,6 +107,36 @@ def leg_detail(leg: BridgeLeg) -> str:
     )
 
 
+# What happened, beside the seed's status (docs/decisions/0006-action-outcome.md): an action
+# whose source transaction is `executed` may still have been refunded by the bridge.
+OUTCOMES = tuple(ACTION_OUTCOMES)
+_ENDED = {
+    ActionStatus.FAILED: "failed",
+    ActionStatus.EXPIRED: "expired",
+    ActionStatus.REJECTED: "rejected",
+}
+
+
+def action_outcome(action: Action, leg: BridgeLeg | None) -> tuple[str, str | None]:
+    """(outcome, outcome_detail): for an executed cross-chain swap, what its destination leg
+    did (refunded, another token, failed, still waiting); otherwise what the status means."""
+    if action.status in _ENDED:
+        return _ENDED[action.status], action.error if action.status == ActionStatus.FAILED else None
+    if action.status != ActionStatus.EXECUTED:
+        return "pending", None
+    if leg is None:
+        return "completed", None
+    return leg_outcome(leg), leg_detail(leg).removeprefix(LEG_DETAIL)
+
+
+def leg_outcome(leg: BridgeLeg) -> str:
+    """What the destination leg of an executed swap did, in action_outcome's words (reads
+    only its status and substatus)."""
+    if leg.status == "DONE":
+        return {"REFUNDED": "refunded", "PARTIAL": "partial"}.get(leg.substatus, "completed")
+    return "failed" if leg.status == "FAILED" else "pending"
+
+
 def _next_check(checks: int, now: datetime) -> datetime:
     """BRIDGE_POLL_SECONDS, then doubling, at most BRIDGE_POLL_MAX_SECONDS."""
     seconds = settings.BRIDGE_POLL_SECONDS * 2 ** max(checks - 1, 0)
@@ -176,6 +209,8 @@ def bridge_reconcile(
             )
             # updated_at and an event: the live timelines and the signing page re-render.
             action_touch(action_id=action.pk, last_reconciled_at=now)
+            if leg.finished:
+                transaction.on_commit(partial(bridge_leg_mail, leg_id=leg.pk))
     return leg.status
 
 
@@ -241,7 +276,7 @@ def bridges_reconcile_pending(
 def bridges_waiting(*, now: datetime | None = None) -> list:
     """Ids of the actions whose bridge has been waiting longer than BRIDGE_STUCK_AFTER_MINUTES
     since the source transaction (past its deadline included), or failed in the last day: what
-    the console lists. Read from the legs first (their status index), because an OR of the
+    the console lists; refunded or another token delivered in the last day too. Read from the legs first (their status index), because an OR of the
     actions' own filters with one that reaches into the legs' join made PostgreSQL scan every
     action (the console home grew linearly with the table)."""
     now = now or timezone.now()
@@ -251,8 +286,12 @@ def bridges_waiting(*, now: datetime | None = None) -> list:
         action__status=ActionStatus.EXECUTED,
         action__executed_at__lt=cutoff,
     )
-    failed = Q(status="FAILED", done_at__gte=now - timedelta(days=1))
-    return list(BridgeLeg.objects.filter(waiting | failed).values_list("action_id", flat=True))
+    day = now - timedelta(days=1)
+    failed = Q(status="FAILED", done_at__gte=day)
+    # Refunded or another token: the user did not get what they asked for; support is asked.
+    not_as_asked = Q(status="DONE", substatus__in=("REFUNDED", "PARTIAL"), done_at__gte=day)
+    found = BridgeLeg.objects.filter(waiting | failed | not_as_asked)
+    return list(found.values_list("action_id", flat=True))
 
 
 def bridge_why(action: Action, now: datetime) -> str | None:
@@ -262,6 +301,10 @@ def bridge_why(action: Action, now: datetime) -> str | None:
         return None
     if leg.status == "FAILED":
         return "bridge failed"
+    if leg.substatus == "REFUNDED":
+        return "bridge refunded: the swap did not happen"
+    if leg.substatus == "PARTIAL":
+        return "bridge delivered another token"
     if leg.finished:
         return None
     deadline = leg.deadline or action.executed_at + timedelta(

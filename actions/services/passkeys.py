@@ -20,7 +20,11 @@ from webauthn.helpers.decode_credential_public_key import (
     DecodedEC2PublicKey,
     decode_credential_public_key,
 )
-from webauthn.helpers.exceptions import InvalidRegistrationResponse
+from webauthn.helpers.exceptions import (
+    InvalidJSONStructure,
+    InvalidRegistrationResponse,
+    WebAuthnException,
+)
 from webauthn.helpers.structs import (
     AuthenticatorSelectionCriteria,
     PublicKeyCredentialDescriptor,
@@ -36,7 +40,9 @@ from actions.models import (
     SmartAccount,
     SmartAccountKind,
 )
+from actions.selectors import passkey_from_recovery
 from core.chains import all_chains
+from core.echo import prefix
 
 
 class PasskeyError(Exception):
@@ -105,6 +111,14 @@ def passkey_register(
     except InvalidRegistrationResponse as exc:
         raise PasskeyError(
             f"Passkey registration refused: {exc}", code="registration_refused"
+        ) from None
+    except InvalidJSONStructure as exc:  # not JSON, an array, a field of the wrong type
+        raise PasskeyError(
+            f"Passkey registration refused: {prefix(str(exc), 200)}", code="unreadable"
+        ) from None
+    except WebAuthnException as exc:  # well-formed JSON holding undecodable CBOR or key data
+        raise PasskeyError(
+            f"Passkey registration refused: {prefix(str(exc), 200)}", code="registration_refused"
         ) from None
     key = decode_credential_public_key(verified.credential_public_key)
     if not isinstance(key, DecodedEC2PublicKey):
@@ -211,6 +225,11 @@ def passkey_remove(*, user, passkey_id: int) -> None:
         raise PasskeyError("This passkey is an owner of the account", code="owns_account")
     if passkey.smart_accounts.exists():
         raise PasskeyError("This passkey owns a smart account", code="owns_account")
+    if passkey_from_recovery(passkey=passkey) and passkey.owner_state == OwnerState.PENDING:
+        # Its recovery refers to it: the recovery is cancelled instead (on every chain).
+        raise PasskeyError(
+            "This passkey comes from a recovery in progress", code="recovery_passkey"
+        )
     others = Passkey.objects.filter(user=user).exclude(pk=passkey.pk)
     pending = Action.objects.filter(user=user, status=ActionStatus.PROPOSED).exists()
     if pending and not others.exists():

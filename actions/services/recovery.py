@@ -16,6 +16,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 from web3.exceptions import Web3Exception
 from webauthn import generate_registration_options, options_to_json
 from webauthn.helpers.structs import (
@@ -103,15 +104,22 @@ def recovery_code_create(*, user) -> tuple[str, AccountChange]:
     return code, change
 
 
+def recovery_user_handle(*, username: str) -> bytes:
+    """The WebAuthn user handle of a recovery's new passkey: an HMAC of the username under
+    SECRET_KEY, the same 32 bytes for a name that exists and one that does not. The server
+    resolves the user from the username it keeps in the session, never from this handle."""
+    return salted_hmac("picnic.recovery.user-handle", username, algorithm="sha256").digest()
+
+
 def recovery_registration_options(*, username: str) -> tuple[str, bytes]:
-    """Registration options for the new passkey. The same shape whether the username exists
-    or not (a random user handle for nobody): the page tells nothing about accounts."""
-    user = get_user_model().objects.filter(username=username).first()
+    """Registration options for the new passkey. Built without looking the username up, so
+    the answer has the same shape (and takes the same path) whether it exists or not: the
+    page tells nothing about accounts."""
     challenge = secrets.token_bytes(32)
     options = generate_registration_options(
         rp_id=settings.WEBAUTHN_RP_ID,
         rp_name=settings.WEBAUTHN_RP_NAME,
-        user_id=str(user.pk).encode() if user else secrets.token_hex(4).encode(),
+        user_id=recovery_user_handle(username=username),
         user_name=username or "recovery",
         challenge=challenge,
         supported_pub_key_algs=OFFERED_ALGORITHMS,
@@ -254,16 +262,30 @@ def recovery_settle(*, change: AccountChange) -> AccountChange:
                 change_id=change.pk,
                 to=S.WAITING,
                 actor=Actor.system(),
-                updates={"ready_at": datetime.fromtimestamp(ready, tz=UTC)},
+                updates={
+                    "ready_at": datetime.fromtimestamp(ready, tz=UTC),
+                    # Each chain's own readyAt: their clocks need not agree.
+                    "params": {
+                        **change.params,
+                        "ready_at_by_chain": {
+                            str(chain_id): state.ready_at for chain_id, state in states.items()
+                        },
+                    },
+                },
                 detail=f"proposed on every chain; executable from {ready} (chain time)",
             )
             mail_on_commit(change, RECOVERY_STARTED)
         return change
     if change.status != S.WAITING:
         return change
-    added = _owner_added(change)
-    if added:
-        return _recovery_done(change)
+    # Chain time decides (the contract checks it), not this server's clock nor the database:
+    # nothing is recorded as executed before every chain has reached the ready time.
+    ripe = _ready_on_every_chain(change, states, pending)
+    if _owner_added(change):
+        if ripe:
+            return _recovery_done(change)
+        logger.error("recovery %s: its passkey is an owner before the ready time", change.pk)
+        return change
     if not all(pending(state) for state in states.values()):
         with transaction.atomic():
             try:
@@ -277,11 +299,8 @@ def recovery_settle(*, change: AccountChange) -> AccountChange:
                 return AccountChange.objects.get(pk=change.pk)
             _undo(change)
         return change
-    for account in picnic_accounts(user=change.user):
-        # Chain time decides (the contract checks it), not this server's clock.
-        now = web3(account.chain_id).eth.get_block("latest")["timestamp"]
-        if now < states[account.chain_id].ready_at:
-            return change
+    if not ripe:
+        return change
     for account in picnic_accounts(user=change.user):
         relayer = card_relayer(account.chain_id)
         try:
@@ -293,6 +312,24 @@ def recovery_settle(*, change: AccountChange) -> AccountChange:
     if _owner_added(change):
         return _recovery_done(change)
     return change
+
+
+def _ready_on_every_chain(change: AccountChange, states: dict, pending) -> bool:
+    """Every chain's latest block is at or past the recovery's readyAt on that chain: the
+    one it holds while pending, else the one recorded when the change started waiting. Each
+    chain is compared with its own readyAt, not the latest over all chains, since the
+    clocks of two chains need not agree."""
+    recorded = change.params.get("ready_at_by_chain", {})
+    fallback = int(change.ready_at.timestamp()) if change.ready_at else 0
+    for account in picnic_accounts(user=change.user):
+        state = states.get(account.chain_id)
+        if pending(state):
+            ready = state.ready_at
+        else:
+            ready = recorded.get(str(account.chain_id), fallback)
+        if not ready or web3(account.chain_id).eth.get_block("latest")["timestamp"] < ready:
+            return False
+    return True
 
 
 def _owner_added(change: AccountChange) -> bool:

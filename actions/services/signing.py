@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from actions.models import Action, ActionStatus, Passkey, SmartAccount
+from actions.models import Action, ActionStatus, ActionType, Passkey, SmartAccount
 from actions.services.account_changes import count_use, passkey_request, verify_signer
 from actions.services.kinds import kind_of
 from actions.services.lifecycle import action_expire_if_overdue, swap_quote_bounded
@@ -16,6 +16,53 @@ from actions.services.passkeys import PasskeyError
 from actions.services.transitions import action_transition
 from core.lifecycle import Actor, IllegalTransition, enqueue_on_commit
 from evm.signature import pack_owner_signature
+
+# params["withdrawn"] of a proposal the user's disconnection of its agent withdrew: its
+# signing page says so, and signing it is refused with this code.
+AGENT_DISCONNECTED = "agent_disconnected"
+# Ended with their spending permission (spend_permissions), not here: a grant withdrawn, and
+# the user's own revocations (they are what the disconnection asks the user to sign).
+_NOT_WITHDRAWN_HERE = (ActionType.SPEND_GRANT, ActionType.SPEND_REVOKE)
+
+
+def _refuse_withdrawn(action: Action) -> None:
+    if action.status == ActionStatus.REJECTED and action.params.get("withdrawn") == (
+        AGENT_DISCONNECTED
+    ):
+        raise PasskeyError(
+            "This request was withdrawn: the agent that asked for it was disconnected",
+            code=AGENT_DISCONNECTED,
+        )
+
+
+def actions_withdraw_for_agent(*, user, application_id) -> list[Action]:
+    """The user disconnected an agent: its proposals still waiting for a signature end
+    `rejected` (withdrawn, saying why on their pages). One signed meanwhile goes on: the
+    user approved it with their passkey before the disconnection."""
+    proposals = Action.objects.filter(
+        user=user, application_id=application_id, status=ActionStatus.PROPOSED
+    ).exclude(type__in=_NOT_WITHDRAWN_HERE)
+    withdrawn = []
+    for action in proposals:
+        try:
+            withdrawn.append(
+                action_transition(
+                    action_id=action.pk,
+                    to=ActionStatus.REJECTED,
+                    actor=Actor.end_user(user),
+                    only_from={ActionStatus.PROPOSED},
+                    updates={"params": {**action.params, "withdrawn": AGENT_DISCONNECTED}},
+                    detail="withdrawn: the agent was disconnected",
+                )
+            )
+        except IllegalTransition:
+            continue  # signed or expired meanwhile: it stays as it is
+    return withdrawn
+
+
+def on_agent_disconnected(sender, *, user, application_id, **kwargs) -> None:
+    """Receiver of core.agents.agent_disconnected."""
+    actions_withdraw_for_agent(user=user, application_id=application_id)
 
 
 def action_challenge(action: Action) -> bytes:
@@ -48,6 +95,7 @@ def _signers(action: Action):
 
 
 def authentication_options(*, action: Action) -> str:
+    _refuse_withdrawn(action)
     _signing_account(action)  # the action has a passkey account (or no_passkey)
     return passkey_request(
         challenge=action_challenge(action), allowed=_signers(action).order_by("pk")
@@ -67,6 +115,7 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
             "This swap can no longer be signed: its price quote expired before it was signed",
             code="quote_expired",
         )
+    _refuse_withdrawn(action)
     if action.status != ActionStatus.PROPOSED:
         raise PasskeyError(
             f"This action can no longer be signed: it is {action.status}", code="not_proposed"
@@ -100,6 +149,7 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
                 f"(owner {passkey.owner_index})",
             )
         except IllegalTransition as exc:
+            _refuse_withdrawn(Action.objects.get(pk=action.pk))  # withdrawn while signing
             raise PasskeyError(
                 f"This action can no longer be signed: it is {exc.current}", code="not_proposed"
             ) from None

@@ -33,10 +33,10 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from web3 import Web3
 
 from actions.chain_reads import CHAIN_RPC_ERRORS
@@ -77,6 +77,7 @@ from actions.services.proposals import (
     transfer_request,
     web3,
 )
+from actions.services.signing import AGENT_DISCONNECTED
 from actions.services.spend_follow import (
     P,
     permission_transition,
@@ -85,8 +86,10 @@ from actions.services.spend_follow import (
 )
 from actions.services.transitions import action_transition
 from core.chains import chain_name, get_chain
+from core.echo import prefix
 from core.formats import rfc3339
 from core.lifecycle import Actor, IllegalTransition, create, enqueue_on_commit
+from core.schema import parse_date_time
 from evm import spend_permission as chain_permission
 from evm.bundler import BundlerError
 
@@ -112,11 +115,13 @@ def agent_name(application) -> str:
 def _when(value: str | None, field: str) -> datetime | None:
     if value in (None, ""):
         return None
-    parsed = parse_datetime(value) if isinstance(value, str) else None
-    if parsed is None or parsed.tzinfo is None:
+    # The contract checked it already (core.schema.FORMATS); strict again so that a caller
+    # past the contract cannot raise here with 30 February.
+    parsed = parse_date_time(value) if isinstance(value, str) else None
+    if parsed is None:
         raise ToolError(
             f"{field} must be an RFC 3339 date-time with a time zone, like "
-            f"2027-03-31T00:00:00Z, got {value!r}",
+            f"2027-03-31T00:00:00Z, got {prefix(value)}",
             errors={field: ["not an RFC 3339 date-time with a time zone"]},
         )
     return parsed
@@ -268,6 +273,18 @@ def _pair(token: Token, to_asset_id: str | None, chain, account: SmartAccount, u
     return to_token, [Web3.to_checksum_address(quote.tx_to)]
 
 
+def _within_cap(*, user, application) -> None:
+    open_count = SpendPermission.objects.filter(
+        user=user, application=application, status__in=SPEND_PERMISSION_LIVE
+    ).count()
+    if open_count >= settings.SPEND_PERMISSIONS_PER_AGENT:
+        raise ToolError(
+            f"this agent already holds {open_count} open permissions on this account (the most "
+            "allowed): the user must revoke one first",
+            code="too_many_permissions",
+        )
+
+
 def spend_permission_request(
     *,
     user,
@@ -297,15 +314,7 @@ def spend_permission_request(
     window = _window(starts_at, expires_at)
     chain = _chain(token.chain_id)
     listed = _recipients(recipients, any_recipient, chain, swaps=bool(to_asset_id))
-    open_count = SpendPermission.objects.filter(
-        user=user, application=application, status__in=SPEND_PERMISSION_LIVE
-    ).count()
-    if open_count >= settings.SPEND_PERMISSIONS_PER_AGENT:
-        raise ToolError(
-            f"this agent already holds {open_count} open permissions on this account (the most "
-            "allowed): the user must revoke one first",
-            code="too_many_permissions",
-        )
+    _within_cap(user=user, application=application)
     account = _account(user, chain)
     with on_chain(chain):
         to_token, routers = _pair(token, to_asset_id, chain, account, units)
@@ -365,6 +374,12 @@ def spend_permission_request(
         "without asking you each time"
     )
     with transaction.atomic():
+        # The cap holds under concurrency: requests of one user queue on the user's row, so
+        # each counts what the ones before it inserted (the count above only spares the chain
+        # work of an obvious refusal). NO KEY: rows that merely point at the user (history,
+        # other actions) are not held up.
+        get_user_model().objects.select_for_update(no_key=True).filter(pk=user.pk).first()
+        _within_cap(user=user, application=application)
         action = action_create(
             user=user,
             application=application,
@@ -411,7 +426,9 @@ def spend_permission_request(
 # --- revoking ----------------------------------------------------------------------------------
 
 
-def spend_permissions_revoke(*, user, permission_ids, actor: Actor, why: str) -> list[Action]:
+def spend_permissions_revoke(
+    *, user, permission_ids, actor: Actor, why: str, withdrawn: str = ""
+) -> list[Action]:
     """Destroy the keys at once, then propose one revocation per chain (one user operation
     calling `revokePermission` for each, batched) for the permissions granted on chain. A grant
     not yet signed is withdrawn instead. Returns the revoke actions to sign."""
@@ -425,12 +442,17 @@ def spend_permissions_revoke(*, user, permission_ids, actor: Actor, why: str) ->
         with transaction.atomic():
             spend_permission_destroy_key(permission=permission, actor=actor, why=why)
         if permission.status == P.REQUESTED and permission.grant_action_id:
+            grant = permission.grant_action
             try:
                 action_transition(
-                    action_id=permission.grant_action_id,
+                    action_id=grant.pk,
                     to=ActionStatus.REJECTED,
                     actor=actor,
                     only_from={ActionStatus.PROPOSED},
+                    # `withdrawn` (a code) is what the grant's signing page says happened.
+                    updates={"params": {**grant.params, "withdrawn": withdrawn}}
+                    if withdrawn
+                    else None,
                     detail=f"withdrawn: {why}",
                 )
             except IllegalTransition:
@@ -501,7 +523,18 @@ def spend_permissions_agent_disconnected(*, user, application_id) -> list[Action
         permission_ids=list(ids),
         actor=Actor.end_user(user),
         why="the user disconnected the agent",
+        withdrawn=AGENT_DISCONNECTED,
     )
+
+
+def spend_permissions_user_deactivated(*, user, actor: Actor, why: str) -> list[Action]:
+    """The user was deactivated: every key of theirs destroyed now, every grant withdrawn or
+    its revocation proposed (signed with the passkey if they come back; the keys are gone
+    whatever happens to it)."""
+    ids = SpendPermission.objects.filter(
+        user=user, status__in=(*SPEND_PERMISSION_LIVE, P.REVOKING)
+    ).values_list("pk", flat=True)
+    return spend_permissions_revoke(user=user, permission_ids=list(ids), actor=actor, why=why)
 
 
 # --- spending under a permission -----------------------------------------------------------
@@ -696,6 +729,22 @@ def _signed_by_permission(
     account = permission.account
     extra = {} if ttl_seconds is None else {"ttl_seconds": ttl_seconds}
     with transaction.atomic():
+        # Read again under a row lock: a Revoke (or a deactivation) that destroyed the key
+        # after this spend began has committed, or waits until this one has. Nothing is
+        # signed with a key the server no longer holds.
+        current = (
+            SpendPermission.objects.select_for_update(of=("self",), no_key=True)
+            .select_related("user")
+            .get(pk=permission.pk)
+        )
+        if current.status != P.ACTIVE or not current.has_key or not current.user.is_active:
+            raise NotCovered(
+                Reason(
+                    "revoking",
+                    f"the permission “{permission.name}” is being revoked",
+                    {"name": permission.name},
+                )
+            )
         action = action_create(
             user=user,
             application=application,
@@ -997,3 +1046,34 @@ def on_agent_disconnected(sender, *, user, application_id, **kwargs) -> str | No
     grants revoked on chain (the page to sign the revocation is where the user goes next)."""
     actions = spend_permissions_agent_disconnected(user=user, application_id=application_id)
     return revoke_sign_path(actions[0]) if actions else None
+
+
+def on_agents_listed(sender, *, user, **kwargs) -> dict[int, list[dict]]:
+    """Receiver of core.agents.agents_listed: each agent's active spending permissions, what
+    it may move with no prompt (the Connected agents page says so next to the agent)."""
+    found: dict[int, list[dict]] = {}
+    active = (
+        SpendPermission.objects.select_related("token", "to_token", "application")
+        .filter(user=user, status=P.ACTIVE, expires_at__gt=timezone.now())
+        .order_by("created_at")
+    )
+    for permission in active:
+        found.setdefault(permission.application_id, []).append(
+            {
+                "id": str(permission.pk),
+                "name": permission.name,
+                "amount": permission.allowance,
+                "symbol": permission.token.symbol,
+                "period": permission.period,
+                "to": "" if permission.any_recipient else recipients_text(permission.recipients),
+                "swap_only": not permission.recipients and not permission.any_recipient,
+                "to_symbol": permission.to_token.symbol if permission.to_token_id else "",
+                "expires_at": permission.expires_at,
+            }
+        )
+    return found
+
+
+def on_user_deactivated(sender, *, user, actor: Actor, why: str, **kwargs) -> None:
+    """Receiver of core.agents.user_deactivated."""
+    spend_permissions_user_deactivated(user=user, actor=actor, why=why)

@@ -8,10 +8,18 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from actions.evm_clients import bundler_client, chain_rpc
-from actions.models import IN_FLIGHT, PENDING_ON_CHAIN, Action, ActionStatus
+from actions.models import (
+    IN_FLIGHT,
+    PENDING_ON_CHAIN,
+    Action,
+    ActionStatus,
+    ActionType,
+    SpendPermission,
+)
 from actions.services.transitions import (
     ReconcileOutcome,
     action_touch,
@@ -40,14 +48,48 @@ def user_op_submit(*, action_id, client: BundlerClient | None = None) -> Action:
     reconciliation sends the same signed op again with backoff. Not one transaction:
     `submitted` is committed before the network call so a crash mid-call is visible.
     """
-    action = action_transition(
-        action_id=action_id,
-        to=ActionStatus.SUBMITTED,
-        actor=Actor.worker(),
-        detail="delivering the user operation to the bundler",
-        only_from={ActionStatus.SIGNED},
-    )
+    with transaction.atomic():
+        gone = _signing_key_gone(action_id)
+        if gone:
+            return action_transition(
+                action_id=action_id,
+                to=ActionStatus.FAILED,
+                actor=Actor.worker(),
+                only_from={ActionStatus.SIGNED},
+                updates={"error": gone},
+                detail=gone,
+            )
+        action = action_transition(
+            action_id=action_id,
+            to=ActionStatus.SUBMITTED,
+            actor=Actor.worker(),
+            detail="delivering the user operation to the bundler",
+            only_from={ActionStatus.SIGNED},
+        )
     return _user_op_send(action, client or bundler_client(action.chain_id), actor=Actor.worker())
+
+
+def _signing_key_gone(action_id) -> str:
+    """Why a spend its permission's session key signed must not be sent ("" if it may): the
+    key was destroyed (a Revoke, a disconnection, the user's deactivation) before the spend
+    left. The permission's row is locked until `submitted` commits, so a destruction either
+    comes first and stops it, or comes after it was sent."""
+    action = Action.objects.only("type", "params", "spend_permission_id").get(pk=action_id)
+    if (
+        action.type not in (ActionType.TRANSFER, ActionType.SWAP)
+        or action.spend_permission_id is None
+        or not action.params.get("spend_permission")
+    ):
+        return ""
+    held = (
+        SpendPermission.objects.select_for_update(no_key=True)
+        .filter(pk=action.spend_permission_id)
+        .values_list("session_key_encrypted", flat=True)
+        .first()
+    )
+    if held:
+        return ""
+    return "not sent: the spending permission's session key was destroyed (revoked) before it left"
 
 
 def user_op_reconcile(

@@ -32,8 +32,15 @@ SEED_FIELDS = [
     "executed_at",
     "status_history",
 ]
-# Beyond the seed, after its fields: which spending permission signed it (null: the passkey).
-FIELDS = [*SEED_FIELDS, "signed_by_permission", "signed_by_permission_id"]
+# Beyond the seed, after its fields: which spending permission signed it (null: the passkey),
+# and what happened (docs/decisions/0006-action-outcome.md).
+FIELDS = [
+    *SEED_FIELDS,
+    "signed_by_permission",
+    "signed_by_permission_id",
+    "outcome",
+    "outcome_detail",
+]
 
 
 def url(action_id) -> str:
@@ -200,6 +207,7 @@ def test_the_openapi_schema_describes_the_response_exactly(client):
     assert nullable == {
         "signed_by_permission",
         "signed_by_permission_id",
+        "outcome_detail",
         "tx_hash",
         "user_op_hash",
         "block_number",

@@ -180,9 +180,16 @@ def test_a_refund_sends_the_tokens_back_on_the_source_chain_and_says_so(
     assert Action.objects.get(pk=action.pk).status == "executed"
     details = history_details(api_client, write_token, action)
     assert details[-1].startswith("destination leg: refunded 10 USDC on Gnosis (local), tx ")
+    # The status stays the seed's; the outcome says the swap did not happen.
+    body = status_body(api_client, write_token, action)
+    assert (body["status"], body["outcome"]) == ("executed", "refunded")
+    assert body["outcome_detail"].startswith(
+        f"refunded 10 USDC on Gnosis (local), tx {leg.receiving_tx_hash}"
+    )
     client.force_login(user)
     page = client.get(f"/sign/{action.pk}/").text
     assert "so it sent your 10 USDC back to your account on Gnosis (local)" in page
+    assert 'data-outcome="refunded"' in page and 'id="done"' not in page
 
 
 def test_a_partial_delivery_is_another_token_on_the_destination_chain(

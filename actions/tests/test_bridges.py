@@ -26,6 +26,7 @@ from actions.presenters import action_status_payload
 from actions.providers.lifi import LifiClient, ProviderUnavailable, QuoteError
 from actions.providers.local_lifi import TRANSFER, TRANSFER_TOPIC, LocalLifiServer
 from actions.selectors import action_with_history
+from actions.services.bridge_mail import bridge_leg_mail
 from actions.services.bridges import bridge_reconcile, bridges_reconcile_pending, leg_detail
 from actions.services.passkeys import PasskeyError
 from actions.services.signing import action_sign
@@ -546,3 +547,119 @@ def test_a_swap_whose_quote_expired_is_refused_at_signing_in_plain_words(
     assert "The price quote for this swap expired" in answer.json()["error"]
     page = client.get(f"/sign/{action.pk}/", HTTP_ACCEPT_LANGUAGE="en").text
     assert "The price quote for this swap expired before it was signed" in page
+
+
+def bridge_refunds(server, tx=TX) -> None:
+    """The local bridge's answer once its relayer sent the source tokens back (what `_settle`
+    records after the refund transaction; the chains of this module's server are down)."""
+    transfer = server.transfers[tx]
+    action = transfer.quote["action"]
+    transfer.receiving = {
+        "txHash": "0x" + "ee" * 32,
+        "txLink": "",
+        "amount": str(transfer.amount),
+        "token": action["fromToken"],
+        "chainId": action["fromChainId"],
+        "timestamp": int(timezone.now().timestamp()),
+    }
+    transfer.status, transfer.substatus = "DONE", "REFUNDED"
+    transfer.message = "The tokens were refunded to the sender on the source chain."
+
+
+@pytest.mark.django_db
+def test_a_refunded_swap_says_refunded_everywhere_and_never_looks_successful(
+    bridge,
+    user,
+    staff_user,
+    application,
+    client,
+    mailoutbox,
+    django_capture_on_commit_callbacks,
+):
+    action = executed_bridge_swap(user, application)
+    quote(bridge)
+    bridge.bridge_mode = "refund"
+    bridge._scan_logs(CARD, [source_log(bridge)])
+    bridge_refunds(bridge)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert bridge_reconcile(leg_id=action.bridge_leg.pk) == "DONE"
+
+    # get_action_status: the seed's status stays (the source transaction ran), the outcome
+    # says what the user got.
+    payload = action_status_payload(action_with_history(action_id=action.pk))
+    assert payload["status"] == "executed"
+    assert payload["outcome"] == "refunded"
+    assert payload["outcome_detail"] == (
+        f"refunded 10 USDC on Gnosis (local), tx 0x{'ee' * 32}: the bridge did not deliver "
+        "EURe and sent the tokens back (DONE, REFUNDED)"
+    )
+
+    # The e-mail, once, in the user's words.
+    assert [m.subject for m in mailoutbox] == ["Picnic: your swap was refunded"]
+    assert "so it sent your 10 USDC back to your account on Gnosis (local)" in mailoutbox[0].body
+    assert str(action.pk) in mailoutbox[0].body
+
+    # The signing page: no success colour, no "Done", the refund in plain words.
+    client.force_login(user)
+    for language, label in (("en", "Refunded"), ("pt-br", "Reembolsado")):
+        page = client.get(f"/sign/{action.pk}/", HTTP_ACCEPT_LANGUAGE=language).text
+        badge = re.search(r'<strong class="badge badge-(\w+)" data-status="executed">', page)
+        assert badge and badge[1] == "neutral", page
+        assert f"{label}</strong>" in page
+        assert 'id="done"' not in page and "badge-done" not in page
+        assert 'data-outcome="refunded"' in page
+    assert "Concluída" not in page
+
+    # The staff timeline and the console's needs-attention list say it too.
+    client.force_login(staff_user)
+    staff = client.get(f"/staff/actions/{action.pk}/").text
+    assert 'class="badge badge-neutral" data-status="executed"' in staff
+    assert "executed · refunded" in staff and "outcome: refunded" in staff
+    assert "family-neutral" in staff and "family-done" not in staff
+    rows = needs_attention(Filters()).rows
+    assert [(r.id, r.why, r.outcome) for r in rows] == [
+        (str(action.pk), "bridge refunded: the swap did not happen", "refunded")
+    ]
+    console = client.get("/staff/").text
+    assert "bridge refunded: the swap did not happen" in console
+    assert "executed · refunded" in console
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("leg", "outcome", "subject"),
+    [
+        (("DONE", "COMPLETED", "9.1448", "EURe", L2), "completed", "your swap arrived"),
+        (("DONE", "PARTIAL", "9.94", "USDC", L2), "partial", "your swap delivered another token"),
+        (
+            ("FAILED", "NOT_PROCESSABLE_REFUND_NEEDED", "", "", None),
+            "failed",
+            "your swap did not arrive",
+        ),
+        (("PENDING", "WAIT_DESTINATION_TRANSACTION", "", "", None), "pending", None),
+    ],
+)
+def test_every_bridge_ending_has_its_outcome_and_e_mail(
+    user, application, tokens, mailoutbox, leg, outcome, subject
+):
+    action = executed_bridge_swap(user, application)
+    status, substatus, amount, symbol, chain_id = leg
+    BridgeLeg.objects.filter(action=action).update(
+        status=status,
+        substatus=substatus,
+        received_amount=amount,
+        received_symbol=symbol,
+        receiving_chain_id=chain_id,
+    )
+    assert action_status_payload(action_with_history(action_id=action.pk))["outcome"] == outcome
+    bridge_leg_mail(leg_id=action.bridge_leg.pk)
+    assert [m.subject for m in mailoutbox] == ([f"Picnic: {subject}"] if subject else [])
+
+
+@pytest.mark.django_db
+def test_an_action_without_a_bridge_has_the_outcome_its_status_means(user, application):
+    action = make_action(user=user, application=application)
+    assert action_status_payload(action_with_history(action_id=action.pk))["outcome"] == "pending"
+    action_transition(action_id=action.pk, to="rejected", actor=Actor.worker())
+    payload = action_status_payload(action_with_history(action_id=action.pk))
+    assert (payload["outcome"], payload["outcome_detail"]) == ("rejected", None)

@@ -13,6 +13,7 @@ from django.core.cache import cache
 from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
+from webauthn.helpers import base64url_to_bytes
 
 from actions.models import (
     AccountChange,
@@ -34,6 +35,7 @@ from actions.services.devices import (
     device_link_open,
 )
 from actions.services.passkeys import PasskeyError, passkey_register, registration_options
+from actions.services.recovery import recovery_user_handle
 from chain.passkey_account import SoftwarePasskey
 from core.lifecycle import Actor, create, lifecycle_named, transition
 
@@ -347,6 +349,42 @@ def test_a_wrong_code_gets_the_same_answer_as_an_unknown_name(recoverable, clien
     assert not AccountChange.objects.filter(kind=AccountChangeKind.RECOVERY).exists()
 
 
+def _options(client, username: str) -> dict:
+    answer = client.post(
+        reverse("recover-options"),
+        data=json.dumps({"username": username}),
+        content_type="application/json",
+    )
+    assert answer.status_code == 200
+    return answer.json()
+
+
+def _shape(value):
+    """The options with every string replaced by its length: what an observer compares."""
+    if isinstance(value, dict):
+        return {key: _shape(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_shape(item) for item in value]
+    return len(value) if isinstance(value, str) else value
+
+
+def test_recovery_options_look_the_same_for_a_known_and_an_unknown_username(recoverable, client):
+    user, _ = recoverable
+    unknown = "z" * len(user.username)  # the same length: the name is echoed as user.name
+
+    known_options = _options(client, user.username)
+    unknown_options = _options(client, unknown)
+
+    assert _shape(known_options) == _shape(unknown_options)
+    handle = base64url_to_bytes(known_options["user"]["id"])
+    assert handle == recovery_user_handle(username=user.username) != str(user.pk).encode()
+    assert len(handle) == len(base64url_to_bytes(unknown_options["user"]["id"])) == 32
+    # Stable for a name, known or not, and different between names.
+    assert _options(client, unknown)["user"]["id"] == unknown_options["user"]["id"]
+    assert known_options["user"]["id"] != unknown_options["user"]["id"]
+    assert Passkey.objects.filter(user=user).count() == 1  # options register nothing
+
+
 def test_recovery_attempts_are_throttled(recoverable, client, settings):
     user, code = recoverable
     settings.RECOVERY_ATTEMPTS = 2
@@ -380,3 +418,75 @@ def test_the_add_device_page_shows_a_qr_code_and_a_one_use_link(webauthn, client
     page = client.post(reverse("device-link")).content.decode()
     assert "<svg" in page and 'id="device-link-url"' in page
     assert DeviceLink.objects.filter(user=user, opened_at__isnull=True).count() == 1
+
+
+# --- a recovery's passkey: named a recovery, only cancel, never approved --------------------
+
+
+def _recovery_passkey(user, *, ready_at=None):
+    """A passkey registered by a recovery (pending) and its waiting recovery change, as
+    recovery_start leaves them (without the chain)."""
+    passkey, _ = _register(user)
+    change = _change(
+        user,
+        status=AccountChangeStatus.WAITING,
+        passkey=passkey,
+        ready_at=ready_at or timezone.now() + timedelta(hours=48),
+    )
+    return passkey, change
+
+
+def test_the_passkeys_page_names_a_recovery_passkey_and_offers_only_cancel(webauthn, client, user):
+    first, _ = _register(user)
+    _activate(first, 0)
+    linked, _ = _register(user)  # a device added through a link: pending, approvable
+    recovered, change = _recovery_passkey(user)
+    client.force_login(user)
+    page = client.get(reverse("passkeys")).content.decode()
+
+    assert f'id="approve-device-{linked.pk}"' in page and f'id="remove-{linked.pk}"' in page
+    assert f'id="approve-device-{recovered.pk}"' not in page
+    assert f'id="remove-{recovered.pk}"' not in page
+    assert "Recovery requested" in page and "ready at" in page
+    assert f'action="{reverse("recovery-cancel", args=[change.pk])}"' in page
+    assert f'id="cancel-recovery-{recovered.pk}"' in page
+
+
+def test_approving_a_recovery_passkey_is_refused_in_the_error_shape(webauthn, client, user):
+    first, _ = _register(user)
+    _activate(first, 0)
+    recovered, change = _recovery_passkey(user)
+    client.force_login(user)
+
+    answer = client.post(reverse("device-approve", args=[recovered.pk]))
+
+    assert answer.status_code == 409
+    body = answer.json()
+    assert body["code"] == "recovery_passkey" and body["errors"] == {} and body["detail"]
+    assert not AccountChange.objects.filter(kind=AccountChangeKind.ADD_OWNER).exists()
+    assert Passkey.objects.get(pk=recovered.pk).owner_state == OwnerState.PENDING
+    assert list(change.history.values_list("status", flat=True)) == ["waiting"]
+
+
+def test_an_add_owner_change_for_a_recovery_passkey_cannot_be_signed(webauthn, user):
+    from actions.services.account_changes import owner_change_sign  # noqa: PLC0415
+
+    first, authenticator = _register(user)
+    _activate(first, 0)
+    recovered, _ = _recovery_passkey(user)
+    # Built before the refusal existed (or by any path that skipped it): signing refuses it.
+    add = _change(user, kind=AccountChangeKind.ADD_OWNER, passkey=recovered, challenge="0x00")
+    with pytest.raises(PasskeyError) as refused:
+        owner_change_sign(change_id=add.pk, user=user, credential_json="{}")
+    assert refused.value.code == "recovery_passkey"
+    assert AccountChange.objects.get(pk=add.pk).status == AccountChangeStatus.PROPOSED
+
+
+def test_a_recovery_passkey_is_not_removed_behind_its_recovery(webauthn, client, user):
+    first, _ = _register(user)
+    _activate(first, 0)
+    recovered, change = _recovery_passkey(user)
+    client.force_login(user)
+    client.post(reverse("passkey-remove", args=[recovered.pk]))
+    assert Passkey.objects.get(pk=recovered.pk).owner_state == OwnerState.PENDING
+    assert AccountChange.objects.get(pk=change.pk).passkey_id == recovered.pk

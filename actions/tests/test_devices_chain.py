@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 from web3 import Web3
 from webauthn.helpers import base64url_to_bytes
@@ -39,14 +40,13 @@ from actions.services.passkeys import PasskeyError
 from actions.services.recovery import (
     account_changes_process,
     recovery_code_create,
-    recovery_registration_options,
     recovery_settle,
-    recovery_start,
+    recovery_user_handle,
 )
 from actions.services.signing import action_sign
 from chain.dev import fund
 from chain.passkey_account import SoftwarePasskey
-from core.chains import all_chains
+from core.chains import all_chains, get_chain
 from core.testing import wait_until
 from evm.userops import entry_point_address, to_rpc, user_op_hash
 
@@ -232,15 +232,23 @@ def _advance(seconds: int) -> None:
 
 
 def _recover(user, code: str) -> tuple[AccountChange, SoftwarePasskey]:
+    """Through the recovery pages, as a new device does: the options (an opaque user handle,
+    not the user's id), a new passkey over their challenge, the code."""
     authenticator = SoftwarePasskey(rp_id="localhost", origin=ORIGIN)
-    options, challenge = recovery_registration_options(username=user.username)
-    change = recovery_start(
-        username=user.username,
-        code=code,
-        credential=authenticator.create(challenge),
-        expected_challenge=challenge,
-        address="192.0.2.10",
-        user_agent="a new phone",
+    device = Client(REMOTE_ADDR="192.0.2.10", HTTP_USER_AGENT="a new phone")
+    options = device.post(
+        reverse("recover-options"), {"username": user.username}, content_type="application/json"
+    ).json()
+    assert base64url_to_bytes(options["user"]["id"]) == recovery_user_handle(username=user.username)
+    credential = authenticator.create(base64url_to_bytes(options["challenge"]))
+    verified = device.post(
+        reverse("recover-verify"),
+        {"code": code, "credential": credential},
+        content_type="application/json",
+    )
+    assert verified.status_code == 200, verified.content
+    change = AccountChange.objects.filter(user=user, kind=AccountChangeKind.RECOVERY).latest(
+        "created_at"
     )
     return change, authenticator
 
@@ -298,6 +306,68 @@ def test_recovery_started_cancelled_started_again_and_executed_after_the_delay(
     subjects = [m.subject for m in mailoutbox]
     assert subjects.count("Picnic: someone started recovering your account") == started
     assert subjects.count("Picnic: your account was recovered") == 1
+
+
+def test_a_recovery_passkey_cannot_be_approved_early_and_executes_only_after_its_ready_time(
+    two_chains, client, staff_user, user, settings
+):
+    """The bypass of issue 42: the recovery's passkey approved as a linked device. Refused
+    (409, the error shape), every chain's owners unchanged. Even with the key added on chain
+    by an op of the test's own before the delay, nothing is recorded as executed (nor shown
+    so on the staff timeline) until chain time passes readyAt on every chain."""
+    from django.core.cache import cache  # noqa: PLC0415
+
+    cache.clear()
+    settings.RECOVERY_DELAY_SECONDS = 3600
+    # The second chain's clock runs 10 minutes ahead, as other tests leave it: each chain's
+    # ready time is its own, and the recovery still executes once both have reached theirs.
+    second = all_chains()[-1]
+    Web3(Web3.HTTPProvider(second.rpc_url)).provider.make_request("evm_increaseTime", [600])
+    Web3(Web3.HTTPProvider(second.rpc_url)).provider.make_request("evm_mine", [])
+    first_authenticator = two_chains[0]
+    code, setup = recovery_code_create(user=user)
+    _signed_and_executed(setup, first_authenticator, user)
+    recovery, _ = _recover(user, code)
+    assert recovery.status == AccountChangeStatus.WAITING
+    pending = recovery.passkey
+
+    client.force_login(user)
+    answer = client.post(reverse("device-approve", args=[pending.pk]))
+    assert answer.status_code == 409, answer.content
+    assert answer.json()["code"] == "recovery_passkey" and answer.json()["errors"] == {}
+    assert not AccountChange.objects.filter(user=user, kind=AccountChangeKind.ADD_OWNER).exists()
+    with pytest.raises(PasskeyError):
+        owner_change_propose(user=user, kind=AccountChangeKind.ADD_OWNER, passkey=pending)
+    for account in picnic_accounts(user=user):
+        assert [o.index for o in change_client(account).owners()] == [0]
+    assert Passkey.objects.get(pk=pending.pk).owner_state == OwnerState.PENDING
+
+    # An owner op outside the server adds the key early: the recovery still waits.
+    for account in picnic_accounts(user=user):
+        _added_directly(user, pending, first_authenticator, chain_id=account.chain_id)
+    assert recovery_settle(change=recovery).status == AccountChangeStatus.WAITING
+    recovery.refresh_from_db()
+    assert recovery.executed_at is None
+    assert "executed" not in recovery.history.values_list("status", flat=True)
+    staff_user.is_superuser = True
+    staff_user.save()
+    client.force_login(staff_user)
+    timeline = client.get(
+        reverse("actions-staff:account-change-timeline", args=[recovery.pk])
+    ).content.decode()
+    assert 'data-status="waiting"' in timeline and "executeRecovery" not in timeline
+
+    _advance(3700)
+    recovery = recovery_settle(change=AccountChange.objects.get(pk=recovery.pk))
+    assert recovery.status == AccountChangeStatus.EXECUTED
+    # Each chain against its own readyAt (recorded while it waited): chain clocks differ.
+    ready_by_chain = recovery.params["ready_at_by_chain"]
+    assert set(ready_by_chain) == {str(a.chain_id) for a in picnic_accounts(user=user)}
+    for account in picnic_accounts(user=user):
+        chain_now = Web3(Web3.HTTPProvider(get_chain(account.chain_id).rpc_url)).eth.get_block(
+            "latest"
+        )
+        assert chain_now["timestamp"] >= ready_by_chain[str(account.chain_id)]
 
 
 def test_a_change_a_stopped_chain_missed_is_applied_there_once_it_is_back(registered, user, own_l2):

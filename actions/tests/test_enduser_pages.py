@@ -19,6 +19,7 @@ from django.utils import timezone
 from actions.models import (
     Action,
     ActionStatus,
+    OwnerState,
     Passkey,
     SmartAccount,
     SpendPermissionStatus,
@@ -205,6 +206,36 @@ def test_the_activity_names_spending_permission_requests_and_who_asked(
     assert "asked by" not in rows[str(revoke.pk)]
 
 
+def test_the_activity_counts_only_passkeys_that_can_approve_now(
+    owner, user, application, wallet, django_assert_max_num_queries
+):
+    # The wallet's passkey is active; one more active, two removed, one being removed, one pending.
+    for n, state in enumerate(
+        [
+            OwnerState.ACTIVE,
+            OwnerState.REMOVED,
+            OwnerState.REMOVED,
+            OwnerState.REMOVING,
+            OwnerState.PENDING,
+        ],
+        start=2,
+    ):
+        Passkey.objects.create(
+            user=user,
+            credential_id=f"cred-{n}",
+            public_key=b"\x00",
+            public_key_x="0x" + "11" * 32,
+            public_key_y="0x" + "22" * 32,
+            owner_state=state,
+        )
+    for _ in range(6):
+        make_action(user=user, application=application, smart_account=wallet.address)
+    with django_assert_max_num_queries(12):
+        page = owner.get("/activity/", HTTP_ACCEPT_LANGUAGE="en")
+    assert Passkey.objects.filter(user=user).count() == 6
+    assert "Passkeys that can approve your payments: 2." in words(page)
+
+
 def test_sign_out_is_a_post_from_the_header_and_lands_on_sign_in(owner):
     page = owner.get("/passkeys/").content.decode()
     assert re.search(r'<form method="post" action="/accounts/logout/"', page)
@@ -374,6 +405,30 @@ def test_a_sponsored_fee_says_picnic_pays(owner, user, application, price_server
         user_op=user_op(paymaster="0x" + "77" * 20),
     )
     assert "Network fee Paid by Picnic" in words(owner.get(f"/sign/{action.pk}/"))
+
+
+@pytest.mark.parametrize(
+    ("lang", "said"),
+    [
+        ("en", "Includes a one-time fee to set up your account on"),
+        ("pt-BR", "Inclui uma taxa única para configurar sua conta na rede"),
+    ],
+)
+def test_a_first_op_on_a_chain_says_its_fee_sets_up_the_account(
+    owner, user, application, price_server, lang, said
+):
+    from actions.tests.factories import user_op
+
+    params = {"asset_id": usdc(), "amount": "1", "to": RECIPIENT, "symbol": "USDC"}
+    first = make_action(
+        user=user,
+        application=application,
+        params=params,
+        user_op=user_op(factory="0x" + "fa" * 20, factoryData="0x1234"),
+    )
+    later = make_action(user=user, application=application, params=params, user_op=user_op())
+    assert said in words(owner.get(f"/sign/{first.pk}/", HTTP_ACCEPT_LANGUAGE=lang))
+    assert said not in words(owner.get(f"/sign/{later.pk}/", HTTP_ACCEPT_LANGUAGE=lang))
 
 
 def test_a_price_source_that_fails_says_price_unavailable(owner, user, application, settings):
@@ -618,3 +673,15 @@ def test_someone_elses_passkey_is_not_found(client, other_user, user, wallet):
     client.post(f"/passkeys/{passkey.pk}/rename", {"name": "mine"})
     client.post(f"/passkeys/{passkey.pk}/remove")
     assert Passkey.objects.get(pk=passkey.pk).name == ""
+
+
+@pytest.mark.parametrize(("lang", "active"), [("pt-BR", "Ativa"), ("en", "Active")])
+def test_permission_statuses_are_said_in_the_page_language(
+    owner, user, application, wallet, lang, active
+):
+    on = make_permission(user=user, application=application, account=wallet)
+    page = owner.get("/permissions/", HTTP_ACCEPT_LANGUAGE=lang).content.decode()
+    status = dict(
+        re.findall(r'id="permission-([^"]+)".*?<dd class="status">([^<]*)</dd>', page, re.S)
+    )
+    assert status[str(on.pk)] == active

@@ -168,3 +168,25 @@ def test_redact_removes_internal_addresses_and_keeps_the_reason():
 
     assert failure_reason(requests.ConnectionError(raw)) == "connection refused"
     assert failure_reason(requests.ReadTimeout(raw)) == "timed out"
+
+
+@pytest.mark.parametrize("path", ["/api/v1/actions/{}", "/api/v1/operations/{}"])
+def test_a_60_kb_id_in_the_path_is_not_echoed_back(user, application, make_token, client, path):
+    """The whole id came back in `detail` (issue 42)."""
+    token = make_token(user, application, scope="read:actions operations:read")
+    long_id = "a" * 60_000
+    response = client.get(path.format(long_id), headers={"Authorization": f"Bearer {token.token}"})
+    assert response.status_code == 404
+    body = response.json()
+    assert body["code"] == "not_found"
+    assert body["detail"].endswith(": " + repr("a" * 32) + "…")
+    assert len(response.content) < 500
+
+
+def test_a_short_unknown_id_is_still_named_as_sent(user, application, make_token, client):
+    token = make_token(user, application, scope="read:actions")
+    response = client.get(
+        "/api/v1/actions/no-such-action", headers={"Authorization": f"Bearer {token.token}"}
+    )
+    assert response.status_code == 404
+    assert response.json()["detail"] == "Action not found: no-such-action"

@@ -408,3 +408,41 @@ def test_someone_else_gets_a_refusal_that_names_nothing(client, other_user, user
         assert response.status_code == 403
         assert str(action.pk) not in response.content.decode()
         assert "USDC" not in response.content.decode()
+
+
+# --- disconnecting the agent withdraws what it proposed --------------------------------------
+
+
+def test_disconnecting_an_agent_withdraws_its_unsigned_proposals_and_signing_is_refused(
+    owner_client, user, application, make_application
+):
+    waiting = make_action(user=user, application=application)
+    signed = advance(make_action(user=user, application=application), S.SIGNED)
+    other = make_action(user=user, application=make_application("other-agent"))
+
+    answer = owner_client.post(f"/agents/{application.pk}/revoke")
+
+    assert answer.status_code == 302
+    waiting.refresh_from_db()
+    assert waiting.status == S.REJECTED
+    assert waiting.params["withdrawn"] == "agent_disconnected"
+    assert waiting.params["amount"] == "1.5"  # the proposal itself is kept as it was
+    last = waiting.history.order_by("pk").last()
+    assert (last.from_status, last.status) == (S.PROPOSED, S.REJECTED)
+    assert last.detail == "withdrawn: the agent was disconnected"
+    # Signed before the disconnection: the user approved it, it goes on. Another agent's
+    # proposal is not touched.
+    assert Action.objects.get(pk=signed.pk).status == S.SIGNED
+    assert Action.objects.get(pk=other.pk).status == S.PROPOSED
+
+    page = owner_client.get(f"/sign/{waiting.pk}/").content.decode()
+    assert 'id="withdrawn"' in page and "you disconnected the app" in page
+    assert 'id="approve"' not in page and 'id="rejected"' not in page
+
+    for url, status in ((f"/sign/{waiting.pk}/options", 400), (f"/sign/{waiting.pk}/approve", 409)):
+        refused = owner_client.post(url, "{}", content_type="application/json")
+        assert refused.status_code == status, url
+        body = refused.json()
+        assert body["code"] == "agent_disconnected" and body["errors"] == {} and body["error"]
+    assert Action.objects.get(pk=waiting.pk).status == S.REJECTED
+    assert waiting.history.count() == 2

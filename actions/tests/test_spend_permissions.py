@@ -5,7 +5,8 @@ seeing nor using another's permission. The chain side is test_spend_permissions_
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, timedelta
+from datetime import timezone as dt_timezone
 
 import pytest
 from cryptography.fernet import Fernet
@@ -19,8 +20,13 @@ from actions.models import (
     SpendPermissionStatus,
 )
 from actions.services import session_keys
+from actions.services.lifecycle import action_submit
 from actions.services.permission_reasons import note_text, stored
-from actions.services.spend_follow import spend_permission_follow, spend_permissions_sweep
+from actions.services.spend_follow import (
+    spend_permission_destroy_key,
+    spend_permission_follow,
+    spend_permissions_sweep,
+)
 from actions.services.spend_permissions import (
     permission_for_transfer,
     spend_permissions_revoke,
@@ -36,6 +42,7 @@ from actions.tests.factories import (
 from core.chains import chain_name
 from core.formats import rfc3339
 from core.lifecycle import Actor
+from core.schema import parse_date_time
 from evm import spend_permission as chain_permission
 
 pytestmark = pytest.mark.django_db
@@ -291,7 +298,8 @@ def test_revoking_a_grant_not_yet_signed_withdraws_it_and_destroys_the_key(
     assert actions == []  # nothing on chain to revoke
     permission.refresh_from_db()
     assert permission.status == P.DECLINED and not permission.has_key
-    assert Action.objects.get(pk=permission.grant_action_id).status == ActionStatus.REJECTED
+    grant = Action.objects.get(pk=permission.grant_action_id)
+    assert grant.status == ActionStatus.REJECTED and "withdrawn" not in grant.params
     details = [h.detail for h in permission.history.order_by("pk")]
     assert "session key destroyed: test" in details
 
@@ -309,6 +317,10 @@ def test_disconnecting_an_agent_ends_only_its_permissions(
     theirs.refresh_from_db()
     assert mine.status == P.DECLINED and not mine.has_key
     assert theirs.status == P.REQUESTED and theirs.has_key
+    # The grant's signing page says the disconnection withdrew it (not "you rejected").
+    grant = Action.objects.get(pk=mine.grant_action_id)
+    assert (grant.status, grant.params["withdrawn"]) == ("rejected", "agent_disconnected")
+    assert "withdrawn" not in Action.objects.get(pk=theirs.grant_action_id).params
 
 
 def test_staff_see_permissions_but_never_the_key(wallet, user, application, staff_client):
@@ -350,3 +362,109 @@ def test_the_user_page_names_the_network_and_who_was_paid(wallet, user, applicat
     # The chain's name (its id only on hover), and the name the agent paid beside the address.
     assert 'data-chain-id="31337"' in page and f">{chain_name(31337)}</span>" in page
     assert f"<td><strong>merchant.eth</strong> <code>{MERCHANT}</code></td>" in page
+
+
+def test_a_spend_signed_before_its_key_was_destroyed_is_not_sent(wallet, user, application):
+    """The key was destroyed (Revoke, Disconnect, deactivation) between the signing and the
+    submission: the worker fails the spend with the reason and never calls the bundler (this
+    wallet has no chain: a call would be an error, not this reason)."""
+    permission = make_permission(user=user, application=application, account=wallet)
+    spend = make_action(
+        user=user,
+        application=application,
+        smart_account=wallet.address,
+        params={"amount": "1", "to": MERCHANT, "spend_permission": str(permission.pk)},
+    )
+    action_transition(
+        action_id=spend.pk,
+        to=ActionStatus.SIGNED,
+        actor=Actor.system(),
+        updates={"spend_permission": permission},
+        detail="signed by permission groceries for mcp-agent",
+    )
+    spend_permission_destroy_key(permission=permission, actor=Actor.end_user(user), why="test")
+    sent = action_submit(action_id=spend.pk)
+    assert sent.status == ActionStatus.FAILED
+    assert "session key was destroyed" in sent.error
+    assert list(sent.history.values_list("status", flat=True).order_by("pk")) == [
+        ActionStatus.PROPOSED,
+        ActionStatus.SIGNED,
+        ActionStatus.FAILED,
+    ]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "2027-13-01T00:00:00Z",  # month 13
+        "2027-02-30T00:00:00Z",  # 30 February
+        "2027-02-29T00:00:00Z",  # not a leap year
+        "2027-03-01T24:00:00Z",  # hour 24
+        "2027-03-01T00:00:00+23:59",  # grammatical, but no clock shows it
+        "2027-03-01T00:00:00+2359",  # offset without its colon
+        "2027-03-01T23:59:60Z",  # a leap second: a datetime cannot hold it
+        "9999-12-31T23:00:00-14:00",  # not a UTC instant a datetime holds
+        "2027-03-01T00:00:00",  # no time zone
+        "2027-03-01T00:00:00Z\n",
+    ],
+)
+@pytest.mark.parametrize("field", ["starts_at", "expires_at"])
+def test_an_invalid_date_is_a_400_naming_its_field(wallet, api_client, token, field, value):
+    """Month 13, 30 February and hour 24 answered 500 (the service's parser raised)."""
+    response = _ask(api_client, token, **{field: value})
+    assert response.status_code == 400, response.content
+    body = response.json()
+    assert body["code"] == "invalid_input"
+    assert list(body["errors"]) == [field]
+    assert "RFC 3339 date-time" in body["errors"][field][0]
+    assert not SpendPermission.objects.exists()
+    assert not Action.objects.exists()
+
+
+@pytest.mark.parametrize("field", ["starts_at", "expires_at"])
+def test_a_60_kb_date_is_refused_without_being_echoed(wallet, api_client, token, field):
+    value = "2027-03-01T00:00:00Z" + "9" * 60_000
+    response = _ask(api_client, token, **{field: value})
+    assert response.status_code == 400
+    assert len(response.content) < 2_000
+    assert not SpendPermission.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "expires_at",
+    [
+        "2028-02-29T00:00:00Z",  # a leap day
+        "2028-02-29T23:59:59.999999+05:30",
+        "2028-02-29t12:00:00z",  # RFC 3339 allows t and z
+        "2028-02-29T12:00:00.123456789-14:00",  # nanoseconds: cut to microseconds
+    ],
+)
+def test_valid_edge_dates_pass_the_checks_as_the_instant_they_name(
+    wallet, api_client, token, settings, expires_at
+):
+    """Past every date check the request goes on to the chain, closed here: its 503 says the
+    dates were taken (a refused date is a 400 before any chain read)."""
+    settings.SPEND_PERMISSION_MAX_DAYS = 1000  # the leap day is more than a year away
+    india = dt_timezone(timedelta(hours=5, minutes=30))
+    starts = (timezone.now() + timedelta(days=1)).astimezone(india).replace(microsecond=0)
+    response = _ask(api_client, token, starts_at=starts.isoformat(), expires_at=expires_at)
+    assert response.status_code == 503, response.content
+    assert response.json()["code"] == "chain_unavailable"
+    assert not SpendPermission.objects.exists()
+    # Each names 2028-02-29 in its own zone, whatever the offset.
+    instant = parse_date_time(expires_at)
+    assert instant.tzinfo is not None
+    assert instant.date().isoformat() == "2028-02-29"
+    assert parse_date_time(starts.isoformat()) == starts
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["2028-02-29T23:59:59.999999+05:30", "2028-02-29T12:00:00.123456789-14:00"],
+)
+def test_an_offset_date_names_its_instant(value):
+    utc = parse_date_time(value).astimezone(UTC)
+    assert utc.isoformat() in (
+        "2028-02-29T18:29:59.999999+00:00",
+        "2028-03-01T02:00:00.123456+00:00",
+    )

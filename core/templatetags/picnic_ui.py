@@ -18,10 +18,13 @@ from django.utils.safestring import mark_safe
 
 register = template.Library()
 
-DONE = frozenset({"executed", "sent", "succeeded", "done", "active"})
+DONE = frozenset({"executed", "sent", "succeeded", "done", "active", "completed"})
 # "unknown" is a DM whose outcome nobody knows: staff must act, so it reads as a failure.
 FAILED = frozenset({"failed", "unknown", "error"})
-NEUTRAL = frozenset({"expired", "rejected", "cancelled", "revoked", "declined"})
+# A refund or another token than asked: nothing lost but the fee, and not what was asked for.
+NEUTRAL = frozenset(
+    {"expired", "rejected", "cancelled", "revoked", "declined", "refunded", "partial"}
+)
 
 ICONS = {
     "done": '<path d="M3.5 8.5l3 3 6-7" fill="none" stroke="currentColor" stroke-width="2"/>',
@@ -44,10 +47,14 @@ def status_family(status) -> str:
     return "flight"
 
 
-def badge_html(status, label=None, main: bool = False) -> str:
-    family = status_family(status)
+def badge_html(status, label=None, main: bool = False, outcome=None) -> str:
+    """`outcome` (actions: completed, refunded…) colours it when it says more than the status:
+    an executed swap the bridge refunded is not a success."""
+    family = status_family(outcome or status)
     icon = mark_safe(f'<svg viewBox="0 0 16 16" aria-hidden="true">{ICONS[family]}</svg>')
     word = label if label is not None else str(status).replace("_", " ")
+    if label is None and outcome and status_family(outcome) != status_family(status):
+        word = f"{word} · {outcome}"
     if main:
         return format_html(
             '<strong class="badge badge-{}" data-status="{}">{}{}</strong>',
@@ -60,8 +67,8 @@ def badge_html(status, label=None, main: bool = False) -> str:
 
 
 @register.simple_tag
-def status_badge(status, label=None, main: bool = False) -> str:
-    return badge_html(status, label=label, main=main)
+def status_badge(status, label=None, main: bool = False, outcome=None) -> str:
+    return badge_html(status, label=label, main=main, outcome=outcome)
 
 
 @register.simple_tag

@@ -257,7 +257,7 @@ def test_the_broker_check_shows_each_queue_kinds_backlog(client, ready, settings
         broker = _checks(client.get("/readyz"))["broker"]
         assert broker["ok"] is True
         assert broker["detail"] == {
-            "queues": {"chain": 0, "dm": 3, "operations": 1, "housekeeping": 0}
+            "queues": {"chain": 0, "dm": 3, "operations": 1, "housekeeping": 0, "fetch": 0}
         }
     finally:
         with app.connection_for_write() as conn:

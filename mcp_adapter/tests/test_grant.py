@@ -12,9 +12,12 @@ from datetime import timedelta
 
 import pytest
 import requests
+from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
+from core.lifecycle import Actor
+from core.users import user_deactivate
 from mcp_adapter.models import McpTask
 from mcp_adapter.tests.conftest import DM_SCOPES, close_stream, open_get_stream
 from mcp_adapter.tests.test_tasks import LEGACY, HttpRpc, _send
@@ -124,6 +127,39 @@ def test_disconnect_on_the_connected_agents_page_ends_an_idle_stream(
         _send(delivery_id, "sending")
         close_stream(stream)
     assert not type(dm.token).objects.filter(pk=dm.token.pk).exists()
+
+
+@pytest.mark.parametrize("how", ["service", "queryset update"])
+def test_deactivating_the_user_ends_their_stream_and_session(http_server, dm, user, how):
+    """Deactivated means stopped: the service deletes the token; an update that sends no
+    signal leaves it, and the re-check refuses an inactive user's token all the same."""
+    with http_server(STREAM_GRANT_CHECK_SECONDS=0.3) as http:
+        rpc = HttpRpc(http.url, dm.token.token, LEGACY)
+        stream, received = _listen(http, rpc)
+        task_id, delivery_id = _start_task(rpc, dm)
+        _send(delivery_id, "claimed")
+        _wait_for(received, task_id, "working")
+
+        if how == "service":
+            user_deactivate(user=user, actor=Actor.system())
+        else:
+            get_user_model().objects.filter(pk=user.pk).update(is_active=False)
+        assert _status_notes(received, task_id) == []
+        _send(delivery_id, "sending")
+        close_stream(stream)
+        again = requests.get(
+            http.url,
+            headers={
+                **rpc.headers,
+                "Accept": "text/event-stream",
+                "Mcp-Session-Id": rpc.session_id,
+            },
+            timeout=5,
+        )
+    assert again.status_code == 401
+    assert 'error="invalid_token"' in again.headers["WWW-Authenticate"]
+    exists = type(dm.token).objects.filter(pk=dm.token.pk).exists()
+    assert exists is (how != "service")
 
 
 def test_an_expired_token_ends_the_stream(http_server, dm, user, application, make_token):

@@ -310,3 +310,51 @@ def test_the_status_json_is_unchanged_for_a_real_id(make_server, action, token_a
     )
     assert result.is_error is False
     assert json.loads(result.content[0].text)["action_id"] == str(action.pk)
+
+
+# --- no echo of long values (issue 42) -----------------------------------------------------
+
+LONG = "x" * 60_000
+
+
+async def _protocol_error(server, call):
+    from mcp.shared.exceptions import MCPError
+
+    async with Client(server) as client:
+        try:
+            await call(client)
+        except MCPError as exc:
+            return exc
+    raise AssertionError("no error")
+
+
+def test_a_60_kb_tool_name_is_not_echoed(make_server, token_all):
+    error = run(_protocol_error, make_server(token_all.token), lambda c: c.call_tool(LONG, {}))
+    assert error.error.message == "Unknown tool: " + repr("x" * 32) + "…"
+
+
+def test_a_60_kb_resource_uri_is_not_echoed(make_server, token_all):
+    from mcp import types
+
+    for uri in ("picnic://action/" + LONG, "picnic://nothing/" + LONG):
+        error = run(
+            _protocol_error, make_server(token_all.token), lambda c, u=uri: c.read_resource(u)
+        )
+        assert error.error.code == types.INVALID_PARAMS
+        assert len(error.error.message) < 200, error.error.message[:200]
+        assert LONG[:100] not in json.dumps(error.error.data)
+
+
+def test_a_60_kb_subscription_uri_is_not_echoed(make_server, token_all):
+    # The refusal resources/subscribe answers with (the SDK client of this protocol version
+    # does not send the request): named, not echoed, and no API call for a URI of no resource.
+    server = make_server(token_all.token)
+    refusal = run(server._refusal, "picnic://nothing/" + LONG)
+    assert refusal == "Not a subscribable resource: " + repr("picnic://nothing/" + "x" * 15) + "…"
+    assert run(server._refusal, "picnic://action/" + LONG).startswith("Not a subscribable")
+
+
+def test_a_60_kb_action_id_is_not_echoed_by_the_tool(make_server, token_all):
+    result = run(_call, make_server(token_all.token), "get_action_status", {"action_id": LONG})
+    assert result.is_error
+    assert len(result.content[0].text) < 200

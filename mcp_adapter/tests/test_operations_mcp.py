@@ -120,7 +120,7 @@ def quote_args(text: str = "Write a haiku about picnics") -> dict[str, Any]:
         "tool": "text-gen",
         "submit_field": "prompt",
         "submit_value": text,
-        "configuration": {"max_output_tokens": 200},
+        "configuration": {"max_output_tokens": 1000},
     }
 
 
@@ -197,7 +197,7 @@ def test_quote_start_as_a_task_review_approval_succeeded_result(
         body = quote.structured_content
         assert not list(Draft7Validator(QUOTE_SCHEMA, format_checker=CHECKER).iter_errors(body))
         assert body["breakdown"]["total_credits"] == body["quoted_credits"]
-        assert body["breakdown"]["max_output_tokens"] == 200
+        assert body["breakdown"]["max_output_tokens"] == 1000
 
         thread = threading.Thread(target=staff_and_worker)
         thread.start()
@@ -268,6 +268,42 @@ def test_cancel_in_review_releases_the_hold(http_server, backend, agent, user):
     assert wallet.held_credits == 0 and wallet.available_credits == Decimal("100")
     assert LedgerEntry.objects.filter(operation_id=op["id"], kind="release").count() == 1
     assert billing.invariants(Operation.objects.get(pk=op["id"])) == []
+
+
+def test_another_agent_of_the_user_can_neither_read_nor_cancel_the_operation(
+    http_server, backend, agent, user, make_application, make_token
+):
+    """Issue 42: operations are per agent, as actions are (seed 000)."""
+    agent_b = make_token(user, make_application("agent-b"), scope=SCOPES)
+    with http_server(output_schemas=True) as http:
+        (quote,) = sdk(http.url, agent.token, ("tong_operation_quote", quote_args()))
+        quote_id = quote.structured_content["id"]
+        (started,) = sdk(http.url, agent.token, ("tong_operation_start", start_args(quote_id)))
+        op_id = started.structured_content["id"]
+        by_id = {"operation_id": op_id}
+        answers_b = sdk(
+            http.url,
+            agent_b.token,
+            ("tong_operation_status", by_id),
+            ("tong_operation_result", by_id),
+            ("tong_operation_cancel", by_id),
+        )
+        untouched = Operation.objects.get(pk=op_id)
+        status_a, cancelled_a = sdk(
+            http.url,
+            agent.token,
+            ("tong_operation_status", by_id),
+            ("tong_operation_cancel", by_id),
+        )
+    for answer in answers_b:
+        assert answer.is_error is True
+        assert f"Operation not found: {op_id}" in answer.content[0].text
+    assert untouched.state == "needs_review" and untouched.pending_credits > 0
+    assert seed_valid(status_a.structured_content)["state"] == "needs_review"
+    assert seed_valid(cancelled_a.structured_content)["state"] == "cancelled"
+    ended = Operation.objects.get(pk=op_id)
+    assert list(ended.ledger.values_list("kind", flat=True)) == ["hold", "release"]
+    assert Wallet.objects.get(owner=user).held_credits == 0
 
 
 def test_start_refusals_hold_nothing_and_a_repeat_returns_the_same_operation(
@@ -450,7 +486,9 @@ def test_a_subscriber_to_the_operation_hears_every_state_change(
     from operations.services import operation_cancel_by_owner, operation_dispatch, quote_create
 
     settings.OPERATIONS_REVIEW_RULES = ["category:reviewed"]
-    quote = quote_create(owner=user, tool="text-gen", submit_field="p", submit_value="Hi")
+    quote = quote_create(
+        owner=user, application=application, tool="text-gen", submit_field="p", submit_value="Hi"
+    )
     from operations.services import operation_submit
 
     operation = operation_submit(
@@ -475,7 +513,9 @@ def test_a_subscriber_to_the_operation_hears_every_state_change(
         with LocalResponsesServer(api_key="k", work_seconds=3600) as backend:
             settings.OPERATIONS_BACKEND_URL, settings.OPERATIONS_BACKEND_API_KEY = backend.url, "k"
             assert operation_dispatch(operation_id=operation.pk) == "waiting"
-            operation_cancel_by_owner(operation_id=operation.pk, owner=user)
+            operation_cancel_by_owner(
+                operation_id=operation.pk, owner=user, application=operation.application
+            )
 
     server = make_server(agent.token)
 
@@ -531,3 +571,38 @@ def test_a_2025_11_25_task_start_waits_for_review_and_tasks_cancel_releases_the_
     assert body["state"] == "cancelled" and body["billing"]["status"] == "released"
     assert Wallet.objects.get(owner=user).held_credits == 0
     assert billing.invariants(Operation.objects.get(pk=body["id"])) == []
+
+
+def test_a_task_cut_at_its_token_limit_says_it_was_charged_not_released(
+    backend, agent, user, application
+):
+    from core.testing import wait_until
+    from mcp_adapter.models import TaskKind, TaskStatus
+    from mcp_adapter.task_store import KINDS
+    from operations.services import (
+        operation_check,
+        operation_dispatch,
+        operation_submit,
+        quote_create,
+    )
+
+    quote = quote_create(
+        owner=user,
+        application=application,
+        tool="text-gen",
+        submit_field="p",
+        submit_value="Hi",
+        configuration={"max_output_tokens": 100},
+    )
+    op = operation_submit(
+        owner=user, application=application, tool="text-gen", category="plain", quote_id=quote.pk
+    )
+    operation_dispatch(operation_id=op.pk)
+    wait_until(lambda: operation_check(operation_id=op.pk) == State.FAILED, timeout=20)
+    op = Operation.objects.get(pk=op.pk)
+    assert (op.error_code, op.billing_status) == ("max_output_tokens", "settled")
+    projection = KINDS[TaskKind.OPERATION].project(op)
+    assert projection.status == TaskStatus.FAILED
+    assert projection.message == (
+        f"Failed: max_output_tokens; {op.held_credits:.6f} credits charged, at most the hold."
+    )

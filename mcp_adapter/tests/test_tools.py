@@ -71,6 +71,20 @@ def test_it_lists_tools_per_profile_with_and_without_output_schemas(make_server)
     assert full["get_action_status"].annotations.read_only_hint is False  # it may reconcile
 
 
+def test_every_tool_has_a_title_clients_show_instead_of_its_name(make_server):
+    """MCP 2025-11-25 Tool.title (and annotations.title, where 2025-03-26 clients read it): a
+    short human name, unique, never the raw tool name."""
+    full = run(_tools, make_server(None, profile="full"))
+    assert len(full) == 20
+    titles = {name: tool.title for name, tool in full.items()}
+    assert all(titles.values()), titles
+    assert len(set(titles.values())) == len(titles)
+    assert all(title != name and "_" not in title for name, title in titles.items())
+    assert all(tool.annotations.title == tool.title for tool in full.values())
+    assert titles["get_action_status"] == "Action status"
+    assert titles["transfer"] == "Send tokens"
+
+
 def test_the_output_schema_switch_follows_the_environment(make_server, monkeypatch):
     monkeypatch.setenv("SOSOAPI_OUTPUT_SCHEMAS", "1")
     assert run(_tools, make_server(None))["tong_operation_status"].output_schema is not None

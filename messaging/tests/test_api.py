@@ -6,10 +6,12 @@ import threading
 import uuid
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import close_old_connections, connection
 from jsonschema import Draft7Validator, FormatChecker
 
 from core.lifecycle import Actor
+from core.users import user_deactivate
 from messaging import contract
 from messaging.models import D, Delivery, Membership, Role
 from messaging.services import delivery_send, delivery_transition
@@ -318,3 +320,20 @@ def test_concurrent_duplicate_sends_create_exactly_one_action(
     assert sorted(created for _, created in results) == [False, False, False, True]
     assert Delivery.objects.count() == 1
     assert Delivery.objects.get().history.count() == 1
+
+
+@pytest.mark.parametrize("how", ["service", "queryset update"])
+def test_a_deactivated_users_agent_queues_no_dm(
+    post, dm_token, send_body, member, how, django_capture_on_commit_callbacks
+):
+    """Deactivated means stopped: with the service the token is gone; with an update that
+    sends no signal the token survives, and the token check refuses it all the same."""
+    if how == "service":
+        with django_capture_on_commit_callbacks(execute=True):
+            user_deactivate(user=member, actor=Actor.system())
+    else:
+        get_user_model().objects.filter(pk=member.pk).update(is_active=False)
+    response = post("send", send_body, dm_token)
+    assert response.status_code == 401, response.content
+    assert 'error="invalid_token"' in response.headers["WWW-Authenticate"]
+    assert not Delivery.objects.exists()

@@ -1,5 +1,6 @@
 """A local web site for agents' logos (core/local_server.py): a PNG, an SVG, an SVG that says
-it is a PNG, files over the size limit (one declared, one not), an answer that never comes,
+it is a PNG, files over the size limit (one declared, one not), an answer that never comes, one sent a
+byte a second,
 and redirects to a private and a metadata address. It counts the requests per path."""
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ class LogoServer(LocalJsonServer):
             handler.wfile.write(self.png + b"\0" * TOO_BIG)
         elif path == "/hang.png":
             self.hang()
+        elif path == "/drip.png":  # a whole logo, one byte a second
+            self.drip_answer(handler, "image/png", self.png)
         elif path in ("/private.png", "/metadata.png"):
             target = "10.0.0.1" if path == "/private.png" else "169.254.169.254"
             handler.send_response(302)

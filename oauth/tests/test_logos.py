@@ -84,7 +84,7 @@ def test_a_registered_logo_is_fetched_reencoded_and_served_from_our_origin(
         ("/disguised.png", "not a readable PNG, JPEG, WebP or GIF image"),
         ("/big.png", "bytes, over the 262144-byte limit"),
         ("/endless.png", "over the 262144-byte limit"),
-        ("/hang.png", "could not fetch"),
+        ("/hang.png", "not fetched within 1s"),
         ("/private.png", "HTTP 302"),
         ("/metadata.png", "HTTP 302"),
         ("/missing.png", "HTTP 404"),

@@ -97,6 +97,44 @@ def test_connected_agents_lists_each_grant_with_its_scopes_and_last_use(
     assert "Not yet" not in client.get("/agents/").content.decode()
 
 
+def test_connected_agents_lists_what_an_agent_may_send_without_asking(
+    code_flow, client, user, monkeypatch
+):
+    from actions.models import SpendPermissionStatus
+    from actions.tests.factories import make_offline_wallet, make_permission
+
+    _connect(code_flow, scope="read:actions write:actions")
+    client.force_login(user)
+    page = client.get("/agents/").content.decode()
+    # No permission: the passkey claim is true, and no grant is listed.
+    assert "Nothing moves until you open the proposal and sign it with your passkey." in page
+    assert "no-prompt-" not in page
+
+    account = make_offline_wallet(user, monkeypatch)
+    active = make_permission(
+        user=user, application=code_flow.application, account=account, name="groceries"
+    )
+    make_permission(
+        user=user,
+        application=code_flow.application,
+        account=account,
+        name="old rent",
+        status=SpendPermissionStatus.REVOKED,
+        session_key_encrypted="",
+    )
+    page = client.get("/agents/").content.decode()
+    assert "Nothing moves until you open the proposal" not in page
+    assert "Within its active spending permissions (below) it sends with no prompt" in page
+    assert f'id="no-prompt-{code_flow.application.pk}"' in page
+    assert f'data-permission="{active.pk}"' in page and "<strong>groceries</strong>" in page
+    assert "Registered agent may send up to 50 USDC per week to merchant.eth (0x" in page
+    assert "old rent" not in page  # revoked: it moves nothing any more
+    assert 'href="/permissions/"' in page
+    page = client.get("/agents/", HTTP_ACCEPT_LANGUAGE="pt-BR").content.decode()
+    assert "Pode enviar sem perguntar a você" in page
+    assert "Dentro das suas permissões de gasto ativas" in page
+
+
 def test_disconnect_kills_every_token_of_that_agent_only(
     code_flow, client, user, other_user, make_application, make_token, api_client
 ):
@@ -111,7 +149,18 @@ def test_disconnect_kills_every_token_of_that_agent_only(
     assert not RefreshToken.objects.filter(
         user=user, application=code_flow.application, revoked__isnull=True
     ).exists()
-    assert api_client.get("/api/v1/profile", tokens["access_token"]).status_code == 401
+    # The revoked token gets RFC 6750's invalid_token, in the API's one error shape, saying
+    # why: not "Authentication credentials were not provided".
+    refused = api_client.get("/api/v1/profile", tokens["access_token"])
+    assert refused.status_code == 401
+    assert refused.json() == {
+        "detail": "The access token is not valid: it was revoked (the user disconnected this "
+        "agent) or never issued. Authorize again.",
+        "code": "invalid_token",
+        "errors": {},
+    }
+    assert refused["WWW-Authenticate"].startswith('Bearer realm="api",error="invalid_token",')
+    assert "it was revoked" in refused["WWW-Authenticate"]
     refreshed = client.post(
         "/o/token/",
         {
@@ -123,6 +172,20 @@ def test_disconnect_kills_every_token_of_that_agent_only(
     assert refreshed.status_code == 400 and refreshed.json()["error"] == "invalid_grant"
     # Another agent of the same user, and another user of the same agent, keep theirs.
     assert AccessToken.objects.filter(pk__in=[kept.pk, theirs.pk]).count() == 2
+
+
+def test_an_expired_token_is_invalid_token_and_no_token_is_not_authenticated(
+    user, application, make_token, api_client, client
+):
+    expired = make_token(user, application, expires_in=-10)
+    refused = api_client.get("/api/v1/profile", expired)
+    assert refused.status_code == 401 and refused.json()["code"] == "invalid_token"
+    assert refused.json()["detail"] == (
+        "The access token has expired. Use the refresh token, or authorize again."
+    )
+    assert 'error="invalid_token"' in refused["WWW-Authenticate"]
+    nothing = client.get("/api/v1/profile")
+    assert nothing.status_code == 401 and nothing.json()["code"] == "not_authenticated"
 
 
 def test_disconnect_answers_post_only_and_only_for_the_signed_in_user(client, user, code_flow):

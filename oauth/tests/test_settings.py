@@ -37,3 +37,16 @@ def test_an_unsafe_listed_callback_stops_start_up(value):
     result = _python("print('started')", OAUTH2_DCR_REDIRECT_URIS=value)
     assert result.returncode != 0
     assert "OAUTH2_DCR_REDIRECT_URIS" in result.stderr.splitlines()[-1]
+
+
+def test_the_fetch_deadlines_default_to_five_seconds():
+    values = _settings(["OAUTH2_CIMD_FETCH_SECONDS", "AGENT_LOGO_TIMEOUT_SECONDS"])
+    assert values == {"OAUTH2_CIMD_FETCH_SECONDS": 5.0, "AGENT_LOGO_TIMEOUT_SECONDS": 5.0}
+
+
+@pytest.mark.parametrize("name", ["OAUTH2_CIMD_FETCH_SECONDS", "AGENT_LOGO_TIMEOUT_SECONDS"])
+@pytest.mark.parametrize("value", ["soon", "0", "-1", "nan", "inf"])
+def test_a_bad_fetch_deadline_stops_start_up(name, value):
+    result = _python("print('started')", **{name: value})
+    assert result.returncode != 0
+    assert name in result.stderr.splitlines()[-1]

@@ -17,6 +17,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from core.local_server import Drip, drip
+
 # A 1x1 transparent PNG: the client's logo.
 PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -103,12 +105,16 @@ def make_certificates(folder: Path) -> tuple[Path, Path, Path]:
 
 class DocumentServer:
     """Serves `/client.json` (the document, set once the port is known) and `/logo.png` over
-    TLS on 127.0.0.1, counting the fetches of the document."""
+    TLS on 127.0.0.1, counting the fetches of the document, and `/drip.json`: a document for
+    that URL served one byte a second (each one kept in `drips`)."""
 
     def __init__(self, folder: Path):
         self.ca, cert, key = make_certificates(folder)
         self.document: dict = {}
         self.fetches = 0
+        self.drips: list[Drip] = []
+        self.dripping = threading.Event()
+        self._stop = threading.Event()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -118,6 +124,20 @@ class DocumentServer:
                     body, kind = json.dumps(outer.document).encode(), "application/json"
                 elif self.path == "/logo.png":
                     body, kind = PNG, "image/png"
+                elif self.path == "/drip.json":
+                    record = Drip(size=0)
+                    outer.drips.append(record)
+                    body = json.dumps(outer.dripped_document()).encode()
+                    record.size = len(body)
+                    drip(
+                        self,
+                        "application/json",
+                        body,
+                        record=record,
+                        stop=outer._stop,
+                        started=outer.dripping,
+                    )
+                    return
                 else:
                     self.send_error(404)
                     return
@@ -138,11 +158,16 @@ class DocumentServer:
         self.origin = f"https://localhost:{self.port}"
         self.client_id = f"{self.origin}/client.json"
 
+    def dripped_document(self) -> dict:
+        """The document with the drip URL as its client id: valid, if it ever arrived."""
+        return {**self.document, "client_id": f"{self.origin}/drip.json"}
+
     def __enter__(self):
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
         return self
 
     def __exit__(self, *exc):
+        self._stop.set()
         self.httpd.shutdown()
         self.httpd.server_close()

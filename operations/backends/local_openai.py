@@ -1,6 +1,13 @@
 """A local backend speaking the OpenAI Responses API (background mode), for tests and
 `make run`. It can be slow, fail, hang or lose the acknowledgement, per server (`mode`) or per
-request (a marker in the input text: `[fail]`, `[lose-ack]`, `[hang]`, `[slow]`, `[reject]`).
+request (a marker in the input text: `[fail]`, `[lose-ack]`, `[hang]`, `[slow]`, `[reject]`,
+`[overrun]`).
+
+Each answer is 800 output tokens (300 of them reasoning). A request's `max_output_tokens` cuts
+it there, as the real API does: the response is `incomplete` (`incomplete_details.reason:
+"max_output_tokens"`) with the tokens used up to the limit; below 16 the request is refused
+(400), as the real API refuses it. The `overrun` fault ignores the limit and answers all 800
+tokens, `completed`: a backend that bills more than it was asked for.
 
 It honours `Idempotency-Key`: the same key returns the response it already created. An outage
 is `stop()` (connections refused) and later `restarted()` on the same port, with its store.
@@ -19,7 +26,10 @@ from typing import Any
 
 from core.local_server import LocalJsonServer
 
-MARKERS = ("fail", "lose-ack", "hang", "slow", "reject")
+MARKERS = ("fail", "lose-ack", "hang", "slow", "reject", "overrun")
+OUTPUT_TOKENS, REASONING_TOKENS = 800, 300
+# The Responses API refuses a smaller `max_output_tokens` ("Expected a value >= 16").
+MIN_OUTPUT_TOKENS = 16
 
 
 class LocalResponsesServer(LocalJsonServer):
@@ -89,13 +99,21 @@ class LocalResponsesServer(LocalJsonServer):
                 )
             else:
                 text = f"Generated for: {response['_input'][:60]}"
+                output, reasoning = OUTPUT_TOKENS, REASONING_TOKENS
+                limit = response["_max_output_tokens"]
+                cut = limit is not None and limit < OUTPUT_TOKENS and mode != "overrun"
+                if cut:
+                    # Reasoning comes first and counts against the limit too.
+                    output, reasoning = limit, min(REASONING_TOKENS, limit)
+                    text = text[: max(output - reasoning, 0)]
                 view.update(
-                    status="completed",
+                    status="incomplete" if cut else "completed",
+                    incomplete_details={"reason": "max_output_tokens"} if cut else None,
                     output=[
                         {
                             "type": "message",
                             "id": f"msg_{view['id'][5:]}",
-                            "status": "completed",
+                            "status": "incomplete" if cut else "completed",
                             "role": "assistant",
                             "content": [{"type": "output_text", "text": text, "annotations": []}],
                         }
@@ -103,9 +121,9 @@ class LocalResponsesServer(LocalJsonServer):
                     usage={
                         "input_tokens": 1200,
                         "input_tokens_details": {"cached_tokens": 200},
-                        "output_tokens": 800,
-                        "output_tokens_details": {"reasoning_tokens": 300},
-                        "total_tokens": 2000,
+                        "output_tokens": output,
+                        "output_tokens_details": {"reasoning_tokens": reasoning},
+                        "total_tokens": 1200 + output,
                     },
                 )
         return view
@@ -148,14 +166,32 @@ class LocalResponsesServer(LocalJsonServer):
         text = str(body.get("input", ""))
         mode = next((m for m in MARKERS if f"[{m}]" in text), self.mode)
         key = handler.headers.get("Idempotency-Key")
+        limit = body.get("max_output_tokens")
         self.creates.append(
             {
                 "key": key,
                 "input": text,
                 "model": body.get("model"),
+                "max_output_tokens": limit,
                 "traceparent": handler.headers.get("traceparent"),
             }
         )
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < MIN_OUTPUT_TOKENS
+        ):
+            return self.send_json(
+                handler,
+                400,
+                {
+                    "error": {
+                        "message": "Invalid 'max_output_tokens': integer below minimum value. "
+                        f"Expected a value >= {MIN_OUTPUT_TOKENS}, but got {limit!r} instead.",
+                        "type": "invalid_request_error",
+                        "param": "max_output_tokens",
+                        "code": "integer_below_min_value",
+                    }
+                },
+            )
         if mode == "reject":
             return self.send_json(
                 handler,
@@ -185,6 +221,7 @@ class LocalResponsesServer(LocalJsonServer):
                     "error": None,
                     "_mode": mode,
                     "_input": text,
+                    "_max_output_tokens": limit,
                     "_acked": False,
                 }
                 if key:

@@ -7,7 +7,9 @@
 id>`, so when its acknowledgement is lost, reconciliation asks again with the same key and the
 backend answers with the response it already has (or creates it if the first request never
 arrived). Usage: `input_tokens`, `input_tokens_details.cached_tokens`, `output_tokens`,
-`output_tokens_details.reasoning_tokens`.
+`output_tokens_details.reasoning_tokens`. `max_output_tokens` caps the answer (reasoning
+included); an answer cut there comes back `incomplete` with
+`incomplete_details.reason: "max_output_tokens"`, its usage billed all the same.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class BackendResponse:
 
     @property
     def error_code(self) -> str:
+        if self.status == "incomplete":
+            return str((self.raw.get("incomplete_details") or {}).get("reason") or self.status)
         error = self.raw.get("error") or {}
         return str(error.get("code") or self.status)
 
@@ -81,14 +85,26 @@ class OpenAIResponses:
         return {"Authorization": f"Bearer {self.api_key}", **(extra or {})}
 
     def create(
-        self, *, idempotency_key: str, model: str, input: str, metadata: dict[str, str]
+        self,
+        *,
+        idempotency_key: str,
+        model: str,
+        input: str,
+        metadata: dict[str, str],
+        max_output_tokens: int,
     ) -> BackendResponse:
         conn = self.http.connect()  # NotSent here: nothing left, safe to retry
         answer = self.http.request(
             conn,
             "POST",
             "/v1/responses",
-            body={"model": model, "input": input, "background": True, "metadata": metadata},
+            body={
+                "model": model,
+                "input": input,
+                "background": True,
+                "metadata": metadata,
+                "max_output_tokens": max_output_tokens,
+            },
             headers=self._headers({"Idempotency-Key": idempotency_key}),
         )
         return _parse(answer)

@@ -18,7 +18,7 @@ def _counts():
     return Quote.objects.count(), Operation.objects.count(), LedgerEntry.objects.count()
 
 
-@pytest.mark.parametrize("value", [-1_000_000, 0, "abc", [1], 1e30, 1.5, True])
+@pytest.mark.parametrize("value", [-1_000_000, 0, 15, "abc", [1], 1e30, 1.5, True])
 def test_a_quote_refuses_max_output_tokens_out_of_range(funded, ops_token, api, value):
     before = _counts()
     body = {**QUOTE, "configuration": {"max_output_tokens": value}}
@@ -74,12 +74,13 @@ def test_a_quote_configuration_cannot_carry_nul_anywhere(funded, ops_token, api)
     }
 
 
-def test_a_stored_negative_quote_cannot_reach_the_ledger(funded, user, ops_token, api):
+def test_a_stored_negative_quote_cannot_reach_the_ledger(funded, user, application, ops_token, api):
     from django.utils import timezone
 
     # A quote priced before prices were checked: submitting it is refused, not a 500.
     quote = Quote.objects.create(
         owner=user,
+        application=application,
         tool="image",
         submit_field="prompt",
         submit_value="a cat",
@@ -101,7 +102,7 @@ def test_a_stored_negative_quote_cannot_reach_the_ledger(funded, user, ops_token
 def test_the_service_refuses_a_negative_budget_without_the_schema(funded, user):
     from operations.services import QuoteInvalid, quote_create
 
-    with pytest.raises(QuoteInvalid, match="between 1 and"):
+    with pytest.raises(QuoteInvalid, match="between 16 and"):
         quote_create(
             owner=user,
             tool="image",

@@ -212,7 +212,7 @@ def test_an_operation_never_sent_to_a_down_backend_is_the_owners_to_cancel(setti
     settings.OPERATIONS_POLL_SECONDS = 0.0
     op = submit(funded)
     assert operation_dispatch(operation_id=op.pk) == "retry"
-    ended = operation_cancel_by_owner(operation_id=op.pk, owner=funded)
+    ended = operation_cancel_by_owner(operation_id=op.pk, owner=funded, application=None)
     assert (ended.state, ended.billing_status, ended.dispatch_status) == (
         State.CANCELLED,
         "released",
@@ -321,24 +321,104 @@ def test_expired_or_foreign_quotes_are_refused(funded, other_user):
         submit(funded, text=None)
 
 
-def test_usage_beyond_the_hold_and_the_wallet_is_unfunded(backend_server, user):
+def _ledger(op) -> list[tuple[str, Decimal]]:
+    return list(
+        LedgerEntry.objects.filter(operation=op)
+        .order_by("created_at", "id")
+        .values_list("kind", "amount")
+    )
+
+
+def test_an_overrun_is_billed_at_most_the_hold_and_the_rest_written_off(backend_server, user):
+    """Issue 42 (4): 0.05 credits, a quote for 16 output tokens, a backend that answers 800
+    anyway: the charge is the hold, never the wallet's other credits."""
+    billing.wallet_grant(owner=user, amount=Decimal("0.05"))
     quote = quote_create(
         owner=user,
         tool="text-gen",
         submit_field="prompt",
-        submit_value="hi",
-        configuration={"max_output_tokens": 100},
+        submit_value="hi [overrun]",
+        configuration={"max_output_tokens": 16},
     )
-    billing.wallet_grant(owner=user, amount=quote.quoted_credits + Decimal("0.5"))
+    hold = quote.quoted_credits
+    assert Decimal(0) < hold < Decimal("0.05")
     op = submit(user, text=None, quote_id=quote.pk)
     operation_dispatch(operation_id=op.pk)
     op = run_to_completion(op)
+    # The quoted limit reached the backend, in the Responses API's field.
+    assert [c["max_output_tokens"] for c in backend_server.creates] == [16]
+    assert op.state == State.SUCCEEDED and op.tokens["output"] == 800
+    assert op.usage_credits == Decimal("1.87")
+    assert op.wallet_debited_credits == hold
+    assert op.unfunded_credits == Decimal("1.87") - hold
+    assert (op.pending_credits, op.released_credits) == (0, 0)
+    assert _ledger(op) == [
+        ("hold", hold),
+        ("debit", hold),
+        ("write_off", Decimal("1.87") - hold),
+    ]
+    wallet = Wallet.objects.get(owner=user)
+    assert (wallet.available_credits, wallet.held_credits) == (Decimal("0.05") - hold, 0)
+    assert not LedgerEntry.objects.filter(wallet=wallet, available_after__lt=0).exists()
+    assert billing.invariants(op) == [] and billing.wallet_invariants(wallet) == []
     body = payload(op)
-    debited = quote.quoted_credits + Decimal("0.5")
-    assert body["billing"]["usage_credits"] == "1.870000"
-    assert body["billing"]["wallet_debited_credits"] == billing.fmt(debited)
-    assert body["billing"]["unfunded_credits"] == billing.fmt(Decimal("1.87") - debited)
-    assert Wallet.objects.get(owner=user).available_credits == 0
+    assert body["billing"]["wallet_debited_credits"] == billing.fmt(hold)
+    assert body["billing"]["unfunded_credits"] == billing.fmt(Decimal("1.87") - hold)
+    assert history_statuses(op)[-1] == "succeeded"
+
+
+def test_reconciliation_sends_the_quoted_limit_again(backend_server, funded):
+    """The create body is the same on dispatch and reconciliation: the limit too."""
+    quote = quote_create(
+        owner=funded,
+        tool="text-gen",
+        submit_field="prompt",
+        submit_value="[lose-ack] an essay",
+        configuration={"max_output_tokens": 1000},
+    )
+    op = submit(funded, text=None, quote_id=quote.pk)
+    assert op.max_output_tokens == 1000
+    assert operation_dispatch(operation_id=op.pk) == "reconciling"
+    assert operation_reconcile(operation_id=op.pk) in ("waiting", "running")
+    assert [c["max_output_tokens"] for c in backend_server.creates] == [1000, 1000]
+    op = run_to_completion(op)
+    assert op.state == State.SUCCEEDED and op.wallet_debited_credits <= op.held_credits
+
+
+def test_an_answer_cut_at_the_quoted_limit_is_incomplete_and_billed_within_the_hold(
+    backend_server, funded
+):
+    quote = quote_create(
+        owner=funded,
+        tool="text-gen",
+        submit_field="prompt",
+        submit_value="Summarise this",
+        configuration={"max_output_tokens": 100},
+    )
+    op = submit(funded, text=None, quote_id=quote.pk)
+    operation_dispatch(operation_id=op.pk)
+    op = run_to_completion(op)
+    assert backend_server.creates[0]["max_output_tokens"] == 100
+    assert (op.state, op.error_code) == (State.FAILED, "max_output_tokens")
+    assert op.result["incomplete_reason"] == "max_output_tokens"
+    assert op.tokens["output"] == 100
+    # 0.52 input + 100 reasoning tokens × 2 / 1000: past the 0.2015 hold (the input was
+    # estimated at 3 tokens, the backend counted 1,200), so the hold is all that is charged.
+    assert op.usage_credits == Decimal("0.72")
+    assert op.wallet_debited_credits == op.held_credits == quote.quoted_credits
+    assert op.unfunded_credits == Decimal("0.72") - op.held_credits
+    assert [kind for kind, _ in _ledger(op)] == ["hold", "debit", "write_off"]
+    wallet = Wallet.objects.get(owner=funded)
+    assert wallet.held_credits == 0
+    assert wallet.available_credits == Decimal("100") - op.held_credits
+    assert history_statuses(op)[-1] == "failed"
+
+
+def test_without_a_quote_the_default_limit_is_sent(backend_server, funded, settings):
+    op = submit(funded)
+    assert op.max_output_tokens == settings.OPERATIONS_MAX_OUTPUT_TOKENS
+    operation_dispatch(operation_id=op.pk)
+    assert backend_server.creates[0]["max_output_tokens"] == settings.OPERATIONS_MAX_OUTPUT_TOKENS
 
 
 def test_details_expire_but_the_record_remains(backend_server, funded):

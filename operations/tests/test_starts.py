@@ -109,9 +109,9 @@ def quick_backend(settings):
         yield server
 
 
-def _waiting(owner) -> Operation:
+def _waiting(owner, application=None) -> Operation:
     operation = operation_submit(
-        owner=owner, application=None, tool="text-gen", category="writing", input_text="Hi"
+        owner=owner, application=application, tool="text-gen", category="writing", input_text="Hi"
     )
     assert operation_dispatch(operation_id=operation.pk) == "waiting"
     return Operation.objects.get(pk=operation.pk)
@@ -129,7 +129,7 @@ def test_an_owners_cancel_racing_the_completion_keeps_the_books_on_postgres(quic
             return operation_check(operation_id=pk)
 
         def cancel(pk=operation.pk):
-            return operation_cancel_by_owner(operation_id=pk, owner=funded)
+            return operation_cancel_by_owner(operation_id=pk, owner=funded, application=None)
 
         results = _together([check, cancel])
         # The loser stands down: the check as "raced"/"not_due", the cancel refused in words.
@@ -149,7 +149,9 @@ def test_an_owners_cancel_racing_the_completion_keeps_the_books_on_postgres(quic
 def test_a_cancel_after_the_backend_finished_settles_instead(quick_backend, funded):
     operation = _waiting(funded)
     time.sleep(0.5)  # done at the backend; its cancel answers with the completed response
-    ended = operation_cancel_by_owner(operation_id=operation.pk, owner=funded)
+    ended = operation_cancel_by_owner(
+        operation_id=operation.pk, owner=funded, application=operation.application
+    )
     assert ended.state == State.SUCCEEDED and ended.billing_status == "settled"
     _checked(ended.pk)
 
@@ -158,18 +160,22 @@ def test_a_cancel_after_the_backend_finished_settles_instead(quick_backend, fund
 def test_a_waiting_operation_is_cancelled_at_the_backend_and_released(settings, funded):
     with local_backend(settings, work_seconds=3600):
         operation = _waiting(funded)
-        ended = operation_cancel_by_owner(operation_id=operation.pk, owner=funded)
+        ended = operation_cancel_by_owner(
+            operation_id=operation.pk, owner=funded, application=operation.application
+        )
     assert ended.state == State.CANCELLED and ended.billing_status == "released"
     assert Wallet.objects.get(owner=funded).held_credits == 0
     _checked(ended.pk)
     with pytest.raises(NotCancellable, match="is cancelled"):
-        operation_cancel_by_owner(operation_id=operation.pk, owner=funded)
+        operation_cancel_by_owner(
+            operation_id=operation.pk, owner=funded, application=operation.application
+        )
 
 
 def test_the_result_is_read_until_it_expires_then_says_so(
-    quick_backend, funded, ops_token, api, settings
+    quick_backend, funded, application, ops_token, api, settings
 ):
-    operation = _waiting(funded)
+    operation = _waiting(funded, application)
     time.sleep(0.5)
     assert operation_check(operation_id=operation.pk) == State.SUCCEEDED
     answer = api("get", f"operations/{operation.pk}/result", ops_token)
@@ -188,8 +194,12 @@ def test_the_result_is_read_until_it_expires_then_says_so(
     assert Operation.objects.get(pk=operation.pk).result is None
 
 
-def test_invalid_starts_are_4xx_with_the_reason_and_hold_nothing(funded, ops_token, api):
-    quote = quote_create(owner=funded, tool="text-gen", submit_field="p", submit_value="Hi")
+def test_invalid_starts_are_4xx_with_the_reason_and_hold_nothing(
+    funded, application, ops_token, api
+):
+    quote = quote_create(
+        owner=funded, application=application, tool="text-gen", submit_field="p", submit_value="Hi"
+    )
     bodies = [
         {"tool": "text-gen", "category": "c", "quote_id": str(quote.pk), "idempotency_key": ""},
         {"tool": "text-gen", "category": "c", "quote_id": str(quote.pk), "idempotency_key": "a b"},

@@ -17,7 +17,7 @@ PROBE = (
     "from django.conf import settings; from opentelemetry import trace; "
     "from celery.signals import task_prerun; from core import tracing; "
     "print(json.dumps({"
-    "'first_middleware': settings.MIDDLEWARE[0], "
+    "'first_middleware': settings.MIDDLEWARE[0], 'middleware': settings.MIDDLEWARE, "
     "'provider': type(trace.get_tracer_provider()).__name__, "
     "'on': tracing.opentelemetry_on(), "
     "'sdk_loaded': 'opentelemetry.sdk.trace' in sys.modules, "
@@ -37,7 +37,13 @@ def test_without_an_endpoint_nothing_is_installed():
     result = _start()
     assert result.returncode == 0, result.stderr
     probe = json.loads(result.stdout.splitlines()[-1])
-    assert probe["first_middleware"] == "core.middleware.TraceMiddleware"
+    # Our own list, unchanged: the client's address first (everything below reads it), then
+    # our trace; no instrumentation middleware anywhere.
+    assert probe["middleware"][:2] == [
+        "core.proxy.ClientAddressMiddleware",
+        "core.middleware.TraceMiddleware",
+    ]
+    assert not any(m.startswith("opentelemetry.") for m in probe["middleware"])
     assert probe["provider"] == "ProxyTracerProvider"
     assert probe["on"] is False
     assert probe["sdk_loaded"] is False

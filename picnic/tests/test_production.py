@@ -18,7 +18,7 @@ from django.conf import settings
 from kombu import Connection
 
 from chain.stack import free_port
-from core.testing import database_url, wait_until
+from core.testing import database_url, start_celery_worker, stop_celery_worker, wait_until
 from picnic import processes
 from picnic.beat import FileBeatLock, beat_lock_key
 
@@ -43,7 +43,7 @@ EXPECTED_QUEUES = {
     "messaging.tasks.deliveries_reap_leases": "housekeeping",
     "operations.tasks.operations_expire_details": "housekeeping",
     "mcp_adapter.tasks.tasks_purge_expired": "housekeeping",
-    "oauth.tasks.client_logo_fetch": "housekeeping",
+    "oauth.tasks.client_logo_fetch": "fetch",
 }
 
 
@@ -141,6 +141,38 @@ def test_on_rabbitmq_every_queue_is_a_quorum_queue_with_a_delivery_limit(rabbitm
         assert declared.message_count == 1
         assert '{"x-delivery-limit",5}' in arguments
         assert '{"x-dead-letter-routing-key","q-test.dead"}' in arguments
+
+
+def _inspect_ping(prefix: str) -> set[str]:
+    """The workers that answer `celery inspect ping` run from a deployment of this prefix."""
+    result = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "picnic", "inspect", "ping", "-t", "3", "-j"],
+        cwd=ROOT,
+        env={**_environ(), "CELERY_QUEUE_PREFIX": prefix},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    # No reply: celery prints an error and exits non-zero; else one JSON object of replies.
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    return set(json.loads(lines[-1])) if lines else set()
+
+
+def test_celery_control_reaches_only_the_workers_of_its_own_deployment(tmp_path):
+    # Two deployments on one Redis: their queues were apart, but `celery inspect` from one
+    # reached the other's workers over the shared control exchange (issue 42).
+    if not settings.CELERY_BROKER_URL.startswith("redis"):
+        pytest.skip("needs the Redis broker (CELERY_BROKER_URL=redis://…)")
+    tag = uuid.uuid4().hex[:8]
+    blue, green = f"blue-{tag}.", f"green-{tag}."
+    env = {"CELERY_QUEUE_PREFIX": blue}
+    worker = start_celery_worker(queue=f"{blue}chain", log_path=tmp_path / "w.log", env=env)
+    try:
+        wait_until(lambda: " ready." in (tmp_path / "w.log").read_text(), timeout=60)
+        assert len(_inspect_ping(blue)) == 1
+        assert _inspect_ping(green) == set()
+    finally:
+        stop_celery_worker(worker)
 
 
 def test_tests_send_every_task_to_their_own_queue(celery_test_queue):

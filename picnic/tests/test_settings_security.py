@@ -35,6 +35,7 @@ PRODUCTION = {
     "WEBAUTHN_ORIGIN": "https://picnic.example",
     "WEBAUTHN_RP_ID": "picnic.example",
     "DJANGO_BEHIND_TLS_PROXY": "true",
+    "TRUSTED_PROXY_IPS": "10.0.0.0/8",
     "DJANGO_HSTS_PRELOAD": "true",
     "OAUTH2_REDIRECT_URI_SCHEMES": "https",
     "CACHE_URL": "redis://:cache-pw@127.0.0.1:6379/11",

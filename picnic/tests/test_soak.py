@@ -223,7 +223,9 @@ def system(tmp_path):
             system.procs["worker_rest"] = processes.celery_worker(
                 env,
                 logs / "worker-rest.log",
-                queues=[f"{prefix}{kind}" for kind in ("chain", "operations", "housekeeping")],
+                queues=[
+                    f"{prefix}{kind}" for kind in ("chain", "operations", "housekeeping", "fetch")
+                ],
             ).start()
             system.start_dm_worker()
             system.procs["beat"] = processes.celery_beat(

@@ -39,6 +39,9 @@ class Command(BaseCommand):
                     port=port,
                     log_level="warning",
                     log_config=None,
+                    # The client's address from X-Forwarded-For of our own proxies only
+                    # (uvicorn's default believes any local peer's: core/proxy.py).
+                    forwarded_allow_ips=[str(n) for n in settings.TRUSTED_PROXY_IPS],
                 )
                 async with server.event_pump():
                     await uvicorn.Server(config).serve()

@@ -42,6 +42,7 @@ PROCESS_TYPES = (
     "worker_dm",
     "worker_operations",
     "worker_housekeeping",
+    "worker_fetch",
     "beat",
 )
 

@@ -1,0 +1,106 @@
+"""Outbound fetches end by a total deadline and a byte limit (core/outbound.py), whatever pace
+the other end keeps: a provider's answer served one byte a second by a real local server is
+cut off at the client's timeout, and a fetch gives its database connection back first."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+from django.db import connection, transaction
+
+from core import outbound
+from core.http import JsonHttpClient, OutcomeUnknown
+from core.testing import ScriptedServer
+
+TIMEOUT = 2.0
+
+
+def test_a_provider_answer_dripped_a_byte_a_second_is_cut_off_at_the_timeout():
+    """Each byte comes well within the per-read timeout: only a deadline on the whole request
+    ends it (before, `response.read()` waited for all of it, ~90 s here)."""
+    with ScriptedServer() as server:
+        server.mode = "drip"
+        server.result = "x" * 50
+        client = JsonHttpClient(server.url, timeout=TIMEOUT, provider="prices")
+        with pytest.raises(OutcomeUnknown, match=f"no answer within {TIMEOUT:g}s"):
+            client.call("POST", "/", body={"jsonrpc": "2.0", "id": 1, "method": "m"})
+        [record] = server.drips
+        assert record.cut_off.wait(10)  # we hung up ...
+        assert 0 < record.sent < record.size  # ... part way through the answer
+
+
+def test_a_provider_answer_over_the_byte_limit_is_refused():
+    with ScriptedServer() as server:
+        server.result = "x" * 200
+        client = JsonHttpClient(server.url, timeout=TIMEOUT, provider="prices", max_bytes=100)
+        with pytest.raises(OutcomeUnknown, match="over the 100-byte limit"):
+            client.call("POST", "/", body={"jsonrpc": "2.0", "id": 1, "method": "m"})
+        server.result = "small"
+        assert client.call("POST", "/", body={"id": 1}).json()["result"] == "small"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_fetch_gives_its_database_connection_back_first():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    assert connection.connection is not None
+    assert outbound.db_release() is True
+    assert connection.connection is None
+    with connection.cursor() as cursor:  # the next query opens one again
+        cursor.execute("SELECT 1")
+        assert cursor.fetchone() == (1,)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_fetch_inside_a_transaction_cannot_give_its_connection_back(caplog):
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        assert outbound.db_release() is False
+        assert connection.connection is not None  # the transaction is left alone
+    assert "outbound fetch inside a transaction" in caplog.text
+
+
+def test_a_status_line_dripped_a_byte_a_second_is_cut_off_at_the_deadline():
+    """The deadline holds before the body too: a server that drips its status line and
+    headers (http.client reads them line by line, each read well within its timeout)."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: 1\r\n\r\nx"
+    sent: list[int] = []
+    hung_up = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        peer, _ = listener.accept()
+        with peer:
+            peer.recv(4096)  # the request
+            try:
+                for index in range(len(head)):
+                    peer.sendall(head[index : index + 1])
+                    sent.append(index)
+                    if hung_up.wait(1.0):
+                        return
+            except OSError:
+                hung_up.set()
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    try:
+        with pytest.raises(outbound.DeadlineExceeded):
+            outbound.get(
+                ip="127.0.0.1",
+                port=listener.getsockname()[1],
+                host="127.0.0.1",
+                path="/",
+                secure=False,
+                headers={},
+                deadline=outbound.deadline_in(TIMEOUT),
+                max_bytes=100,
+            )
+        assert hung_up.wait(10)
+        assert len(sent) < len(head)
+    finally:
+        hung_up.set()
+        server.join(5)
+        listener.close()
