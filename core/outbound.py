@@ -163,6 +163,40 @@ def get(
         sock.close()
 
 
+def get_any(
+    *,
+    ips: list[str],
+    port: int,
+    host: str,
+    path: str,
+    secure: bool,
+    headers: dict[str, str],
+    deadline: float,
+    max_bytes: int,
+) -> Answer:
+    """`get` from each checked address of `host` in turn, all within the one `deadline`: the
+    first answer wins. Past the deadline or the size limit no other address is tried; if
+    every address fails, the last failure is raised."""
+    last = FetchFailed(f"{host} has no address")
+    for ip in ips:
+        try:
+            return get(
+                ip=ip,
+                port=port,
+                host=host,
+                path=path,
+                secure=secure,
+                headers=headers,
+                deadline=deadline,
+                max_bytes=max_bytes,
+            )
+        except (DeadlineExceeded, TooLarge):
+            raise
+        except FetchFailed as exc:
+            last = exc
+    raise last
+
+
 def db_release() -> bool:
     """Give this thread's database connections back before a slow outbound wait (Django opens
     one again on the next query). One inside a transaction cannot be given back: that is a

@@ -49,32 +49,24 @@ class ProfileKeepingFetcher(dot_cimd.SafeMetadataFetcher):
         ips = dot_cimd._resolve_and_validate(parsed.hostname, port)
         path = parsed.path + (f"?{parsed.query}" if parsed.query else "")
         headers = {"Host": parsed.netloc, "Accept": "application/json, application/*+json"}
-        last: Exception | None = None
-        for ip in ips:
-            try:
-                answer = outbound.get(
-                    ip=ip,
-                    port=port,
-                    host=parsed.hostname,
-                    path=path,
-                    secure=True,
-                    headers=headers,
-                    deadline=deadline,
-                    max_bytes=oauth2_settings.CIMD_MAX_DOCUMENT_SIZE,
-                )
-            except outbound.DeadlineExceeded as exc:
-                raise dot_cimd.CIMDError(
-                    f"client_id document not fetched within {seconds:g}s"
-                ) from exc
-            except outbound.TooLarge as exc:
-                raise dot_cimd.CIMDError(
-                    "client_id document exceeds the maximum allowed size"
-                ) from exc
-            except outbound.FetchFailed as exc:
-                last = exc
-                continue
-            return self._read_document(_Buffered(answer))
-        raise dot_cimd.CIMDError(f"could not fetch client_id document: {last}")
+        try:
+            answer = outbound.get_any(
+                ips=list(ips),
+                port=port,
+                host=parsed.hostname,
+                path=path,
+                secure=True,
+                headers=headers,
+                deadline=deadline,
+                max_bytes=oauth2_settings.CIMD_MAX_DOCUMENT_SIZE,
+            )
+        except outbound.DeadlineExceeded as exc:
+            raise dot_cimd.CIMDError(f"client_id document not fetched within {seconds:g}s") from exc
+        except outbound.TooLarge as exc:
+            raise dot_cimd.CIMDError("client_id document exceeds the maximum allowed size") from exc
+        except outbound.FetchFailed as exc:
+            raise dot_cimd.CIMDError(f"could not fetch client_id document: {exc}") from exc
+        return self._read_document(_Buffered(answer))
 
 
 class _Buffered:

@@ -93,30 +93,26 @@ def fetch(uri: str) -> bytes:
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     headers = {"Host": parts.netloc, "Accept": ", ".join(sorted(CONTENT_TYPES))}
     limit = settings.AGENT_LOGO_MAX_BYTES
-    last: Exception | None = None
-    for ip in ips:
-        try:
-            answer = outbound.get(
-                ip=ip,
-                port=port,
-                host=parts.hostname,
-                path=path,
-                secure=secure,
-                headers=headers,
-                deadline=deadline,
-                max_bytes=limit,
-            )
-        except outbound.DeadlineExceeded as exc:
-            raise LogoRefused(
-                f"not fetched within {settings.AGENT_LOGO_TIMEOUT_SECONDS:g}s: {exc}"
-            ) from exc
-        except outbound.TooLarge as exc:
-            raise LogoRefused(str(exc)) from exc
-        except outbound.FetchFailed as exc:
-            last = exc
-            continue
-        return _checked(answer)
-    raise LogoRefused(f"could not fetch: {last}")
+    try:
+        answer = outbound.get_any(
+            ips=list(ips),
+            port=port,
+            host=parts.hostname,
+            path=path,
+            secure=secure,
+            headers=headers,
+            deadline=deadline,
+            max_bytes=limit,
+        )
+    except outbound.DeadlineExceeded as exc:
+        raise LogoRefused(
+            f"not fetched within {settings.AGENT_LOGO_TIMEOUT_SECONDS:g}s: {exc}"
+        ) from exc
+    except outbound.TooLarge as exc:
+        raise LogoRefused(str(exc)) from exc
+    except outbound.FetchFailed as exc:
+        raise LogoRefused(f"could not fetch: {exc}") from exc
+    return _checked(answer)
 
 
 def _checked(answer: outbound.Answer) -> bytes:

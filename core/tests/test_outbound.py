@@ -104,3 +104,58 @@ def test_a_status_line_dripped_a_byte_a_second_is_cut_off_at_the_deadline():
         hung_up.set()
         server.join(5)
         listener.close()
+
+
+def _answering_once_per_connection() -> tuple[socket.socket, list[int]]:
+    """A listener on 127.0.0.1 only (127.0.0.2 and .3 refuse on its port) answering each GET
+    with 200 "ok"; the list counts the connections it took."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    taken: list[int] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                peer, _ = listener.accept()
+            except OSError:
+                return
+            taken.append(1)
+            with peer:
+                peer.recv(4096)
+                peer.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener, taken
+
+
+def test_each_address_is_tried_in_turn_and_the_last_failure_is_raised():
+    listener, taken = _answering_once_per_connection()
+    port = listener.getsockname()[1]
+    fetch = {
+        "port": port,
+        "host": "127.0.0.1",
+        "path": "/",
+        "secure": False,
+        "headers": {},
+        "max_bytes": 100,
+    }
+    try:
+        answer = outbound.get_any(
+            ips=["127.0.0.2", "127.0.0.1"], deadline=outbound.deadline_in(TIMEOUT), **fetch
+        )
+        assert (answer.status, answer.body, len(taken)) == (200, b"ok", 1)
+        with pytest.raises(outbound.FetchFailed, match=r"127\.0\.0\.3"):
+            outbound.get_any(
+                ips=["127.0.0.2", "127.0.0.3"], deadline=outbound.deadline_in(TIMEOUT), **fetch
+            )
+        # Past the size limit, no other address is tried: the answer was there and too big.
+        with pytest.raises(outbound.TooLarge):
+            outbound.get_any(
+                ips=["127.0.0.1", "127.0.0.1"],
+                deadline=outbound.deadline_in(TIMEOUT),
+                **{**fetch, "max_bytes": 1},
+            )
+        assert len(taken) == 2
+        with pytest.raises(outbound.FetchFailed, match="has no address"):
+            outbound.get_any(ips=[], deadline=outbound.deadline_in(TIMEOUT), **fetch)
+    finally:
+        listener.close()
