@@ -12,14 +12,11 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Sum
 
+from operations.errors import InsufficientCredits
 from operations.models import BillingComponent, LedgerEntry, LedgerKind, Operation, Wallet
 
 SIX = Decimal("0.000001")
 ZERO = Decimal("0.000000")
-
-
-class InsufficientCredits(Exception):
-    pass
 
 
 def q(value) -> Decimal:

@@ -30,6 +30,11 @@ from operations.backends.openai import (
     Refused,
 )
 from operations.contract import MAX_OUTPUT_TOKENS_LIMIT, MIN_OUTPUT_TOKENS
+from operations.errors import (
+    AdmissionError,
+    IdempotencyKeyReused,
+    QuoteInvalid,
+)
 from operations.models import (
     OPERATION_LIFECYCLE,
     STATE_TABLE,
@@ -44,22 +49,6 @@ from operations.models import (
 logger = logging.getLogger(__name__)
 S = State
 DISPATCH_TASK = "operations.tasks.operation_dispatch"
-
-
-class AdmissionError(Exception):
-    code = "admission_failed"
-
-
-class QuoteInvalid(AdmissionError):
-    code = "quote_invalid"
-
-
-class InsufficientCredits(AdmissionError):
-    code = "insufficient_credits"
-
-
-class IdempotencyKeyReused(AdmissionError):
-    code = "idempotency_key_reused"
 
 
 def operation_transition(
@@ -304,11 +293,8 @@ def _admit(
             "created_at": now,
         },
     )
-    try:
-        # In the same transaction as the row: no hold, no operation.
-        billing.hold(operation=operation, amount=held)
-    except billing.InsufficientCredits as exc:
-        raise InsufficientCredits(str(exc)) from None
+    # In the same transaction as the row: no hold, no operation (InsufficientCredits).
+    billing.hold(operation=operation, amount=held)
     if rule:
         return operation_transition(
             operation_id=operation.pk,

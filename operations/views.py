@@ -33,12 +33,11 @@ from operations import contract
 from operations.decisions import (
     operation_review_decide,
 )
+from operations.errors import AdmissionError, InsufficientCredits
 from operations.models import Channel, Operation, State
 from operations.selectors import OperationNotFound, operation_get_for_client
 from operations.serializers import operation_status_payload, quote_payload
 from operations.services import (
-    AdmissionError,
-    InsufficientCredits,
     NotCancellable,
     operation_cancel_by_owner,
     operation_submit,

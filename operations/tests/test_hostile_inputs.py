@@ -100,7 +100,8 @@ def test_a_stored_negative_quote_cannot_reach_the_ledger(funded, user, applicati
 
 
 def test_the_service_refuses_a_negative_budget_without_the_schema(funded, user):
-    from operations.services import QuoteInvalid, quote_create
+    from operations.errors import QuoteInvalid
+    from operations.services import quote_create
 
     with pytest.raises(QuoteInvalid, match="between 16 and"):
         quote_create(

@@ -21,12 +21,10 @@ from operations.decisions import (
     operation_resume,
     operation_review_decide,
 )
+from operations.errors import AdmissionError, InsufficientCredits, QuoteInvalid
 from operations.models import LedgerEntry, Operation, Quote, State, Wallet
 from operations.serializers import operation_status_payload
 from operations.services import (
-    AdmissionError,
-    InsufficientCredits,
-    QuoteInvalid,
     backend_unreachable,
     operation_cancel_by_owner,
     operation_check,
@@ -291,16 +289,22 @@ def test_insufficient_credits_refuse_admission_and_change_nothing(user):
     assert Wallet.objects.get(owner=user).available_credits == Decimal("0.5")
 
 
-def test_a_quote_sets_the_hold_and_is_shown_and_single_use(backend_server, funded):
+def _quoted_submit(owner, prompt: str, *, limit: int, model: str | None = None):
+    """A quote for `prompt` with `max_output_tokens` = `limit`, and the operation started on it."""
+    extra = {"model": model} if model else {}
     quote = quote_create(
-        owner=funded,
+        owner=owner,
         tool="text-gen",
         submit_field="prompt",
-        submit_value="Summarise this",
-        model="gpt-5-nano",
-        configuration={"max_output_tokens": 100},
+        submit_value=prompt,
+        configuration={"max_output_tokens": limit},
+        **extra,
     )
-    op = submit(funded, text=None, quote_id=quote.pk)
+    return quote, submit(owner, text=None, quote_id=quote.pk)
+
+
+def test_a_quote_sets_the_hold_and_is_shown_and_single_use(backend_server, funded):
+    quote, op = _quoted_submit(funded, "Summarise this", limit=100, model="gpt-5-nano")
     assert op.held_credits == quote.quoted_credits
     body = payload(op)
     assert body["quote"]["id"] == str(quote.pk) and body["quote"]["operation_id"] == str(op.pk)
@@ -369,14 +373,7 @@ def test_an_overrun_is_billed_at_most_the_hold_and_the_rest_written_off(backend_
 
 def test_reconciliation_sends_the_quoted_limit_again(backend_server, funded):
     """The create body is the same on dispatch and reconciliation: the limit too."""
-    quote = quote_create(
-        owner=funded,
-        tool="text-gen",
-        submit_field="prompt",
-        submit_value="[lose-ack] an essay",
-        configuration={"max_output_tokens": 1000},
-    )
-    op = submit(funded, text=None, quote_id=quote.pk)
+    quote, op = _quoted_submit(funded, "[lose-ack] an essay", limit=1000)
     assert op.max_output_tokens == 1000
     assert operation_dispatch(operation_id=op.pk) == "reconciling"
     assert operation_reconcile(operation_id=op.pk) in ("waiting", "running")
@@ -388,14 +385,7 @@ def test_reconciliation_sends_the_quoted_limit_again(backend_server, funded):
 def test_an_answer_cut_at_the_quoted_limit_is_incomplete_and_billed_within_the_hold(
     backend_server, funded
 ):
-    quote = quote_create(
-        owner=funded,
-        tool="text-gen",
-        submit_field="prompt",
-        submit_value="Summarise this",
-        configuration={"max_output_tokens": 100},
-    )
-    op = submit(funded, text=None, quote_id=quote.pk)
+    quote, op = _quoted_submit(funded, "Summarise this", limit=100)
     operation_dispatch(operation_id=op.pk)
     op = run_to_completion(op)
     assert backend_server.creates[0]["max_output_tokens"] == 100
