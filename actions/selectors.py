@@ -403,13 +403,19 @@ def approving_passkey_count(*, user) -> int:
     return Passkey.objects.filter(user=user, owner_state=OwnerState.ACTIVE).count()
 
 
-def actions_for_user(*, user, limit: int = 20) -> QuerySet[Action]:
-    """The front door's activity: the user's latest actions, newest first, with the agent."""
-    return (
-        Action.objects.filter(user=user)
-        .select_related("application")
-        .order_by("-created_at")[:limit]
+def actions_for_user(*, user, limit: int = 20, now: datetime | None = None) -> list[Action]:
+    """The front door's activity, with the agent: what waits for the user's approval first
+    (the nearest deadline first), then the rest newest first. Two queries whatever the rows;
+    a `proposed` past its deadline is among the rest (the caller expires it)."""
+    now = now or timezone.now()
+    mine = Action.objects.filter(user=user).select_related("application")
+    waiting = list(
+        mine.filter(status=ActionStatus.PROPOSED, expires_at__gt=now).order_by(
+            "expires_at", "-created_at"
+        )[:limit]
     )
+    rest = mine.exclude(status=ActionStatus.PROPOSED, expires_at__gt=now).order_by("-created_at")
+    return waiting + list(rest[: limit - len(waiting)])
 
 
 def end_user_accounts(*, user) -> QuerySet[SmartAccount]:

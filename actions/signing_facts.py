@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from decimal import ROUND_UP, Decimal
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
@@ -270,6 +271,18 @@ def _fee(action: Action) -> tuple[Decimal, bool] | None:
     return most, bool(paymaster)
 
 
+def valued(amount, symbol: str, price: Decimal | None, asset_id: str = "") -> Value | None:
+    """`amount` of `symbol` and its worth at `price` (a price in the page's fiat currency, None
+    when the price source did not answer); None when `amount` is not a number."""
+    number = l10n.finite_decimal(amount)
+    if number is None:
+        return None
+    fiat = (number * price).quantize(Decimal("0.01")) if price is not None else None
+    return Value(
+        amount=number, symbol=symbol, fiat=fiat, currency=l10n.fiat_currency(), asset_id=asset_id
+    )
+
+
 def sign_facts(action: Action) -> dict:
     params = action.params or {}
     chain = chain_for(action.chain_id)
@@ -291,12 +304,7 @@ def sign_facts(action: Action) -> dict:
             pass
 
     def value(amount, symbol: str, price_id: str | None, asset_id: str = "") -> Value | None:
-        number = l10n.finite_decimal(amount)
-        if number is None:
-            return None
-        price = price_table.get(price_id or "", {}).get(currency)
-        fiat = (number * price).quantize(Decimal("0.01")) if price is not None else None
-        return Value(amount=number, symbol=symbol, fiat=fiat, currency=currency, asset_id=asset_id)
+        return valued(amount, symbol, price_table.get(price_id or "", {}).get(currency), asset_id)
 
     def change(key: str, spent: Value | None) -> dict | None:
         """The balance of the token spent, before and after, while it can still be signed."""
@@ -480,3 +488,69 @@ def permission_note(params: dict) -> str:
         "Your agent's spending permission does not cover this request, so it needs your "
         "signature: %(why)s."
     ) % {"why": why}
+
+
+# --- The activity list: each action in one line ----------------------------------------------
+
+# The param that holds the amount of each type the list values, with its token's param.
+_LISTED_AMOUNT = {
+    ActionType.TRANSFER: ("amount", "asset_id"),
+    ActionType.SWAP: ("amount", "from_asset_id"),
+    ActionType.CARD_LIMIT_SET: ("daily_limit", "asset_id"),
+}
+
+
+def _tokens(asset_ids: set[str]) -> dict[str, Token]:
+    """{asset id: token} for the CAIP-19 ids of known tokens, in one query."""
+    matches = [m for m in map(_ASSET_ID.fullmatch, sorted(asset_ids)) if m]
+    if not matches:
+        return {}
+    where = Q()
+    for m in matches:
+        where |= Q(chain_id=int(m[1]), address__iexact=m[2])
+    found = {(t.chain_id, t.address.lower()): t for t in Token.objects.filter(where)}
+    keys = {m[0]: (int(m[1]), m[2].lower()) for m in matches}
+    return {asset_id: found[key] for asset_id, key in keys.items() if key in found}
+
+
+def activity_facts(actions: list[Action]) -> dict:
+    """What the activity list says of each action, {pk: facts}, in the signing page's terms:
+    its network by name, the amount with its fiat value, a transfer's recipient (its ENS name
+    beside the short address), a swap's token bought and, across networks, where it arrives,
+    a spending permission's name. The tokens are read in one query and the prices asked once
+    for the whole list, so the page does not grow by a query a row; when the price source
+    fails, the amounts stand alone (they are exact)."""
+    tokens = _tokens(
+        {(a.params or {}).get(key[1]) or "" for a in actions if (key := _LISTED_AMOUNT.get(a.type))}
+    )
+    currency = l10n.fiat_currency()
+    try:
+        price_table = prices([t.price_id for t in tokens.values() if t.price_id])
+    except PriceError:
+        price_table = {}
+    facts = {}
+    for action in actions:
+        params = action.params or {}
+        row: dict = {"chain": chain_for(action.chain_id).name}
+        if key := _LISTED_AMOUNT.get(action.type):
+            asset_id = params.get(key[1]) or ""
+            token = tokens.get(asset_id)
+            price = price_table.get(token.price_id, {}).get(currency) if token else None
+            symbol = params.get("symbol") or (token.symbol if token else "")
+            row["amount"] = valued(params.get(key[0]), symbol, price, asset_id)
+        if action.type == ActionType.TRANSFER:
+            recipient = address(params.get("to", ""), ens=params.get("ens", ""))
+            row["recipient"] = recipient
+            row["recipient_name"] = outside_name(recipient.ens, limit=60) if recipient.ens else None
+        elif action.type == ActionType.SWAP:
+            row["to_symbol"] = params.get("to_symbol", "")
+            if params.get("cross_chain") and isinstance(params.get("to_chain_id"), int):
+                row["to_chain"] = chain_for(params["to_chain_id"]).name
+        elif action.type == ActionType.SPEND_GRANT:
+            row["permission_names"] = [outside_name(params.get("name", "")).shown]
+        elif action.type == ActionType.SPEND_REVOKE:
+            row["permission_names"] = [outside_name(n).shown for n in params.get("names", [])]
+        if "permission_names" in row:
+            row["permission_names"] = [n for n in row["permission_names"] if n]
+        facts[action.pk] = row
+    return facts

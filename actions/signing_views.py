@@ -57,7 +57,7 @@ from actions.services.passkeys import (
 from actions.services.preferences import preferences_set_language, preferences_set_time_zone
 from actions.services.proposals import web3
 from actions.services.signing import action_reject, action_sign, authentication_options
-from actions.signing_facts import sign_facts
+from actions.signing_facts import activity_facts, sign_facts
 from core.api import error_json, failure_reason
 from core.chains import card_chain, chain_name
 from core.json_input import BodyRefused, json_body
@@ -333,10 +333,14 @@ def time_zone_set(request: HttpRequest) -> HttpResponse:
 @login_required
 def activity_page(request: HttpRequest) -> HttpResponse:
     """The end user's front door: what their agents asked for lately, and their passkeys."""
-    actions = list(actions_for_user(user=request.user))
+    # A request past its deadline is expired here (as its signing page would), never listed as
+    # waiting for an approval it can no longer get.
+    actions = [action_expire_if_overdue(action=a) for a in actions_for_user(user=request.user)]
+    facts = activity_facts(actions)
     for action in actions:
         action.status_label = STATUS_LABELS.get(action.status, action.status)
         action.type_label = TYPE_LABELS.get(action.type, action.type)
+        action.facts = facts[action.pk]
     return render(
         request,
         "actions/activity.html",

@@ -200,7 +200,8 @@ def test_the_activity_names_spending_permission_requests_and_who_asked(
         pk: " ".join(unescape(re.sub(r"<[^>]+>", " ", row)).split())
         for pk, row in re.findall(r'<li data-action="([^"]+)">(.*?)</li>', page, re.S)
     }
-    assert rows[str(grant.pk)].startswith("Waiting for your approval Spending permission asked by")
+    assert rows[str(grant.pk)].startswith("Waiting for your approval Spending permission on ")
+    assert f"asked by {application.name}" in rows[str(grant.pk)]
     # The user revoked it on their own page: no agent asked.
     assert rows[str(revoke.pk)].startswith("Waiting for your approval Revoke a spending permission")
     assert "asked by" not in rows[str(revoke.pk)]
