@@ -12,7 +12,6 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import formats, timezone
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
@@ -34,6 +33,7 @@ from actions.services.devices import (
     pending_passkey,
 )
 from actions.services.passkeys import PasskeyError
+from actions.services.preferences import in_users_zone
 from actions.services.recovery import account_change_refresh
 from actions.signing_views import (
     CHANGE_KIND_LABELS,
@@ -47,6 +47,7 @@ from actions.signing_views import (
     passkey_refusal,
 )
 from core.json_input import BodyRefused, loads
+from core.l10n import format_datetime
 from core.lifecycle import IllegalTransition
 from core.timeline import render_timeline
 
@@ -327,6 +328,8 @@ def recovery_verify(request: HttpRequest) -> JsonResponse:
         return _refusal(str(exc), code="recovery_refused", status=400, shown=RECOVERY_REFUSED)
     except PasskeyError as exc:
         return passkey_refusal(exc, status=400)
+    with in_users_zone(change.user):  # as their e-mail says it, with the zone's name
+        ready = format_datetime(change.ready_at) if change.ready_at else "—"
     return JsonResponse(
         {
             "status": change.status,
@@ -335,10 +338,6 @@ def recovery_verify(request: HttpRequest) -> JsonResponse:
                 "Recovery started. Your new passkey can sign once the safety delay has passed "
                 "(%(ready)s), unless one of your devices cancels it. We sent you an e-mail."
             )
-            % {
-                "ready": formats.date_format(timezone.localtime(change.ready_at), "DATETIME_FORMAT")
-                if change.ready_at
-                else "—"
-            },
+            % {"ready": ready},
         }
     )

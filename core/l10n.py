@@ -4,9 +4,10 @@ only; the API and the back-office keep their fixed formats."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
+from babel import Locale
 from babel import dates as babel_dates
 from babel import numbers as babel_numbers
 from django.conf import settings
@@ -14,6 +15,7 @@ from django.utils import timezone, translation
 
 # The fiat a user most likely thinks in, by page language (Brazil: BRL; Spain: EUR).
 FIAT_FOR_LANGUAGE = {"pt-br": "BRL", "es": "EUR", "en": "USD"}
+MINUS = "\u2212"  # "UTC−03:00", as CLDR writes an offset
 
 
 def locale_name() -> str:
@@ -62,14 +64,41 @@ def format_percent(value) -> str:
     )
 
 
+def zone_abbreviation(value: datetime) -> str:
+    """The short name of the zone `value` is in, at that moment: the one the page's language
+    has for it (CLDR, as the browser's own Intl writes it: "BRT" in pt-BR), else the zone
+    database's letters ("CET", "EST"), else its offset from UTC ("UTC−03:00", never the bare
+    "-03" the database has for zones without letters). Never the IANA name."""
+    for name in (
+        babel_dates.get_timezone_name(value, "short", locale=locale_name()),
+        value.tzname() or "",
+    ):
+        if name.isalpha():
+            return name
+    offset = int((value.utcoffset() or timedelta()).total_seconds()) // 60
+    if offset == 0:
+        return "UTC"
+    hours, minutes = divmod(abs(offset), 60)
+    return f"UTC{'+' if offset > 0 else MINUS}{hours:02d}:{minutes:02d}"
+
+
 def format_datetime(value: datetime | None) -> str:
-    """Date and time to the minute, in UTC (the time zone every end-user page uses)."""
+    """Date and time to the minute in the active time zone (the user's on end-user pages and
+    in their e-mails), with that zone's short name: "6 de dez. de 2026 09:32 BRT",
+    "6 dic 2026, 13:32 CET", "Dec 6, 2026, 7:32 AM EST". The language's medium date and
+    short time, joined as the language joins them."""
     if value is None:
         return ""
-    text = babel_dates.format_datetime(
-        value, format="medium", tzinfo=timezone.get_current_timezone(), locale=locale_name()
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value, UTC)
+    local = timezone.localtime(value)
+    locale = locale_name()
+    joined = (
+        str(Locale.parse(locale).datetime_formats["medium"])
+        .replace("{1}", babel_dates.format_date(local, "medium", locale=locale))
+        .replace("{0}", babel_dates.format_time(local, "short", tzinfo=local.tzinfo, locale=locale))
     )
-    return f"{text} {timezone.get_current_timezone_name()}"
+    return f"{joined} {zone_abbreviation(local)}"
 
 
 def format_relative(value: datetime | None, *, now: datetime | None = None) -> str:

@@ -11,6 +11,7 @@ from django.utils.translation import gettext
 from actions.models import AccountChange, AccountChangeKind
 from actions.services.preferences import in_users_words
 from core.l10n import format_datetime
+from core.user_agents import device_description
 
 K = AccountChangeKind
 
@@ -24,7 +25,7 @@ def _device(change: AccountChange) -> str:
     passkey = change.passkey
     if passkey is None:
         return gettext("a passkey")
-    return passkey.name or passkey.user_agent[:80] or gettext("a passkey")
+    return passkey.name or device_description(passkey.user_agent) or gettext("a passkey")
 
 
 def _device_words(event: str) -> tuple[str, str]:

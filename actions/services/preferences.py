@@ -46,6 +46,15 @@ def in_users_words(user):
         yield
 
 
+@contextmanager
+def in_users_zone(user):
+    """Times in `user`'s own time zone (the site's if they never told us), in the page's
+    language: for a page seen before the session knows them (the recovery page)."""
+    stored = preferences_time_zone(user=user)
+    with timezone.override(zone_named(stored) or zone_named(settings.TIME_ZONE)):
+        yield
+
+
 def _remember_time_zone(sender, request, user, **kwargs) -> None:
     """On login: the zone stored with the user into their session (core.timezones), and the
     language they signed in with stored with the user."""

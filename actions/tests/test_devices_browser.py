@@ -19,6 +19,14 @@ from core.testing import add_virtual_authenticator, chromium_options
 
 pytestmark = [pytest.mark.chain, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 RECIPIENT = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"
+PHONE = (
+    "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/131.0.0.0 Mobile Safari/537.36"
+)
+LAPTOP = (
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/131.0.0.0 Safari/537.36"
+)
 
 
 @pytest.fixture
@@ -30,7 +38,7 @@ def two_devices(live_server, chain_settings, settings, monkeypatch):
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(**chromium_options())
         pages = []
-        for agent in ("Phone (Android) Chrome", "Laptop (Windows) Chrome"):
+        for agent in (PHONE, LAPTOP):
             # One browser context per device: its own cookies and its own authenticator.
             context = browser.new_context(user_agent=agent, viewport={"width": 1000, "height": 900})
             page = context.new_page()
@@ -110,7 +118,7 @@ def test_link_approve_both_sign_remove_one_and_its_signature_is_refused(
     # Device 1 approves, on a page that names the new device: one prompt, both chains.
     phone.goto(f"{url}/passkeys/")
     phone.click(f"#approve-device-{second.pk}")
-    assert "Laptop (Windows) Chrome" in phone.inner_text("#device-facts")
+    assert "Chrome on Windows" in phone.inner_text("#device-facts")
     phone.click("#approve")
     phone.wait_for_selector('[data-status="executed"]', timeout=120_000)
     second.refresh_from_db()

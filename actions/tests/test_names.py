@@ -204,9 +204,10 @@ def test_no_page_shows_a_microsecond_timestamp(
         '<time datetime="2026-12-04T11:29:06Z" title="2026-12-04T11:29:06+00:00 (UTC)">'
         "2026-12-04 11:29:06 UTC</time>"
     ) in timeline
-    # End users: the UTC value in <time datetime>, rewritten in the browser's zone by a script.
+    # End users: the UTC value in <time datetime>, the page's zone on hover; rewritten in the
+    # browser's zone by a script when it differs.
     signing = pages["signing page"].content.decode()
-    assert '<time datetime="2026-12-04T11:29:06Z" data-local>' in signing
+    assert '<time datetime="2026-12-04T11:29:06Z" data-local title="UTC">' in signing
     assert "picnic/local_time.js" in signing
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
-from babel.dates import format_datetime
+from babel.dates import format_date, format_time
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
 
@@ -258,7 +258,7 @@ def test_connected_agents_in_spanish_and_portuguese(code_flow, client, user):
     assert "Todavía no" in html and "Desconectar" in html
     [agent] = selectors.connected_agents(user=user)
     connected = agent.connected_at
-    # Dates in the language's CLDR format ("3 dic 2026, 19:40:12 UTC").
+    # Dates in the language's CLDR format, to the minute, with the zone ("3 dic 2026, 19:40 UTC").
     assert f"{l10n_datetime(connected, 'es')} UTC" in html
     html = client.get("/agents/", HTTP_ACCEPT_LANGUAGE="pt-BR").content.decode()
     assert "Pode ver" in html and "Ainda não" in html
@@ -292,6 +292,8 @@ def test_the_oauth_endpoints_agents_call_stay_english(code_flow, client):
 
 
 def l10n_datetime(value, locale: str) -> str:
-    return format_datetime(
-        value, format="medium", tzinfo=timezone.get_current_timezone(), locale=locale
-    )
+    """The language's medium date and short time, joined as it joins them."""
+    zone = timezone.get_current_timezone()
+    date = format_date(value.astimezone(zone), "medium", locale=locale)
+    time = format_time(value, "short", tzinfo=zone, locale=locale)
+    return {"es": f"{date}, {time}", "pt_BR": f"{date} {time}"}[locale]

@@ -1,30 +1,61 @@
 // End-user pages write times in the zone stored with the user (UTC until the browser has told
-// it). This rewrites each <time data-local> (its text) and <time data-local-title> (its hover
-// text) in the browser's own time zone and the page's language, to the second, and tells the
-// server the browser's zone when it differs from the page's (stored with the user, used from
-// the next page on). Without JavaScript the server's text stays.
+// it), as core/l10n.py's format_datetime: "6 de dez. de 2026 09:32 BRT", the IANA name only
+// on hover. When the browser's own zone is not the page's (a first visit, a trip), this
+// rewrites every <time data-local> (its text) and <time data-local-title> (its hover text) in
+// the browser's zone, in the same shape, so that a page never shows two clocks; and tells the
+// server the browser's zone (stored with the user, used from the next page on). When the zones
+// agree the server's text stays as written. Without JavaScript the server's text stays.
 (function () {
   "use strict";
-  var format;
+  var lang = document.documentElement.lang || undefined;
+  var zone, dateTime;
   try {
-    format = new Intl.DateTimeFormat(document.documentElement.lang || undefined, {
-      dateStyle: "medium", timeStyle: "long",
-    });
+    zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+    dateTime = new Intl.DateTimeFormat(lang, { dateStyle: "medium", timeStyle: "short" });
   } catch (e) {
     return;
   }
 
+  function zonePart(options, when) {
+    var parts = new Intl.DateTimeFormat(lang, options).formatToParts(when);
+    for (var i = 0; i < parts.length; i++) {
+      if (parts[i].type === "timeZoneName") return parts[i].value;
+    }
+    return "";
+  }
+
+  // The zone's short name in the page's language ("BRT", "CET"), else its offset written
+  // "UTC−03:00" (as the server writes it), never "GMT-3".
+  function zoneName(when) {
+    var name = zonePart({ timeZoneName: "short" }, when);
+    if (/^[A-Za-z]+$/.test(name)) return name;
+    try {
+      var offset = zonePart({ timeZoneName: "longOffset" }, when);  // "GMT-03:00", "GMT"
+      return /^GMT([+-]00:00)?$/.test(offset) ? "UTC" : offset.replace("GMT", "UTC").replace("-", "\u2212");
+    } catch (e) {
+      return name;
+    }
+  }
+
+  function written(when) {
+    return dateTime.format(when) + " " + zoneName(when);
+  }
+
+  function pageZone() {
+    return document.body ? document.body.getAttribute("data-time-zone") : null;
+  }
+
   function rewrite(root) {
+    if (!zone || zone === pageZone()) return;
     var times = (root || document).querySelectorAll("time[data-local], time[data-local-title]");
     for (var i = 0; i < times.length; i++) {
       var when = new Date(times[i].getAttribute("datetime"));
       if (isNaN(when.getTime())) continue;
-      var text = format.format(when);
       if (times[i].hasAttribute("data-local")) {
-        times[i].textContent = text;
-        times[i].title = times[i].getAttribute("datetime");
+        times[i].textContent = written(when);
+        times[i].title = zone;
       } else {
-        times[i].title = text;
+        times[i].title = written(when);
       }
     }
   }
@@ -34,8 +65,7 @@
   document.addEventListener("DOMContentLoaded", function () {
     rewrite(document);
     var root = document.body, url = root.getAttribute("data-time-zone-url");
-    var zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
-    if (!url || !zone || zone === root.getAttribute("data-time-zone")) return;
+    if (!url || !zone || zone === pageZone()) return;
     var token = document.querySelector("input[name=csrfmiddlewaretoken]");
     var body = new URLSearchParams({ time_zone: zone });
     fetch(url, { method: "POST", body: body, credentials: "same-origin",
