@@ -123,7 +123,7 @@ def test_a_waiting_request_comes_first_with_its_deadline_then_the_rest_newest_fi
     assert [pk for pk, _, _ in listed] == [str(waiting.pk), str(newer_done.pk), str(older_done.pk)]
     (_, html, words), *rest = listed
     assert words.startswith("Waiting for your approval Payment 1 USDC to ")
-    deadline = f'expires <time datetime="{utc_iso(waiting.expires_at)}" data-local>'
+    deadline = f'expires <time datetime="{utc_iso(waiting.expires_at)}" data-local'
     assert deadline in html
     assert rest[0][2].startswith("Done Payment 2 USDC to ")
     assert rest[1][2].startswith("Done Payment 3 USDC to ")
