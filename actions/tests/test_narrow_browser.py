@@ -1,11 +1,17 @@
 """Every end-user page fits a phone: at 390 and 320 px wide, in Debian's Chromium, no page is
 wider than the viewport (document.documentElement.scrollWidth <= its width), in each language, with the
 data that made pages overflow: full addresses, long ENS names, spending permissions with
-several recipients, transfers, swaps, card actions and failures on the signing page."""
+several recipients, transfers, swaps, card actions and failures on the signing page.
+
+In pt-BR at 390 px it also takes the phone screenshots the docs show (the activity page,
+`/permissions/` and a spending permission's signing page); PICNIC_SCREENSHOT_DIR=docs/img
+refreshes docs/img/enduser-pt-BR-390-<page>.png."""
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.test import Client
@@ -40,6 +46,8 @@ LANGUAGES = ("pt-BR", "en", "es")
 # Real shapes: a checksummed address, a long (valid) ENS name, a 32-byte hash.
 RECIPIENT = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"
 LONG_NAME = "mercadinho-da-esquina-de-pinheiros.eth"
+# The pages the docs show at phone width, in pt-BR.
+DOC_SHOTS = ("activity", "permissions", "sign-permission")
 
 
 # What sticks out, for the failure message: the innermost elements past the right edge or
@@ -189,8 +197,9 @@ def _session(user) -> str:
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
-def test_every_user_page_fits_a_phone(pages, live_server, user, language):
+def test_every_user_page_fits_a_phone(pages, live_server, user, language, tmp_path):
     session = _session(user)
+    shots = Path(os.environ.get("PICNIC_SCREENSHOT_DIR") or tmp_path)
     too_wide = {}
     with chromium(language, width=WIDTHS[0]) as page:
         for name, path, *status, signed_in in pages:
@@ -205,6 +214,10 @@ def test_every_user_page_fits_a_phone(pages, live_server, user, language):
             assert response.status == (status[0] if status else 200), (name, response.status)
             if name == "permissions":  # the widest content is there: the payments' table
                 assert page.locator("table.spends tbody tr").count() == 2
+            if language == "pt-BR" and name in DOC_SHOTS:
+                shot = shots / f"enduser-pt-BR-390-{name}.png"
+                page.screenshot(path=str(shot), full_page=True)
+                assert shot.stat().st_size > 0
             for width in WIDTHS:  # the same page narrowed: it reflows, nothing is fetched again
                 page.set_viewport_size({"width": width, "height": 900})
                 scroll_width = page.evaluate("document.documentElement.scrollWidth")
