@@ -324,6 +324,12 @@ class Operation(LifecycleModel):
             # Back-office (admin): the list's order, the rare-value filters in that order
             # (dispatch unknown, billing reconciling), and the exact backend response search.
             models.Index(fields=["created_at"], name="operation_created"),
+            # The review queue, oldest first a page at a time (keyset on created_at, id).
+            models.Index(
+                fields=["created_at", "id"],
+                name="operation_review_queue",
+                condition=Q(state="needs_review"),
+            ),
             models.Index(fields=["dispatch_status", "created_at"], name="operation_dispatch"),
             models.Index(fields=["billing_status", "created_at"], name="operation_billing"),
             models.Index(fields=["backend_response_id"], name="operation_backend_response"),

@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from core.echo import named
@@ -42,3 +42,47 @@ def operation_get_for_client(*, operation_id: str, user, application) -> Operati
     if operation is None:
         raise OperationNotFound(f"Operation not found: {operation_id}")
     return operation
+
+
+REVIEW_PAGE_SIZE = 20
+
+
+class BadCursor(ValueError):
+    """A review-queue cursor that is not one this page gave out."""
+
+
+def _review_cursor(operation: Operation) -> str:
+    return f"{operation.created_at.isoformat()}~{operation.pk}"
+
+
+def review_queue_page(
+    *, after: str | None = None, size: int = REVIEW_PAGE_SIZE
+) -> tuple[list[Operation], str | None]:
+    """Operations waiting for review, oldest first, `size` at a time after the cursor `after`
+    (keyset on created_at and id over a partial index: a later page costs what the first
+    does, however long the queue), and the cursor of the next page, or None on the last."""
+    rows = (
+        Operation.objects.filter(state=State.NEEDS_REVIEW)
+        .select_related("owner")
+        .order_by("created_at", "id")
+    )
+    if after:
+        created, _, pk = after.partition("~")
+        try:
+            created_at = datetime.fromisoformat(created)
+            operation_id = uuid.UUID(pk)
+        except ValueError:
+            raise BadCursor(f"not a review-queue position: {named(after)}") from None
+        if created_at.tzinfo is None:
+            raise BadCursor(f"not a review-queue position: {named(after)}")
+        rows = rows.filter(
+            Q(created_at__gt=created_at) | Q(created_at=created_at, id__gt=operation_id)
+        )
+    page = list(rows[: size + 1])
+    more = len(page) > size
+    page = page[:size]
+    return page, _review_cursor(page[-1]) if more else None
+
+
+def review_queue_count() -> int:
+    return Operation.objects.filter(state=State.NEEDS_REVIEW).count()

@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import uuid
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from django import forms
 from django.conf import settings
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 from drf_spectacular.types import OpenApiTypes
@@ -35,7 +36,13 @@ from operations.decisions import (
 )
 from operations.errors import AdmissionError, InsufficientCredits
 from operations.models import Channel, Operation, State
-from operations.selectors import OperationNotFound, operation_get_for_client
+from operations.selectors import (
+    BadCursor,
+    OperationNotFound,
+    operation_get_for_client,
+    review_queue_count,
+    review_queue_page,
+)
 from operations.serializers import operation_status_payload, quote_payload
 from operations.services import (
     NotCancellable,
@@ -263,17 +270,27 @@ def operation_timeline(request: HttpRequest, operation_id) -> HttpResponse:
     )
 
 
+def _queue_context(after: str | None) -> dict:
+    """One page of the review queue after the cursor `after` (BadCursor for a made-up one)."""
+    pending, next_after = review_queue_page(after=after or None)
+    return {
+        "pending": pending,
+        "after": after or "",
+        "next_after": next_after,
+        "waiting": review_queue_count(),
+    }
+
+
 @staff_may_view(Operation)
 def review_queue(request: HttpRequest) -> HttpResponse:
-    pending = (
-        Operation.objects.filter(state=State.NEEDS_REVIEW)
-        .select_related("owner")
-        .order_by("created_at")
-    )
+    try:
+        context = _queue_context(request.GET.get("after"))
+    except BadCursor as exc:
+        return HttpResponseBadRequest(str(exc))
     template = (
         "operations/review_queue.html#queue" if request.htmx else "operations/review_queue.html"
     )
-    return render(request, template, {"pending": pending})
+    return render(request, template, context)
 
 
 class ReviewDecisionForm(forms.Form):
@@ -307,17 +324,19 @@ def review_decide(request: HttpRequest, operation_id) -> HttpResponse:
             error = str(exc)
         except IllegalTransition as exc:
             error = f"this operation is {exc.current} now"
+    # Back to the page the decision was made on (its cursor came with the form).
+    after = request.POST.get("after", "")
     if not request.htmx:
         if error:
             messages.error(request, error)
-        return redirect("operations-staff:review-queue")
-    pending = (
-        Operation.objects.filter(state=State.NEEDS_REVIEW)
-        .select_related("owner")
-        .order_by("created_at")
-    )
+        queue = reverse("operations-staff:review-queue")
+        return redirect(f"{queue}?{urlencode({'after': after})}" if after else queue)
+    try:
+        context = _queue_context(after)
+    except BadCursor:
+        context = _queue_context(None)
     return render(
         request,
         "operations/review_queue.html#queue",
-        {"pending": pending, "error": error, "error_for": str(operation_id)},
+        {**context, "error": error, "error_for": str(operation_id)},
     )

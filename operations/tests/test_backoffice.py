@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import html
+import re
+from urllib.parse import parse_qs, urlsplit
+from uuid import uuid4
+
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from operations.models import Operation, State
+from operations.selectors import REVIEW_PAGE_SIZE
 from operations.tests.factories import fund, make_dispatch_unknown, submit_operation
 
 
@@ -125,3 +133,68 @@ def test_a_review_note_with_a_nul_or_too_long_is_refused_and_changes_nothing(sta
         assert answer.status_code == 200 and said in answer.text
         op.refresh_from_db()
         assert op.state == State.NEEDS_REVIEW and op.history.count() == rows
+
+
+def _queue_ids(page) -> list[str]:
+    return re.findall(r'id="review-([0-9a-f-]{36})"', page.text)
+
+
+def _next(page) -> str | None:
+    found = re.search(r'id="review-next" href="([^"]+)"', page.text)
+    return html.unescape(found[1]) if found else None
+
+
+def test_the_review_queue_pages_oldest_first_and_a_later_page_costs_what_the_first_does(
+    staff_client, make_op, user
+):
+    fund(user, "1000")  # 45 holds
+    ops = [make_op(category="sensitive") for _ in range(45)]
+    # Two created at the same instant: the id orders them, neither is skipped nor repeated.
+    Operation.objects.filter(pk=ops[20].pk).update(created_at=ops[19].created_at)
+    expected = [
+        str(pk)
+        for pk in Operation.objects.filter(state=State.NEEDS_REVIEW)
+        .order_by("created_at", "id")
+        .values_list("pk", flat=True)
+    ]
+    seen, counts, url = [], [], "/staff/operations/review/"
+    while url:
+        with CaptureQueriesContext(connection) as queries:
+            page = staff_client.get(url)
+        assert page.status_code == 200
+        assert "45 waiting" in page.text
+        counts.append(len(queries))
+        seen.append(_queue_ids(page))
+        url = _next(page)
+    assert [len(ids) for ids in seen] == [REVIEW_PAGE_SIZE, REVIEW_PAGE_SIZE, 5]
+    assert [i for ids in seen for i in ids] == expected
+    assert len(set(counts)) == 1, counts  # the third page reads what the first does
+
+
+def test_a_made_up_queue_position_is_a_400(staff_client, make_op):
+    make_op(category="sensitive")
+    for after in ("nonsense", "2026-01-01T00:00:00~not-a-uuid", f"2026-01-01T00:00:00~{uuid4()}"):
+        response = staff_client.get("/staff/operations/review/", {"after": after})
+        assert response.status_code == 400, after
+        assert "not a review-queue position" in response.text
+
+
+def test_a_decision_on_a_later_page_stays_on_that_page(staff_client, make_op):
+    ops = [make_op(category="sensitive") for _ in range(REVIEW_PAGE_SIZE + 3)]
+    first = staff_client.get("/staff/operations/review/")
+    after = parse_qs(urlsplit(_next(first)).query)["after"][0]
+    second = staff_client.get("/staff/operations/review/", {"after": after})
+    assert _queue_ids(second) == [str(op.pk) for op in ops[REVIEW_PAGE_SIZE:]]
+    decided = ops[REVIEW_PAGE_SIZE]
+    partial = staff_client.post(
+        f"/staff/operations/review/{decided.pk}/",
+        {"decision": "approve", "note": "checked", "after": after},
+        HTTP_HX_REQUEST="true",
+    )
+    assert _queue_ids(partial) == [str(op.pk) for op in ops[REVIEW_PAGE_SIZE + 1 :]]
+    assert Operation.objects.get(pk=decided.pk).state == State.QUEUED
+    without_js = staff_client.post(
+        f"/staff/operations/review/{ops[-1].pk}/",
+        {"decision": "reject", "note": "no", "after": after},
+    )
+    assert without_js.status_code == 302 and "after=" in without_js["Location"]
