@@ -1,7 +1,7 @@
 import os
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_shutdown
+from celery.signals import worker_init, worker_process_init, worker_process_shutdown
 from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "picnic.settings")
@@ -34,3 +34,21 @@ def _declare_amqp_queues(sender=None, **kwargs):
     with app.connection_for_write() as conn:
         for queue in (*app.conf.task_queues, dead):
             queue.bind(conn.default_channel).declare()
+
+
+@worker_init.connect
+def _freeze_after_start_up(sender=None, **kwargs):
+    # Django set up and the task modules imported: the main process freezes its start-up
+    # objects (core/gc_freeze.py), before a prefork pool forks (its children inherit the frozen
+    # generation); with the solo or threads pool this process runs the tasks itself.
+    from core.gc_freeze import freeze_after_start_up
+
+    freeze_after_start_up("celery worker")
+
+
+@worker_process_init.connect
+def _freeze_in_pool_process(**kwargs):
+    # A prefork pool process, after its own start-up: what it allocated since the fork, too.
+    from core.gc_freeze import freeze_after_start_up
+
+    freeze_after_start_up(f"celery pool process {os.getpid()}")

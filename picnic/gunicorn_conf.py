@@ -44,6 +44,15 @@ loglevel = env_str("LOG_LEVEL", "info").lower()
 preload_app = False
 
 
+def post_worker_init(worker):
+    """A worker has loaded the app (Django set up, middleware built): warm it up and freeze its
+    start-up objects out of the collector's generations (core/gc_freeze.py,
+    GC_FREEZE_AT_STARTUP). Here, not in the master: the app is loaded after fork."""
+    from core.gc_freeze import freeze_after_start_up
+
+    freeze_after_start_up(f"web worker {worker.pid}")
+
+
 def child_exit(server, worker):
     """A worker process ended (normally, killed or recycled): its Prometheus multiprocess
     files are marked dead so live gauges stop counting it."""
