@@ -73,6 +73,10 @@ RUNS = {
         "ratio project/protocol deliveries/s: ",
         (PG, REDIS),
     ),
+    "gc_pauses.py": Run(
+        ("--actions", "3", "--pages", "5", "--rounds", "1"),
+        "ratio p99 pause without/with freeze: ",
+    ),
     "growth.py": Run(
         ("--small", "200", "--large", "2000", "--rounds", "1"), "growth factor 2,000/200", (PG,)
     ),
