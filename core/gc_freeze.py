@@ -18,14 +18,15 @@ from __future__ import annotations
 import gc
 import logging
 
+from django.conf import settings
+from django.urls import get_resolver
+
 logger = logging.getLogger(__name__)
 
 
 def warm_up() -> None:
     """What a process loads on its first request, loaded now: the URL conf (and, through it,
     every view module and its imports) with its reverse tables."""
-    from django.urls import get_resolver
-
     resolver = get_resolver()
     resolver.url_patterns  # noqa: B018 - imports the URL conf and every view module
     resolver.reverse_dict  # noqa: B018 - builds the reverse tables (the first reverse() does)
@@ -35,8 +36,6 @@ def freeze_after_start_up(process: str) -> int:
     """Warm up, collect start-up's garbage (so none of it is frozen for good), then freeze what
     is left; log and return how many objects are frozen (0 when GC_FREEZE_AT_STARTUP is off).
     Django must be set up. Calling it again freezes what was allocated since."""
-    from django.conf import settings
-
     if not settings.GC_FREEZE_AT_STARTUP:
         logger.info("gc.freeze at start-up is off (GC_FREEZE_AT_STARTUP): %s", process)
         return 0

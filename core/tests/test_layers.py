@@ -159,6 +159,8 @@ FUNCTION_LEVEL_IMPORTS: dict[tuple[str, str], str] = {
         "core.metrics",
     ): "every process imports picnic.celery before Django is set up",
     ("picnic.gunicorn_conf", "core.metrics"): "the gunicorn master reads this before Django",
+    ("picnic.celery", "core.gc_freeze"): "the same: it imports django.urls",
+    ("picnic.gunicorn_conf", "core.gc_freeze"): "the same",
 }
 
 
