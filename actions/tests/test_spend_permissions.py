@@ -361,7 +361,7 @@ def test_the_user_page_names_the_network_and_who_was_paid(wallet, user, applicat
     page = client.get("/permissions/").content.decode()
     # The chain's name (its id only on hover), and the name the agent paid beside the address.
     assert 'data-chain-id="31337"' in page and f">{chain_name(31337)}</span>" in page
-    assert f"<td><strong>merchant.eth</strong> <code>{MERCHANT}</code></td>" in page
+    assert f'<td data-label="To"><strong>merchant.eth</strong> <code>{MERCHANT}</code></td>' in page
 
 
 def test_a_spend_signed_before_its_key_was_destroyed_is_not_sent(wallet, user, application):
