@@ -280,9 +280,8 @@ def recovery_settle(*, change: AccountChange) -> AccountChange:
         return change
     # Chain time decides (the contract checks it), not this server's clock nor the database:
     # nothing is recorded as executed before every chain has reached the ready time.
-    ripe = _ready_on_every_chain(change, states, pending)
     if _owner_added(change):
-        if ripe:
+        if _ready_on_every_chain(change, states, pending):
             return _recovery_done(change)
         logger.error("recovery %s: its passkey is an owner before the ready time", change.pk)
         return change
@@ -299,7 +298,7 @@ def recovery_settle(*, change: AccountChange) -> AccountChange:
                 return AccountChange.objects.get(pk=change.pk)
             _undo(change)
         return change
-    if not ripe:
+    if not _ready_on_every_chain(change, states, pending):
         return change
     for account in picnic_accounts(user=change.user):
         relayer = card_relayer(account.chain_id)
@@ -321,13 +320,10 @@ def _ready_on_every_chain(change: AccountChange, states: dict, pending) -> bool:
     clocks of two chains need not agree."""
     recorded = change.params.get("ready_at_by_chain", {})
     fallback = int(change.ready_at.timestamp()) if change.ready_at else 0
-    for account in picnic_accounts(user=change.user):
-        state = states.get(account.chain_id)
-        if pending(state):
-            ready = state.ready_at
-        else:
-            ready = recorded.get(str(account.chain_id), fallback)
-        if not ready or web3(account.chain_id).eth.get_block("latest")["timestamp"] < ready:
+    # `states` has one entry per chain of the user's accounts (_chain_recovery).
+    for chain_id, state in states.items():
+        ready = state.ready_at if pending(state) else recorded.get(str(chain_id), fallback)
+        if not ready or web3(chain_id).eth.get_block("latest")["timestamp"] < ready:
             return False
     return True
 
