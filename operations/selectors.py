@@ -55,6 +55,19 @@ def _review_cursor(operation: Operation) -> str:
     return f"{operation.created_at.isoformat()}~{operation.pk}"
 
 
+def review_cursor_position(after: str) -> tuple[datetime, uuid.UUID]:
+    """(created_at, id) of a cursor `review_queue_page` gave out; BadCursor for any other."""
+    created, _, pk = after.partition("~")
+    try:
+        created_at = datetime.fromisoformat(created)
+        operation_id = uuid.UUID(pk)
+    except ValueError:
+        raise BadCursor(f"not a review-queue position: {named(after)}") from None
+    if created_at.tzinfo is None:
+        raise BadCursor(f"not a review-queue position: {named(after)}")
+    return created_at, operation_id
+
+
 def review_queue_page(
     *, after: str | None = None, size: int = REVIEW_PAGE_SIZE
 ) -> tuple[list[Operation], str | None]:
@@ -67,14 +80,7 @@ def review_queue_page(
         .order_by("created_at", "id")
     )
     if after:
-        created, _, pk = after.partition("~")
-        try:
-            created_at = datetime.fromisoformat(created)
-            operation_id = uuid.UUID(pk)
-        except ValueError:
-            raise BadCursor(f"not a review-queue position: {named(after)}") from None
-        if created_at.tzinfo is None:
-            raise BadCursor(f"not a review-queue position: {named(after)}")
+        created_at, operation_id = review_cursor_position(after)
         rows = rows.filter(
             Q(created_at__gt=created_at) | Q(created_at=created_at, id__gt=operation_id)
         )

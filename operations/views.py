@@ -40,6 +40,7 @@ from operations.selectors import (
     BadCursor,
     OperationNotFound,
     operation_get_for_client,
+    review_cursor_position,
     review_queue_count,
     review_queue_page,
 )
@@ -329,6 +330,11 @@ def review_decide(request: HttpRequest, operation_id) -> HttpResponse:
     if not request.htmx:
         if error:
             messages.error(request, error)
+        try:
+            if after:
+                review_cursor_position(after)
+        except BadCursor:
+            after = ""  # the decision is saved: back to the first page, as the htmx path does
         queue = reverse("operations-staff:review-queue")
         return redirect(f"{queue}?{urlencode({'after': after})}" if after else queue)
     try:

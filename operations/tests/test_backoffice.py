@@ -198,3 +198,23 @@ def test_a_decision_on_a_later_page_stays_on_that_page(staff_client, make_op):
         {"decision": "reject", "note": "no", "after": after},
     )
     assert without_js.status_code == 302 and "after=" in without_js["Location"]
+
+
+def test_a_decision_with_a_made_up_position_lands_on_the_first_page(staff_client, make_op):
+    """The decision is saved whatever the form's cursor says; a made-up one (a tampered form)
+    sends the browser back to the first page, not to a 400 after the fact."""
+    op = make_op(category="sensitive")
+    for htmx in (False, True):
+        extra = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+        response = staff_client.post(
+            f"/staff/operations/review/{op.pk}/",
+            {"decision": "reject", "note": "no", "after": "2026-01-01T00:00:00~nope"},
+            **extra,
+        )
+        if htmx:
+            assert response.status_code == 200
+        else:
+            assert response.status_code == 302
+            assert response["Location"] == "/staff/operations/review/"
+            assert staff_client.get(response["Location"]).status_code == 200
+    assert Operation.objects.get(pk=op.pk).state == State.CANCELLED
