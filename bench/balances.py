@@ -96,11 +96,11 @@ def make_data(*, accounts: int, world) -> str:
     """The user, their accounts on both chains with tokens minted, and a bearer token."""
     from web3 import Web3
 
-    from actions.demo import ensure_demo_tokens
     from actions.models import Passkey, SmartAccount, SmartAccountKind
     from chain import contracts
     from chain.dev import mint
     from chain.passkey_account import SoftwarePasskey
+    from dev.demo.actions import ensure_demo_tokens
     from evm.passkey_account import PasskeyAccountClient
 
     ensure_demo_tokens()

@@ -7,7 +7,6 @@ import json
 import pytest
 from web3 import Web3
 
-from actions.demo import ensure_demo_tokens
 from actions.models import SmartAccount
 from actions.services.passkeys import passkey_register, registration_options
 from actions.signing_views import _account_address
@@ -15,6 +14,7 @@ from actions.tests.factories import demo_asset_id
 from chain.dev import fund, mint
 from chain.passkey_account import SoftwarePasskey
 from core.chains import card_chain, with_endpoints
+from dev.demo.actions import ensure_demo_tokens
 
 ORIGIN = "http://localhost:8000"
 

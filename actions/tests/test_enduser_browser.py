@@ -73,9 +73,9 @@ def test_the_whole_flow_in_portuguese(
     api_client,
     tmp_path,
 ):
-    from actions.demo import ensure_demo_tokens
     from chain import contracts
     from chain.dev import fund, mint
+    from dev.demo.actions import ensure_demo_tokens
 
     ensure_demo_tokens()
     base = browser_env.url

@@ -209,7 +209,7 @@ def test_the_rule():
     assert not import_allowed("core.health", "actions.chain_reads")  # upward
     assert not import_allowed("actions.views", "messaging.models")  # a sibling
     assert not import_allowed("actions.services.proposals", "chain.safe")  # the dev stack
-    assert import_allowed("picnic.management.commands.run_local", "chain.stack")
+    assert import_allowed("dev.management.commands.run_local", "chain.stack")
     assert import_allowed("chain.stack", "evm.bundler")
 
 

@@ -19,10 +19,10 @@ from kombu import Connection
 
 from chain.stack import free_port
 from core.testing import process_env, wait_until
+from dev import processes
 from messaging.models import D, Delivery
 from messaging.providers.local_x import LocalXServer
 from messaging.tests.factories import TOKEN_ENV, X_TOKEN
-from picnic import processes
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.soak]
 

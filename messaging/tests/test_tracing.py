@@ -19,11 +19,11 @@ from core.testing import (
     stop_celery_worker,
     wait_until,
 )
+from dev import processes
 from messaging.models import D, Delivery
 from messaging.providers.local_x import LocalXServer
 from messaging.services import deliveries_process_due
 from messaging.tests.factories import TOKEN_ENV, X_TOKEN
-from picnic import processes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

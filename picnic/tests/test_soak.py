@@ -41,9 +41,9 @@ from core.testing import (
     scrape_metrics,
     wait_until,
 )
+from dev import processes
 from messaging.providers.local_x import LocalXServer
 from operations.backends.local_openai import LocalResponsesServer
-from picnic import processes
 
 pytestmark = [
     pytest.mark.soak,

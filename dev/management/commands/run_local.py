@@ -32,10 +32,10 @@ from actions.providers.local_lifi import LocalLifiServer
 from actions.providers.local_ramps import demo_servers as ramp_servers
 from chain.stack import CARD_CHAIN_ID, L2_CHAIN_ID, ChainStackError, LocalWorld
 from core import chains
-from messaging.demo import DEMO_TOKEN_DEFAULT, DEMO_TOKEN_ENV
+from dev.demo.messaging import DEMO_TOKEN_DEFAULT, DEMO_TOKEN_ENV
+from dev.management.commands.seed_demo import demo_logins, demo_token
 from messaging.providers.local_x import LocalXServer
 from operations.backends.local_openai import LocalResponsesServer
-from picnic.management.commands.seed_demo import demo_logins, demo_token
 
 WORKER_READY = re.compile(r"celery@\S+ ready\.")
 

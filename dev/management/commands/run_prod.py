@@ -29,7 +29,7 @@ from actions.providers.local_lifi import LocalLifiServer
 from actions.providers.local_ramps import demo_servers as ramp_servers
 from chain.stack import ChainStackError, LocalWorld, free_port
 from core import metrics
-from messaging.demo import DEMO_TOKEN_DEFAULT, DEMO_TOKEN_ENV
+from dev.demo.messaging import DEMO_TOKEN_DEFAULT, DEMO_TOKEN_ENV
 from messaging.providers.local_x import LocalXServer
 from operations.backends.local_openai import LocalResponsesServer
 
@@ -87,6 +87,8 @@ class Command(BaseCommand):
 
         services = []
         env = dict(os.environ)
+        # The processes are production's: they run without the dev app (this command's own).
+        env.pop("PICNIC_DEV_APPS", None)
         # Both local chains (the card's and the L2-like one) on free ports; the processes find
         # them through the default chain table's URL variables.
         world = LocalWorld.on_ports(
