@@ -208,9 +208,9 @@ def main() -> None:
     setup_django(args.database, sqlite=True)
     from django.conf import settings
 
-    from actions.providers.local_coingecko import LocalCoinGeckoServer
     from chain.stack import LocalWorld, free_port
     from core.chains import get_chain, with_endpoints
+    from dev.providers.local_coingecko import LocalCoinGeckoServer
 
     logging.disable(logging.WARNING)  # the access log of every request is not the measure
     settings.ALLOWED_HOSTS = ["*"]

@@ -30,7 +30,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 # The dev-only packages: the local chain stack and the dev app. Production code never imports
 # them, wherever they sit in the table; only they (and tests) do, each following the order.
 DEV_ONLY_PACKAGES = ("chain", "dev")
-DEV_MODULES = ("actions.providers.local_lifi",)
 
 # One public face per domain: the layer right above the domains (the console, the MCP server)
 # uses a domain app only through `<app>.public` (tool contracts, task hooks, search and
@@ -54,9 +53,8 @@ def import_allowed(importer: str, imported: str) -> bool:
     top, target = importer.split(".")[0], imported.split(".")[0]
     if target not in PACKAGES or top == target:
         return True
-    if target in DEV_ONLY_PACKAGES and importer not in DEV_MODULES:
-        if top not in DEV_ONLY_PACKAGES:
-            return False
+    if target in DEV_ONLY_PACKAGES and top not in DEV_ONLY_PACKAGES:
+        return False
     if top in FACE_USERS and target in DOMAINS and imported != f"{target}.{PUBLIC_FACE}":
         return False
     return PACKAGES[target] < PACKAGES[top]

@@ -26,7 +26,7 @@ from chain import contracts
 from chain.stack import free_port
 from core.chains import with_endpoints
 from core.lifecycle import Actor, create
-from core.testing import wait_until
+from dev.testing import wait_until
 from evm import spend_permission as chain_permission
 
 SENDER = "0x1234567890123456789012345678901234567890"

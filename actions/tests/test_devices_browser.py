@@ -14,8 +14,8 @@ from actions.tests.browser import serve_passkeys
 from chain import contracts
 from chain.dev import fund, mint
 from core.chains import all_chains
-from core.testing import add_virtual_authenticator, chromium_options
 from dev.demo.actions import ensure_demo_tokens
+from dev.testing import add_virtual_authenticator, chromium_options
 
 pytestmark = [pytest.mark.chain, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 RECIPIENT = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"

@@ -22,8 +22,8 @@ from actions.services.signing import action_sign
 from chain import contracts
 from chain.dev import mint
 from core.chains import with_endpoints
-from core.testing import wait_until
 from dev.demo.actions import provision_card
+from dev.testing import wait_until
 
 from .conftest import usdc_id
 
@@ -368,7 +368,7 @@ def test_vault_deposits_and_withdrawals_are_investments(
     registered, user, api_client, token, settings
 ):
     from actions.chain_reads import balances_for_user
-    from actions.providers.local_coingecko import LocalCoinGeckoServer
+    from dev.providers.local_coingecko import LocalCoinGeckoServer
 
     passkey, account, w3 = registered
     usdc = w3.eth.contract(

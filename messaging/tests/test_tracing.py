@@ -12,16 +12,16 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from chain.stack import free_port
 from core import tracing
-from core.testing import (
+from dev import processes
+from dev.providers.local_x import LocalXServer
+from dev.testing import (
     OtlpReceiver,
     process_env,
     start_celery_worker,
     stop_celery_worker,
     wait_until,
 )
-from dev import processes
 from messaging.models import D, Delivery
-from messaging.providers.local_x import LocalXServer
 from messaging.services import deliveries_process_due
 from messaging.tests.factories import TOKEN_ENV, X_TOKEN
 

@@ -18,8 +18,8 @@ from django.conf import settings
 from kombu import Connection
 
 from chain.stack import free_port
-from core.testing import database_url, start_celery_worker, stop_celery_worker, wait_until
 from dev import processes
+from dev.testing import database_url, start_celery_worker, stop_celery_worker, wait_until
 from picnic.beat import FileBeatLock, beat_lock_key
 
 ROOT = Path(__file__).resolve().parents[2]

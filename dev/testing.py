@@ -31,8 +31,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.admin import HISTORY_INLINE_LIMIT
-from core.local_server import LocalJsonServer
 from core.models import ActorKind
+from dev.local_server import LocalJsonServer
 
 
 class RpcError(Exception):
