@@ -52,6 +52,7 @@ run: deps
 # The production process types (Procfile) on this machine: DEBUG off, PostgreSQL and Redis,
 # the local providers and chain stack in place of the real ones. No demo data (it has known
 # passwords): `manage.py createsuperuser` with the same environment makes a staff login.
+# PICNIC_DEV_APPS=1: run_prod is a command of the dev app; the processes it starts run without it.
 PROD_SECRET = var/prod_secret_key
 PROD_SPEND_KEYS = var/prod_spend_permission_keys
 prod: deps
@@ -65,7 +66,7 @@ prod: deps
 	CELERY_BROKER_URL=$${CELERY_BROKER_URL:-redis://127.0.0.1:6379/0} \
 	CACHE_URL=$${CACHE_URL:-redis://127.0.0.1:6379/0} \
 	EVENTS_URL=$${EVENTS_URL:-redis://127.0.0.1:6379/0} \
-	$(BIN)/python manage.py run_prod
+	PICNIC_DEV_APPS=1 $(BIN)/python manage.py run_prod
 
 # The same with several instances of each type behind HAProxy (docs/deploy.md, "The cluster on
 # one machine"): 2 web, 2 MCP, 2 workers per queue kind, a beat and a standby beat. Not the
@@ -83,7 +84,7 @@ cluster: deps
 	CACHE_URL=$${CACHE_URL:-redis://127.0.0.1:6379/0} \
 	EVENTS_URL=$${EVENTS_URL:-redis://127.0.0.1:6379/0} \
 	MCP_RESOURCE_URL=$${MCP_RESOURCE_URL:-http://127.0.0.1:8001/mcp} \
-	$(BIN)/python manage.py run_cluster
+	PICNIC_DEV_APPS=1 $(BIN)/python manage.py run_cluster
 
 test: deps
 	$(BIN)/pytest $(PYTEST_ARGS)

@@ -96,11 +96,11 @@ def make_data(*, accounts: int, world) -> str:
     """The user, their accounts on both chains with tokens minted, and a bearer token."""
     from web3 import Web3
 
-    from actions.demo import ensure_demo_tokens
     from actions.models import Passkey, SmartAccount, SmartAccountKind
     from chain import contracts
     from chain.dev import mint
     from chain.passkey_account import SoftwarePasskey
+    from dev.demo.actions import ensure_demo_tokens
     from evm.passkey_account import PasskeyAccountClient
 
     ensure_demo_tokens()
@@ -208,9 +208,9 @@ def main() -> None:
     setup_django(args.database, sqlite=True)
     from django.conf import settings
 
-    from actions.providers.local_coingecko import LocalCoinGeckoServer
     from chain.stack import LocalWorld, free_port
     from core.chains import get_chain, with_endpoints
+    from dev.providers.local_coingecko import LocalCoinGeckoServer
 
     logging.disable(logging.WARNING)  # the access log of every request is not the measure
     settings.ALLOWED_HOSTS = ["*"]

@@ -61,9 +61,9 @@ def main() -> None:
     from actions.services.transitions import action_transition
     from actions.tests.factories import make_action
     from core.lifecycle import Actor
-    from core.testing import ScriptedServer
+    from dev.providers.local_openai import LocalResponsesServer
+    from dev.testing import ScriptedServer
     from operations import billing
-    from operations.backends.local_openai import LocalResponsesServer
     from operations.services import operation_submit, operations_process_due
 
     user, application, _token = bench_agent()

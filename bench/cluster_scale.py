@@ -1,5 +1,5 @@
 """What a second instance of each process type gives: the cluster on one machine
-(picnic/cluster.py: web, MCP, Celery workers per queue kind, beat, HAProxy in front) with 1 and
+(dev/cluster.py: web, MCP, Celery workers per queue kind, beat, HAProxy in front) with 1 and
 with 2 instances of each type, in one run, each on services of its own (a fresh database on
 one PostgreSQL, Redis with AOF, a Redis broker: picnic/tests/chaos_world.py). Through HAProxy, for `--seconds`
 each, `--clients` concurrent clients per kind:
@@ -39,7 +39,7 @@ KINDS = ("status read", "DM send", "MCP tool call")
 
 def one_delivery(system) -> str:
     """A DM sent through the cluster: what the status reads read."""
-    from picnic import processes
+    from dev import processes
 
     key = str(uuid.uuid4())
     body = {**system.dm_target, "text": f"bench {key}", "idempotency_key": key}
@@ -53,7 +53,7 @@ def one_delivery(system) -> str:
 
 def measure(system, kind: str, seconds: float, clients: int, action_id: str):
     """(requests/s, p99 ms) of `clients` concurrent clients of one kind for `seconds`."""
-    from picnic import processes
+    from dev import processes
 
     samples: list[float] = []
     errors: list[str] = []
@@ -135,7 +135,7 @@ def main() -> None:
 
     django.setup()
     logging.getLogger("httpx2").setLevel(logging.WARNING)  # a line per MCP request otherwise
-    from picnic.cluster import PostgresServer
+    from dev.cluster import PostgresServer
     from picnic.tests.chaos_world import world
 
     print(machine())

@@ -291,7 +291,7 @@ def main() -> None:
                 [
                     PYTHON,
                     "-m",
-                    "messaging.providers.local_x",
+                    "dev.providers.local_x",
                     "--port",
                     str(provider_port),
                     "--token",

@@ -83,7 +83,7 @@ def main() -> None:
     from actions.services.lifecycle import action_create
     from actions.services.transitions import action_transition
     from core.lifecycle import Actor
-    from picnic import processes
+    from dev import processes
 
     users = get_user_model()
     staff, _ = users.objects.get_or_create(

@@ -66,7 +66,7 @@ def main() -> None:
     # Tracing on, for a third client only: it loads the chain with the instrumentation's
     # middleware; the other two keep theirs, and ours runs with tracing off between turns.
     from core import tracing
-    from core.testing import OtlpReceiver
+    from dev.testing import OtlpReceiver
     from picnic import otel
 
     collector = OtlpReceiver().start()

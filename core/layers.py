@@ -21,22 +21,15 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("oauth", "actions", "messaging", "operations"),
     # What uses the domains: the staff console and the MCP server.
     ("console", "mcp_adapter"),
-    # This deployment: settings, URLs, the process entry points, the run commands.
+    # This deployment: settings, URLs, the process entry points.
     ("picnic",),
+    # Local runs: the run commands, the demo data, the local providers, the test helpers.
+    ("dev",),
 )
 
-# chain/ is the local dev stack: production code never imports it, wherever it sits in the
-# table. These modules run or seed the local system and may: the run commands (run_prod
-# starts the local providers and chain stack in place of real ones), the demo data, and the
-# local stand-ins of outside providers, which only the run commands and tests start.
-DEV_ONLY_PACKAGES = ("chain",)
-DEV_MODULES = (
-    "picnic.management.commands.run_local",
-    "picnic.management.commands.run_prod",
-    "picnic.management.commands.seed_demo",
-    "actions.demo",
-    "actions.providers.local_lifi",
-)
+# The dev-only packages: the local chain stack and the dev app. Production code never imports
+# them, wherever they sit in the table; only they (and tests) do, each following the order.
+DEV_ONLY_PACKAGES = ("chain", "dev")
 
 # One public face per domain: the layer right above the domains (the console, the MCP server)
 # uses a domain app only through `<app>.public` (tool contracts, task hooks, search and
@@ -60,8 +53,8 @@ def import_allowed(importer: str, imported: str) -> bool:
     top, target = importer.split(".")[0], imported.split(".")[0]
     if target not in PACKAGES or top == target:
         return True
-    if target in DEV_ONLY_PACKAGES and importer not in DEV_MODULES:
-        return top in DEV_ONLY_PACKAGES
+    if target in DEV_ONLY_PACKAGES and top not in DEV_ONLY_PACKAGES:
+        return False
     if top in FACE_USERS and target in DOMAINS and imported != f"{target}.{PUBLIC_FACE}":
         return False
     return PACKAGES[target] < PACKAGES[top]

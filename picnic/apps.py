@@ -4,7 +4,7 @@ from django.contrib.admin import apps as admin_apps
 
 
 class PicnicConfig(AppConfig):
-    """This deployment: settings, URLs, the process entry points, its run commands, static
+    """This deployment: settings, URLs, the process entry points, the admin site, static
     files. The shared machinery is the `core` app."""
 
     name = "picnic"

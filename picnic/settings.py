@@ -73,7 +73,7 @@ INSTALLED_APPS = [
     "template_partials",
     # The shared machinery (lifecycle, events, health, metrics, admin helpers, template tags).
     "core",
-    # This deployment: its run commands and static files.
+    # This deployment: its admin site, process hooks and static files.
     "picnic",
     "actions",
     "messaging",
@@ -82,6 +82,13 @@ INSTALLED_APPS = [
     "console",
     "oauth",
 ]
+# The dev app (dev/: run_local, run_prod, run_cluster, seed_demo; the demo data, the local
+# providers, the test helpers). Installed unless DJANGO_DEBUG=false says "production": so in
+# `make run`, the tests and one-off commands. `make prod`/`make cluster` set PICNIC_DEV_APPS=1
+# for their runner command only; the processes it starts run without it.
+DEV_APPS = env_bool("PICNIC_DEV_APPS", DEBUG or not env_is_set("DJANGO_DEBUG"))
+if DEV_APPS:
+    INSTALLED_APPS.append("dev")
 
 MIDDLEWARE = [
     # Before everything that reads REMOTE_ADDR (the access line, throttles, device records).

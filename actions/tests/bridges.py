@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from actions.models import BridgeLeg
-from actions.providers.local_lifi import LocalLifiServer
 from actions.services.bridges import bridges_reconcile_pending
-from core.testing import wait_until
+from dev.providers.local_lifi import LocalLifiServer
+from dev.testing import wait_until
 
 
 @contextmanager

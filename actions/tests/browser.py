@@ -14,11 +14,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from web3 import Web3
 
-from actions.demo import ensure_demo_tokens
 from actions.models import SmartAccount
 from chain.dev import fund, mint
 from core.chains import card_chain
-from core.testing import add_virtual_authenticator, chromium_options
+from dev.demo.actions import ensure_demo_tokens
+from dev.testing import add_virtual_authenticator, chromium_options
 
 
 def serve_passkeys(live_server, settings, monkeypatch) -> None:

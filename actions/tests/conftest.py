@@ -7,7 +7,6 @@ import json
 import pytest
 from web3 import Web3
 
-from actions.demo import ensure_demo_tokens
 from actions.models import SmartAccount
 from actions.services.passkeys import passkey_register, registration_options
 from actions.signing_views import _account_address
@@ -15,6 +14,7 @@ from actions.tests.factories import demo_asset_id
 from chain.dev import fund, mint
 from chain.passkey_account import SoftwarePasskey
 from core.chains import card_chain, with_endpoints
+from dev.demo.actions import ensure_demo_tokens
 
 ORIGIN = "http://localhost:8000"
 
@@ -92,7 +92,7 @@ def own_l2(settings, tmp_path):
 @pytest.fixture
 def gnosis_pay(settings, chain_settings):
     """A local server speaking the Gnosis Pay API, verifying SIWE on the local chain."""
-    from actions.providers.local_gnosis_pay import LocalGnosisPayServer
+    from dev.providers.local_gnosis_pay import LocalGnosisPayServer
 
     with LocalGnosisPayServer(rpc_url=chain_settings.rpc_url) as server:
         settings.GNOSIS_PAY_URL = server.url
@@ -103,7 +103,7 @@ def gnosis_pay(settings, chain_settings):
 @pytest.fixture
 def quotes(settings):
     """A local server speaking LI.FI's quote API, routing through the dev chain's DEX."""
-    from actions.providers.local_lifi import LocalLifiServer
+    from dev.providers.local_lifi import LocalLifiServer
 
     with LocalLifiServer() as server:
         settings.SWAP_QUOTE_URL = server.url
@@ -128,7 +128,7 @@ def nonce_word(n: int) -> str:
 @pytest.fixture
 def rpc(settings):
     """A scripted bundler and chain: the op is nowhere, its nonce (0) is not used yet."""
-    from core.testing import ScriptedServer
+    from dev.testing import ScriptedServer
 
     with ScriptedServer() as server:
         settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, bundler_url=server.url)

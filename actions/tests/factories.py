@@ -26,7 +26,7 @@ from chain import contracts
 from chain.stack import free_port
 from core.chains import with_endpoints
 from core.lifecycle import Actor, create
-from core.testing import wait_until
+from dev.testing import wait_until
 from evm import spend_permission as chain_permission
 
 SENDER = "0x1234567890123456789012345678901234567890"
@@ -120,7 +120,7 @@ def make_offline_wallet(user, monkeypatch) -> SmartAccount:
     """A passkey, its Picnic account and a card for `user`, with the demo tokens at made-up
     addresses: the real (CREATE2) ones need the compiled contracts, and the callers never reach
     a contract, so they run without node (test-fast)."""
-    from actions.demo import ensure_demo_tokens
+    from dev.demo.actions import ensure_demo_tokens
 
     monkeypatch.setattr(contracts, "demo_token_address", made_up_address)
     monkeypatch.setattr(contracts, "demo_vault_address", made_up_address)

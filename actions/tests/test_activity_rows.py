@@ -16,7 +16,6 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from actions.models import Action, ActionStatus, ActionType
-from actions.providers.local_coingecko import LocalCoinGeckoServer
 from actions.services.transitions import action_transition
 from actions.tests.factories import (
     make_action,
@@ -28,6 +27,7 @@ from actions.tests.test_enduser_pages import RECIPIENT, swap, transfer
 from core.chains import chain_name
 from core.lifecycle import Actor
 from core.templatetags.picnic_dates import utc_iso
+from dev.providers.local_coingecko import LocalCoinGeckoServer
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ from actions.services.transitions import action_transition
 from actions.tests.factories import make_action, user_op
 from core.admin import HISTORY_INLINE_LIMIT
 from core.lifecycle import Actor
-from core.testing import (
+from dev.testing import (
     admin_search,
     assert_change_page_bounds_history,
     assert_queries_do_not_grow,

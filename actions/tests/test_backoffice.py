@@ -13,7 +13,7 @@ from actions.services.transitions import action_transition
 from actions.tests.factories import make_action, user_op
 from core.chains import with_endpoints
 from core.lifecycle import Actor
-from core.testing import ScriptedServer
+from dev.testing import ScriptedServer
 
 S = ActionStatus
 TX = "0x" + "cd" * 32

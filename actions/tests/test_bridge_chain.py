@@ -25,7 +25,7 @@ from chain.dev import fund, mint, token_balance
 from chain.stack import free_port
 from console.selectors import Filters, needs_attention
 from core import chains
-from core.testing import wait_until
+from dev.testing import wait_until
 
 from .conftest import usdc_id
 

@@ -24,7 +24,6 @@ from eth_abi import decode
 from actions.models import Action, ActionStatus, BridgeLeg
 from actions.presenters import action_status_payload
 from actions.providers.lifi import LifiClient, ProviderUnavailable, QuoteError
-from actions.providers.local_lifi import TRANSFER, TRANSFER_TOPIC, LocalLifiServer
 from actions.selectors import action_with_history
 from actions.services.bridge_mail import bridge_leg_mail
 from actions.services.bridges import bridge_reconcile, bridges_reconcile_pending, leg_detail
@@ -36,6 +35,7 @@ from chain import contracts
 from chain.stack import free_port
 from console.selectors import Filters, needs_attention
 from core.lifecycle import Actor
+from dev.providers.local_lifi import TRANSFER, TRANSFER_TOPIC, LocalLifiServer
 
 CARD, L2 = 31337, 31338
 ACCOUNT = "0x" + "ab" * 20

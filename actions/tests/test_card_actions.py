@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from actions.demo import provision_card
 from actions.models import Action
 from actions.services.lifecycle import action_reconcile, action_submit
 from actions.services.signing import action_sign
 from core.lifecycle import Actor
+from dev.demo.actions import provision_card
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 CARD = "card-0001"

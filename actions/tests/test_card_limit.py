@@ -9,14 +9,14 @@ import json
 import pytest
 from web3 import Web3
 
-from actions.demo import provision_card
 from actions.models import Action, ActionStatus
 from actions.services.lifecycle import action_reconcile, action_submit
 from actions.services.signing import action_sign
 from actions.tests.factories import said
 from core.chains import card_chain, with_endpoints
 from core.lifecycle import Actor
-from core.testing import history_statuses
+from dev.demo.actions import provision_card
+from dev.testing import history_statuses
 from evm import zodiac
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]

@@ -18,7 +18,7 @@ from chain.simple_account import SimpleAccountOwner
 from chain.stack import free_port
 from core.chains import with_endpoints
 from core.lifecycle import Actor
-from core.testing import wait_until
+from dev.testing import wait_until
 from evm.userops import to_rpc
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]

@@ -25,8 +25,8 @@ from chain.dev import fund, mint, token_balance
 from chain.stack import free_port
 from core.chains import with_endpoints
 from core.lifecycle import Actor
-from core.local_server import LocalJsonServer
-from core.testing import ScriptedServer, wait_until
+from dev.local_server import LocalJsonServer
+from dev.testing import ScriptedServer, wait_until
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 RECIPIENT = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"

@@ -9,13 +9,13 @@ from __future__ import annotations
 import pytest
 from web3 import Web3
 
-from actions.demo import ensure_demo_tokens
 from actions.models import AccountChange, Action, OwnerState, Passkey, SmartAccount
 from actions.tests.browser import serve_passkeys
 from chain import contracts
 from chain.dev import fund, mint
 from core.chains import all_chains
-from core.testing import add_virtual_authenticator, chromium_options
+from dev.demo.actions import ensure_demo_tokens
+from dev.testing import add_virtual_authenticator, chromium_options
 
 pytestmark = [pytest.mark.chain, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 RECIPIENT = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"

@@ -47,7 +47,7 @@ from actions.services.signing import action_sign
 from chain.dev import fund
 from chain.passkey_account import SoftwarePasskey
 from core.chains import all_chains, get_chain
-from core.testing import wait_until
+from dev.testing import wait_until
 from evm.userops import entry_point_address, to_rpc, user_op_hash
 
 from .conftest import ORIGIN, usdc_id

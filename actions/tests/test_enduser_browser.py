@@ -20,8 +20,8 @@ import pytest
 from web3 import Web3
 
 from actions.models import Action, Passkey
-from actions.providers.local_coingecko import LocalCoinGeckoServer
 from actions.tests.browser import chromium, register_passkey, serve_passkeys, sign_in
+from dev.providers.local_coingecko import LocalCoinGeckoServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 RECIPIENT = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"
@@ -73,9 +73,9 @@ def test_the_whole_flow_in_portuguese(
     api_client,
     tmp_path,
 ):
-    from actions.demo import ensure_demo_tokens
     from chain import contracts
     from chain.dev import fund, mint
+    from dev.demo.actions import ensure_demo_tokens
 
     ensure_demo_tokens()
     base = browser_env.url

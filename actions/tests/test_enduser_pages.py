@@ -25,7 +25,6 @@ from actions.models import (
     SpendPermissionStatus,
     Token,
 )
-from actions.providers.local_coingecko import LocalCoinGeckoServer
 from actions.services.passkeys import passkey_register, registration_options
 from actions.services.permission_reasons import CODES, note_text, stored
 from actions.services.spend_permissions import permission_for_transfer
@@ -40,6 +39,7 @@ from actions.tests.factories import (
 )
 from chain.passkey_account import SoftwarePasskey
 from core.chains import chain_name
+from dev.providers.local_coingecko import LocalCoinGeckoServer
 
 pytestmark = pytest.mark.django_db
 RECIPIENT = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"

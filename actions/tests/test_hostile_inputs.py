@@ -9,7 +9,7 @@ import pytest
 from actions.models import Action
 from actions.tests.factories import made_up_address, make_offline_wallet
 from core.chains import with_endpoints
-from core.testing import ScriptedServer
+from dev.testing import ScriptedServer
 from evm.artifacts import BUILD_DIR
 
 pytestmark = pytest.mark.django_db

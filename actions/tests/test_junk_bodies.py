@@ -12,7 +12,7 @@ from actions.models import AccountChange, Passkey, RecoverySetup, SmartAccount, 
 from actions.tests.factories import make_offline_wallet, make_permission
 from chain.passkey_account import SoftwarePasskey
 from core.chains import with_endpoints
-from core.testing import ScriptedServer
+from dev.testing import ScriptedServer
 
 pytestmark = pytest.mark.django_db
 

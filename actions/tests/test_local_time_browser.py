@@ -31,7 +31,7 @@ def test_the_signing_page_shows_times_in_the_browsers_zone(
     from actions.models import Preferences
     from actions.tests.factories import make_action, make_offline_wallet
     from chain.stack import free_port
-    from core.testing import chromium_options
+    from dev.testing import chromium_options
 
     closed = f"http://127.0.0.1:{free_port()}"  # no chain: the page needs none
     settings.BUNDLER_RPC_URL = settings.CHAIN_RPC_URL = closed

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from actions.models import RAMP_PROVIDER_FOR, Card, KycStatus, RampAccount, RampCurrency
-from actions.providers.local_ramps import LocalAveniaServer, LocalMoneriumServer
 from actions.providers.ramps import AVENIA_KYC, MONERIUM_KYC
+from dev.providers.local_ramps import LocalAveniaServer, LocalMoneriumServer
 
 pytestmark = pytest.mark.django_db
 

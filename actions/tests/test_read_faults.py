@@ -11,7 +11,7 @@ import pytest
 from actions.models import SmartAccount
 from actions.tests.factories import make_offline_wallet
 from core.chains import get_chain, with_endpoints
-from core.testing import ScriptedServer
+from dev.testing import ScriptedServer
 
 pytestmark = pytest.mark.django_db
 MODES = ["refused", "hang", "drop", "http500", "garbage", "rpc_error", "wrong_shape"]

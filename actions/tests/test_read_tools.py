@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from actions.demo import provision_card
-from actions.providers.local_coingecko import LocalCoinGeckoServer
 from chain import contracts
 from chain.dev import mint
+from dev.demo.actions import provision_card
+from dev.providers.local_coingecko import LocalCoinGeckoServer
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 

@@ -16,7 +16,7 @@ from actions.services.transitions import ReconcileOutcome, action_transition
 from actions.tests.factories import make_action
 from core.chains import with_endpoints
 from core.lifecycle import Actor
-from core.testing import ScriptedServer
+from dev.testing import ScriptedServer
 
 S = ActionStatus
 TX = "0x" + "ab" * 32

@@ -18,7 +18,7 @@ from actions.signing_views import _account_address
 from actions.tests.factories import said
 from chain.dev import token_balance
 from chain.passkey_account import SoftwarePasskey
-from core.testing import wait_until
+from dev.testing import wait_until
 
 from .conftest import ORIGIN, usdc_id
 

@@ -13,13 +13,13 @@ from django.utils import timezone
 
 from actions.models import Action
 from actions.models import ActionStatus as S
-from actions.providers.local_lifi import LocalLifiServer
 from actions.services.transitions import action_transition
 from actions.tests.browser import browser_page, passkey_user, sign_in, sign_on_page  # noqa: F401
 from actions.tests.factories import make_action, make_chain_unreachable
 from chain import contracts, ens
 from chain.dev import token_balance
 from core.lifecycle import Actor
+from dev.providers.local_lifi import LocalLifiServer
 
 pytestmark = [pytest.mark.chain, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 RECIPIENT = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"

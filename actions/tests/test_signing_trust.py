@@ -19,8 +19,8 @@ from actions.tests.factories import make_action, make_permission
 from actions.tests.test_enduser_pages import RECIPIENT, transfer, words
 from core.chains import with_endpoints
 from core.lifecycle import Actor
-from core.local_server import LocalJsonServer
 from core.timezones import USER_ZONE_SESSION_KEY
+from dev.local_server import LocalJsonServer
 
 pytestmark = pytest.mark.django_db
 # The end-user pages' fixtures: no chain, the user's wallet, the local price source.

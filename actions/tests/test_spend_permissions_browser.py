@@ -15,7 +15,7 @@ from actions.tests.browser import browser_page, passkey_user  # noqa: F401
 from chain import contracts, ens
 from chain.dev import token_balance
 from core.formats import rfc3339
-from core.testing import wait_until
+from dev.testing import wait_until
 
 pytestmark = [pytest.mark.chain, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

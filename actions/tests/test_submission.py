@@ -22,7 +22,7 @@ from actions.services.lifecycle import (
 from actions.services.transitions import ReconcileOutcome, action_touch, action_transition
 from actions.tests.factories import make_action
 from core.lifecycle import Actor, entity_changed
-from core.testing import RpcError
+from dev.testing import RpcError
 from evm.bundler import FINAL_SUBMISSION_CODES
 
 from .conftest import nonce_word

@@ -16,7 +16,7 @@ from actions.services.signing import action_sign
 from actions.tests.factories import said
 from chain import contracts
 from chain.dev import token_balance
-from core.testing import wait_until
+from dev.testing import wait_until
 
 from .conftest import usdc_id
 

@@ -14,7 +14,6 @@ from django.utils import timezone
 from web3 import Web3
 
 from actions.contract import TRANSACTIONS_SCHEMA
-from actions.demo import provision_card
 from actions.models import Action, GnosisPaySession, HistoryEntry, TokenTransfer
 from actions.services.card_state import gnosis_pay_session_store
 from actions.services.history import history_sync
@@ -23,7 +22,8 @@ from actions.services.signing import action_sign
 from chain import contracts
 from chain.dev import mint
 from core.chains import with_endpoints
-from core.testing import wait_until
+from dev.demo.actions import provision_card
+from dev.testing import wait_until
 
 from .conftest import usdc_id
 
@@ -368,7 +368,7 @@ def test_vault_deposits_and_withdrawals_are_investments(
     registered, user, api_client, token, settings
 ):
     from actions.chain_reads import balances_for_user
-    from actions.providers.local_coingecko import LocalCoinGeckoServer
+    from dev.providers.local_coingecko import LocalCoinGeckoServer
 
     passkey, account, w3 = registered
     usdc = w3.eth.contract(
@@ -448,10 +448,10 @@ def test_support_staff_read_the_history_in_the_admin(
 def test_an_e_money_burn_is_an_offramp(user, settings):
     from django.utils import timezone
 
-    from actions.demo import ensure_demo_tokens
     from actions.models import SmartAccount, Token
     from actions.presenters import transactions_page
     from actions.services.history import ZERO_ADDRESS, _classify
+    from dev.demo.actions import ensure_demo_tokens
 
     ensure_demo_tokens()
     account = SmartAccount.objects.create(

@@ -12,7 +12,7 @@ from actions.models import Action, ActionStatus
 from actions.services.transitions import action_transition
 from actions.tests.factories import make_action
 from core.lifecycle import Actor
-from core.testing import ScriptedServer, start_celery_worker, stop_celery_worker, wait_until
+from dev.testing import ScriptedServer, start_celery_worker, stop_celery_worker, wait_until
 
 
 @pytest.mark.django_db(transaction=True)

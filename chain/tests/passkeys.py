@@ -1,5 +1,5 @@
 """What the chain tests share: a deployed passkey account (the Safe and Zodiac tests) and the
-wait for a user operation's receipt. Polled here, not with core.testing.wait_until: chain/
+wait for a user operation's receipt. Polled here, not with dev.testing.wait_until: chain/
 imports no app (test_boundary)."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import pytest
 from console.tests.conftest import TX_HASH
 from core.lifecycle import lifecycles
 from core.models import ActorKind
-from core.testing import chromium_options
+from dev.testing import chromium_options
 from messaging.models import D, Delivery
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

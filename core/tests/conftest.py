@@ -10,7 +10,7 @@ from django.conf import settings as django_settings
 
 from chain.stack import free_port
 from core import events
-from core.testing import database_url, wait_until
+from dev.testing import database_url, wait_until
 from messaging.tests.conftest import (  # noqa: F401 - shared fixtures (test_metrics)
     member,
     queue,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from core.testing import chromium_options
+from dev.testing import chromium_options
 from operations import billing
 from operations.models import Operation, State
 from operations.services import operation_submit

@@ -19,9 +19,9 @@ from django.test import Client
 from actions.services.transitions import action_transition
 from core import events
 from core.lifecycle import Actor
-from core.testing import database_url
 from core.tests.conftest import EVENTS_REDIS_URL, _redis_up
 from core.tests.test_live import Stream, _action, _in_another_thread, _session
+from dev.testing import database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ from django.core.management.base import CommandError
 
 from chain.stack import free_port
 from core import chains
-from core.testing import ScriptedServer
+from dev.testing import ScriptedServer
 from evm.userops import entry_point_address
 
 # The card's chain keeps the plain names; the other chain (31338) is checked by id.

@@ -24,7 +24,7 @@ from actions.models import Action, ActionStatus, Passkey
 from actions.signing_views import REGISTRATION_SESSION_KEY
 from actions.tests.factories import make_action
 from core.json_input import MAX_DEPTH, max_body_bytes, nesting_depth
-from core.testing import database_url, wait_until
+from dev.testing import database_url, wait_until
 from messaging.models import Conversation, Delivery
 from messaging.tests.conftest import member, social_account, workspace  # noqa: F401 - fixtures
 

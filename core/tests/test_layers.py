@@ -4,7 +4,8 @@ directly or round a longer loop; and imports sit at the top of their module, but
 app loading needs (FUNCTION_LEVEL_IMPORTS). An ast walk, so an import a test never runs is
 read too.
 
-Production code is every module of the packages in the table except tests/, migrations/ and
+Production code is every module of the packages in the table but the dev-only ones (chain/,
+dev/: scanned too, for their order) except tests/, migrations/ and
 conftest.py; bench/ is outside the table."""
 
 from __future__ import annotations
@@ -12,7 +13,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from core.layers import DEV_MODULES, DOMAINS, LAYERS, PACKAGES, PUBLIC_FACE, import_allowed
+from core.layers import (
+    DEV_ONLY_PACKAGES,
+    DOMAINS,
+    LAYERS,
+    PACKAGES,
+    PUBLIC_FACE,
+    import_allowed,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SKIPPED_PARTS = {"tests", "migrations", "node_modules", "build"}
@@ -194,10 +202,6 @@ def test_every_domain_has_its_public_face():
         assert (ROOT / app / f"{PUBLIC_FACE}.py").is_file(), f"{app}/{PUBLIC_FACE}.py is missing"
 
 
-def test_every_dev_module_named_exists():
-    assert set(DEV_MODULES) <= set(production_modules())
-
-
 def test_the_rule():
     assert import_allowed("actions.services", "core.lifecycle")
     assert import_allowed("mcp_adapter.server", "oauth.public")
@@ -209,8 +213,14 @@ def test_the_rule():
     assert not import_allowed("core.health", "actions.chain_reads")  # upward
     assert not import_allowed("actions.views", "messaging.models")  # a sibling
     assert not import_allowed("actions.services.proposals", "chain.safe")  # the dev stack
-    assert import_allowed("picnic.management.commands.run_local", "chain.stack")
+    assert import_allowed("dev.management.commands.run_local", "chain.stack")
+    assert import_allowed("dev.demo.actions", "actions.models")  # dev is above everything
+    assert import_allowed("dev.providers.local_lifi", "chain.dev")
     assert import_allowed("chain.stack", "evm.bundler")
+    assert not import_allowed("chain.stack", "dev.local_server")  # chain is below dev
+    assert not import_allowed("picnic.settings", "dev.apps")  # production never imports dev
+    assert not import_allowed("core.health", "dev.testing")
+    assert not import_allowed("actions.providers.lifi", "dev.providers.local_lifi")
 
 
 def test_the_scan_reads_function_level_and_relative_imports(tmp_path):
@@ -249,6 +259,22 @@ def test_no_production_module_imports_upward_or_sideways_or_the_dev_stack():
     assert sorted(new) == []
     # The allow-list only shrinks: a fixed import comes off it.
     assert sorted(set(ALLOWED_UPWARD) - set(found)) == []
+
+
+def test_no_production_module_imports_the_dev_packages():
+    """Said on its own (it is part of the rule above too): production code, every module of
+    the packages that are not dev-only, imports neither dev/ nor chain/, by any path."""
+    graph, lines = import_graph()
+    found = sorted(
+        f"{importer}:{lines[importer, imported]} imports {imported}"
+        for importer, targets in graph.items()
+        if importer.split(".")[0] not in DEV_ONLY_PACKAGES
+        for imported in targets
+        if imported.split(".")[0] in DEV_ONLY_PACKAGES
+    )
+    assert found == []
+    # dev/ is a package of the scan: a test that finds nothing must have looked.
+    assert any(name.startswith("dev.") for name in graph)
 
 
 def test_no_module_cycle():

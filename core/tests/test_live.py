@@ -16,7 +16,7 @@ from django.test import Client
 from actions.services.transitions import action_transition
 from actions.tests.factories import make_card_freeze
 from core.lifecycle import Actor
-from core.testing import wait_until
+from dev.testing import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 

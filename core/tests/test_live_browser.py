@@ -9,8 +9,8 @@ from django.db import connections
 
 from actions.services.transitions import action_transition
 from core.lifecycle import Actor
-from core.testing import chromium_options, wait_until
 from core.tests.test_live import _action, _in_another_thread, _session
+from dev.testing import chromium_options, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

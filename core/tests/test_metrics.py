@@ -26,7 +26,7 @@ from core import metrics
 from core.chains import with_endpoints
 from core.http import JsonHttpClient, NotSent, OutcomeUnknown
 from core.lifecycle import Actor
-from core.testing import ScriptedServer
+from dev.testing import ScriptedServer
 from evm.bundler import BundlerUnavailable
 from messaging.models import D, Delivery
 from messaging.services import delivery_cancel, delivery_process
@@ -415,8 +415,8 @@ def test_a_celery_worker_writes_what_the_web_scrape_shows(
     PROMETHEUS_MULTIPROC_DIR) taking it: the web scrape shows the worker's counters."""
     if not settings.CELERY_BROKER_URL.startswith("redis"):
         pytest.skip("needs CELERY_BROKER_URL=redis://…")
-    from core.testing import start_celery_worker, wait_until
-    from messaging.providers.local_x import LocalXServer
+    from dev.providers.local_x import LocalXServer
+    from dev.testing import start_celery_worker, wait_until
     from messaging.services import delivery_send
     from messaging.tests.conftest import TOKEN_ENV, X_TOKEN
     from picnic.celery import app
@@ -533,7 +533,7 @@ def test_every_gunicorn_worker_answers_the_sum_of_every_process(
     import urllib.request
 
     from actions.models import Action
-    from core.testing import database_url, wait_until
+    from dev.testing import database_url, wait_until
     from mcp_adapter.tests.conftest import make_action
 
     directory = tmp_path / "prometheus"

@@ -12,7 +12,7 @@ from django.db import connection, transaction
 
 from core import outbound
 from core.http import JsonHttpClient, OutcomeUnknown
-from core.testing import ScriptedServer
+from dev.testing import ScriptedServer
 
 TIMEOUT = 2.0
 

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from web3 import Web3
 
-from actions.demo import demo_owner_key, seed_ens_names
 from actions.models import Action, SmartAccount
 from actions.tests.bridges import leg_settles, local_bridge
 from actions.tests.browser import (  # noqa: F401
@@ -28,6 +27,7 @@ from actions.tests.browser import (  # noqa: F401
 from actions.tests.factories import demo_asset_id
 from chain import ens
 from chain.dev import fund, mint, token_balance
+from dev.demo.actions import demo_owner_key, seed_ens_names
 from mcp_adapter.tests.conftest import run
 
 pytestmark = [pytest.mark.chain, pytest.mark.browser, pytest.mark.django_db(transaction=True)]

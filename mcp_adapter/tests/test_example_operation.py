@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from console.moves import MOVES, apply_move
+from dev.providers.local_openai import LocalResponsesServer
 from operations import billing
-from operations.backends.local_openai import LocalResponsesServer
 from operations.models import Operation, State
 from operations.services import operations_process_due
 from operations.tests.factories import fund

@@ -20,7 +20,7 @@ from actions.tests.conftest import (  # noqa: F401 - shared fixtures
     webauthn_settings,
 )
 from chain.dev import mint
-from core.testing import history_statuses
+from dev.testing import history_statuses
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "docs" / "examples" / "mcp_pasted_token.py"

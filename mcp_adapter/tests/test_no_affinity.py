@@ -27,11 +27,11 @@ from mcp.client.streamable_http import streamable_http_client
 from actions.models import Action
 from chain.stack import free_port
 from core.lifecycle import touch
-from core.testing import database_url, wait_until
+from dev import processes
+from dev.testing import database_url, wait_until
 from mcp_adapter.sessions import EVENT_META_KEY
 from mcp_adapter.tests.conftest import make_action, run
 from mcp_adapter.tests.test_http import Session, messages
-from picnic import processes
 
 REDIS_URL = django_settings.CELERY_BROKER_URL
 pytestmark = [

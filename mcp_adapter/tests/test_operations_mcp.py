@@ -18,10 +18,10 @@ from django.utils import timezone
 from jsonschema import Draft7Validator, FormatChecker
 
 from console.moves import MOVES, apply_move
+from dev.providers.local_openai import LocalResponsesServer
 from mcp_adapter.models import McpTask
 from mcp_adapter.tests.conftest import run
 from operations import billing
-from operations.backends.local_openai import LocalResponsesServer
 from operations.contract import OPERATION_STATUS_SCHEMA, QUOTE_SCHEMA, RESULT_SCHEMA
 from operations.models import LedgerEntry, Operation, Quote, State, Wallet
 from operations.services import backend_unreachable, operations_process_due
@@ -576,7 +576,7 @@ def test_a_2025_11_25_task_start_waits_for_review_and_tasks_cancel_releases_the_
 def test_a_task_cut_at_its_token_limit_says_it_was_charged_not_released(
     backend, agent, user, application
 ):
-    from core.testing import wait_until
+    from dev.testing import wait_until
     from mcp_adapter.models import TaskKind, TaskStatus
     from mcp_adapter.task_store import KINDS
     from operations.services import (

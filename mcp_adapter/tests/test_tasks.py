@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from actions.models import ActionStatus
 from core.lifecycle import Actor
-from core.testing import database_url
+from dev.testing import database_url
 from mcp_adapter import task_store
 from mcp_adapter.models import McpTask
 from mcp_adapter.tests.conftest import DM_SCOPES, close_stream, open_get_stream

@@ -19,7 +19,7 @@ from actions.tests.conftest import (  # noqa: F401 - shared fixtures
     usdc_id,
     webauthn_settings,
 )
-from core.testing import wait_until
+from dev.testing import wait_until
 from mcp_adapter.models import McpTask
 from mcp_adapter.tests.test_tasks import LEGACY, RELATED, HttpRpc
 

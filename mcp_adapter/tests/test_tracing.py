@@ -15,13 +15,13 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from actions.demo import ensure_demo_tokens
 from actions.models import Passkey, SmartAccount
 from chain.stack import free_port
-from core.testing import OtlpReceiver, database_url, wait_until
+from dev import processes
+from dev.demo.actions import ensure_demo_tokens
+from dev.testing import OtlpReceiver, database_url, wait_until
 from mcp_adapter.tests.conftest import run
 from messaging.models import Delivery
-from picnic import processes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -19,6 +19,7 @@ import jsonschema
 import pytest
 
 from actions.services.signing import action_reject
+from dev.providers.local_openai import LocalResponsesServer
 from mcp_adapter.api import PicnicApi
 from mcp_adapter.models import McpTask
 from mcp_adapter.server import PicnicMCP
@@ -26,7 +27,6 @@ from mcp_adapter.tests.conftest import HttpServer
 from mcp_adapter.tests.test_conformance import NODE, NPM_DIR, SUITE
 from mcp_adapter.tools import TOOLS_BY_NAME
 from operations import billing
-from operations.backends.local_openai import LocalResponsesServer
 from operations.models import Operation, State, Wallet
 from operations.services import operations_process_due
 from operations.tests.factories import fund, submit_operation

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
+from dev.providers.local_x import LocalXServer
 from messaging.models import Delivery, Membership, Role, Workspace
-from messaging.providers.local_x import LocalXServer
 from messaging.tests.factories import TOKEN_ENV, X_TOKEN, make_social_account
 from messaging.tests.factories import make_delivery as deliver
 

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from core.testing import (
+from dev.testing import (
     admin_search,
     assert_change_page_bounds_history,
     assert_queries_do_not_grow,

@@ -18,11 +18,11 @@ import pytest
 from kombu import Connection
 
 from chain.stack import free_port
-from core.testing import process_env, wait_until
+from dev import processes
+from dev.providers.local_x import LocalXServer
+from dev.testing import process_env, wait_until
 from messaging.models import D, Delivery
-from messaging.providers.local_x import LocalXServer
 from messaging.tests.factories import TOKEN_ENV, X_TOKEN
-from picnic import processes
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.soak]
 

@@ -12,9 +12,9 @@ from django.utils import timezone
 
 from chain.stack import free_port
 from core.lifecycle import Actor
-from core.testing import history_statuses
+from dev.providers.local_x import LocalXServer
+from dev.testing import history_statuses
 from messaging.models import D, Delivery
-from messaging.providers.local_x import LocalXServer
 from messaging.services import (
     deliveries_claim,
     deliveries_process_due,

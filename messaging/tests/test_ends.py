@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from chain.stack import free_port
-from core.testing import history_statuses
+from dev.testing import history_statuses
 from messaging import services
 from messaging.models import D, Delivery
 from messaging.providers.x import NotSent

@@ -12,7 +12,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from chain.stack import free_port
 from core import tracing
-from core.testing import (
+from dev import processes
+from dev.providers.local_x import LocalXServer
+from dev.testing import (
     OtlpReceiver,
     process_env,
     start_celery_worker,
@@ -20,10 +22,8 @@ from core.testing import (
     wait_until,
 )
 from messaging.models import D, Delivery
-from messaging.providers.local_x import LocalXServer
 from messaging.services import deliveries_process_due
 from messaging.tests.factories import TOKEN_ENV, X_TOKEN
-from picnic import processes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,10 +11,10 @@ import pytest
 from django.utils import timezone
 
 from chain.stack import free_port
-from core.testing import start_celery_worker, stop_celery_worker, wait_until
+from dev.providers.local_x import LocalXServer
+from dev.testing import start_celery_worker, stop_celery_worker, wait_until
 from messaging import tasks
 from messaging.models import D, Delivery
-from messaging.providers.local_x import LocalXServer
 from messaging.services import deliveries_process_due, deliveries_reap_leases
 from messaging.tests.factories import TOKEN_ENV, X_TOKEN
 

@@ -1,4 +1,4 @@
-"""A local web site for agents' logos (core/local_server.py): a PNG, an SVG, an SVG that says
+"""A local web site for agents' logos (dev/local_server.py): a PNG, an SVG, an SVG that says
 it is a PNG, files over the size limit (one declared, one not), an answer that never comes, one sent a
 byte a second,
 and redirects to a private and a metadata address. It counts the requests per path."""
@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler
 
 from PIL import Image, ImageDraw
 
-from core.local_server import LocalJsonServer
+from dev.local_server import LocalJsonServer
 
 SVG = (
     b'<svg xmlns="http://www.w3.org/2000/svg" width="64" height="64">'

@@ -24,7 +24,7 @@ from mcp.shared.auth import AuthorizationCodeResult
 from oauth2_provider.models import AccessToken, Application, RefreshToken
 
 from chain.stack import free_port
-from core.testing import chromium_options
+from dev.testing import chromium_options
 from mcp_adapter.tests.conftest import MemoryTokenStorage, make_action
 from oauth.tests.tls import DocumentServer
 

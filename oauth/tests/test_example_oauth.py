@@ -15,7 +15,7 @@ import pytest
 from oauth2_provider.models import AccessToken, Application
 
 from chain.stack import free_port
-from core.testing import chromium_options
+from dev.testing import chromium_options
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "mcp_oauth.py"

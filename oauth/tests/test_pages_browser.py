@@ -16,7 +16,7 @@ import pytest
 from django.test import Client
 
 from actions.tests.test_enduser_browser import WCAG_AA
-from core.testing import chromium_options
+from dev.testing import chromium_options
 from oauth.models import ClientProfile
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -18,7 +18,7 @@ from django.utils import timezone
 from oauth2_provider.models import Application
 
 from core import chains
-from core.testing import ScriptedServer, start_celery_worker, stop_celery_worker, wait_until
+from dev.testing import ScriptedServer, start_celery_worker, stop_celery_worker, wait_until
 from evm.userops import entry_point_address
 from mcp_adapter.models import McpTask, TaskKind, TaskStatus
 from oauth.models import ClientProfile

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from core.local_server import Drip, drip
+from dev.local_server import Drip, drip
 
 # A 1x1 transparent PNG: the client's logo.
 PNG = bytes.fromhex(

@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
+from dev.providers.local_openai import LocalResponsesServer
 from operations import billing, services
-from operations.backends.local_openai import LocalResponsesServer
 from operations.models import Operation, Wallet
 
 API_KEY = "test-backend-key"

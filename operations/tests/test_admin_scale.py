@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from core.testing import (
+from dev.testing import (
     admin_search,
     assert_change_page_bounds_history,
     assert_queries_do_not_grow,

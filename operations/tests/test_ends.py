@@ -13,7 +13,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from chain.stack import free_port
-from core.testing import history_statuses
+from dev.testing import history_statuses
 from operations import services
 from operations.backends.openai import BackendResponse, NotSent, OutcomeUnknown, Refused
 from operations.decisions import (

@@ -12,9 +12,9 @@ from django.utils import timezone
 from jsonschema import Draft7Validator, FormatChecker
 
 from chain.stack import free_port
-from core.testing import history_statuses, wait_until
+from dev.providers.local_openai import LocalResponsesServer
+from dev.testing import history_statuses, wait_until
 from operations import billing
-from operations.backends.local_openai import LocalResponsesServer
 from operations.contract import OPERATION_STATUS_SCHEMA
 from operations.decisions import (
     operation_pause,

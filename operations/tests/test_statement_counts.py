@@ -3,7 +3,7 @@ counts for the hot paths; `bench/batches.py` measures the same at scale)."""
 
 from __future__ import annotations
 
-from core.testing import history_statuses
+from dev.testing import history_statuses
 from operations.models import State
 from operations.services import operations_process_due
 

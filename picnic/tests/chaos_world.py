@@ -1,5 +1,5 @@
 """The chaos test's world (picnic/tests/test_chaos.py), also what bench/cluster_scale.py
-measures: the cluster on one machine (picnic/cluster.py) on a PostgreSQL, a Redis with AOF and
+measures: the cluster on one machine (dev/cluster.py) on a PostgreSQL, a Redis with AOF and
 a broker of its own, the local X DM API and Responses backend (which record every request),
 and the agent the probe makes (picnic/tests/chaos_probe.py)."""
 
@@ -19,12 +19,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from core.testing import ScriptedServer, load_test_env, scrape_metrics
+from dev import cluster as clusters
+from dev import processes
+from dev.providers.local_openai import LocalResponsesServer
+from dev.providers.local_x import LocalXServer
+from dev.testing import ScriptedServer, load_test_env, scrape_metrics
 from evm.userops import entry_point_address
-from messaging.providers.local_x import LocalXServer
-from operations.backends.local_openai import LocalResponsesServer
-from picnic import cluster as clusters
-from picnic import processes
 from picnic.tests.chaos_probe import X_TOKEN_ENV
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""Chaos under load: the cluster on one machine (picnic/cluster.py) behind HAProxy, with
+"""Chaos under load: the cluster on one machine (dev/cluster.py) behind HAProxy, with
 concurrent agents over the API and MCP, while a driver injects one fault after another.
 
 Everything the cluster runs on is the test's own: a PostgreSQL initdb'ed into a temporary
@@ -49,10 +49,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from core.api import DATABASE_UNAVAILABLE
-from core.testing import DM_ENDS, OPERATION_ENDS, LoadThreads
+from dev import cluster as clusters
+from dev import processes
+from dev.testing import DM_ENDS, OPERATION_ENDS, LoadThreads
 from mcp_adapter.sessions import EVENT_META_KEY
-from picnic import cluster as clusters
-from picnic import processes
 from picnic.tests.chaos_world import System, world
 
 ROOT = Path(__file__).resolve().parents[2]

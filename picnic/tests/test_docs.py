@@ -116,7 +116,17 @@ README = ROOT / "README.md"
 # Pages whose words are history (what changed), not a description of the code.
 HISTORY = {ROOT / "CHANGELOG.md"}
 # Project packages: a `pkg.name…` in a docs page names something of ours.
-PACKAGES = ("actions", "console", "core", "evm", "mcp_adapter", "messaging", "oauth", "operations")
+PACKAGES = (
+    "actions",
+    "console",
+    "core",
+    "dev",
+    "evm",
+    "mcp_adapter",
+    "messaging",
+    "oauth",
+    "operations",
+)
 NUMBERS = {
     w: n for n, w in enumerate("zero one two three four five six seven eight nine ten".split())
 }

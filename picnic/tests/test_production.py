@@ -18,8 +18,8 @@ from django.conf import settings
 from kombu import Connection
 
 from chain.stack import free_port
-from core.testing import database_url, start_celery_worker, stop_celery_worker, wait_until
-from picnic import processes
+from dev import processes
+from dev.testing import database_url, start_celery_worker, stop_celery_worker, wait_until
 from picnic.beat import FileBeatLock, beat_lock_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -326,7 +326,7 @@ def _purge_prefixed_queues(prefix: str) -> None:
 
 
 def test_the_procfile_lists_every_process_type_and_make_prod_runs_them_all():
-    from picnic.management.commands.run_prod import PROCESS_TYPES
+    from dev.management.commands.run_prod import PROCESS_TYPES
 
     types = {}
     for line in (ROOT / "Procfile").read_text().splitlines():
@@ -375,7 +375,7 @@ def test_make_prod_refuses_debug_and_the_embedded_engines(settings, monkeypatch)
 def test_make_prod_creates_its_database_when_missing():
     import psycopg
 
-    from picnic.management.commands.run_prod import ensure_database
+    from dev.management.commands.run_prod import ensure_database
 
     name = f"picnic_prod_test_{uuid.uuid4().hex[:8]}"
     db = {**settings.DATABASES["default"], "NAME": name}

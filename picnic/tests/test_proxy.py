@@ -14,9 +14,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 
 from chain.stack import free_port
-from core.testing import ScriptedServer, process_env, wait_until
+from dev import cluster, processes
+from dev.testing import ScriptedServer, process_env, wait_until
 from evm.userops import entry_point_address
-from picnic import cluster, processes
 
 pytestmark = pytest.mark.skipif(
     not Path(cluster.HAPROXY).exists(), reason="needs Debian's haproxy (make deps)"

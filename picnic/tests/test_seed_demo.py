@@ -8,11 +8,11 @@ import pytest
 from django.core.management import CommandError, call_command
 from oauth2_provider.models import AccessToken, Application
 
-from actions.demo import DEMO
 from actions.models import Action, ActionStatus, SmartAccount
+from dev.demo.actions import DEMO
+from dev.management.commands.seed_demo import demo_logins, demo_token
 from messaging.models import Delivery
 from operations.models import Operation, Wallet
-from picnic.management.commands.seed_demo import demo_logins, demo_token
 
 
 @pytest.mark.chain

@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from cryptography.fernet import Fernet
+from django.conf import settings as django_settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import RequestFactory
@@ -204,6 +205,23 @@ def test_check_deploy_with_the_documented_production_environment_is_clean():
     )
     assert result.returncode == 0, result.stderr + result.stdout
     assert "System check identified no issues" in result.stdout
+
+
+def test_production_installs_no_dev_app_and_loads_no_dev_module():
+    # What every production process loads: the apps, the URLs (every view), the Celery app.
+    code = (
+        "import json, sys; from django.conf import settings; from django.urls import get_resolver; "
+        "get_resolver().url_patterns; import picnic.asgi, picnic.celery; "
+        "print(json.dumps([[m for m in sys.modules if m.split('.')[0] in ('dev', 'chain')], "
+        "'dev' in settings.INSTALLED_APPS]))"
+    )
+    result = _python(code, **PRODUCTION, PICNIC_DEV_APPS="")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == [[], False]
+    # make prod's runner command asks for it; the embedded setup and the tests have it.
+    assert _settings(["DEV_APPS"], **PRODUCTION, PICNIC_DEV_APPS="1") == {"DEV_APPS": True}
+    assert _settings(["DEV_APPS"], DJANGO_DEBUG="true") == {"DEV_APPS": True}
+    assert "dev" in django_settings.INSTALLED_APPS
 
 
 def test_bad_redirect_uri_schemes_fail_start_up():

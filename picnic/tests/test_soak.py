@@ -32,7 +32,10 @@ import pytest
 from django.conf import settings
 
 from chain.stack import free_port
-from core.testing import (
+from dev import processes
+from dev.providers.local_openai import LocalResponsesServer
+from dev.providers.local_x import LocalXServer
+from dev.testing import (
     DM_ENDS,
     OPERATION_ENDS,
     LoadThreads,
@@ -41,9 +44,6 @@ from core.testing import (
     scrape_metrics,
     wait_until,
 )
-from messaging.providers.local_x import LocalXServer
-from operations.backends.local_openai import LocalResponsesServer
-from picnic import processes
 
 pytestmark = [
     pytest.mark.soak,

@@ -26,7 +26,6 @@ import pytest
 from django.test import Client
 
 from actions.models import ActionStatus
-from actions.providers.local_coingecko import LocalCoinGeckoServer
 from actions.services.transitions import action_transition
 from actions.tests.factories import make_action, make_offline_wallet
 from actions.tests.test_enduser_browser import WCAG_AA
@@ -34,7 +33,8 @@ from actions.tests.test_enduser_pages import transfer
 from chain.stack import free_port
 from core.chains import with_endpoints
 from core.lifecycle import Actor
-from core.testing import chromium_options, wait_until
+from dev.providers.local_coingecko import LocalCoinGeckoServer
+from dev.testing import chromium_options, wait_until
 from messaging.models import D
 from messaging.tests.factories import make_delivery, make_social_account
 from oauth.models import ClientProfile

@@ -1,6 +1,6 @@
 """A solo worker on RabbitMQ keeps its prefetch when its connection is cut (a broker restart,
 as its clients see one): the cause of the slow dm consumption the chaos test once found
-(core/testing.py, SOLO_PREFETCH; docs/deploy.md, "RabbitMQ").
+(dev/testing.py, SOLO_PREFETCH; docs/deploy.md, "RabbitMQ").
 
 A solo worker acknowledges even an at-most-once task only once the task returned, so with one
 message prefetched the broker sends the next only after that ack's round trip through the
@@ -13,7 +13,7 @@ from __future__ import annotations
 import subprocess
 from urllib.parse import urlsplit
 
-from core.testing import start_celery_worker, stop_celery_worker, wait_until
+from dev.testing import start_celery_worker, stop_celery_worker, wait_until
 
 
 def _consumers(vhost: str, queue: str) -> list[tuple[str, int]]:

@@ -1,7 +1,7 @@
 """A local price server speaking CoinGecko's `GET /api/v3/simple/price` shape, for tests and
 `make run`. Modes: `ok`, `error` (500), `hang`, `drop`, `garbage` (200, not JSON).
 
-    python -m actions.providers.local_coingecko --port 8791
+    python -m dev.providers.local_coingecko --port 8791
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from urllib.parse import parse_qs, urlsplit
 
-from core.local_server import LocalJsonServer
+from dev.local_server import LocalJsonServer
 
 # Demo prices (fixed): a dollar coin, a euro coin, and the native coins of the chain table's
 # two local chains, xDAI and ether (the network fee on the signing page).

@@ -5,7 +5,7 @@ Behaviour per server (`mode`) or per message (a marker in the text, handy in dem
 `drop` (reads the request, closes the connection), `error` (503 after reading). Every request
 it reads is recorded, so tests can count what really reached the provider.
 
-    python -m messaging.providers.local_x --port 8787
+    python -m dev.providers.local_x --port 8787
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from core.local_server import LocalJsonServer
+from dev.local_server import LocalJsonServer
 
 PATH = re.compile(r"^/2/dm_conversations/with/([^/]+)/messages$")
 MARKERS = ("refuse", "hang", "drop", "error")

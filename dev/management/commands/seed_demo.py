@@ -11,10 +11,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application
 
-from actions.demo import local_chains, seed_actions, seed_ramps
 from actions.evm_clients import ChainUnavailable
-from messaging.demo import seed_messaging
-from operations.demo import seed_operations
+from dev.demo.actions import local_chains, seed_actions, seed_ramps
+from dev.demo.messaging import seed_messaging
+from dev.demo.operations import seed_operations
 
 STAFF = ("staff", "picnic-staff-demo")
 END_USER = ("alice", "alice-demo-password")

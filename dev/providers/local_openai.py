@@ -12,7 +12,7 @@ tokens, `completed`: a backend that bills more than it was asked for.
 It honours `Idempotency-Key`: the same key returns the response it already created. An outage
 is `stop()` (connections refused) and later `restarted()` on the same port, with its store.
 
-    python -m operations.backends.local_openai --port 8788
+    python -m dev.providers.local_openai --port 8788
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 import uuid
 from typing import Any
 
-from core.local_server import LocalJsonServer
+from dev.local_server import LocalJsonServer
 
 MARKERS = ("fail", "lose-ack", "hang", "slow", "reject", "overrun")
 OUTPUT_TOKENS, REASONING_TOKENS = 800, 300

@@ -5,7 +5,7 @@ the signature must pass that Safe's EIP-1271 `isValidSignature` (eth_call). Nonc
 use. Tokens are HS256 JWTs. Cards are created on first use for the signed-in Safe. Modes:
 `ok`, `error` (503 on card calls), `hang` (card calls), `expired` (401 on card calls).
 
-    python -m actions.providers.local_gnosis_pay --port 8790
+    python -m dev.providers.local_gnosis_pay --port 8790
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from web3 import Web3
 
-from core.local_server import LocalJsonServer
+from dev.local_server import LocalJsonServer
 from evm.rpc import http_web3
 
 CARD_PATH = re.compile(r"^/api/v1/cards/([^/]+)/(freeze|unfreeze|status)$")

@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from core.testing import celery_worker_argv
+from dev.testing import celery_worker_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -25,7 +25,6 @@ from actions.models import (
     SmartAccountKind,
     Token,
 )
-from actions.providers.local_ramps import DEMO_AVENIA_SUBACCOUNT, DEMO_MONERIUM_PROFILE
 from actions.services.lifecycle import (
     action_create,
     action_expire_if_overdue,
@@ -42,7 +41,8 @@ from chain.simple_account import SimpleAccountOwner
 from chain.stack import LOCAL_CHAIN_IDS
 from core.chains import Chain, all_chains, card_chain
 from core.lifecycle import Actor
-from core.testing import wait_until
+from dev.providers.local_ramps import DEMO_AVENIA_SUBACCOUNT, DEMO_MONERIUM_PROFILE
+from dev.testing import wait_until
 from evm.rpc import http_web3
 
 RECIPIENT = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"  # Hardhat dev account #1

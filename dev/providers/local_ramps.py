@@ -2,7 +2,7 @@
 for tests and `make run`. Both check credentials for real and hold per-account statuses that a
 test (or the demo seed) sets. Modes: `ok`, `error` (503), `hang`, `drop`, `garbage`.
 
-    python -m actions.providers.local_ramps --monerium-port 8792 --avenia-port 8793
+    python -m dev.providers.local_ramps --monerium-port 8792 --avenia-port 8793
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import secrets
 import threading
 from urllib.parse import parse_qs, urlsplit
 
-from core.local_server import LocalJsonServer
+from dev.local_server import LocalJsonServer
 
 # The demo user's accounts (seed_demo links them): EUR approved, BRL KYC in review.
 DEMO_MONERIUM_PROFILE = "demo-monerium-profile"

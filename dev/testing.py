@@ -31,8 +31,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.admin import HISTORY_INLINE_LIMIT
-from core.local_server import LocalJsonServer
 from core.models import ActorKind
+from dev.local_server import LocalJsonServer
 
 
 class RpcError(Exception):
@@ -167,7 +167,7 @@ SOLO_PREFETCH = ["--concurrency=1", "--prefetch-multiplier=2"]
 
 
 def celery_worker_argv(queues: list[str], *, concurrency: int | None = None) -> list[str]:
-    """The one `celery worker` command line (picnic.processes starts it too): this project's
+    """The one `celery worker` command line (dev.processes starts it too): this project's
     app on `queues`, a prefork pool of `concurrency` processes (the production process type)
     or, without it, the solo pool in one process (a test kills exactly what it started)."""
     if concurrency:

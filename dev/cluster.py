@@ -32,7 +32,7 @@ from pathlib import Path
 
 from kombu import Connection
 
-from picnic import processes
+from dev import processes
 
 ROOT = Path(__file__).resolve().parent.parent
 HAPROXY = "/usr/sbin/haproxy"

@@ -25,7 +25,7 @@ names, for `make run`):
 - `bridge_delay` (seconds before delivery) and `rpc_urls` (a chain pointed at a dead port is
   a destination chain that is down: PENDING, CHAIN_NOT_AVAILABLE, retried every tick).
 
-    python -m actions.providers.local_lifi --port 8789 --rpc 31337=http://127.0.0.1:8545 \
+    python -m dev.providers.local_lifi --port 8789 --rpc 31337=http://127.0.0.1:8545 \
         --rpc 31338=http://127.0.0.1:8546
 """
 
@@ -50,7 +50,7 @@ from web3 import Web3
 from chain import contracts
 from chain.dev import mint
 from chain.stack import DEV_KEYS
-from core.local_server import LocalJsonServer
+from dev.local_server import LocalJsonServer
 
 logger = logging.getLogger(__name__)
 

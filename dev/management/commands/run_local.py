@@ -26,16 +26,16 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from actions.providers.local_coingecko import LocalCoinGeckoServer
-from actions.providers.local_gnosis_pay import LocalGnosisPayServer
-from actions.providers.local_lifi import LocalLifiServer
-from actions.providers.local_ramps import demo_servers as ramp_servers
 from chain.stack import CARD_CHAIN_ID, L2_CHAIN_ID, ChainStackError, LocalWorld
 from core import chains
-from messaging.demo import DEMO_TOKEN_DEFAULT, DEMO_TOKEN_ENV
-from messaging.providers.local_x import LocalXServer
-from operations.backends.local_openai import LocalResponsesServer
-from picnic.management.commands.seed_demo import demo_logins, demo_token
+from dev.demo.messaging import DEMO_TOKEN_DEFAULT, DEMO_TOKEN_ENV
+from dev.management.commands.seed_demo import demo_logins, demo_token
+from dev.providers.local_coingecko import LocalCoinGeckoServer
+from dev.providers.local_gnosis_pay import LocalGnosisPayServer
+from dev.providers.local_lifi import LocalLifiServer
+from dev.providers.local_openai import LocalResponsesServer
+from dev.providers.local_ramps import demo_servers as ramp_servers
+from dev.providers.local_x import LocalXServer
 
 WORKER_READY = re.compile(r"celery@\S+ ready\.")
 

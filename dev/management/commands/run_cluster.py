@@ -1,4 +1,4 @@
-"""`make cluster`: the cluster on one machine (picnic/cluster.py) — 2 web, 2 MCP, 2 Celery
+"""`make cluster`: the cluster on one machine (dev/cluster.py) — 2 web, 2 MCP, 2 Celery
 workers per queue kind, a beat and a standby beat, HAProxy in front — with DEBUG off on
 PostgreSQL, Redis and the broker CELERY_BROKER_URL names (Redis or RabbitMQ), the local
 providers and chain stack in place of real ones, as `make prod` starts them.
@@ -16,8 +16,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import CommandError
 
-from picnic.cluster import HAPROXY, Cluster
-from picnic.management.commands import run_prod
+from dev.cluster import HAPROXY, Cluster
+from dev.management.commands import run_prod
 
 
 class Command(run_prod.Command):

@@ -23,15 +23,15 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from psycopg import sql
 
-from actions.providers.local_coingecko import LocalCoinGeckoServer
-from actions.providers.local_gnosis_pay import LocalGnosisPayServer
-from actions.providers.local_lifi import LocalLifiServer
-from actions.providers.local_ramps import demo_servers as ramp_servers
 from chain.stack import ChainStackError, LocalWorld, free_port
 from core import metrics
-from messaging.demo import DEMO_TOKEN_DEFAULT, DEMO_TOKEN_ENV
-from messaging.providers.local_x import LocalXServer
-from operations.backends.local_openai import LocalResponsesServer
+from dev.demo.messaging import DEMO_TOKEN_DEFAULT, DEMO_TOKEN_ENV
+from dev.providers.local_coingecko import LocalCoinGeckoServer
+from dev.providers.local_gnosis_pay import LocalGnosisPayServer
+from dev.providers.local_lifi import LocalLifiServer
+from dev.providers.local_openai import LocalResponsesServer
+from dev.providers.local_ramps import demo_servers as ramp_servers
+from dev.providers.local_x import LocalXServer
 
 ROOT = Path(settings.BASE_DIR)
 # The Procfile's long-running types (`release` runs first, once).
@@ -87,6 +87,8 @@ class Command(BaseCommand):
 
         services = []
         env = dict(os.environ)
+        # The processes are production's: they run without the dev app (this command's own).
+        env.pop("PICNIC_DEV_APPS", None)
         # Both local chains (the card's and the L2-like one) on free ports; the processes find
         # them through the default chain table's URL variables.
         world = LocalWorld.on_ports(

@@ -1,0 +1,1 @@
+"""Demo data for `manage.py seed_demo`, one module per domain app."""
