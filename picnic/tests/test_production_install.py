@@ -144,6 +144,8 @@ print(json.dumps({
 """
 
 
+# On PostgreSQL and Redis, as production: the processes share the test database and broker.
+@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_venv_from_the_runtime_lock_alone_serves_the_api_and_runs_the_workers(
     tmp_path, user, application, celery_test_queue
