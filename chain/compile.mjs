@@ -1,5 +1,7 @@
 // Compile chain/contracts/*.sol and *.yul with solc-js (WASM) into chain/build/<Contract>.json
-// ({abi, bytecode}). Deterministic: same sources and settings, same bytecode.
+// ({abi, bytecode}), or into the directory given as the first argument (the test that the
+// committed evm/artifacts.json is current compiles into a temporary one). Deterministic: same
+// sources and settings, same bytecode.
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -7,7 +9,7 @@ import solc from "solc";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const sourcesDir = path.join(here, "contracts");
-const outDir = path.join(here, "build");
+const outDir = process.argv[2] ? path.resolve(process.argv[2]) : path.join(here, "build");
 const sources = {};
 // contracts/bench/ holds what only bench/ deploys (a baseline account, a gas meter); adding
 // sources does not change other contracts' bytecode (each one's metadata names its own).

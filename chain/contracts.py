@@ -1,35 +1,78 @@
-"""What the local chain stack deploys besides the contracts production talks to (those, and
-how their artifacts are read, are evm/artifacts.py): SimpleAccount's factory, the demo tokens,
-swap router and vault."""
+"""What the local chain stack deploys besides the contracts production talks to (those are
+evm/artifacts.py, read from the committed evm/artifacts.json): SimpleAccount's factory, the demo
+tokens, swap router and vault, the Safe factory. Their artifacts are read here, from the npm
+packages and our compiled contracts (chain/node_modules, chain/build), which only the dev stack
+has; `python -m chain.export_artifacts` copies production's part of them into evm/."""
 
 from __future__ import annotations
 
+import json
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 from eth_utils import to_bytes
 
+from chain.export_artifacts import BUILD_DIR, NODE_MODULES
+
 # The stack deploys these too; the names stay here for the stack, the demo data and the tests.
 from evm.artifacts import (  # noqa: F401
-    BUILD_DIR,
     CREATE2_DEPLOYER,
     CREATE2_DEPLOYER_CODE,
     ENTRY_POINTS,
     FACTORY_SALT,
-    NODE_MODULES,
-    SAFE_ARTIFACTS,
     SAFE_SALT,
-    artifact,
-    build_artifact,
+    MissingArtifact,
     create2_address,
     passkey_factory_address,
     passkey_factory_initcode,
-    safe_address,
-    safe_artifact,
-    safe_initcode,
     with_args,
 )
 
 SOURCES_DIR = Path(__file__).resolve().parent / "contracts"
+SAFE_ARTIFACTS = (
+    NODE_MODULES / "@safe-global" / "safe-contracts" / "build" / "artifacts" / "contracts"
+)
+_SAFE_PATHS = {
+    "Safe": "Safe.sol/Safe.json",
+    "SafeProxyFactory": "proxies/SafeProxyFactory.sol/SafeProxyFactory.json",
+    "CompatibilityFallbackHandler": (
+        "handler/CompatibilityFallbackHandler.sol/CompatibilityFallbackHandler.json"
+    ),
+}
+
+
+def _read(path: Path, hint: str) -> dict[str, Any]:
+    if not path.exists():
+        raise MissingArtifact(f"{path} is missing: {hint}")
+    return json.loads(path.read_text())
+
+
+@cache
+def artifact(version: str, name: str) -> dict[str, Any]:
+    """A Hardhat artifact (abi, bytecode) from `@account-abstraction/contracts` for a version."""
+    path = NODE_MODULES / ENTRY_POINTS[version]["package"] / "artifacts" / f"{name}.json"
+    return _read(path, "install the chain stack's npm packages (make deps)")
+
+
+@cache
+def build_artifact(name: str) -> dict[str, Any]:
+    """One of our contracts as compile.mjs wrote it (abi, bytecode)."""
+    return _read(BUILD_DIR / f"{name}.json", "compile the contracts (node chain/compile.mjs)")
+
+
+@cache
+def safe_artifact(name: str) -> dict[str, Any]:
+    """Safe 1.4.1 from @safe-global/safe-contracts."""
+    return _read(SAFE_ARTIFACTS / _SAFE_PATHS[name], "install the chain stack's npm packages")
+
+
+def safe_initcode(name: str) -> bytes:
+    return to_bytes(hexstr=safe_artifact(name)["bytecode"])
+
+
+def safe_address(name: str) -> str:
+    return create2_address(SAFE_SALT, safe_initcode(name))
 
 
 def simple_account_factory_initcode(version: str) -> bytes:

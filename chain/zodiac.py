@@ -14,7 +14,8 @@ from eth_abi import encode
 from eth_utils import keccak, to_bytes, to_checksum_address
 
 from chain import contracts
-from evm.zodiac import ZODIAC
+
+ZODIAC = contracts.NODE_MODULES / "@gnosis.pm" / "zodiac" / "dist" / "cjs"
 
 
 @cache

@@ -1,9 +1,10 @@
 """Where production reads the contracts it talks to: ABIs and bytecode, and the CREATE2
 addresses they imply (the canonical EntryPoints, our passkey-account factory, Safe 1.4.1).
 
-The files are the chain stack's npm packages and our compiled contracts, which `make deps`
-installs and builds under chain/ (node_modules/, build/): reading them is a file read, not an
-import of the dev stack. chain/contracts.py adds what only the local stack deploys."""
+They are in evm/artifacts.json, a file of this package committed with it, so a production
+install needs neither the chain stack's npm packages nor our compiled contracts (chain/
+node_modules and chain/build, which the file is made from by `python -m chain.export_artifacts`).
+chain/contracts.py reads those two for what only the local stack deploys."""
 
 from __future__ import annotations
 
@@ -17,9 +18,7 @@ from eth_utils import keccak, to_bytes, to_checksum_address
 
 from evm.userops import ENTRY_POINT_ADDRESSES
 
-CHAIN_DIR = Path(__file__).resolve().parent.parent / "chain"
-
-NODE_MODULES = CHAIN_DIR / "node_modules"
+ARTIFACTS_FILE = Path(__file__).resolve().parent / "artifacts.json"
 
 # Arachnid's deterministic deployment proxy: calldata = salt ‖ initcode, returns the address.
 CREATE2_DEPLOYER = "0x4e59b44847b379578588920cA78FbF26c0B4956C"
@@ -46,19 +45,31 @@ FACTORY_SALT = "0x" + "00" * 31 + "01"
 
 
 class MissingArtifact(RuntimeError):
-    """A contract file `make deps` installs or builds is not there: a broken installation,
-    never a chain that is down (so not an OSError, which the RPC error handling catches)."""
+    """A contract production needs is not in evm/artifacts.json: a broken installation or a
+    name chain/export_artifacts.py does not export, never a chain that is down (so not an
+    OSError, which the RPC error handling catches)."""
 
 
 @cache
-def artifact(version: str, name: str) -> dict[str, Any]:
-    """A Hardhat artifact (abi, bytecode) from `@account-abstraction/contracts` for a version."""
-    path = NODE_MODULES / ENTRY_POINTS[version]["package"] / "artifacts" / f"{name}.json"
-    if not path.exists():
+def _contracts() -> dict[str, dict[str, dict[str, Any]]]:
+    if not ARTIFACTS_FILE.exists():
+        raise MissingArtifact(f"{ARTIFACTS_FILE} is missing: a broken installation")
+    return json.loads(ARTIFACTS_FILE.read_text())["contracts"]
+
+
+def _entry(group: str, name: str) -> dict[str, Any]:
+    try:
+        return _contracts()[group][name]
+    except KeyError:
         raise MissingArtifact(
-            f"{path} is missing: install the chain stack's npm packages (make deps)"
-        )
-    return json.loads(path.read_text())
+            f"{group}/{name} is not in {ARTIFACTS_FILE.name}: add it to "
+            "chain/export_artifacts.py and run `python -m chain.export_artifacts`"
+        ) from None
+
+
+def artifact(version: str, name: str) -> dict[str, Any]:
+    """From `@account-abstraction/contracts` of a version: the EntryPoint's ABI."""
+    return _entry(version, name)
 
 
 def create2_address(salt: str, initcode: bytes) -> str:
@@ -69,16 +80,11 @@ def create2_address(salt: str, initcode: bytes) -> str:
     )
 
 
-# --- Our own contracts (chain/contracts/*.sol and *.yul, compiled by compile.mjs into chain/build/) ----
-BUILD_DIR = CHAIN_DIR / "build"
+# --- Our own contracts (chain/contracts/*.sol and *.yul, compiled by chain/compile.mjs) ----------
 
 
-@cache
 def build_artifact(name: str) -> dict[str, Any]:
-    path = BUILD_DIR / f"{name}.json"
-    if not path.exists():
-        raise MissingArtifact(f"{path} is missing: compile the contracts (node chain/compile.mjs)")
-    return json.loads(path.read_text())
+    return _entry("picnic", name)
 
 
 def with_args(bytecode: str, types: list[str], values: list[Any]) -> bytes:
@@ -98,26 +104,16 @@ def passkey_factory_address(version: str) -> str:
 
 
 # --- Safe 1.4.1 (a 1/1 Safe as Gnosis Pay uses), from @safe-global/safe-contracts --------------
-SAFE_ARTIFACTS = (
-    NODE_MODULES / "@safe-global" / "safe-contracts" / "build" / "artifacts" / "contracts"
-)
 SAFE_SALT = "0x" + "00" * 31 + "0d"
 
 
-@cache
 def safe_artifact(name: str) -> dict[str, Any]:
-    path = {
-        "Safe": SAFE_ARTIFACTS / "Safe.sol" / "Safe.json",
-        "SafeProxyFactory": SAFE_ARTIFACTS
-        / "proxies"
-        / "SafeProxyFactory.sol"
-        / "SafeProxyFactory.json",
-        "CompatibilityFallbackHandler": SAFE_ARTIFACTS
-        / "handler"
-        / "CompatibilityFallbackHandler.sol"
-        / "CompatibilityFallbackHandler.json",
-    }[name]
-    return json.loads(path.read_text())
+    return _entry("safe", name)
+
+
+def zodiac_artifact(name: str) -> dict[str, Any]:
+    """A Zodiac modifier's ABI (`@gnosis.pm/zodiac` 4): Delay, RolesV2."""
+    return _entry("zodiac", name)
 
 
 def safe_initcode(name: str) -> bytes:

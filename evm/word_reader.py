@@ -3,7 +3,7 @@ reader's creation code with the static calls packed after it, sent without `to`,
 runs as a constructor, makes every call and returns one uint256 per call. Nothing is deployed
 and no state override is needed, so any node answers it.
 
-The reader is a Yul object (chain/contracts/WordReader.yul, compiled by solc into chain/build),
+The reader is a Yul object (chain/contracts/WordReader.yul; its code is in evm/artifacts.json),
 not a Solidity constructor: a Hardhat/EDR node spends its CPU per executed opcode (it traces
 every step), and Solidity's ABI decoding of the arguments took ~430 steps a call against ~60
 in the Yul loop (the token's own `balanceOf` is ~170). Ten balances cost a local node 0.55

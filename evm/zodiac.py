@@ -14,16 +14,13 @@ chain/zodiac.py.
 
 from __future__ import annotations
 
-import json
-from functools import cache
 from typing import Any
 
 from eth_abi import encode
 from eth_utils import keccak, to_checksum_address
 
-from evm.artifacts import NODE_MODULES
+from evm.artifacts import zodiac_artifact
 
-ZODIAC = NODE_MODULES / "@gnosis.pm" / "zodiac" / "dist" / "cjs"
 # keccak256("SPENDING_ALLOWANCE"): the allowance Gnosis Pay's card spends from.
 SPENDING_ALLOWANCE_KEY = keccak(text="SPENDING_ALLOWANCE")
 DAY = 86_400
@@ -33,9 +30,8 @@ _DOMAIN_TYPEHASH = keccak(text="EIP712Domain(uint256 chainId,address verifyingCo
 _MODULE_TX_TYPEHASH = keccak(text="ModuleTx(bytes data,bytes32 salt)")
 
 
-@cache
 def abi(name: str) -> list[dict[str, Any]]:
-    return json.loads((ZODIAC / "abi" / f"{name}.json").read_text())
+    return zodiac_artifact(name)["abi"]
 
 
 def set_daily_allowance_call(amount: int) -> bytes:

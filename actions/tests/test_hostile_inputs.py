@@ -10,7 +10,6 @@ from actions.models import Action
 from actions.tests.factories import made_up_address, make_offline_wallet
 from core.chains import with_endpoints
 from dev.testing import ScriptedServer
-from evm.artifacts import BUILD_DIR
 
 pytestmark = pytest.mark.django_db
 
@@ -120,10 +119,6 @@ def test_an_unreachable_chain_on_a_write_tool_is_a_503_without_the_address(
     settings,
     path,
 ):
-    if path.endswith("transfer") and not (BUILD_DIR / "PasskeyAccountFactory.json").exists():
-        # The passkey account's client needs our compiled contracts, which `make test` builds
-        # and `make test-fast` (Python only) does not; without them it is a broken install.
-        pytest.skip("needs the compiled contracts (make deps builds chain/build)")
     with ScriptedServer() as server:  # a port that was just serving, now closed: refused
         url = server.url
     settings.CHAINS = with_endpoints(settings.CARD_CHAIN_ID, rpc_url=url)
