@@ -27,16 +27,16 @@ from django.conf import settings
 from django.utils import timezone
 
 from chain.stack import free_port
-from core.testing import database_url, wait_until
+from dev import processes
+from dev.testing import database_url, wait_until
 from evm import artifacts
 from mcp_adapter.models import McpTask, TaskKind, TaskStatus
-from picnic import processes
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "requirements.lock"
 # What a production install leaves out: the dev stack and its npm packages, benchmarks, docs,
 # CI, the tests.
-DEV_ONLY = {"chain", "bench", "docs", ".ci", "conftest.py"}
+DEV_ONLY = {"chain", "dev", "bench", "docs", ".ci", "conftest.py"}
 
 
 def _pins(path: Path) -> dict[str, str]:
@@ -133,6 +133,7 @@ from evm import artifacts, passkey_account, word_reader, zodiac
 
 print(json.dumps({
     "chain": importlib.util.find_spec("chain") is not None,
+    "dev": importlib.util.find_spec("dev") is not None,
     "loaded": sorted({m.split(".")[0] for m in sys.modules}),
     "file": str(artifacts.ARTIFACTS_FILE),
     "factory": {v: artifacts.passkey_factory_address(v) for v in artifacts.ENTRY_POINTS},
@@ -182,6 +183,7 @@ def test_a_venv_from_the_runtime_lock_alone_serves_the_api_and_runs_the_workers(
     assert started.returncode == 0, started.stderr[-3000:]
     seen = json.loads(started.stdout.splitlines()[-1])
     assert not seen["chain"] and "chain" not in seen["loaded"]
+    assert not seen["dev"] and "dev" not in seen["loaded"]
     assert seen["file"] == str(app_dir / "evm" / "artifacts.json")
     # The same addresses and code the dev tree computes (from the same committed file).
     assert seen["factory"] == {
