@@ -87,7 +87,10 @@ def measure(system, kind: str, seconds: float, clients: int, action_id: str):
         else:
             errors.append(str(status))
 
+    # Each client makes at least one request, however long its start took (a tiny run on a
+    # busy machine would otherwise measure nothing).
     def api_client(one) -> None:
+        one()
         while time.monotonic() < stop:
             one()
 
@@ -102,7 +105,9 @@ def measure(system, kind: str, seconds: float, clients: int, action_id: str):
             Client(streamable_http_client(system.cluster.mcp_url, http_client=http_client)) as c,
         ):
             arguments = {**system.dm_account, "action_id": action_id}
-            while time.monotonic() < stop:
+            first = True
+            while first or time.monotonic() < stop:
+                first = False
                 started = time.perf_counter()
                 result = await c.call_tool("sosoapi_dm_actions_status", arguments)
                 text = " ".join(getattr(part, "text", "") for part in result.content)
