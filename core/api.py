@@ -4,8 +4,9 @@ the app's contract (the JSON Schema its MCP tool publishes), and the OpenAPI tha
 Every 4xx/5xx of the three apps' APIs has one body, `{"detail", "code", "errors"}`:
 `detail` is the text a person or agent reads (the seeds' exact texts), `code` a stable word to
 branch on, `errors` maps a field (or `(body)` / `(query)`) to its messages, `{}` when the
-problem is not one of fields. Views raise `ApiError` (or a subclass); they never build error
-responses. DRF's own exceptions (401, 405, 415, parse errors) get the same body here.
+problem is not one of fields. Services raise a `core.errors.DomainError` (its status, code and
+safe message), views their input's `ApiError`; neither builds error responses, and no view maps
+one error to another. DRF's own exceptions (401, 405, 415, parse errors) get the same body here.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from core.echo import prefix
+from core.errors import DomainError
 from core.json_input import too_large
 from core.schema import DATE_TIME_DESCRIPTION, FORMATS, input_problems
 
@@ -117,6 +119,26 @@ class UserTokenRequired(Forbidden):
         )
 
 
+# The ApiError a domain error of each status becomes (the handler's checks below read them).
+_BY_STATUS: dict[int, type[ApiError]] = {
+    status.HTTP_402_PAYMENT_REQUIRED: PaymentRequired,
+    status.HTTP_403_FORBIDDEN: Forbidden,
+    status.HTTP_404_NOT_FOUND: NotFound,
+    status.HTTP_409_CONFLICT: Conflict,
+    status.HTTP_422_UNPROCESSABLE_ENTITY: Unprocessable,
+    status.HTTP_503_SERVICE_UNAVAILABLE: ServiceUnavailable,
+}
+
+
+def api_error(exc: DomainError) -> ApiError:
+    """The API's answer to a domain error: its status, code, message and field errors."""
+    error = _BY_STATUS.get(exc.status, ApiError)(
+        exc.message, code=exc.code, errors=exc.errors, **exc.extra
+    )
+    error.status_code = exc.status
+    return error
+
+
 class RequiredScopes(TokenHasScope):
     """TokenHasScope, but a token that lacks the scope gets a 403 that names it (RFC 6750 §3.1),
     and a token with no user (client_credentials) is refused before anything is looked up:
@@ -163,7 +185,9 @@ def error_body(exc: exceptions.APIException) -> dict[str, Any]:
 
 
 def exception_handler(exc, context):
-    if isinstance(exc, Http404):
+    if isinstance(exc, DomainError):
+        exc = api_error(exc)
+    elif isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()
@@ -340,6 +364,18 @@ class ErrorSerializer(serializers.Serializer):
 
 def error_response(description: str) -> OpenApiResponse:
     return OpenApiResponse(ErrorSerializer, description=description)
+
+
+def error_responses(
+    *errors: type[DomainError] | tuple[int, str],
+) -> dict[int, OpenApiResponse]:
+    """An operation's error answers for @extend_schema: a domain error by its status and `doc`,
+    or a `(status, description)` pair where the view says more than the error class."""
+    responses = {}
+    for error in errors:
+        code, description = error if isinstance(error, tuple) else (error.status, error.doc)
+        responses[code] = error_response(description)
+    return responses
 
 
 # JSON Schema keywords OpenAPI 3.0's Schema Object does not have (validation is unaffected:
