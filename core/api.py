@@ -12,7 +12,7 @@ one error to another. DRF's own exceptions (401, 405, 415, parse errors) get the
 from __future__ import annotations
 
 import logging
-import re
+from collections.abc import Callable
 from typing import Any
 
 import requests
@@ -31,13 +31,12 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from core.echo import prefix
-from core.errors import DomainError
+from core.errors import INVALID_INPUT, DomainError, redact
 from core.json_input import too_large
 from core.schema import DATE_TIME_DESCRIPTION, FORMATS, input_problems
 
 logger = logging.getLogger(__name__)
 
-INVALID_INPUT = "Invalid input"
 DATABASE_UNAVAILABLE = "The database is unavailable for a moment; retry the request."
 
 
@@ -274,26 +273,6 @@ def _message(error) -> str:
 MAX_MESSAGE_CHARS = 300
 
 
-# What an error from a dependency may carry that a client must not see: URLs, host:port pairs,
-# IP addresses, urllib3's "host='…', port=…" and object reprs. A CAIP id ("eip155:31337/…")
-# looks like host:port but is what the client sent: kept.
-_INTERNALS = re.compile(
-    r"[a-z][a-z0-9+.-]*://\S+"
-    r"|\bhost='[^']*'(, port=\d+)?"
-    r"|<[^<>]* object at 0x[0-9a-f]+>"
-    r"|\[[0-9a-f:.]+\](:\d+)?"
-    r"|\b\d{1,3}(\.\d{1,3}){3}(:\d+)?\b"
-    r"|\blocalhost(:\d+)?\b"
-    r"|\b(?!eip155:)[a-z][a-z0-9-]*(\.[a-z0-9-]+)*:\d{2,5}\b",
-    re.IGNORECASE,
-)
-
-
-def redact(text: str) -> str:
-    """`text` without internal addresses, for an error a client reads (the log keeps all)."""
-    return _INTERNALS.sub("<internal>", text)
-
-
 def failure_reason(exc: BaseException) -> str:
     """What failed, in words a client may read: a transport failure by its kind, anything
     else by its message with internal addresses removed."""
@@ -331,6 +310,17 @@ class ApiView(APIView):
 
     permission_classes = [RequiredScopes]
     input_schema: dict[str, Any] | None = None
+    # Where the view's services let a dependency's own exception through (a chain node, a
+    # provider): the app's function (a staticmethod) naming the domain error to answer, None
+    # for a bug.
+    dependency_errors: Callable[[Exception], DomainError | None] | None = None
+
+    def handle_exception(self, exc):
+        if self.dependency_errors is not None and not isinstance(
+            exc, DomainError | exceptions.APIException
+        ):
+            exc = self.dependency_errors(exc) or exc
+        return super().handle_exception(exc)
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)

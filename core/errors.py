@@ -8,7 +8,10 @@ one error to another. No Django or DRF here: the services of every layer may rai
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+INVALID_INPUT = "Invalid input"
 
 
 class DomainError(Exception):
@@ -66,3 +69,23 @@ class Unavailable(DomainError):
 
     status = 503
     code = "unavailable"
+
+
+# What an error from a dependency may carry that a client must not see: URLs, host:port pairs,
+# IP addresses, urllib3's "host='…', port=…" and object reprs. A CAIP id ("eip155:31337/…")
+# looks like host:port but is what the client sent: kept.
+_INTERNALS = re.compile(
+    r"[a-z][a-z0-9+.-]*://\S+"
+    r"|\bhost='[^']*'(, port=\d+)?"
+    r"|<[^<>]* object at 0x[0-9a-f]+>"
+    r"|\[[0-9a-f:.]+\](:\d+)?"
+    r"|\b\d{1,3}(\.\d{1,3}){3}(:\d+)?\b"
+    r"|\blocalhost(:\d+)?\b"
+    r"|\b(?!eip155:)[a-z][a-z0-9-]*(\.[a-z0-9-]+)*:\d{2,5}\b",
+    re.IGNORECASE,
+)
+
+
+def redact(text: str) -> str:
+    """`text` without internal addresses, for an error a client reads (the log keeps all)."""
+    return _INTERNALS.sub("<internal>", text)
