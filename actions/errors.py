@@ -40,6 +40,17 @@ class InvalidCursor(errors.DomainError):
         super().__init__(errors.INVALID_INPUT, errors={"cursor": [reason]})
 
 
+class RecoveryRefused(errors.DomainError):
+    """Wrong code, unknown username, no recovery key: one answer for all of them."""
+
+    code = "recovery_refused"
+
+
+class RecoveryThrottled(errors.DomainError):
+    status = 429
+    code = "throttled"
+
+
 # What a chain read may raise when the RPC fails: transport, JSON-RPC error, an answer that
 # does not decode. Anything else is a bug: it propagates and is logged as a 500.
 CHAIN_READ_ERRORS = (

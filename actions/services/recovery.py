@@ -25,6 +25,7 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
+from actions.errors import RecoveryRefused, RecoveryThrottled
 from actions.evm_clients import card_relayer
 from actions.models import (
     ACCOUNT_CHANGE_LIFECYCLE,
@@ -66,14 +67,6 @@ K = AccountChangeKind
 S = AccountChangeStatus
 # Derived for an unknown username too, so a wrong name costs the same time as a wrong code.
 _NOBODY = "0x000000000000000000000000000000000000dEaD"
-
-
-class RecoveryRefused(Exception):
-    """Wrong code, unknown username, no recovery key: one answer for all of them."""
-
-
-class RecoveryThrottled(Exception):
-    pass
 
 
 def recovery_code_create(*, user) -> tuple[str, AccountChange]:
