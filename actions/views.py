@@ -116,11 +116,16 @@ class ActionToolView(ApiView):
 TOOL_RESPONSES = {201: OpenApiTypes.OBJECT, **error_responses((503, DEPENDENCIES_DOC))}
 
 
-@extend_schema_view(
-    post=extend_schema(
-        operation_id="transfer", request=OpenApiTypes.OBJECT, responses=TOOL_RESPONSES
+def tool_schema(operation_id: str):
+    """The OpenAPI of an action tool's POST: its id, a JSON body, 201 or the errors above."""
+    return extend_schema_view(
+        post=extend_schema(
+            operation_id=operation_id, request=OpenApiTypes.OBJECT, responses=TOOL_RESPONSES
+        )
     )
-)
+
+
+@tool_schema("transfer")
 class TransferView(ActionToolView):
     """transfer: propose sending an ERC-20 from the user's smart account; the user signs."""
 
@@ -136,9 +141,7 @@ class TransferView(ActionToolView):
         )
 
 
-@extend_schema_view(
-    post=extend_schema(operation_id="swap", request=OpenApiTypes.OBJECT, responses=TOOL_RESPONSES)
-)
+@tool_schema("swap")
 class SwapView(ActionToolView):
     """swap: propose swapping between two CAIP-19 assets at a provider's quote; the user signs."""
 
@@ -156,13 +159,7 @@ class SwapView(ActionToolView):
         )
 
 
-@extend_schema_view(
-    post=extend_schema(
-        operation_id="card_freeze",
-        request=OpenApiTypes.OBJECT,
-        responses=TOOL_RESPONSES,
-    )
-)
+@tool_schema("card_freeze")
 class CardFreezeView(ActionToolView):
     """card_freeze: off-chain; the passkey signs SIWE for the card's Safe (EIP-1271)."""
 
@@ -178,26 +175,14 @@ class CardFreezeView(ActionToolView):
         )
 
 
-@extend_schema_view(
-    post=extend_schema(
-        operation_id="card_unfreeze",
-        request=OpenApiTypes.OBJECT,
-        responses=TOOL_RESPONSES,
-    )
-)
+@tool_schema("card_unfreeze")
 class CardUnfreezeView(CardFreezeView):
     """card_unfreeze: the symmetric counterpart of card_freeze."""
 
     frozen = False
 
 
-@extend_schema_view(
-    post=extend_schema(
-        operation_id="card_limit",
-        request=OpenApiTypes.OBJECT,
-        responses=TOOL_RESPONSES,
-    )
-)
+@tool_schema("card_limit")
 class CardLimitView(ActionToolView):
     """card_limit: change the card's daily limit (delay module + scheduled transaction)."""
 
@@ -212,13 +197,7 @@ class CardLimitView(ActionToolView):
         )
 
 
-@extend_schema_view(
-    post=extend_schema(
-        operation_id="request_spend_permission",
-        request=OpenApiTypes.OBJECT,
-        responses=TOOL_RESPONSES,
-    )
-)
+@tool_schema("request_spend_permission")
 class RequestSpendPermissionView(ActionToolView):
     """request_spend_permission: ask the user, once, for an allowance per period that this
     agent may spend without a prompt; enforced by the account's contract."""
