@@ -30,6 +30,7 @@ from actions.providers.prices import FIAT, PriceError, prices
 from actions.selectors import card_get_for_user, smart_accounts_for_user, tokens_on_chains
 from core.api import failure_reason
 from core.chains import Chain, all_chains, get_chain
+from core.errors import Unavailable
 from core.formats import rfc3339
 from core.metrics import count_provider_error, observe_provider_request, web3_error_kind
 from evm import zodiac
@@ -224,8 +225,10 @@ def read_batches(
     return outcomes, beside
 
 
-class ChainsUnavailable(Exception):
+class ChainsUnavailable(Unavailable):
     """Every chain a read needed failed: there is nothing true to answer with (503)."""
+
+    code = "chain_unavailable"
 
     def __init__(self, outcomes: Sequence[ChainOutcome]) -> None:
         self.outcomes = list(outcomes)

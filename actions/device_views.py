@@ -44,6 +44,7 @@ from actions.signing_views import (
     _unreadable,
     assertion_step,
     chain_page,
+    domain_refusal,
     passkey_refusal,
 )
 from core.json_input import BodyRefused, loads
@@ -323,9 +324,9 @@ def recovery_verify(request: HttpRequest) -> JsonResponse:
             user_agent=request.headers.get("User-Agent", ""),
         )
     except recovery.RecoveryThrottled as exc:
-        return _refusal(str(exc), code="throttled", status=429, shown=RECOVERY_THROTTLED)
+        return domain_refusal(exc, shown=RECOVERY_THROTTLED)
     except recovery.RecoveryRefused as exc:
-        return _refusal(str(exc), code="recovery_refused", status=400, shown=RECOVERY_REFUSED)
+        return domain_refusal(exc, shown=RECOVERY_REFUSED)
     except PasskeyError as exc:
         return passkey_refusal(exc, status=400)
     with in_users_zone(change.user):  # as their e-mail says it, with the zone's name

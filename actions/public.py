@@ -16,6 +16,7 @@ from django.db.models.functions import Lower
 
 from actions import contract
 from actions.models import (
+    ACTION_LIFECYCLE,
     IN_FLIGHT,
     AccountChange,
     AccountChangeStatus,
@@ -35,10 +36,9 @@ from actions.services.lifecycle import (
     action_reconcile_now,
     action_resend,
 )
-from actions.services.transitions import action_transition
 from actions.views import action_created_payload
 from core.admin import address_forms
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 from evm import ens
 
 __all__ = [
@@ -92,8 +92,9 @@ def action_progress_note(action: Action) -> str:
 def action_agent_cancel(*, action_id, detail: str) -> Action:
     """The agent withdraws a proposal: proposed → rejected; IllegalTransition (its `current`
     says why) once the user signed."""
-    return action_transition(
-        action_id=action_id,
+    return transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=action_id,
         to=ActionStatus.REJECTED,
         actor=Actor.agent(),
         only_from={ActionStatus.PROPOSED},

@@ -17,6 +17,7 @@ from django.db.models.functions import JSONObject
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from actions.errors import ActionAccessDenied, ActionNotFound, InvalidCursor
 from actions.models import (
     IN_FLIGHT,
     PENDING_ON_CHAIN,
@@ -41,14 +42,6 @@ from actions.models import (
 )
 from core import json_input
 from core.echo import named
-
-
-class ActionNotFound(Exception):
-    pass
-
-
-class ActionAccessDenied(Exception):
-    pass
 
 
 def retention_cutoff(now: datetime | None = None) -> datetime:
@@ -307,10 +300,6 @@ def gnosis_pay_session_token(*, safe_address: str) -> str | None:
 
 
 # --- get_transactions ------------------------------------------------------------------------
-
-
-class InvalidCursor(Exception):
-    pass
 
 
 def encode_cursor(entry: HistoryEntry) -> str:

@@ -60,6 +60,7 @@ from actions.services.signing import action_reject, action_sign, authentication_
 from actions.signing_facts import activity_facts, sign_facts
 from core.api import error_json, failure_reason
 from core.chains import card_chain, chain_name
+from core.errors import DomainError
 from core.json_input import BodyRefused, json_body
 from core.live import entity_stream
 from core.templatetags.chains import explorer_url
@@ -199,6 +200,11 @@ def _refusal(detail: str, *, code: str, status: int, shown=None) -> JsonResponse
     page's script shows, in the user's language."""
     shown = shown or USER_MESSAGES.get(code, USER_MESSAGES["refused"])
     return error_json(detail, code=code, status=status, error=str(shown))
+
+
+def domain_refusal(exc: DomainError, *, shown) -> JsonResponse:
+    """A domain error's status, code and message as the page's JSON, with what it shows."""
+    return _refusal(exc.message, code=exc.code, status=exc.status, shown=shown)
 
 
 def refusal_words(exc: PasskeyError) -> str:

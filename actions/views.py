@@ -1,9 +1,7 @@
 from __future__ import annotations
 
-import json
 import logging
 
-import requests
 from django import forms
 from django.conf import settings
 from django.contrib import messages
@@ -15,18 +13,15 @@ from django.views.decorators.http import require_POST
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
-    OpenApiResponse,
     extend_schema,
     extend_schema_view,
 )
-from eth_abi.exceptions import DecodingError
 from rest_framework.request import Request
 from rest_framework.response import Response
-from web3.exceptions import Web3Exception
 
 from actions import contract
-from actions.chain_reads import ChainsUnavailable, balances_for_user, card_for_user
-from actions.evm_clients import ChainUnavailable
+from actions.chain_reads import balances_for_user, card_for_user
+from actions.errors import DEPENDENCIES_DOC, ActionNotFound, dependency_error
 from actions.models import (
     IN_FLIGHT,
     PENDING_ON_CHAIN,
@@ -41,12 +36,7 @@ from actions.presenters import (
     smart_account_payload,
     transactions_page,
 )
-from actions.providers.gnosis_pay import Unavailable as GnosisPayUnavailable
-from actions.providers.lifi import ProviderUnavailable as SwapProviderUnavailable
 from actions.selectors import (
-    ActionAccessDenied,
-    ActionNotFound,
-    InvalidCursor,
     action_status_for_client,
     action_with_history,
     smart_accounts_for_user,
@@ -63,7 +53,6 @@ from actions.services.lifecycle import (
 )
 from actions.services.passkeys import smart_accounts_cover_chains
 from actions.services.proposals import (
-    ToolError,
     propose_card_limit,
     propose_card_state,
 )
@@ -75,44 +64,13 @@ from actions.services.spend_permissions import (
     transfer_propose,
 )
 from actions.services.transitions import ReconcileOutcome
-from core.api import (
-    ApiError,
-    ApiView,
-    Forbidden,
-    InvalidInput,
-    NotFound,
-    ServiceUnavailable,
-    error_response,
-    failure_reason,
-    redact,
-)
-from core.chains import Chain, chain_name
+from core.api import ApiView, error_response, error_responses
+from core.chains import chain_name
 from core.formats import rfc3339
 from core.permissions import staff_may_view
 from core.timeline import render_timeline
-from evm.bundler import BundlerError
-from evm.ens import EnsUnavailable
 
 logger = logging.getLogger(__name__)
-
-# What a chain read may raise when the RPC fails: transport, JSON-RPC error, an answer that
-# does not decode. Anything else is a bug: it propagates and is logged as a 500.
-CHAIN_READ_ERRORS = (
-    requests.RequestException,  # refused, timed out, dropped, HTTP 5xx
-    OSError,
-    Web3Exception,  # a JSON-RPC error, a batch answer of the wrong shape
-    json.JSONDecodeError,  # a body that is not JSON
-    DecodingError,  # a word that is not the ABI encoding asked for
-)
-
-
-def chain_unavailable(exc: Exception, chain: Chain | None = None) -> ServiceUnavailable:
-    # What failed and on which chain (by name), not where: the RPC URL stays in the log.
-    logger.warning("chain RPC failed%s: %r", f" ({chain.name})" if chain else "", exc)
-    which = f"The chain {chain.name}" if chain else "The chain"
-    return ServiceUnavailable(
-        f"{which} could not be read: {failure_reason(exc)}", code="chain_unavailable"
-    )
 
 
 def action_created_payload(action: Action) -> dict:
@@ -141,67 +99,33 @@ def action_created_payload(action: Action) -> dict:
 
 class ActionToolView(ApiView):
     """An action tool: the body validated against the tool's schema, propose, answer with
-    sign_url (201). A ToolError is the user's input refused in words (400)."""
+    sign_url (201). A ToolError is the user's input refused in words (400); a chain, bundler
+    or provider that failed is a 503 (actions.errors.dependency_error)."""
 
     required_scopes = ["write:actions"]
+    dependency_errors = staticmethod(dependency_error)
 
     def propose(self, request: Request, data: dict) -> Action:
         raise NotImplementedError
 
     def post(self, request: Request) -> Response:
-        try:
-            action = self.propose(request, self.input)
-        except ToolError as exc:  # the values are well-formed but refused, in words
-            raise ApiError(redact(str(exc)), code=exc.code, errors=exc.errors) from None
-        except EnsUnavailable as exc:  # the name's chain did not answer (named in the text)
-            raise ServiceUnavailable(str(exc), code=exc.code) from None
-        except ChainUnavailable as exc:  # one chain's node or bundler: named; others unaffected
-            if exc.part == "bundler":
-                logger.warning("bundler of %s failed: %r", exc.chain.name, exc.cause)
-                raise ServiceUnavailable(
-                    f"The bundler of {exc.chain.name} could not prepare the user operation: "
-                    f"{failure_reason(exc.cause)}",
-                    code="bundler_unavailable",
-                ) from None
-            raise chain_unavailable(exc.cause, exc.chain) from None
-        except BundlerError as exc:
-            logger.warning("bundler refused to prepare a user operation: %r", exc)
-            raise ServiceUnavailable(
-                f"The bundler could not prepare the user operation: {failure_reason(exc)}",
-                code="bundler_unavailable",
-            ) from None
-        except CHAIN_READ_ERRORS as exc:  # the account client reads the chain (nonce, code)
-            raise chain_unavailable(exc) from None
-        except GnosisPayUnavailable as exc:  # card_freeze/unfreeze: the sign-in could not start
-            logger.warning("Gnosis Pay unavailable: %r", exc)
-            raise ServiceUnavailable(
-                f"Gnosis Pay could not start the sign-in: {failure_reason(exc)}",
-                code="gnosis_pay_unavailable",
-            ) from None
-        except SwapProviderUnavailable as exc:  # swap: LI.FI is down, slow or answering 5xx
-            logger.warning("swap provider unavailable: %r", exc)
-            raise ServiceUnavailable(
-                f"The swap provider (LI.FI) could not be reached, so no quote could be made: "
-                f"{failure_reason(exc)}. Nothing was proposed; try again later.",
-                code="swap_provider_unavailable",
-            ) from None
+        action = self.propose(request, self.input)
         return Response(action_created_payload(action), status=201)
 
 
-TOOL_RESPONSES = {
-    201: OpenApiTypes.OBJECT,
-    503: OpenApiResponse(
-        description="The bundler could not prepare the user operation, the chain could not "
-        "be read, Gnosis Pay could not be reached, or (swap) LI.FI could not be reached"
-    ),
-}
+TOOL_RESPONSES = {201: OpenApiTypes.OBJECT, **error_responses((503, DEPENDENCIES_DOC))}
 
 
-@extend_schema_view(
-    post=extend_schema(
-        operation_id="transfer", request=OpenApiTypes.OBJECT, responses=TOOL_RESPONSES
+def tool_schema(operation_id: str):
+    """The OpenAPI of an action tool's POST: its id, a JSON body, 201 or the errors above."""
+    return extend_schema_view(
+        post=extend_schema(
+            operation_id=operation_id, request=OpenApiTypes.OBJECT, responses=TOOL_RESPONSES
+        )
     )
-)
+
+
+@tool_schema("transfer")
 class TransferView(ActionToolView):
     """transfer: propose sending an ERC-20 from the user's smart account; the user signs."""
 
@@ -217,9 +141,7 @@ class TransferView(ActionToolView):
         )
 
 
-@extend_schema_view(
-    post=extend_schema(operation_id="swap", request=OpenApiTypes.OBJECT, responses=TOOL_RESPONSES)
-)
+@tool_schema("swap")
 class SwapView(ActionToolView):
     """swap: propose swapping between two CAIP-19 assets at a provider's quote; the user signs."""
 
@@ -237,13 +159,7 @@ class SwapView(ActionToolView):
         )
 
 
-@extend_schema_view(
-    post=extend_schema(
-        operation_id="card_freeze",
-        request=OpenApiTypes.OBJECT,
-        responses=TOOL_RESPONSES,
-    )
-)
+@tool_schema("card_freeze")
 class CardFreezeView(ActionToolView):
     """card_freeze: off-chain; the passkey signs SIWE for the card's Safe (EIP-1271)."""
 
@@ -259,26 +175,14 @@ class CardFreezeView(ActionToolView):
         )
 
 
-@extend_schema_view(
-    post=extend_schema(
-        operation_id="card_unfreeze",
-        request=OpenApiTypes.OBJECT,
-        responses=TOOL_RESPONSES,
-    )
-)
+@tool_schema("card_unfreeze")
 class CardUnfreezeView(CardFreezeView):
     """card_unfreeze: the symmetric counterpart of card_freeze."""
 
     frozen = False
 
 
-@extend_schema_view(
-    post=extend_schema(
-        operation_id="card_limit",
-        request=OpenApiTypes.OBJECT,
-        responses=TOOL_RESPONSES,
-    )
-)
+@tool_schema("card_limit")
 class CardLimitView(ActionToolView):
     """card_limit: change the card's daily limit (delay module + scheduled transaction)."""
 
@@ -293,13 +197,7 @@ class CardLimitView(ActionToolView):
         )
 
 
-@extend_schema_view(
-    post=extend_schema(
-        operation_id="request_spend_permission",
-        request=OpenApiTypes.OBJECT,
-        responses=TOOL_RESPONSES,
-    )
-)
+@tool_schema("request_spend_permission")
 class RequestSpendPermissionView(ActionToolView):
     """request_spend_permission: ask the user, once, for an allowance per period that this
     agent may spend without a prompt; enforced by the account's contract."""
@@ -368,10 +266,8 @@ class BalancesView(ApiView):
     )
     def get(self, request: Request) -> Response:
         smart_accounts_cover_chains(user=request.user)  # a chain added since registration
-        try:
-            return Response(balances_for_user(user=request.user))
-        except ChainsUnavailable as exc:  # every chain failed: say which and why, invent nothing
-            raise ServiceUnavailable(str(exc), code="chain_unavailable") from None
+        # Every chain failed: ChainsUnavailable says which and why (503), inventing nothing.
+        return Response(balances_for_user(user=request.user))
 
 
 class CardView(ApiView):
@@ -379,25 +275,19 @@ class CardView(ApiView):
 
     required_scopes = ["read:card"]
     input_schema = contract.CARD_INPUT_SCHEMA
+    dependency_errors = staticmethod(dependency_error)  # the card chain's node failed
 
     @extend_schema(
         operation_id="get_card",
         parameters=[OpenApiParameter("card_id", str, required=False)],
         responses={
             200: OpenApiTypes.OBJECT,
-            404: OpenApiResponse(description="No Picnic card for this user"),
+            **error_responses((404, "No Picnic card for this user")),
             503: CHAIN_DOWN,
         },
     )
     def get(self, request: Request) -> Response:
-        try:
-            return Response(card_for_user(user=request.user, card_id=self.input.get("card_id")))
-        except ActionNotFound as exc:
-            raise NotFound(str(exc)) from None
-        except ChainUnavailable as exc:  # the card chain's node failed: say so, invent nothing
-            raise chain_unavailable(exc.cause, exc.chain) from None
-        except CHAIN_READ_ERRORS as exc:
-            raise chain_unavailable(exc) from None
+        return Response(card_for_user(user=request.user, card_id=self.input.get("card_id")))
 
 
 class TransactionsView(ApiView):
@@ -418,12 +308,9 @@ class TransactionsView(ApiView):
     def get(self, request: Request) -> Response:
         cursor = self.input.get("cursor") or None
         sync = None if cursor else history_sync(user=request.user)
-        try:
-            page = transactions_page(
-                user=request.user, cursor=cursor, limit=self.input.get("limit", 20)
-            )
-        except InvalidCursor as exc:
-            raise InvalidInput({"cursor": [str(exc)]}) from None
+        page = transactions_page(
+            user=request.user, cursor=cursor, limit=self.input.get("limit", 20)
+        )
         return Response({**page, "sync": sync})
 
 
@@ -462,18 +349,13 @@ class ActionStatusView(ApiView):
             403: error_response(
                 "Missing scope read:actions, or the action belongs to another user or OAuth client"
             ),
-            404: error_response("Action not found: <id>"),
+            **error_responses(ActionNotFound),
         },
     )
     def get(self, request: Request, action_id: str) -> Response:
-        try:
-            action = action_status_for_client(
-                action_id=action_id, user=request.user, application=request.auth.application
-            )
-        except ActionNotFound as exc:
-            raise NotFound(str(exc)) from None
-        except ActionAccessDenied as exc:
-            raise Forbidden(str(exc)) from None
+        action = action_status_for_client(
+            action_id=action_id, user=request.user, application=request.auth.application
+        )
         if action_status_refresh(action=action) is not action or action.status in PENDING_ON_CHAIN:
             # Expired or reconciled just now: read what that wrote.
             action = action_with_history(action_id=action.pk)

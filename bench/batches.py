@@ -56,11 +56,10 @@ def main() -> None:
     setup_django(args.database)
     from django.conf import settings
 
-    from actions.models import ActionStatus
+    from actions.models import ACTION_LIFECYCLE, ActionStatus
     from actions.services.lifecycle import actions_reconcile_pending
-    from actions.services.transitions import action_transition
     from actions.tests.factories import make_action
-    from core.lifecycle import Actor
+    from core.lifecycle import Actor, transition
     from dev.providers.local_openai import LocalResponsesServer
     from dev.testing import ScriptedServer
     from operations import billing
@@ -106,9 +105,14 @@ def main() -> None:
                 actions = [make_action(user=user, application=application) for _ in range(n)]
                 for action in actions:
                     for step in (ActionStatus.SIGNED, ActionStatus.SUBMITTED):
-                        action_transition(action_id=action.pk, to=step, actor=Actor.system())
-                    action_transition(
-                        action_id=action.pk, to=ActionStatus.BROADCAST, actor=Actor.system()
+                        transition(
+                            lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=step, actor=Actor.system()
+                        )
+                    transition(
+                        lifecycle=ACTION_LIFECYCLE,
+                        pk=action.pk,
+                        to=ActionStatus.BROADCAST,
+                        actor=Actor.system(),
                     )
                 bundler.results = {
                     "eth_getUserOperationReceipt": None,

@@ -48,18 +48,18 @@ def make_data(count: int) -> None:
     """`count` stuck actions (signed 20 minutes ago, still broadcast): the home's list."""
     from django.utils import timezone
 
-    from actions.models import ActionStatus
-    from actions.services.transitions import action_transition
+    from actions.models import ACTION_LIFECYCLE, ActionStatus
     from actions.tests.factories import make_action
-    from core.lifecycle import Actor
+    from core.lifecycle import Actor, transition
 
     user, application, _ = bench_agent()
     signed = timezone.now() - timedelta(minutes=20)
     for _ in range(count):
         action = make_action(user=user, application=application)
         for to in (ActionStatus.SIGNED, ActionStatus.SUBMITTED, ActionStatus.BROADCAST):
-            action_transition(
-                action_id=action.pk,
+            transition(
+                lifecycle=ACTION_LIFECYCLE,
+                pk=action.pk,
                 to=to,
                 actor=Actor.worker(),
                 updates={"signed_at": signed} if to == ActionStatus.SIGNED else None,

@@ -80,9 +80,9 @@ def main() -> None:
     from django.test import Client
     from oauth2_provider.models import Application
 
+    from actions.models import ACTION_LIFECYCLE
     from actions.services.lifecycle import action_create
-    from actions.services.transitions import action_transition
-    from core.lifecycle import Actor
+    from core.lifecycle import Actor, transition
     from dev import processes
 
     users = get_user_model()
@@ -153,7 +153,12 @@ def main() -> None:
                     for status in STEPS:
                         time.sleep(random.uniform(0, 1))
                         started = time.time() * 1000
-                        action_transition(action_id=action.pk, to=status, actor=Actor.system())
+                        transition(
+                            lifecycle=ACTION_LIFECYCLE,
+                            pk=action.pk,
+                            to=status,
+                            actor=Actor.system(),
+                        )
                         wait_from = time.monotonic()
                         while (seen := page.evaluate(f"window.__seen[{status!r}]")) is None:
                             if time.monotonic() - wait_from > 30:

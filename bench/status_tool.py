@@ -49,17 +49,17 @@ from bench.common import (  # noqa: E402
 def make_data(copies: int):
     from django.db import connection
 
-    from actions.models import ActionStatus
-    from actions.services.transitions import action_transition
+    from actions.models import ACTION_LIFECYCLE, ActionStatus
     from actions.tests.factories import make_action
-    from core.lifecycle import Actor
+    from core.lifecycle import Actor, transition
 
     user, application, token = bench_agent(scope="read:actions")
     action = make_action(user=user, application=application, ttl_seconds=3600)
     for step in (ActionStatus.SIGNED, ActionStatus.SUBMITTED, ActionStatus.BROADCAST):
-        action_transition(action_id=action.pk, to=step, actor=Actor.worker())
-    action_transition(
-        action_id=action.pk,
+        transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=step, actor=Actor.worker())
+    transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=action.pk,
         to=ActionStatus.EXECUTED,
         actor=Actor.worker(),
         updates={"tx_hash": "0x" + "ab" * 32, "block_number": 12},

@@ -4,14 +4,15 @@ the app's contract (the JSON Schema its MCP tool publishes), and the OpenAPI tha
 Every 4xx/5xx of the three apps' APIs has one body, `{"detail", "code", "errors"}`:
 `detail` is the text a person or agent reads (the seeds' exact texts), `code` a stable word to
 branch on, `errors` maps a field (or `(body)` / `(query)`) to its messages, `{}` when the
-problem is not one of fields. Views raise `ApiError` (or a subclass); they never build error
-responses. DRF's own exceptions (401, 405, 415, parse errors) get the same body here.
+problem is not one of fields. Services raise a `core.errors.DomainError` (its status, code and
+safe message), views their input's `ApiError`; neither builds error responses, and no view maps
+one error to another. DRF's own exceptions (401, 405, 415, parse errors) get the same body here.
 """
 
 from __future__ import annotations
 
 import logging
-import re
+from collections.abc import Callable
 from typing import Any
 
 import requests
@@ -30,12 +31,12 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from core.echo import prefix
+from core.errors import INVALID_INPUT, DomainError, redact
 from core.json_input import too_large
 from core.schema import DATE_TIME_DESCRIPTION, FORMATS, input_problems
 
 logger = logging.getLogger(__name__)
 
-INVALID_INPUT = "Invalid input"
 DATABASE_UNAVAILABLE = "The database is unavailable for a moment; retry the request."
 
 
@@ -117,6 +118,26 @@ class UserTokenRequired(Forbidden):
         )
 
 
+# The ApiError a domain error of each status becomes (the handler's checks below read them).
+_BY_STATUS: dict[int, type[ApiError]] = {
+    status.HTTP_402_PAYMENT_REQUIRED: PaymentRequired,
+    status.HTTP_403_FORBIDDEN: Forbidden,
+    status.HTTP_404_NOT_FOUND: NotFound,
+    status.HTTP_409_CONFLICT: Conflict,
+    status.HTTP_422_UNPROCESSABLE_ENTITY: Unprocessable,
+    status.HTTP_503_SERVICE_UNAVAILABLE: ServiceUnavailable,
+}
+
+
+def api_error(exc: DomainError) -> ApiError:
+    """The API's answer to a domain error: its status, code, message and field errors."""
+    error = _BY_STATUS.get(exc.status, ApiError)(
+        exc.message, code=exc.code, errors=exc.errors, **exc.extra
+    )
+    error.status_code = exc.status
+    return error
+
+
 class RequiredScopes(TokenHasScope):
     """TokenHasScope, but a token that lacks the scope gets a 403 that names it (RFC 6750 §3.1),
     and a token with no user (client_credentials) is refused before anything is looked up:
@@ -163,7 +184,9 @@ def error_body(exc: exceptions.APIException) -> dict[str, Any]:
 
 
 def exception_handler(exc, context):
-    if isinstance(exc, Http404):
+    if isinstance(exc, DomainError):
+        exc = api_error(exc)
+    elif isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()
@@ -250,26 +273,6 @@ def _message(error) -> str:
 MAX_MESSAGE_CHARS = 300
 
 
-# What an error from a dependency may carry that a client must not see: URLs, host:port pairs,
-# IP addresses, urllib3's "host='…', port=…" and object reprs. A CAIP id ("eip155:31337/…")
-# looks like host:port but is what the client sent: kept.
-_INTERNALS = re.compile(
-    r"[a-z][a-z0-9+.-]*://\S+"
-    r"|\bhost='[^']*'(, port=\d+)?"
-    r"|<[^<>]* object at 0x[0-9a-f]+>"
-    r"|\[[0-9a-f:.]+\](:\d+)?"
-    r"|\b\d{1,3}(\.\d{1,3}){3}(:\d+)?\b"
-    r"|\blocalhost(:\d+)?\b"
-    r"|\b(?!eip155:)[a-z][a-z0-9-]*(\.[a-z0-9-]+)*:\d{2,5}\b",
-    re.IGNORECASE,
-)
-
-
-def redact(text: str) -> str:
-    """`text` without internal addresses, for an error a client reads (the log keeps all)."""
-    return _INTERNALS.sub("<internal>", text)
-
-
 def failure_reason(exc: BaseException) -> str:
     """What failed, in words a client may read: a transport failure by its kind, anything
     else by its message with internal addresses removed."""
@@ -307,6 +310,17 @@ class ApiView(APIView):
 
     permission_classes = [RequiredScopes]
     input_schema: dict[str, Any] | None = None
+    # Where the view's services let a dependency's own exception through (a chain node, a
+    # provider): the app's function (a staticmethod) naming the domain error to answer, None
+    # for a bug.
+    dependency_errors: Callable[[Exception], DomainError | None] | None = None
+
+    def handle_exception(self, exc):
+        if self.dependency_errors is not None and not isinstance(
+            exc, DomainError | exceptions.APIException
+        ):
+            exc = self.dependency_errors(exc) or exc
+        return super().handle_exception(exc)
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
@@ -340,6 +354,18 @@ class ErrorSerializer(serializers.Serializer):
 
 def error_response(description: str) -> OpenApiResponse:
     return OpenApiResponse(ErrorSerializer, description=description)
+
+
+def error_responses(
+    *errors: type[DomainError] | tuple[int, str],
+) -> dict[int, OpenApiResponse]:
+    """An operation's error answers for @extend_schema: a domain error by its status and `doc`,
+    or a `(status, description)` pair where the view says more than the error class."""
+    responses = {}
+    for error in errors:
+        code, description = error if isinstance(error, tuple) else (error.status, error.doc)
+        responses[code] = error_response(description)
+    return responses
 
 
 # JSON Schema keywords OpenAPI 3.0's Schema Object does not have (validation is unaffected:

@@ -34,6 +34,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from core import events, metrics, tracing
+from core.errors import DomainError
 from core.models import ActorKind
 
 logger = logging.getLogger(__name__)
@@ -73,9 +74,29 @@ class Actor:
 
 class IllegalTransition(Exception):
     def __init__(self, *, model: str, pk: Any, current: str, target: str):
+        self.model = model
+        self.pk = pk
         self.current = current
         self.target = target
         super().__init__(f"{model} {pk}: cannot move from {current!r} to {target!r}")
+
+    def refused(self, message: str, *, code: str | None = None) -> TransitionRefused:
+        """This refusal in the words a client reads (the API answers it as a 409)."""
+        return TransitionRefused(self, message, code=code)
+
+
+class TransitionRefused(IllegalTransition, DomainError):
+    """An illegal move a service tells its client about: still an IllegalTransition (and
+    the same text) for the code that catches one; `message` and `code` are the client's."""
+
+    status = 409
+    code = "conflict"
+
+    def __init__(self, cause: IllegalTransition, message: str, *, code: str | None = None):
+        super().__init__(model=cause.model, pk=cause.pk, current=cause.current, target=cause.target)
+        self.message = message
+        if code is not None:
+            self.code = code
 
 
 @dataclass(frozen=True)

@@ -276,7 +276,7 @@ class OperationTasks:
                 operation_id=operation.pk, owner=task.user, application=task.application
             )
         except operations.NotCancellable as exc:
-            raise TaskNotCancellable(f"Cannot cancel task: {exc}") from None
+            raise TaskNotCancellable(f"Cannot cancel task: {exc.message}") from None
         except IllegalTransition as exc:
             raise TaskNotCancellable(
                 f"Cannot cancel task: the operation is {exc.current} now"

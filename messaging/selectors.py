@@ -8,15 +8,8 @@ from django.db import connections
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from messaging.errors import Forbidden, NotFound
 from messaging.models import Conversation, D, Delivery, Membership, SocialAccount
-
-
-class NotFound(Exception):
-    """Unknown, or not visible to this caller: both answer the same."""
-
-
-class Forbidden(Exception):
-    """Visible, but the caller's role does not allow this."""
 
 
 def _uuid(value) -> uuid.UUID | None:

@@ -31,6 +31,7 @@ from core.lifecycle import (
     transition,
     transition_path,
 )
+from messaging.errors import IdempotencyConflict
 from messaging.models import (
     CANCELLABLE,
     DELIVERY_LIFECYCLE,
@@ -56,10 +57,6 @@ logger = logging.getLogger(__name__)
 
 # The ends of a send that `picnic_dm_outcomes_total` counts (unknown may later become either).
 DM_OUTCOMES = frozenset({D.SENT, D.FAILED, D.UNKNOWN})
-
-
-class IdempotencyConflict(Exception):
-    pass
 
 
 class CredentialMissing(Exception):
@@ -518,19 +515,24 @@ def deliveries_reap_leases() -> int:
 
 
 def delivery_cancel(*, delivery: Delivery, user, staff: bool = False, note: str = "") -> Delivery:
-    """queued/claimed → cancelled; IllegalTransition once the delivery is sending or later.
-    Staff may say why (`note`): it goes into the history row."""
+    """queued/claimed → cancelled; a TransitionRefused (an IllegalTransition) once the
+    delivery is sending or later. Staff may say why (`note`): it goes into the history row."""
     if not staff and delivery.created_by_id != user.pk:
         if membership_role(user=user, workspace_id=delivery.workspace_id) not in MANAGE_ROLES:
             raise Forbidden("Only the sender or a workspace owner/admin can cancel this delivery")
-    return delivery_transition(
-        delivery_id=delivery.pk,
-        to=D.CANCELLED,
-        actor=Actor.staff(user) if staff else Actor.end_user(user),
-        only_from=set(CANCELLABLE),
-        detail=f"cancelled by {'staff ' if staff else ''}{user.get_username()}"
-        + (f": {note.strip()}" if note.strip() else ""),
-    )
+    try:
+        return delivery_transition(
+            delivery_id=delivery.pk,
+            to=D.CANCELLED,
+            actor=Actor.staff(user) if staff else Actor.end_user(user),
+            only_from=set(CANCELLABLE),
+            detail=f"cancelled by {'staff ' if staff else ''}{user.get_username()}"
+            + (f": {note.strip()}" if note.strip() else ""),
+        )
+    except IllegalTransition as exc:
+        raise exc.refused(
+            f"Only queued or claimed deliveries can be cancelled; this one is {exc.current}"
+        ) from exc
 
 
 def delivery_resolve_unknown(

@@ -5,37 +5,30 @@ import uuid
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from core.api import ApiView, Conflict, Forbidden, InvalidInput, NotFound
-from core.lifecycle import IllegalTransition
+from core.api import ApiView, InvalidInput, error_responses
 from core.permissions import staff_may_view
 from core.timeline import render_timeline
 from messaging import contract
+from messaging.errors import IdempotencyConflict, NotFound
 from messaging.models import MANAGE_ROLES, SEND_ROLES, Delivery, Role
-from messaging.selectors import Forbidden as LookupForbidden
-from messaging.selectors import NotFound as LookupNotFound
 from messaging.selectors import delivery_lookup, social_account_for
-from messaging.services import IdempotencyConflict, delivery_cancel, delivery_send
+from messaging.services import delivery_cancel, delivery_send
 
 READ_ROLES = frozenset(Role.values)
 
 
 def _account(request: Request, data: dict, roles):
-    try:
-        return social_account_for(
-            user=request.user,
-            workspace_id=data["workspace_id"],
-            social_account_id=data["social_account_id"],
-            roles=roles,
-        )[0]
-    except LookupNotFound as exc:
-        raise NotFound(str(exc)) from None
-    except LookupForbidden as exc:
-        raise Forbidden(str(exc)) from None
+    return social_account_for(
+        user=request.user,
+        workspace_id=data["workspace_id"],
+        social_account_id=data["social_account_id"],
+        roles=roles,
+    )[0]
 
 
 class DeliveryStatusView(ApiView):
@@ -47,10 +40,7 @@ class DeliveryStatusView(ApiView):
     @extend_schema(
         operation_id="sosoapi_dm_actions_status",
         request=OpenApiTypes.OBJECT,
-        responses={
-            200: OpenApiTypes.OBJECT,
-            404: OpenApiResponse(description="Delivery not found"),
-        },
+        responses={200: OpenApiTypes.OBJECT, **error_responses(NotFound)},
         description="After losing a response, look up delivery facts by action_id or the "
         "original idempotency_key. An unknown delivery is not a failure and must not be re-sent.",
     )
@@ -59,14 +49,11 @@ class DeliveryStatusView(ApiView):
         if "action_id" not in data and "idempotency_key" not in data:
             raise InvalidInput({"(body)": ["one of action_id or idempotency_key is required"]})
         account = _account(request, data, READ_ROLES)
-        try:
-            delivery = delivery_lookup(
-                account=account,
-                action_id=data.get("action_id"),
-                idempotency_key=data.get("idempotency_key"),
-            )
-        except LookupNotFound as exc:
-            raise NotFound(str(exc)) from None
+        delivery = delivery_lookup(
+            account=account,
+            action_id=data.get("action_id"),
+            idempotency_key=data.get("idempotency_key"),
+        )
         return Response(contract.action_payload(delivery))
 
 
@@ -80,8 +67,9 @@ class DeliverySendView(ApiView):
         responses={
             202: OpenApiTypes.OBJECT,
             200: OpenApiTypes.OBJECT,
-            404: OpenApiResponse(description="Social account not found in this workspace"),
-            409: OpenApiResponse(description="idempotency_key used with a different payload"),
+            **error_responses(
+                (404, "Social account not found in this workspace"), IdempotencyConflict
+            ),
         },
         description="Queue a DM. The same idempotency_key with the same payload returns the "
         "existing action (200); with a different payload it is refused (409).",
@@ -93,21 +81,16 @@ class DeliverySendView(ApiView):
                 {"(body)": ["exactly one of conversation_id or recipient_id is required"]}
             )
         _account(request, data, SEND_ROLES)
-        try:
-            result = delivery_send(
-                user=request.user,
-                application=request.auth.application,
-                workspace_id=data["workspace_id"],
-                social_account_id=data["social_account_id"],
-                conversation_id=data.get("conversation_id"),
-                recipient_id=data.get("recipient_id"),
-                text=data["text"],
-                idempotency_key=uuid.UUID(data["idempotency_key"]),
-            )
-        except LookupNotFound as exc:
-            raise NotFound(str(exc)) from None
-        except IdempotencyConflict as exc:
-            raise Conflict(str(exc)) from None
+        result = delivery_send(
+            user=request.user,
+            application=request.auth.application,
+            workspace_id=data["workspace_id"],
+            social_account_id=data["social_account_id"],
+            conversation_id=data.get("conversation_id"),
+            recipient_id=data.get("recipient_id"),
+            text=data["text"],
+            idempotency_key=uuid.UUID(data["idempotency_key"]),
+        )
         return Response(
             contract.action_payload(result.delivery),
             status=status.HTTP_202_ACCEPTED if result.created else status.HTTP_200_OK,
@@ -123,24 +106,16 @@ class DeliveryCancelView(ApiView):
         request=OpenApiTypes.OBJECT,
         responses={
             200: OpenApiTypes.OBJECT,
-            404: OpenApiResponse(description="Delivery not found"),
-            409: OpenApiResponse(description="Only queued or claimed deliveries can be cancelled"),
+            **error_responses(
+                NotFound, (409, "Only queued or claimed deliveries can be cancelled")
+            ),
         },
     )
     def post(self, request: Request) -> Response:
         data = self.input
         account = _account(request, data, SEND_ROLES | MANAGE_ROLES)
-        try:
-            delivery = delivery_lookup(account=account, action_id=data["action_id"])
-            delivery = delivery_cancel(delivery=delivery, user=request.user)
-        except LookupNotFound as exc:
-            raise NotFound(str(exc)) from None
-        except LookupForbidden as exc:
-            raise Forbidden(str(exc)) from None
-        except IllegalTransition as exc:
-            raise Conflict(
-                f"Only queued or claimed deliveries can be cancelled; this one is {exc.current}"
-            ) from None
+        delivery = delivery_lookup(account=account, action_id=data["action_id"])
+        delivery = delivery_cancel(delivery=delivery, user=request.user)
         return Response(contract.action_payload(delivery))
 
 

@@ -10,6 +10,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from core.echo import named
+from operations.errors import OperationNotFound
 from operations.models import Operation, State
 
 
@@ -17,10 +18,6 @@ def operations_stuck(*, now: datetime | None = None) -> QuerySet[Operation]:
     """Running or waiting with no change for more than OPERATIONS_STUCK_RUNNING_MINUTES."""
     cutoff = (now or timezone.now()) - timedelta(minutes=settings.OPERATIONS_STUCK_RUNNING_MINUTES)
     return Operation.objects.filter(state__in=(State.RUNNING, State.WAITING), updated_at__lt=cutoff)
-
-
-class OperationNotFound(Exception):
-    pass
 
 
 def operation_get_for_client(*, operation_id: str, user, application) -> Operation:

@@ -33,6 +33,7 @@ from operations.contract import MAX_OUTPUT_TOKENS_LIMIT, MIN_OUTPUT_TOKENS
 from operations.errors import (
     AdmissionError,
     IdempotencyKeyReused,
+    NotCancellable,
     QuoteInvalid,
 )
 from operations.models import (
@@ -319,16 +320,24 @@ def _admit(
 CANCELLABLE_BY_OWNER = frozenset({S.QUEUED, S.WAITING, S.PAUSED, S.NEEDS_REVIEW})
 
 
-class NotCancellable(Exception):
-    pass
-
-
 def operation_cancel_by_owner(
     *, operation_id, owner, application, client: OpenAIResponses | None = None
 ) -> Operation:
     """The owner's cancel, by the agent (OAuth application) that started it: queued (not yet
     sent), needs_review, paused or waiting → cancelled, the hold released. Raises
-    NotCancellable with the reason otherwise; Operation.DoesNotExist for another agent's."""
+    NotCancellable with the reason otherwise (a TransitionRefused if it moved meanwhile);
+    Operation.DoesNotExist for another agent's."""
+    try:
+        return _cancel_by_owner(
+            operation_id=operation_id, owner=owner, application=application, client=client
+        )
+    except IllegalTransition as exc:  # it moved meanwhile
+        raise exc.refused(
+            f"Operation {operation_id} is {exc.current} now", code=NotCancellable.code
+        ) from exc
+
+
+def _cancel_by_owner(*, operation_id, owner, application, client) -> Operation:
     actor = Actor.agent()
     with transaction.atomic():
         operation = (

@@ -12,20 +12,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from core.api import (
-    ApiError,
-    ApiView,
-    Conflict,
-    InvalidInput,
-    NotFound,
-    PaymentRequired,
-    Unprocessable,
-)
+from core.api import ApiView, InvalidInput, error_responses
 from core.formats import rfc3339
 from core.lifecycle import IllegalTransition
 from core.permissions import staff_may_view
@@ -34,11 +26,16 @@ from operations import contract
 from operations.decisions import (
     operation_review_decide,
 )
-from operations.errors import AdmissionError, InsufficientCredits
+from operations.errors import (
+    AdmissionError,
+    InsufficientCredits,
+    NotCancellable,
+    OperationNotFound,
+    ResultExpired,
+)
 from operations.models import Channel, Operation, State
 from operations.selectors import (
     BadCursor,
-    OperationNotFound,
     operation_get_for_client,
     review_cursor_position,
     review_queue_count,
@@ -46,27 +43,18 @@ from operations.selectors import (
 )
 from operations.serializers import operation_status_payload, quote_payload
 from operations.services import (
-    NotCancellable,
     operation_cancel_by_owner,
     operation_submit,
     quote_create,
 )
 
 
-class Gone(ApiError):
-    status_code = status.HTTP_410_GONE
-    default_code = "gone"
-
-
 def _owned(request: Request, operation_id: str) -> Operation:
     """The caller's operation, or 404: a malformed id, another owner's operation and another
     agent's of the same owner answer exactly like a missing one."""
-    try:
-        return operation_get_for_client(
-            operation_id=operation_id, user=request.user, application=request.auth.application
-        )
-    except OperationNotFound as exc:
-        raise NotFound(str(exc)) from None
+    return operation_get_for_client(
+        operation_id=operation_id, user=request.user, application=request.auth.application
+    )
 
 
 def request_channel(request: Request) -> str:
@@ -100,10 +88,7 @@ class OperationStatusView(ApiView):
 
     @extend_schema(
         operation_id="tong_operation_status",
-        responses={
-            200: OpenApiTypes.OBJECT,
-            404: OpenApiResponse(description="Operation not found: <id>"),
-        },
+        responses={200: OpenApiTypes.OBJECT, **error_responses(OperationNotFound)},
         description="An accepted request is not a finished generation. Follow the "
         "work until the result is ready.",
     )
@@ -119,26 +104,18 @@ class OperationCancelView(ApiView):
         request=None,
         responses={
             200: OpenApiTypes.OBJECT,
-            404: OpenApiResponse(description="Operation not found: <id>"),
-            409: OpenApiResponse(description="Not cancellable in its state (detail says why)"),
+            **error_responses(OperationNotFound, NotCancellable),
         },
         description="Cancel a queued, waiting, paused or needs_review operation; the hold is "
         "released.",
     )
     def post(self, request: Request, operation_id: str) -> Response:
         operation = _owned(request, operation_id)
-        try:
-            operation = operation_cancel_by_owner(
-                operation_id=operation.pk,
-                owner=request.user,
-                application=request.auth.application,
-            )
-        except NotCancellable as exc:
-            raise Conflict(str(exc), code="not_cancellable") from None
-        except IllegalTransition as exc:  # it moved meanwhile
-            raise Conflict(
-                f"Operation {operation_id} is {exc.current} now", code="not_cancellable"
-            ) from None
+        operation = operation_cancel_by_owner(
+            operation_id=operation.pk,
+            owner=request.user,
+            application=request.auth.application,
+        )
         return Response(operation_status_payload(Operation.objects.get(pk=operation.pk)))
 
 
@@ -149,8 +126,7 @@ class OperationResultView(ApiView):
         operation_id="tong_operation_result",
         responses={
             200: OpenApiTypes.OBJECT,
-            404: OpenApiResponse(description="Operation not found: <id>"),
-            410: OpenApiResponse(description="The result expired at detail_expires_at"),
+            **error_responses(OperationNotFound, ResultExpired),
         },
         description="The generated output, kept until detail_expires_at.",
     )
@@ -160,10 +136,9 @@ class OperationResultView(ApiView):
             operation.detail_expires_at is not None
             and operation.detail_expires_at <= timezone.now()
         ):
-            raise Gone(
+            raise ResultExpired(
                 f"The result of operation {operation.pk} expired at "
-                f"{rfc3339(operation.detail_expires_at)}; it is no longer kept",
-                code="result_expired",
+                f"{rfc3339(operation.detail_expires_at)}; it is no longer kept"
             )
         return Response(
             {
@@ -185,8 +160,7 @@ class OperationSubmitView(ApiView):
         request=OpenApiTypes.OBJECT,
         responses={
             202: OpenApiTypes.OBJECT,
-            402: OpenApiResponse(description="Not enough credits for the hold"),
-            422: OpenApiResponse(description="Not admitted (code says why), e.g. Quote not found"),
+            **error_responses(InsufficientCredits, AdmissionError),
         },
     )
     def post(self, request: Request) -> Response:
@@ -199,22 +173,17 @@ class OperationSubmitView(ApiView):
             raise InvalidInput(
                 {"channel": [f"is {channel}: the token this call came with sets it"]}
             )
-        try:
-            operation = operation_submit(
-                owner=request.user,
-                application=request.auth.application,
-                tool=data["tool"],
-                category=data["category"],
-                channel=channel,
-                model=data.get("model"),
-                input_text=data.get("input"),
-                quote_id=None if quote_id is None else uuid.UUID(quote_id),
-                idempotency_key=data.get("idempotency_key"),
-            )
-        except InsufficientCredits as exc:
-            raise PaymentRequired(str(exc)) from None
-        except AdmissionError as exc:
-            raise Unprocessable(str(exc), code=exc.code) from None
+        operation = operation_submit(
+            owner=request.user,
+            application=request.auth.application,
+            tool=data["tool"],
+            category=data["category"],
+            channel=channel,
+            model=data.get("model"),
+            input_text=data.get("input"),
+            quote_id=None if quote_id is None else uuid.UUID(quote_id),
+            idempotency_key=data.get("idempotency_key"),
+        )
         # A repeat of a start (same idempotency key) is the same operation, as it is now.
         return Response(
             operation_status_payload(operation),
@@ -231,24 +200,21 @@ class QuoteCreateView(ApiView):
         request=OpenApiTypes.OBJECT,
         responses={
             201: OpenApiTypes.OBJECT,
-            422: OpenApiResponse(description="Not quoted (code says why)"),
+            **error_responses((422, "Not quoted (code says why)")),
         },
     )
     def post(self, request: Request) -> Response:
         data = self.input
-        try:
-            quote = quote_create(
-                owner=request.user,
-                application=request.auth.application,
-                tool=data["tool"],
-                submit_field=data["submit_field"],
-                submit_value=data["submit_value"],
-                model=data.get("model"),
-                operation_name=data.get("operation"),
-                configuration=data.get("configuration") or {},
-            )
-        except AdmissionError as exc:
-            raise Unprocessable(str(exc), code=exc.code) from None
+        quote = quote_create(
+            owner=request.user,
+            application=request.auth.application,
+            tool=data["tool"],
+            submit_field=data["submit_field"],
+            submit_value=data["submit_value"],
+            model=data.get("model"),
+            operation_name=data.get("operation"),
+            configuration=data.get("configuration") or {},
+        )
         return Response(
             {**quote_payload(quote), "breakdown": quote.breakdown},
             status=status.HTTP_201_CREATED,

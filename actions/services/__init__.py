@@ -6,7 +6,7 @@ An action's lifecycle, in order:
     signing.py          sign or reject on the signing page → `signed` / `rejected`
     lifecycle.py        create, expire, submit, reconcile, staff mark-failed / re-send
     kinds.py            the table of action types: how each is signed, submitted, reconciled
-    transitions.py      action_transition / action_touch, ReconcileOutcome
+    transitions.py      action_touch, ReconcileOutcome (a status change: core.lifecycle.transition)
 
 What the kinds carry out:
     user_operations.py  ERC-4337: delivery to the bundler, re-sends, receipts, dropped ops

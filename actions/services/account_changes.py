@@ -70,12 +70,6 @@ CHANGE_NONCE_KEY = 1
 OWNER_SIGNED = (K.ADD_OWNER, K.REMOVE_OWNER, K.SET_RECOVERY, K.CANCEL_RECOVERY)
 
 
-def change_transition(*, change_id, to: str, actor: Actor, **kwargs: Any) -> AccountChange:
-    return transition(
-        lifecycle=ACCOUNT_CHANGE_LIFECYCLE, pk=change_id, to=to, actor=actor, **kwargs
-    )
-
-
 def picnic_accounts(*, user) -> list[SmartAccount]:
     """The user's passkey account on each configured chain (one address), by chain id."""
     return list(
@@ -362,8 +356,9 @@ def owner_change_sign(*, change_id, user, credential_json: str) -> AccountChange
         if change.kind == K.REMOVE_OWNER:
             removal_claim(user=user, signer_id=passkey.pk, target_id=change.passkey_id)
         try:
-            change = change_transition(
-                change_id=change.pk,
+            change = transition(
+                lifecycle=ACCOUNT_CHANGE_LIFECYCLE,
+                pk=change.pk,
                 to=S.SIGNED,
                 actor=Actor.end_user(user),
                 only_from={S.PROPOSED},
@@ -379,8 +374,9 @@ def owner_change_sign(*, change_id, user, credential_json: str) -> AccountChange
 def account_change_submit(*, change_id) -> AccountChange:
     """signed → submitted, then each chain's op to its bundler. A refusal for good fails the
     change; a transient error is retried by `account_changes_process`."""
-    change = change_transition(
-        change_id=change_id,
+    change = transition(
+        lifecycle=ACCOUNT_CHANGE_LIFECYCLE,
+        pk=change_id,
         to=S.SUBMITTED,
         actor=Actor.worker(),
         only_from={S.SIGNED},
@@ -515,8 +511,9 @@ def _chain_has_change(change: AccountChange, chain_id: int) -> bool:
 def _fail(change: AccountChange, message: str) -> AccountChange:
     with transaction.atomic():
         try:
-            change = change_transition(
-                change_id=change.pk,
+            change = transition(
+                lifecycle=ACCOUNT_CHANGE_LIFECYCLE,
+                pk=change.pk,
                 to=S.FAILED,
                 actor=Actor.worker(),
                 updates={"error": message[:2000]},
@@ -571,8 +568,9 @@ def _apply(change: AccountChange) -> None:
     elif change.kind == K.CANCEL_RECOVERY and change.target_id:
         recovery = change.target
         try:
-            change_transition(
-                change_id=recovery.pk,
+            transition(
+                lifecycle=ACCOUNT_CHANGE_LIFECYCLE,
+                pk=recovery.pk,
                 to=S.CANCELLED,
                 actor=Actor.end_user(change.user),
                 only_from={S.WAITING, S.SUBMITTED},
@@ -613,8 +611,9 @@ def account_change_reconcile(*, change: AccountChange) -> AccountChange:
         return _send_ops(AccountChange.objects.get(pk=change.pk), only_unknown=True)
     with transaction.atomic():
         try:
-            change = change_transition(
-                change_id=change.pk,
+            change = transition(
+                lifecycle=ACCOUNT_CHANGE_LIFECYCLE,
+                pk=change.pk,
                 to=S.EXECUTED,
                 actor=Actor.worker(),
                 only_from={S.SUBMITTED},
@@ -654,8 +653,9 @@ def _expiry_cutoff(now):
 
 def _expire(pk) -> bool:
     try:
-        change_transition(
-            change_id=pk,
+        transition(
+            lifecycle=ACCOUNT_CHANGE_LIFECYCLE,
+            pk=pk,
             to=S.EXPIRED,
             actor=Actor.system(),
             only_from={S.PROPOSED},
@@ -668,8 +668,9 @@ def _expire(pk) -> bool:
 
 def account_change_cancel_proposed(*, change_id, user) -> AccountChange:
     """The user leaves a change unsigned (proposed → cancelled)."""
-    change = change_transition(
-        change_id=change_id,
+    change = transition(
+        lifecycle=ACCOUNT_CHANGE_LIFECYCLE,
+        pk=change_id,
         to=S.CANCELLED,
         actor=Actor.end_user(user),
         only_from={S.PROPOSED},

@@ -11,15 +11,14 @@ from django.utils import timezone
 
 from actions.chain_reads import CHAIN_RPC_ERRORS
 from actions.evm_clients import card_relayer
-from actions.models import PENDING_ON_CHAIN, Action, ActionStatus
+from actions.models import ACTION_LIFECYCLE, PENDING_ON_CHAIN, Action, ActionStatus
 from actions.services.transitions import (
     ReconcileOutcome,
     action_record_error,
     action_touch,
-    action_transition,
     outcome_of,
 )
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 from evm import zodiac
 from evm.relayer import RelayError, RelayRefused, RelayUnavailable
 
@@ -38,8 +37,9 @@ def _set_params(action: Action, **changes: Any) -> Action:
 
 
 def _limit_failed(action: Action, message: str, *, actor: Actor, payload: Any = None) -> Action:
-    return action_transition(
-        action_id=action.pk,
+    return transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=action.pk,
         to=ActionStatus.FAILED,
         actor=actor,
         only_from=set(PENDING_ON_CHAIN),
@@ -64,8 +64,9 @@ def card_limit_submit(*, action_id) -> Action:
 
     The relay transaction's hash is committed before it is sent; RPC trouble leaves the action
     `submitted` with the error, and reconciliation finds or re-sends that same transaction."""
-    action = action_transition(
-        action_id=action_id,
+    action = transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=action_id,
         to=ActionStatus.SUBMITTED,
         actor=Actor.worker(),
         detail="relaying the signed delay-module transaction",
@@ -128,8 +129,9 @@ def _card_limit_follow_relay(action: Action, relayer, *, actor: Actor, wait: flo
         )
     queue_nonce = int.from_bytes(bytes(added[0]["topics"][1]), "big")
     action = _set_params(action, queue_nonce=queue_nonce, enqueued_block=receipt["blockNumber"])
-    return action_transition(
-        action_id=action.pk,
+    return transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=action.pk,
         to=ActionStatus.BROADCAST,
         actor=actor,
         only_from={ActionStatus.SUBMITTED},
@@ -232,8 +234,9 @@ def _card_limit_follow_dispatch(action: Action, relayer, *, actor: Actor) -> Act
 
 def _card_limit_executed(action: Action, receipt: dict, *, actor: Actor) -> Action:
     payload = _receipt_payload(receipt)
-    return action_transition(
-        action_id=action.pk,
+    return transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=action.pk,
         to=ActionStatus.EXECUTED,
         actor=actor,
         only_from={ActionStatus.BROADCAST},

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from actions.models import Action, ActionStatus, GnosisPaySession, SmartAccount
+from actions.models import ACTION_LIFECYCLE, Action, ActionStatus, GnosisPaySession, SmartAccount
 from actions.providers.gnosis_pay import (
     Conflict,
     GnosisPayClient,
@@ -18,13 +18,8 @@ from actions.providers.gnosis_pay import (
     jwt_expiry,
 )
 from actions.selectors import gnosis_pay_session_token
-from actions.services.transitions import (
-    ReconcileOutcome,
-    action_record_error,
-    action_touch,
-    action_transition,
-)
-from core.lifecycle import Actor
+from actions.services.transitions import ReconcileOutcome, action_record_error, action_touch
+from core.lifecycle import Actor, transition
 from evm.safe_signature import contract_signature
 
 
@@ -40,8 +35,9 @@ def card_action_submit(*, action_id) -> Action:
     Gnosis Pay down or slow: the action stays `submitted` with the error; reconciliation checks
     the card's status later with the same short-lived token (freezing is idempotent)."""
 
-    action = action_transition(
-        action_id=action_id,
+    action = transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=action_id,
         to=ActionStatus.SUBMITTED,
         actor=Actor.worker(),
         detail="signing in to Gnosis Pay with the signed SIWE message",
@@ -89,8 +85,9 @@ def gnosis_pay_session_store(
 
 
 def _card_failed(action: Action, message: str, exc) -> Action:
-    return action_transition(
-        action_id=action.pk,
+    return transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=action.pk,
         to=ActionStatus.FAILED,
         actor=Actor.worker(),
         only_from={ActionStatus.SUBMITTED},
@@ -109,8 +106,9 @@ def _card_settle(action: Action, client, token: str) -> Action:
         return action_record_error(
             action, f"card status says isFrozen={status.is_frozen} after the request"
         )
-    return action_transition(
-        action_id=action.pk,
+    return transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=action.pk,
         to=ActionStatus.EXECUTED,
         actor=Actor.worker(),
         only_from={ActionStatus.SUBMITTED},

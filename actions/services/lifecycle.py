@@ -1,7 +1,7 @@
 """The lifecycle of one action after its proposal (`proposals.py`) and signature
 (`signing.py`): create, expire, submit and reconcile (dispatched on the action's type through
 `kinds.KINDS`), and what staff do with stuck work. Every status change goes through
-`action_transition`."""
+`core.lifecycle.transition(lifecycle=ACTION_LIFECYCLE, …)`."""
 
 from __future__ import annotations
 
@@ -27,15 +27,10 @@ from actions.models import (
 )
 from actions.selectors import actions_pending_on_chain
 from actions.services.kinds import kind_of
-from actions.services.transitions import (
-    ReconcileOutcome,
-    action_touch,
-    action_transition,
-    outcome_of,
-)
+from actions.services.transitions import ReconcileOutcome, action_touch, outcome_of
 from core import metrics, tracing
 from core.chains import UnknownChain
-from core.lifecycle import Actor, IllegalTransition, create, record_history
+from core.lifecycle import Actor, IllegalTransition, create, record_history, transition
 from evm.bundler import BundlerClient, BundlerError
 from evm.userops import entry_point_address, user_op_hash
 
@@ -108,8 +103,9 @@ def action_expire_if_overdue(*, action: Action, now: datetime | None = None) -> 
     if action.status != ActionStatus.PROPOSED or action.expires_at > now:
         return action
     try:
-        return action_transition(
-            action_id=action.pk,
+        return transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
             to=ActionStatus.EXPIRED,
             actor=Actor.system(),
             detail="the swap quote expired before the user signed"
@@ -230,8 +226,9 @@ def action_mark_failed(*, action_id, staff_user, note: str) -> Action:
         )
     message = f"marked failed by staff: {note}"
     try:
-        return action_transition(
-            action_id=action.pk,
+        return transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
             to=ActionStatus.FAILED,
             actor=Actor.staff(staff_user),
             only_from=set(IN_FLIGHT),

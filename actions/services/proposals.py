@@ -34,6 +34,7 @@ from actions.services.passkeys import smart_accounts_cover_chains
 from actions.services.permission_reasons import Reason, note_text, stored
 from core.api import failure_reason
 from core.chains import Chain, UnknownChain, chain_name, get_chain
+from core.errors import DomainError, redact
 from core.formats import rfc3339
 from core.metrics import instrument_web3
 from evm import ens, zodiac
@@ -53,15 +54,15 @@ FALLBACK_CALL_GAS = 300_000
 logger = logging.getLogger(__name__)
 
 
-class ToolError(Exception):
-    """Bad input for a tool; the message says what to fix, `code` is the API error code."""
+class ToolError(DomainError):
+    """Bad input for a tool (400); the message says what to fix, `code` is the API error code.
+    What the client reads is the message without internal addresses (a provider's text)."""
 
     def __init__(
         self, message: str, *, code: str = "invalid", errors: dict[str, list[str]] | None = None
     ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.errors = errors or {}
+        super().__init__(message, code=code, errors=errors)
+        self.message = redact(message)
 
 
 def _token(asset_id: str) -> Token:

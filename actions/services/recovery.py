@@ -25,6 +25,7 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
+from actions.errors import RecoveryRefused, RecoveryThrottled
 from actions.evm_clients import card_relayer
 from actions.models import (
     ACCOUNT_CHANGE_LIFECYCLE,
@@ -40,7 +41,6 @@ from actions.services.account_changes import (
     account_change_reconcile,
     account_changes_expire,
     change_client,
-    change_transition,
     owner_change_propose,
     owner_index_on_chain,
     picnic_accounts,
@@ -49,7 +49,7 @@ from actions.services.account_mail import RECOVERY_DONE, RECOVERY_STARTED, mail_
 from actions.services.devices import coarse_ip, recovery_attempt_count, recovery_throttled
 from actions.services.passkeys import OFFERED_ALGORITHMS, PasskeyError, passkey_register
 from actions.services.proposals import web3
-from core.lifecycle import Actor, IllegalTransition, create
+from core.lifecycle import Actor, IllegalTransition, create, transition
 from evm.bundler import BundlerError
 from evm.recovery import (
     InvalidRecoveryCode,
@@ -67,14 +67,6 @@ K = AccountChangeKind
 S = AccountChangeStatus
 # Derived for an unknown username too, so a wrong name costs the same time as a wrong code.
 _NOBODY = "0x000000000000000000000000000000000000dEaD"
-
-
-class RecoveryRefused(Exception):
-    """Wrong code, unknown username, no recovery key: one answer for all of them."""
-
-
-class RecoveryThrottled(Exception):
-    pass
 
 
 def recovery_code_create(*, user) -> tuple[str, AccountChange]:
@@ -221,8 +213,9 @@ def recovery_start(
             relayer.receipt(op["tx_hash"], wait=10)
     except RelayError as exc:
         return _fail(change, f"proposeRecovery could not be relayed: {exc}")
-    change = change_transition(
-        change_id=change.pk,
+    change = transition(
+        lifecycle=ACCOUNT_CHANGE_LIFECYCLE,
+        pk=change.pk,
         to=S.SUBMITTED,
         actor=Actor.system(),
         detail="proposeRecovery relayed: "
@@ -258,8 +251,9 @@ def recovery_settle(*, change: AccountChange) -> AccountChange:
     if change.status == S.SUBMITTED:
         if all(pending(state) for state in states.values()):
             ready = max(state.ready_at for state in states.values())
-            change = change_transition(
-                change_id=change.pk,
+            change = transition(
+                lifecycle=ACCOUNT_CHANGE_LIFECYCLE,
+                pk=change.pk,
                 to=S.WAITING,
                 actor=Actor.system(),
                 updates={
@@ -288,8 +282,9 @@ def recovery_settle(*, change: AccountChange) -> AccountChange:
     if not all(pending(state) for state in states.values()):
         with transaction.atomic():
             try:
-                change = change_transition(
-                    change_id=change.pk,
+                change = transition(
+                    lifecycle=ACCOUNT_CHANGE_LIFECYCLE,
+                    pk=change.pk,
                     to=S.CANCELLED,
                     actor=Actor.system(),
                     detail="no longer pending on chain: an owner cancelled it",
@@ -338,8 +333,9 @@ def _owner_added(change: AccountChange) -> bool:
 def _recovery_done(change: AccountChange) -> AccountChange:
     with transaction.atomic():
         try:
-            change = change_transition(
-                change_id=change.pk,
+            change = transition(
+                lifecycle=ACCOUNT_CHANGE_LIFECYCLE,
+                pk=change.pk,
                 to=S.EXECUTED,
                 actor=Actor.system(),
                 only_from={S.WAITING},

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from actions.models import Action, ActionStatus, ActionType, Passkey, SmartAccount
+from actions.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionType, Passkey, SmartAccount
 from actions.services.account_changes import count_use, passkey_request, verify_signer
 from actions.services.kinds import kind_of
 from actions.services.lifecycle import action_expire_if_overdue, swap_quote_bounded
 from actions.services.passkeys import PasskeyError
-from actions.services.transitions import action_transition
-from core.lifecycle import Actor, IllegalTransition, enqueue_on_commit
+from core.lifecycle import Actor, IllegalTransition, enqueue_on_commit, transition
 from evm.signature import pack_owner_signature
 
 # params["withdrawn"] of a proposal the user's disconnection of its agent withdrew: its
@@ -46,8 +45,9 @@ def actions_withdraw_for_agent(*, user, application_id) -> list[Action]:
     for action in proposals:
         try:
             withdrawn.append(
-                action_transition(
-                    action_id=action.pk,
+                transition(
+                    lifecycle=ACTION_LIFECYCLE,
+                    pk=action.pk,
                     to=ActionStatus.REJECTED,
                     actor=Actor.end_user(user),
                     only_from={ActionStatus.PROPOSED},
@@ -137,8 +137,9 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
     with transaction.atomic():
         count_use(passkey, verified)
         try:
-            action = action_transition(
-                action_id=action.pk,
+            action = transition(
+                lifecycle=ACTION_LIFECYCLE,
+                pk=action.pk,
                 to=ActionStatus.SIGNED,
                 actor=Actor.end_user(user),
                 only_from={ActionStatus.PROPOSED},
@@ -160,8 +161,9 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
 def action_reject(*, action_id, user) -> Action:
     action = action_expire_if_overdue(action=Action.objects.get(pk=action_id, user=user))
     try:
-        return action_transition(
-            action_id=action.pk,
+        return transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
             to=ActionStatus.REJECTED,
             actor=Actor.end_user(user),
             only_from={ActionStatus.PROPOSED},

@@ -5,7 +5,6 @@ ends at its expiry, and loses its session key. No chain access here: the action 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from django.db.models import Q
 from django.utils import timezone
@@ -20,14 +19,6 @@ from actions.models import (
 from core.lifecycle import Actor, IllegalTransition, record_history, transition
 
 P = SpendPermissionStatus
-
-
-def permission_transition(
-    *, permission_id, to: str, actor: Actor, **kwargs: Any
-) -> SpendPermission:
-    return transition(
-        lifecycle=SPEND_PERMISSION_LIFECYCLE, pk=permission_id, to=to, actor=actor, **kwargs
-    )
 
 
 # --- following the grant and revoke actions --------------------------------------------------
@@ -66,8 +57,9 @@ def spend_permission_follow(permission: SpendPermission) -> SpendPermission:
                 P.DECLINED: f"the grant was not signed ({action.status})",
             }[step]
             try:
-                permission = permission_transition(
-                    permission_id=permission.pk,
+                permission = transition(
+                    lifecycle=SPEND_PERMISSION_LIFECYCLE,
+                    pk=permission.pk,
                     to=step,
                     actor=Actor.worker(),
                     expected=permission.status,
@@ -81,8 +73,9 @@ def spend_permission_follow(permission: SpendPermission) -> SpendPermission:
         action = Action.objects.get(pk=permission.revoke_action_id)
         if action.status == ActionStatus.EXECUTED:
             try:
-                permission = permission_transition(
-                    permission_id=permission.pk,
+                permission = transition(
+                    lifecycle=SPEND_PERMISSION_LIFECYCLE,
+                    pk=permission.pk,
                     to=P.REVOKED,
                     actor=Actor.worker(),
                     expected=P.REVOKING,
@@ -111,8 +104,9 @@ def spend_permissions_sweep(*, now: datetime | None = None, limit: int = 500) ->
     ).values_list("pk", "status")[:limit]
     for pk, status in overdue:
         try:
-            permission_transition(
-                permission_id=pk,
+            transition(
+                lifecycle=SPEND_PERMISSION_LIFECYCLE,
+                pk=pk,
                 to=P.EXPIRED,
                 actor=Actor.system(),
                 expected=status,

@@ -42,6 +42,7 @@ from web3 import Web3
 from actions.chain_reads import CHAIN_RPC_ERRORS
 from actions.evm_clients import ChainUnavailable, bundler_client, on_chain
 from actions.models import (
+    ACTION_LIFECYCLE,
     PERIOD_SECONDS,
     SPEND_PERMISSION_LIFECYCLE,
     SPEND_PERMISSION_LIVE,
@@ -78,17 +79,11 @@ from actions.services.proposals import (
     web3,
 )
 from actions.services.signing import AGENT_DISCONNECTED
-from actions.services.spend_follow import (
-    P,
-    permission_transition,
-    spend_permission_destroy_key,
-    spend_permission_follow,
-)
-from actions.services.transitions import action_transition
+from actions.services.spend_follow import P, spend_permission_destroy_key, spend_permission_follow
 from core.chains import chain_name, get_chain
 from core.echo import prefix
 from core.formats import rfc3339
-from core.lifecycle import Actor, IllegalTransition, create, enqueue_on_commit
+from core.lifecycle import Actor, IllegalTransition, create, enqueue_on_commit, transition
 from core.schema import parse_date_time
 from evm import spend_permission as chain_permission
 from evm.bundler import BundlerError
@@ -444,8 +439,9 @@ def spend_permissions_revoke(
         if permission.status == P.REQUESTED and permission.grant_action_id:
             grant = permission.grant_action
             try:
-                action_transition(
-                    action_id=grant.pk,
+                transition(
+                    lifecycle=ACTION_LIFECYCLE,
+                    pk=grant.pk,
                     to=ActionStatus.REJECTED,
                     actor=actor,
                     only_from={ActionStatus.PROPOSED},
@@ -498,8 +494,9 @@ def _revoke_action(*, user, permissions: list[SpendPermission], actor: Actor) ->
         )
         for permission in permissions:
             if permission.status == P.ACTIVE:
-                permission_transition(
-                    permission_id=permission.pk,
+                transition(
+                    lifecycle=SPEND_PERMISSION_LIFECYCLE,
+                    pk=permission.pk,
                     to=P.REVOKING,
                     actor=actor,
                     expected=P.ACTIVE,
@@ -760,8 +757,9 @@ def _signed_by_permission(
         signature = chain_permission.sign_with_session_key(
             action.user_op_hash, key, permission_id=permission.permission_id
         )
-        action = action_transition(
-            action_id=action.pk,
+        action = transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
             to=ActionStatus.SIGNED,
             actor=Actor.system(),
             only_from={ActionStatus.PROPOSED},

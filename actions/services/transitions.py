@@ -7,7 +7,7 @@ import enum
 from typing import Any
 
 from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
-from core.lifecycle import Actor, touch, transition
+from core.lifecycle import touch
 
 
 class ReconcileOutcome(enum.StrEnum):
@@ -17,30 +17,6 @@ class ReconcileOutcome(enum.StrEnum):
     EXECUTED = "executed"
     FAILED = "failed"
     RACED = "raced"  # another reconciler got there first
-
-
-def action_transition(
-    *,
-    action_id,
-    to: str,
-    actor: Actor,
-    detail: str | None = None,
-    payload: Any = None,
-    updates: dict[str, Any] | None = None,
-    only_from: set[str] | None = None,
-    expected: str | None = None,
-) -> Action:
-    return transition(
-        lifecycle=ACTION_LIFECYCLE,
-        pk=action_id,
-        to=to,
-        actor=actor,
-        detail=detail,
-        payload=payload,
-        updates=updates,
-        only_from=only_from,
-        expected=expected,
-    )
 
 
 def action_touch(*, action_id, **changes: Any) -> bool:

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from actions.evm_clients import bundler_client, chain_rpc
 from actions.models import (
+    ACTION_LIFECYCLE,
     IN_FLIGHT,
     PENDING_ON_CHAIN,
     Action,
@@ -20,13 +21,8 @@ from actions.models import (
     ActionType,
     SpendPermission,
 )
-from actions.services.transitions import (
-    ReconcileOutcome,
-    action_touch,
-    action_transition,
-    outcome_of,
-)
-from core.lifecycle import Actor, IllegalTransition
+from actions.services.transitions import ReconcileOutcome, action_touch, outcome_of
+from core.lifecycle import Actor, IllegalTransition, transition
 from evm.bundler import (
     BundlerClient,
     BundlerError,
@@ -51,16 +47,18 @@ def user_op_submit(*, action_id, client: BundlerClient | None = None) -> Action:
     with transaction.atomic():
         gone = _signing_key_gone(action_id)
         if gone:
-            return action_transition(
-                action_id=action_id,
+            return transition(
+                lifecycle=ACTION_LIFECYCLE,
+                pk=action_id,
                 to=ActionStatus.FAILED,
                 actor=Actor.worker(),
                 only_from={ActionStatus.SIGNED},
                 updates={"error": gone},
                 detail=gone,
             )
-        action = action_transition(
-            action_id=action_id,
+        action = transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action_id,
             to=ActionStatus.SUBMITTED,
             actor=Actor.worker(),
             detail="delivering the user operation to the bundler",
@@ -142,8 +140,9 @@ def _settle_receipt(
         updates["error"] = receipt.reason
         detail = f"{prefix}{receipt.reason}"
     try:
-        action_transition(
-            action_id=action.pk,
+        transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
             to=to,
             actor=actor,
             detail=detail,
@@ -253,8 +252,9 @@ def _user_op_accepted(action: Action, *, actor: Actor, detail: str) -> Action:
         action_touch(action_id=action.pk, error=None)  # a re-send of a broadcast op
         return Action.objects.get(pk=action.pk)
     try:
-        return action_transition(
-            action_id=action.pk,
+        return transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
             to=ActionStatus.BROADCAST,
             actor=actor,
             detail=detail,
@@ -269,8 +269,9 @@ def _action_fail(
     action: Action, message: str, *, actor: Actor, detail: str | None = None, payload: Any = None
 ) -> Action:
     try:
-        return action_transition(
-            action_id=action.pk,
+        return transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
             to=ActionStatus.FAILED,
             actor=actor,
             only_from=set(IN_FLIGHT),

@@ -15,8 +15,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from actions.models import Action, ActionStatus, ActionType
-from actions.services.transitions import action_transition
+from actions.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionType
 from actions.tests.factories import (
     make_action,
     make_card_freeze,
@@ -25,7 +24,7 @@ from actions.tests.factories import (
 )
 from actions.tests.test_enduser_pages import RECIPIENT, swap, transfer
 from core.chains import chain_name
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 from core.templatetags.picnic_dates import utc_iso
 from dev.providers.local_coingecko import LocalCoinGeckoServer
 
@@ -72,9 +71,10 @@ def rows(response) -> list[tuple[str, str, str]]:
 def executed(action: Action, **updates) -> Action:
     """`action` signed, sent and mined."""
     for status in (ActionStatus.SIGNED, ActionStatus.SUBMITTED):
-        action_transition(action_id=action.pk, to=status, actor=Actor.system())
-    action_transition(
-        action_id=action.pk,
+        transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=status, actor=Actor.system())
+    transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=action.pk,
         to=ActionStatus.EXECUTED,
         actor=Actor.system(),
         updates={"tx_hash": "0x" + "ab" * 32, "block_number": 7, **updates},

@@ -9,11 +9,10 @@ import pytest
 from django.utils import timezone
 from eth_utils import to_checksum_address
 
-from actions.models import Action, ActionStatus
-from actions.services.transitions import action_transition
+from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
 from actions.tests.factories import make_action, user_op
 from core.admin import HISTORY_INLINE_LIMIT
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 from dev.testing import (
     admin_search,
     assert_change_page_bounds_history,
@@ -27,7 +26,7 @@ URL = "/admin/actions/action/"
 def _action(user, application, *steps, **overrides) -> Action:
     action = make_action(user=user, application=application, **overrides)
     for step in steps:
-        action_transition(action_id=action.pk, to=step, actor=Actor.system())
+        transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=step, actor=Actor.system())
     return Action.objects.get(pk=action.pk)
 
 

@@ -9,10 +9,9 @@ import pytest
 import yaml
 from django.utils import timezone
 
-from actions.models import Action, ActionStatus
-from actions.services.transitions import action_transition
+from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
 from actions.tests.factories import make_action, make_offline_wallet, make_permission
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 
 SEED_FIELDS = [
     "action_id",
@@ -88,8 +87,9 @@ def test_card_actions_have_no_user_op_hash(api_client, user, application, token)
 
 
 def test_it_reports_every_transition_with_detail(api_client, action, token):
-    action_transition(
-        action_id=action.pk,
+    transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=action.pk,
         to=ActionStatus.REJECTED,
         actor=Actor.end_user(action.user),
         detail="user declined on the signing page",
@@ -249,9 +249,12 @@ def _executed_with_an_audit_row(action):
     from core.lifecycle import record_history
 
     for step in (ActionStatus.SIGNED, ActionStatus.SUBMITTED, ActionStatus.BROADCAST):
-        action_transition(action_id=action.pk, to=step, actor=Actor.worker(), detail=None)
-    executed = action_transition(
-        action_id=action.pk,
+        transition(
+            lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=step, actor=Actor.worker(), detail=None
+        )
+    executed = transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=action.pk,
         to=ActionStatus.EXECUTED,
         actor=Actor.worker(),
         updates={"tx_hash": "0x" + "cd" * 32, "block_number": 7},
@@ -299,9 +302,12 @@ def test_the_one_query_answer_is_byte_for_byte_the_serialized_model(
     elif state == "by permission":
         _signed_by(_permission(action.user, action.application, monkeypatch), action)
     elif state == "failed":
-        action_transition(action_id=action.pk, to=ActionStatus.SIGNED, actor=Actor.system())
-        action_transition(
-            action_id=action.pk,
+        transition(
+            lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=ActionStatus.SIGNED, actor=Actor.system()
+        )
+        transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
             to=ActionStatus.FAILED,
             actor=Actor.system(),
             updates={"error": "AA23 reverted: «nope»"},
@@ -323,8 +329,9 @@ def _permission(user, application, monkeypatch):
 
 def _signed_by(permission, action):
     """What transfer_under_permission leaves: the action signed, linked to its permission."""
-    return action_transition(
-        action_id=action.pk,
+    return transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=action.pk,
         to=ActionStatus.SIGNED,
         actor=Actor.system(),
         updates={"spend_permission": permission},

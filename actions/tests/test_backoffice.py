@@ -8,11 +8,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from actions.models import Action, ActionStatus
-from actions.services.transitions import action_transition
+from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
 from actions.tests.factories import make_action, user_op
 from core.chains import with_endpoints
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 from dev.testing import ScriptedServer
 
 S = ActionStatus
@@ -21,7 +20,7 @@ TX = "0x" + "cd" * 32
 
 def _advance(action, *steps):
     for step in steps:
-        action_transition(action_id=action.pk, to=step, actor=Actor.system())
+        transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=step, actor=Actor.system())
 
 
 def test_the_changelist_shows_actions_and_filters_stuck_work(

@@ -21,7 +21,7 @@ from django.db.models import F
 from django.utils import timezone
 from eth_abi import decode
 
-from actions.models import Action, ActionStatus, BridgeLeg
+from actions.models import ACTION_LIFECYCLE, Action, ActionStatus, BridgeLeg
 from actions.presenters import action_status_payload
 from actions.providers.lifi import LifiClient, ProviderUnavailable, QuoteError
 from actions.selectors import action_with_history
@@ -29,12 +29,11 @@ from actions.services.bridge_mail import bridge_leg_mail
 from actions.services.bridges import bridge_reconcile, bridges_reconcile_pending, leg_detail
 from actions.services.passkeys import PasskeyError
 from actions.services.signing import action_sign
-from actions.services.transitions import action_transition
 from actions.tests.factories import made_up_address, make_action
 from chain import contracts
 from chain.stack import free_port
 from console.selectors import Filters, needs_attention
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 from dev.providers.local_lifi import TRANSFER, TRANSFER_TOPIC, LocalLifiServer
 
 CARD, L2 = 31337, 31338
@@ -270,9 +269,10 @@ def executed_bridge_swap(user, application, *, minutes_ago: float = 0) -> Action
         to_symbol="EURe",
     )
     for to in ("signed", "submitted", "broadcast"):
-        action_transition(action_id=action.pk, to=to, actor=Actor.worker())
-    action_transition(
-        action_id=action.pk,
+        transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=to, actor=Actor.worker())
+    transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=action.pk,
         to="executed",
         actor=Actor.worker(),
         detail=f"included in block 7, tx {TX}",
@@ -660,6 +660,6 @@ def test_every_bridge_ending_has_its_outcome_and_e_mail(
 def test_an_action_without_a_bridge_has_the_outcome_its_status_means(user, application):
     action = make_action(user=user, application=application)
     assert action_status_payload(action_with_history(action_id=action.pk))["outcome"] == "pending"
-    action_transition(action_id=action.pk, to="rejected", actor=Actor.worker())
+    transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to="rejected", actor=Actor.worker())
     payload = action_status_payload(action_with_history(action_id=action.pk))
     assert (payload["outcome"], payload["outcome_detail"]) == ("rejected", None)

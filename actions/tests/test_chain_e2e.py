@@ -9,15 +9,14 @@ from django.utils import timezone
 from web3 import Web3
 
 from actions.evm_clients import bundler_client
-from actions.models import Action, ActionStatus
+from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
 from actions.services.lifecycle import action_submit, actions_reconcile_pending
-from actions.services.transitions import action_transition
 from actions.tests.factories import make_action
 from chain.dev import fund
 from chain.simple_account import SimpleAccountOwner
 from chain.stack import free_port
 from core.chains import with_endpoints
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 from dev.testing import wait_until
 from evm.userops import to_rpc
 
@@ -41,7 +40,9 @@ def _propose_signed(user, application, account, op, version, chain_id) -> Action
         smart_account=account.address,
         chain_id=chain_id,
     )
-    action_transition(action_id=action.pk, to=ActionStatus.SIGNED, actor=Actor.end_user(user))
+    transition(
+        lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=ActionStatus.SIGNED, actor=Actor.end_user(user)
+    )
     return action
 
 

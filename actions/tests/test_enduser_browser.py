@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from web3 import Web3
 
-from actions.models import Action, Passkey
+from actions.models import ACTION_LIFECYCLE, Action, Passkey
 from actions.tests.browser import chromium, register_passkey, serve_passkeys, sign_in
+from core.lifecycle import transition
 from dev.providers.local_coingecko import LocalCoinGeckoServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -166,7 +167,6 @@ def test_the_pages_in_spanish_and_english(
     from django.conf import settings
 
     from actions.models import ActionStatus
-    from actions.services.transitions import action_transition
     from actions.tests.factories import (
         make_action,
         make_chain_unreachable,
@@ -251,9 +251,10 @@ def test_the_pages_in_spanish_and_english(
         )
         page.goto(f"{base}/sign/{failed.pk}/")
         for step in (ActionStatus.SIGNED, ActionStatus.SUBMITTED):
-            action_transition(action_id=failed.pk, to=step, actor=Actor.system())
-        action_transition(
-            action_id=failed.pk,
+            transition(lifecycle=ACTION_LIFECYCLE, pk=failed.pk, to=step, actor=Actor.system())
+        transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=failed.pk,
             to=ActionStatus.FAILED,
             actor=Actor.system(),
             updates={"error": "bundler rejected (-32500): AA21 didn't pay prefund"},

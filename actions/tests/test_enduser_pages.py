@@ -17,6 +17,7 @@ from django.conf import settings as django_settings
 from django.utils import timezone
 
 from actions.models import (
+    ACTION_LIFECYCLE,
     Action,
     ActionStatus,
     OwnerState,
@@ -39,6 +40,7 @@ from actions.tests.factories import (
 )
 from chain.passkey_account import SoftwarePasskey
 from core.chains import chain_name
+from core.lifecycle import transition
 from dev.providers.local_coingecko import LocalCoinGeckoServer
 
 pytestmark = pytest.mark.django_db
@@ -492,15 +494,18 @@ def test_card_actions_say_what_happens_in_their_own_words(owner, user, applicati
 def test_a_failure_is_explained_in_the_users_language_with_what_to_do_next(
     owner, user, application
 ):
-    from actions.services.transitions import action_transition
     from core.lifecycle import Actor
 
     action = transfer(user, application)
     for step in (ActionStatus.SIGNED, ActionStatus.SUBMITTED):
-        action_transition(action_id=action.pk, to=step, actor=Actor.system())
+        transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=step, actor=Actor.system())
     error = "bundler rejected (-32500): AA21 didn't pay prefund"
-    action_transition(
-        action_id=action.pk, to=ActionStatus.FAILED, actor=Actor.system(), updates={"error": error}
+    transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=action.pk,
+        to=ActionStatus.FAILED,
+        actor=Actor.system(),
+        updates={"error": error},
     )
     shown = words(owner.get(f"/sign/{action.pk}/", HTTP_ACCEPT_LANGUAGE="pt-BR"))
     assert (

@@ -12,10 +12,9 @@ import pytest
 from django.test import Client
 from eth_utils import to_checksum_address
 
-from actions.models import Action, ActionStatus
-from actions.services.transitions import action_transition
+from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
 from actions.tests.factories import make_action, make_offline_wallet
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 
 pytestmark = pytest.mark.django_db
 
@@ -42,7 +41,7 @@ def failed_action(user, application, *, chain_id: int = 31337) -> Action:
         user=user, application=application, chain_id=chain_id, smart_account=ACCOUNT
     )
     for step in (S.SIGNED, S.SUBMITTED, S.BROADCAST, S.FAILED):
-        action_transition(action_id=action.pk, to=step, actor=Actor.system())
+        transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=step, actor=Actor.system())
     Action.objects.filter(pk=action.pk).update(tx_hash=TX, block_number=42, error="reverted")
     action.refresh_from_db()
     return action

@@ -18,6 +18,7 @@ from django.test import Client
 from django.utils import timezone
 
 from actions.models import (
+    ACTION_LIFECYCLE,
     AccountChangeKind,
     AccountChangeStatus,
     Action,
@@ -26,7 +27,6 @@ from actions.models import (
     SpendPermissionStatus,
 )
 from actions.services.devices import device_link_create
-from actions.services.transitions import action_transition
 from actions.tests.browser import chromium, serve_passkeys
 from actions.tests.factories import (
     make_card_freeze,
@@ -37,7 +37,7 @@ from actions.tests.factories import (
 )
 from actions.tests.test_enduser_pages import transfer
 from core.formats import rfc3339
-from core.lifecycle import Actor, create, lifecycle_named
+from core.lifecycle import Actor, create, lifecycle_named, transition
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -97,9 +97,10 @@ def pages(live_server, settings, monkeypatch, user, other_user, application, mak
     to_address = transfer(user, application, to=RECIPIENT)
     failed = transfer(user, application, to=RECIPIENT)
     for status in (ActionStatus.SIGNED, ActionStatus.SUBMITTED):
-        action_transition(action_id=failed.pk, to=status, actor=Actor.worker())
-    action_transition(
-        action_id=failed.pk,
+        transition(lifecycle=ACTION_LIFECYCLE, pk=failed.pk, to=status, actor=Actor.worker())
+    transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=failed.pk,
         to=ActionStatus.FAILED,
         actor=Actor.worker(),
         updates={

@@ -9,13 +9,13 @@ from django.utils import timezone
 
 from actions import tasks
 from actions.evm_clients import bundler_client
-from actions.models import Action, ActionStatus
+from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
 from actions.services.lifecycle import action_reconcile, action_submit, actions_expire_overdue
 from actions.services.retention import actions_purge_retained
-from actions.services.transitions import ReconcileOutcome, action_transition
+from actions.services.transitions import ReconcileOutcome
 from actions.tests.factories import make_action
 from core.chains import with_endpoints
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 from dev.testing import ScriptedServer
 
 S = ActionStatus
@@ -56,7 +56,7 @@ def bundler(settings):
 def broadcast_action(user, application):
     action = make_action(user=user, application=application)
     for step in (S.SIGNED, S.SUBMITTED, S.BROADCAST):
-        action_transition(action_id=action.pk, to=step, actor=Actor.system())
+        transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=step, actor=Actor.system())
     return action
 
 
@@ -91,7 +91,7 @@ def test_a_failed_receipt_fails_the_action_with_the_decoded_reason(bundler, broa
 def test_a_submitted_action_can_be_reconciled_straight_to_executed(bundler, user, application):
     action = make_action(user=user, application=application)
     for step in (S.SIGNED, S.SUBMITTED):
-        action_transition(action_id=action.pk, to=step, actor=Actor.system())
+        transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=step, actor=Actor.system())
     bundler.result = receipt()
     assert action_reconcile(action_id=action.pk, actor=Actor.worker()) == "executed"
     assert Action.objects.get(pk=action.pk).status == S.EXECUTED
@@ -181,7 +181,7 @@ def test_the_periodic_task_reconciles_pending_actions_in_batches(
     for _ in range(3):
         action = make_action(user=user, application=application)
         for step in (S.SIGNED, S.SUBMITTED, S.BROADCAST):
-            action_transition(action_id=action.pk, to=step, actor=Actor.system())
+            transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=step, actor=Actor.system())
         pending.append(action.pk)
     bundler.result = None
     assert tasks.actions_reconcile_pending() == {"pending": 2}
@@ -195,7 +195,7 @@ def test_the_periodic_task_reconciles_pending_actions_in_batches(
 
 def test_submit_records_a_transient_bundler_error_and_stays_submitted(bundler, user, application):
     action = make_action(user=user, application=application)
-    action_transition(action_id=action.pk, to=S.SIGNED, actor=Actor.end_user(user))
+    transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.SIGNED, actor=Actor.end_user(user))
     bundler.mode = "rpc_error"
     bundler.error = {"code": -32603, "message": "internal error"}
     action = action_submit(action_id=action.pk, client=bundler_client(31337))
@@ -210,7 +210,7 @@ def test_submit_records_a_transient_bundler_error_and_stays_submitted(bundler, u
 
 def test_submit_that_times_out_stays_submitted(bundler, user, application):
     action = make_action(user=user, application=application)
-    action_transition(action_id=action.pk, to=S.SIGNED, actor=Actor.end_user(user))
+    transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.SIGNED, actor=Actor.end_user(user))
     bundler.mode = "hang"
     action = action_submit(action_id=action.pk)
     assert action.status == S.SUBMITTED
@@ -236,7 +236,7 @@ def test_the_beat_task_expires_overdue_proposed_actions(user, application):
 
 def test_an_overdue_action_signed_just_before_expiry_is_not_expired(user, application):
     action = make_action(user=user, application=application)
-    action_transition(action_id=action.pk, to=S.SIGNED, actor=Actor.end_user(user))
+    transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.SIGNED, actor=Actor.end_user(user))
     Action.objects.filter(pk=action.pk).update(expires_at=timezone.now() - timedelta(seconds=5))
     assert actions_expire_overdue() == 0
     assert Action.objects.get(pk=action.pk).status == S.SIGNED
@@ -244,12 +244,12 @@ def test_an_overdue_action_signed_just_before_expiry_is_not_expired(user, applic
 
 def test_the_purge_task_deletes_old_terminal_actions_only(user, application):
     old_done = make_action(user=user, application=application)
-    action_transition(action_id=old_done.pk, to=S.REJECTED, actor=Actor.system())
+    transition(lifecycle=ACTION_LIFECYCLE, pk=old_done.pk, to=S.REJECTED, actor=Actor.system())
     old_stuck = make_action(user=user, application=application)
     for step in (S.SIGNED, S.SUBMITTED):
-        action_transition(action_id=old_stuck.pk, to=step, actor=Actor.system())
+        transition(lifecycle=ACTION_LIFECYCLE, pk=old_stuck.pk, to=step, actor=Actor.system())
     recent_done = make_action(user=user, application=application)
-    action_transition(action_id=recent_done.pk, to=S.REJECTED, actor=Actor.system())
+    transition(lifecycle=ACTION_LIFECYCLE, pk=recent_done.pk, to=S.REJECTED, actor=Actor.system())
     day_ago = timezone.now() - timedelta(hours=25)
     Action.objects.filter(pk__in=[old_done.pk, old_stuck.pk]).update(created_at=day_ago)
 

@@ -11,14 +11,13 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from actions.models import Action
+from actions.models import ACTION_LIFECYCLE, Action
 from actions.models import ActionStatus as S
-from actions.services.transitions import action_transition
 from actions.tests.browser import browser_page, passkey_user, sign_in, sign_on_page  # noqa: F401
 from actions.tests.factories import make_action, make_chain_unreachable
 from chain import contracts, ens
 from chain.dev import token_balance
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 from dev.providers.local_lifi import LocalLifiServer
 
 pytestmark = [pytest.mark.chain, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -158,7 +157,7 @@ def test_the_page_counts_down_expires_by_itself_and_stops_polling_at_failed(
     doomed = make_action(user=user, application=application, ttl_seconds=600)
     page.goto(f"{live_server.url}/sign/{doomed.pk}/")
     for step in (S.SIGNED, S.SUBMITTED):
-        action_transition(action_id=doomed.pk, to=step, actor=Actor.system())
+        transition(lifecycle=ACTION_LIFECYCLE, pk=doomed.pk, to=step, actor=Actor.system())
     Action.objects.filter(pk=doomed.pk).update(error="bundler unreachable: timed out")
     page.wait_for_selector("#retrying", timeout=15_000)
     assert "trying again automatically" in page.inner_text("#retrying")
@@ -166,8 +165,12 @@ def test_the_page_counts_down_expires_by_itself_and_stops_polling_at_failed(
         "bundler rejected (-32500): UserOperation reverted with reason: "
         "AA26 over verificationGasLimit"
     )
-    action_transition(
-        action_id=doomed.pk, to=S.FAILED, actor=Actor.system(), updates={"error": refusal}
+    transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=doomed.pk,
+        to=S.FAILED,
+        actor=Actor.system(),
+        updates={"error": refusal},
     )
     page.wait_for_selector('[data-status="failed"]', timeout=15_000)
     shown = page.inner_text("#timeline")

@@ -14,10 +14,9 @@ from unittest import mock
 import pytest
 from django.utils import timezone
 
-from actions.models import Action, ActionStatus, ActionType
-from actions.services.transitions import action_transition
+from actions.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionType
 from actions.tests.factories import make_action, make_chain_unreachable
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 
 pytestmark = pytest.mark.django_db
 
@@ -45,8 +44,9 @@ def owner_client(client, user):
 def advance(action: Action, *steps: str, **updates) -> Action:
     """Walk the action through `steps`; `updates` go with the last move."""
     for i, step in enumerate(steps):
-        action_transition(
-            action_id=action.pk,
+        transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
             to=step,
             actor=Actor.system(),
             updates=updates if i == len(steps) - 1 else None,
@@ -143,8 +143,9 @@ def test_a_status_seen_as_executing_then_failing_is_replaced_by_the_failure(
     seen = page(owner_client, action)
     version = polled_version(seen)
     assert version and "Signed; executing…" in text(seen)
-    action_transition(
-        action_id=action.pk,
+    transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=action.pk,
         to=S.FAILED,
         actor=Actor.system(),
         updates={"error": BUNDLER_REFUSAL},

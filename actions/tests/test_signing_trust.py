@@ -11,14 +11,20 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone, translation
 
-from actions.models import Action, ActionStatus, ActionType, Preferences, SpendPermission
-from actions.services.transitions import action_transition
+from actions.models import (
+    ACTION_LIFECYCLE,
+    Action,
+    ActionStatus,
+    ActionType,
+    Preferences,
+    SpendPermission,
+)
 from actions.signing_facts import NAME_MAX, lookalike, outside_name
 from actions.tests import test_enduser_pages as pages
 from actions.tests.factories import make_action, make_permission
 from actions.tests.test_enduser_pages import RECIPIENT, transfer, words
 from core.chains import with_endpoints
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 from core.timezones import USER_ZONE_SESSION_KEY
 from dev.local_server import LocalJsonServer
 
@@ -128,9 +134,10 @@ def test_an_agent_named_like_picnic_is_shown_as_untrusted_and_escaped(
 def _executed_transfer(user, application, to: str) -> Action:
     action = transfer(user, application, to=to)
     for status in (ActionStatus.SIGNED, ActionStatus.SUBMITTED):
-        action_transition(action_id=action.pk, to=status, actor=Actor.worker())
-    action_transition(
-        action_id=action.pk,
+        transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=status, actor=Actor.worker())
+    transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=action.pk,
         to=ActionStatus.EXECUTED,
         actor=Actor.worker(),
         updates={"tx_hash": "0x" + "ef" * 32, "block_number": 9},

@@ -14,6 +14,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from actions.models import (
+    ACTION_LIFECYCLE,
     Action,
     ActionStatus,
     SpendPermission,
@@ -31,7 +32,6 @@ from actions.services.spend_permissions import (
     permission_for_transfer,
     spend_permissions_revoke,
 )
-from actions.services.transitions import action_transition
 from actions.tests.factories import (
     MERCHANT,
     made_up_address,
@@ -41,7 +41,7 @@ from actions.tests.factories import (
 )
 from core.chains import chain_name
 from core.formats import rfc3339
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 from core.schema import parse_date_time
 from evm import spend_permission as chain_permission
 
@@ -124,11 +124,16 @@ def test_the_grant_follows_its_action_and_a_grant_that_ends_destroys_its_key(
         user=user, application=application, account=wallet, status=P.REQUESTED
     )
     grant = permission.grant_action
-    action_transition(action_id=grant.pk, to=ActionStatus.SIGNED, actor=Actor.end_user(user))
+    transition(
+        lifecycle=ACTION_LIFECYCLE, pk=grant.pk, to=ActionStatus.SIGNED, actor=Actor.end_user(user)
+    )
     assert spend_permission_follow(permission).status == P.GRANTING
-    action_transition(action_id=grant.pk, to=ActionStatus.SUBMITTED, actor=Actor.worker())
-    action_transition(
-        action_id=grant.pk,
+    transition(
+        lifecycle=ACTION_LIFECYCLE, pk=grant.pk, to=ActionStatus.SUBMITTED, actor=Actor.worker()
+    )
+    transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=grant.pk,
         to=ActionStatus.FAILED,
         actor=Actor.worker(),
         updates={"error": "AA23 reverted"},
@@ -159,8 +164,11 @@ def test_an_unsigned_grant_is_declined_by_the_sweep(wallet, user, application):
     permission = make_permission(
         user=user, application=application, account=wallet, status=P.REQUESTED
     )
-    action_transition(
-        action_id=permission.grant_action_id, to=ActionStatus.EXPIRED, actor=Actor.system()
+    transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=permission.grant_action_id,
+        to=ActionStatus.EXPIRED,
+        actor=Actor.system(),
     )
     assert spend_permissions_sweep() == 1
     permission.refresh_from_db()
@@ -375,8 +383,9 @@ def test_a_spend_signed_before_its_key_was_destroyed_is_not_sent(wallet, user, a
         smart_account=wallet.address,
         params={"amount": "1", "to": MERCHANT, "spend_permission": str(permission.pk)},
     )
-    action_transition(
-        action_id=spend.pk,
+    transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=spend.pk,
         to=ActionStatus.SIGNED,
         actor=Actor.system(),
         updates={"spend_permission": permission},

@@ -8,11 +8,10 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Permission
 
-from actions.models import Action, ActionStatus
+from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
 from actions.services.lifecycle import action_submit
-from actions.services.transitions import action_transition
 from actions.tests.factories import make_action
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 
 S = ActionStatus
 CHANGELIST = "/admin/actions/action/"
@@ -56,7 +55,7 @@ def viewer_client(client, viewer):
 
 def _advance(action, *steps):
     for step in steps:
-        action_transition(action_id=action.pk, to=step, actor=Actor.system())
+        transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=step, actor=Actor.system())
     return Action.objects.get(pk=action.pk)
 
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from actions.models import Action, ActionStatus
+from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
 from actions.services.lifecycle import (
     ActionResolutionError,
     action_mark_failed,
@@ -19,9 +19,9 @@ from actions.services.lifecycle import (
     action_submit,
     actions_reconcile_pending,
 )
-from actions.services.transitions import ReconcileOutcome, action_touch, action_transition
+from actions.services.transitions import ReconcileOutcome, action_touch
 from actions.tests.factories import make_action
-from core.lifecycle import Actor, entity_changed
+from core.lifecycle import Actor, entity_changed, transition
 from dev.testing import RpcError
 from evm.bundler import FINAL_SUBMISSION_CODES
 
@@ -46,7 +46,7 @@ def methods(server) -> list[str]:
 
 def signed(user, application) -> Action:
     action = make_action(user=user, application=application)
-    action_transition(action_id=action.pk, to=S.SIGNED, actor=Actor.end_user(user))
+    transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.SIGNED, actor=Actor.end_user(user))
     return action
 
 
@@ -149,9 +149,9 @@ def test_a_submitted_op_the_bundler_reports_by_hash_is_broadcast_without_a_send(
 @pytest.mark.parametrize("status", [S.SUBMITTED, S.BROADCAST])
 def test_an_op_whose_nonce_another_op_used_is_dropped(rpc, user, application, status):
     action = signed(user, application)
-    action_transition(action_id=action.pk, to=S.SUBMITTED, actor=Actor.worker())
+    transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.SUBMITTED, actor=Actor.worker())
     if status == S.BROADCAST:
-        action_transition(action_id=action.pk, to=S.BROADCAST, actor=Actor.worker())
+        transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.BROADCAST, actor=Actor.worker())
     rpc.results["eth_call"] = nonce_word(1)
     assert action_reconcile(action_id=action.pk, actor=Actor.worker()) == "failed"
     action.refresh_from_db()
@@ -162,7 +162,7 @@ def test_an_op_whose_nonce_another_op_used_is_dropped(rpc, user, application, st
 
 def test_a_used_nonce_with_a_receipt_on_the_second_look_is_executed(rpc, user, application):
     action = signed(user, application)
-    action_transition(action_id=action.pk, to=S.SUBMITTED, actor=Actor.worker())
+    transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.SUBMITTED, actor=Actor.worker())
     rpc.results["eth_call"] = nonce_word(1)
     answers = iter([None, receipt()])  # included between the two questions
 
@@ -249,11 +249,11 @@ def test_card_actions_without_a_session_do_not_starve_user_operations(
             params={"card_id": "c1", "frozen": True, "last4": "1234"},
         )
         for step in (S.SIGNED, S.SUBMITTED):
-            action_transition(action_id=card.pk, to=step, actor=Actor.worker())
+            transition(lifecycle=ACTION_LIFECYCLE, pk=card.pk, to=step, actor=Actor.worker())
         stuck.append(card.pk)
     op = signed(user, application)
     for step in (S.SUBMITTED, S.BROADCAST):
-        action_transition(action_id=op.pk, to=step, actor=Actor.worker())
+        transition(lifecycle=ACTION_LIFECYCLE, pk=op.pk, to=step, actor=Actor.worker())
     # The op was created last, so it sorts last among the never-reconciled.
     rpc.results["eth_getUserOperationReceipt"] = receipt()
     for _ in range(2):

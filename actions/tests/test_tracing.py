@@ -3,13 +3,12 @@ bundler call carries a span of it, and so do the history rows it writes."""
 
 from __future__ import annotations
 
-from actions.models import Action, ActionStatus
+from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
 from actions.services.lifecycle import actions_reconcile_pending
-from actions.services.transitions import action_transition
 from actions.tests.factories import make_action
 from actions.tests.test_reconcile import bundler, receipt  # noqa: F401 - shared fixture
 from core import tracing
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 
 S = ActionStatus
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -24,7 +23,7 @@ def test_reconciliation_continues_the_trace_that_proposed_the_action(
     with tracing.span(PARENT):  # the agent's request
         action = make_action(user=user, application=application)
     for step in (S.SIGNED, S.SUBMITTED, S.BROADCAST):  # outside any trace (no request)
-        action_transition(action_id=action.pk, to=step, actor=Actor.system())
+        transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=step, actor=Actor.system())
     bundler.result = receipt()
     with tracing.span() as beat:
         assert actions_reconcile_pending() == {"executed": 1}

@@ -8,10 +8,9 @@ import uuid
 import pytest
 
 from actions import tasks
-from actions.models import Action, ActionStatus
-from actions.services.transitions import action_transition
+from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
 from actions.tests.factories import make_action
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 from dev.testing import ScriptedServer, start_celery_worker, stop_celery_worker, wait_until
 
 
@@ -21,7 +20,7 @@ def test_a_real_worker_reconciles_an_action_sent_through_the_broker(
 ):
     action = make_action(user=user, application=application)
     for step in (ActionStatus.SIGNED, ActionStatus.SUBMITTED, ActionStatus.BROADCAST):
-        action_transition(action_id=action.pk, to=step, actor=Actor.system())
+        transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=step, actor=Actor.system())
     queue = f"test-{uuid.uuid4().hex[:8]}"
     with ScriptedServer() as bundler:
         bundler.result = {

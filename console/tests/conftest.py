@@ -8,10 +8,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from actions.models import Action, ActionStatus
-from actions.services.transitions import action_transition
+from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
 from actions.tests.factories import make_action
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 from messaging.models import D
 from messaging.tests.conftest import (  # noqa: F401 - shared fixtures
     make_delivery,
@@ -43,8 +42,9 @@ def stuck_action(user, application):
     action = make_action(user=user, application=application)
     signed = timezone.now() - timedelta(minutes=20)
     for to in (ActionStatus.SIGNED, ActionStatus.SUBMITTED, ActionStatus.BROADCAST):
-        action_transition(
-            action_id=action.pk,
+        transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
             to=to,
             actor=Actor.worker(),
             updates={"signed_at": signed} if to == ActionStatus.SIGNED else None,
@@ -57,10 +57,15 @@ def stuck_action(user, application):
 def failed_action(user, application):
     """Reverted on chain a moment ago, with its tx hash."""
     action = make_action(user=user, application=application)
-    action_transition(action_id=action.pk, to=ActionStatus.SIGNED, actor=Actor.worker())
-    action_transition(action_id=action.pk, to=ActionStatus.SUBMITTED, actor=Actor.worker())
-    action_transition(
-        action_id=action.pk,
+    transition(
+        lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=ActionStatus.SIGNED, actor=Actor.worker()
+    )
+    transition(
+        lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=ActionStatus.SUBMITTED, actor=Actor.worker()
+    )
+    transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=action.pk,
         to=ActionStatus.FAILED,
         actor=Actor.worker(),
         updates={"tx_hash": TX_HASH, "block_number": 7, "error": REVERT},

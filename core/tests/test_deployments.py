@@ -16,9 +16,9 @@ import pytest
 import redis
 from django.test import Client
 
-from actions.services.transitions import action_transition
+from actions.models import ACTION_LIFECYCLE
 from core import events
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 from core.tests.conftest import EVENTS_REDIS_URL, _redis_up
 from core.tests.test_live import Stream, _action, _in_another_thread, _session
 from dev.testing import database_url
@@ -99,7 +99,9 @@ def test_two_deployments_hear_only_their_own_events_over_one_subscription_each(
         action = _action(user, application)
         settings.DEPLOYMENT_PREFIX = prefix  # this process publishes as that deployment
         _in_another_thread(
-            lambda pk=action.pk: action_transition(action_id=pk, to="signed", actor=Actor.system())
+            lambda pk=action.pk: transition(
+                lifecycle=ACTION_LIFECYCLE, pk=pk, to="signed", actor=Actor.system()
+            )
         )
         published.append(str(action.pk))
     # Each stream gets its deployment's two events in order, and never the other's (which

@@ -6,10 +6,10 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from actions.services.transitions import action_transition
+from actions.models import ACTION_LIFECYCLE
 from actions.tests.factories import make_card_freeze
 from core import events
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 
 
 @pytest.mark.django_db(transaction=True)
@@ -19,8 +19,12 @@ def test_a_committed_transition_is_published(backend, user, application):
     async def body():
         async with events.subscribe() as subscription:
             await anyio.to_thread.run_sync(
-                lambda: action_transition(
-                    action_id=action.pk, to="rejected", actor=Actor.system(), detail="test"
+                lambda: transition(
+                    lifecycle=ACTION_LIFECYCLE,
+                    pk=action.pk,
+                    to="rejected",
+                    actor=Actor.system(),
+                    detail="test",
                 )
             )
             # Redis pub/sub ignores the database number: other systems on the same server

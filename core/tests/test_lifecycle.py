@@ -9,9 +9,15 @@ import pytest
 from django.db import close_old_connections, connection, transaction
 
 from actions.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionStatusHistory
-from actions.services.transitions import action_transition
 from actions.tests.factories import make_action
-from core.lifecycle import Actor, IllegalTransition, Step, status_changed, transition_path
+from core.lifecycle import (
+    Actor,
+    IllegalTransition,
+    Step,
+    status_changed,
+    transition,
+    transition_path,
+)
 from core.models import ActorKind, AppendOnlyError
 
 S = ActionStatus
@@ -28,9 +34,13 @@ def test_it_records_the_initial_proposed_row(action):
 
 
 def test_it_sets_the_timestamp_of_each_state_and_appends_history(action):
-    action_transition(action_id=action.pk, to=S.SIGNED, actor=Actor.end_user(action.user))
-    action_transition(action_id=action.pk, to=S.SUBMITTED, actor=Actor.worker())
-    action_transition(action_id=action.pk, to=S.BROADCAST, actor=Actor.worker(), detail="ok")
+    transition(
+        lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.SIGNED, actor=Actor.end_user(action.user)
+    )
+    transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.SUBMITTED, actor=Actor.worker())
+    transition(
+        lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.BROADCAST, actor=Actor.worker(), detail="ok"
+    )
     action.refresh_from_db()
     assert action.status == S.BROADCAST
     assert action.signed_at is not None and action.broadcast_at is not None
@@ -64,10 +74,12 @@ def test_it_sets_the_timestamp_of_each_state_and_appends_history(action):
 def test_it_refuses_moves_outside_the_seed_lifecycle(action, path, illegal):
     for step in path:
         updates = {"tx_hash": "0x" + "ab" * 32, "block_number": 1} if step == S.EXECUTED else None
-        action_transition(action_id=action.pk, to=step, actor=Actor.system(), updates=updates)
+        transition(
+            lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=step, actor=Actor.system(), updates=updates
+        )
     rows_before = action.history.count()
     with pytest.raises(IllegalTransition):
-        action_transition(action_id=action.pk, to=illegal, actor=Actor.system())
+        transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=illegal, actor=Actor.system())
     action.refresh_from_db()
     assert action.status == (path[-1] if path else S.PROPOSED)
     assert action.history.count() == rows_before
@@ -103,7 +115,12 @@ def test_it_publishes_status_changed_only_after_commit(action, django_capture_on
     status_changed.connect(receiver)
     try:
         with django_capture_on_commit_callbacks(execute=True):
-            action_transition(action_id=action.pk, to=S.REJECTED, actor=Actor.end_user(action.user))
+            transition(
+                lifecycle=ACTION_LIFECYCLE,
+                pk=action.pk,
+                to=S.REJECTED,
+                actor=Actor.end_user(action.user),
+            )
             assert seen == []
     finally:
         status_changed.disconnect(receiver)
@@ -119,7 +136,9 @@ def test_a_failing_subscriber_does_not_break_the_transition(
     status_changed.connect(broken)
     try:
         with django_capture_on_commit_callbacks(execute=True):
-            action_transition(action_id=action.pk, to=S.REJECTED, actor=Actor.system())
+            transition(
+                lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.REJECTED, actor=Actor.system()
+            )
     finally:
         status_changed.disconnect(broken)
     action.refresh_from_db()
@@ -132,7 +151,7 @@ def test_two_concurrent_writers_give_exactly_one_transition(user, application):
     """Real concurrent PostgreSQL connections: both read `broadcast`, both try to execute."""
     action = make_action(user=user, application=application)
     for step in (S.SIGNED, S.SUBMITTED, S.BROADCAST):
-        action_transition(action_id=action.pk, to=step, actor=Actor.system())
+        transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=step, actor=Actor.system())
     barrier = threading.Barrier(2)
     results: list[str] = []
 
@@ -142,8 +161,9 @@ def test_two_concurrent_writers_give_exactly_one_transition(user, application):
                 # Both transactions have read the row before either writes.
                 assert Action.objects.get(pk=action.pk).status == S.BROADCAST
                 barrier.wait(timeout=10)
-                action_transition(
-                    action_id=action.pk,
+                transition(
+                    lifecycle=ACTION_LIFECYCLE,
+                    pk=action.pk,
                     to=S.EXECUTED,
                     actor=Actor.worker(),
                     detail=f"worker {n}",
@@ -176,7 +196,9 @@ def test_a_move_from_its_one_legal_source_is_one_update_and_one_insert(
     # The conditional UPDATE returns the row (no read before or after it), then the history
     # row; inside the test's transaction no savepoint is taken.
     with django_assert_num_queries(2) as captured:
-        moved = action_transition(action_id=action.pk, to=S.SIGNED, actor=Actor.system())
+        moved = transition(
+            lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.SIGNED, actor=Actor.system()
+        )
     sql = [q["sql"].split()[0] for q in captured.captured_queries]
     assert sql == ["UPDATE", "INSERT"]
     assert moved.status == S.SIGNED and moved.signed_at is not None
@@ -187,11 +209,11 @@ def test_a_move_from_its_one_legal_source_is_one_update_and_one_insert(
 def test_a_move_with_several_legal_sources_reads_the_status_first(
     action, django_assert_num_queries
 ):
-    action_transition(action_id=action.pk, to=S.SIGNED, actor=Actor.system())
-    action_transition(action_id=action.pk, to=S.SUBMITTED, actor=Actor.system())
+    transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.SIGNED, actor=Actor.system())
+    transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.SUBMITTED, actor=Actor.system())
     # failed is reachable from signed, submitted and broadcast: the history names which.
     with django_assert_num_queries(3) as captured:
-        action_transition(action_id=action.pk, to=S.FAILED, actor=Actor.system())
+        transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.FAILED, actor=Actor.system())
     sql = [q["sql"].split()[0] for q in captured.captured_queries]
     assert sql == ["SELECT", "UPDATE", "INSERT"]
     assert list(action.history.values_list("from_status", "status"))[-1] == (
@@ -201,14 +223,18 @@ def test_a_move_with_several_legal_sources_reads_the_status_first(
 
 
 def test_a_lost_race_on_the_one_source_says_what_the_status_is_now(action):
-    action_transition(action_id=action.pk, to=S.REJECTED, actor=Actor.system())
+    transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.REJECTED, actor=Actor.system())
     with pytest.raises(IllegalTransition) as raised:
-        action_transition(
-            action_id=action.pk, to=S.SIGNED, actor=Actor.system(), only_from={S.PROPOSED}
+        transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
+            to=S.SIGNED,
+            actor=Actor.system(),
+            only_from={S.PROPOSED},
         )
     assert raised.value.current == S.REJECTED
     with pytest.raises(Action.DoesNotExist):
-        action_transition(action_id=uuid.uuid4(), to=S.SIGNED, actor=Actor.system())
+        transition(lifecycle=ACTION_LIFECYCLE, pk=uuid.uuid4(), to=S.SIGNED, actor=Actor.system())
 
 
 def test_a_path_is_one_update_and_one_insert_with_a_row_per_step(
@@ -255,7 +281,7 @@ def test_a_path_is_one_update_and_one_insert_with_a_row_per_step(
 
 
 def test_a_path_whose_first_move_is_not_legal_writes_nothing(action):
-    action_transition(action_id=action.pk, to=S.REJECTED, actor=Actor.system())
+    transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.REJECTED, actor=Actor.system())
     with pytest.raises(IllegalTransition):
         transition_path(
             lifecycle=ACTION_LIFECYCLE,

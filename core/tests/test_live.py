@@ -13,9 +13,9 @@ from django.conf import settings as django_settings
 from django.db import connections
 from django.test import Client
 
-from actions.services.transitions import action_transition
+from actions.models import ACTION_LIFECYCLE
 from actions.tests.factories import make_card_freeze
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 from dev.testing import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,10 +103,14 @@ def test_it_streams_the_entitys_transitions_only_and_ends_at_its_terminal_status
     assert first == {"retry": "1000", "event": "changed", "data": {"connected": True}}
 
     _in_another_thread(
-        lambda: action_transition(action_id=other.pk, to="signed", actor=Actor.system())
+        lambda: transition(
+            lifecycle=ACTION_LIFECYCLE, pk=other.pk, to="signed", actor=Actor.system()
+        )
     )
     _in_another_thread(
-        lambda: action_transition(action_id=watched.pk, to="signed", actor=Actor.system())
+        lambda: transition(
+            lifecycle=ACTION_LIFECYCLE, pk=watched.pk, to="signed", actor=Actor.system()
+        )
     )
     # The other action's event was published first and filtered out.
     assert stream.next() == {
@@ -114,8 +118,12 @@ def test_it_streams_the_entitys_transitions_only_and_ends_at_its_terminal_status
         "data": {"lifecycle": "action", "id": str(watched.pk), "status": "signed"},
     }
     _in_another_thread(
-        lambda: action_transition(
-            action_id=watched.pk, to="failed", actor=Actor.system(), detail="test"
+        lambda: transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=watched.pk,
+            to="failed",
+            actor=Actor.system(),
+            detail="test",
         )
     )
     final = {"lifecycle": "action", "id": str(watched.pk), "status": "failed"}
@@ -146,7 +154,9 @@ def test_the_console_stream_carries_every_lifecycle_and_the_signing_stream_the_o
     assert signing.next()["data"] == {"connected": True}
 
     _in_another_thread(
-        lambda: action_transition(action_id=action.pk, to="rejected", actor=Actor.end_user(user))
+        lambda: transition(
+            lifecycle=ACTION_LIFECYCLE, pk=action.pk, to="rejected", actor=Actor.end_user(user)
+        )
     )
     expected = {"lifecycle": "action", "id": str(action.pk), "status": "rejected"}
     assert signing.next() == {"event": "changed", "data": expected}
@@ -267,7 +277,9 @@ def test_a_logout_ends_the_signing_stream_before_the_next_event(
     assert signing.next()["data"] == {"connected": True}
     client.logout()  # the session is deleted, as the logout view does
     _in_another_thread(
-        lambda: action_transition(action_id=action.pk, to="rejected", actor=Actor.system())
+        lambda: transition(
+            lifecycle=ACTION_LIFECYCLE, pk=action.pk, to="rejected", actor=Actor.system()
+        )
     )
     # Not the transition: the stream ends (and EventSource does not reconnect after `end`).
     assert signing.next() == {"event": "end", "data": {"reason": "signed out"}}
@@ -289,7 +301,9 @@ def test_a_staff_user_losing_is_staff_loses_the_console_stream(
     for _ in range(5):
         assert console.next(comments=True) == {"comment": "keepalive"}
     _in_another_thread(
-        lambda: action_transition(action_id=action.pk, to="signed", actor=Actor.system())
+        lambda: transition(
+            lifecycle=ACTION_LIFECYCLE, pk=action.pk, to="signed", actor=Actor.system()
+        )
     )
     seen = console.next()
     while seen["data"].get("id") != str(action.pk):

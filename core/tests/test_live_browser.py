@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from django.db import connections
 
-from actions.services.transitions import action_transition
-from core.lifecycle import Actor
+from actions.models import ACTION_LIFECYCLE
+from core.lifecycle import Actor, transition
 from core.tests.test_live import _action, _in_another_thread, _session
 from dev.testing import chromium_options, wait_until
 
@@ -73,7 +73,9 @@ def test_a_staff_timeline_updates_without_reload_when_a_transition_commits(
     page.evaluate("window.__loaded = true")
 
     _in_another_thread(
-        lambda: action_transition(action_id=action.pk, to="signed", actor=Actor.system())
+        lambda: transition(
+            lifecycle=ACTION_LIFECYCLE, pk=action.pk, to="signed", actor=Actor.system()
+        )
     )
     # Within the 15 s in which the open stream holds the fallback poll back.
     page.wait_for_selector('#timeline [data-status="signed"]', timeout=10_000)
@@ -81,8 +83,12 @@ def test_a_staff_timeline_updates_without_reload_when_a_transition_commits(
     assert page.evaluate("window.__triggers") == ["sse:changed", "sse:changed"]
 
     _in_another_thread(
-        lambda: action_transition(
-            action_id=action.pk, to="failed", actor=Actor.system(), detail="browser test"
+        lambda: transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
+            to="failed",
+            actor=Actor.system(),
+            detail="browser test",
         )
     )
     page.wait_for_selector('#timeline [data-status="failed"]', timeout=10_000)
@@ -112,7 +118,9 @@ def test_without_a_stream_the_timeline_falls_back_to_polling(
     page.goto(f"{live_server.url}/staff/actions/{action.pk}/")
     page.wait_for_selector('#timeline [data-status="proposed"]')
     _in_another_thread(
-        lambda: action_transition(action_id=action.pk, to="signed", actor=Actor.system())
+        lambda: transition(
+            lifecycle=ACTION_LIFECYCLE, pk=action.pk, to="signed", actor=Actor.system()
+        )
     )
     page.wait_for_selector('#timeline [data-status="signed"]', timeout=10_000)
     assert page.locator(".live[data-live-open]").count() == 0

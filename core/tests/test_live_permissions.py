@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Permission
 
-from actions.services.transitions import action_transition
-from core.lifecycle import Actor
+from actions.models import ACTION_LIFECYCLE
+from core.lifecycle import Actor, transition
 from core.tests.test_live import Stream, _action, _in_another_thread, _session
 from messaging.models import D
 from messaging.services import delivery_cancel
@@ -40,7 +40,9 @@ def test_the_console_stream_carries_only_the_kinds_the_member_may_view(
     assert stream.next()["data"] == {"connected": True}
 
     _in_another_thread(
-        lambda: action_transition(action_id=action.pk, to="rejected", actor=Actor.end_user(user))
+        lambda: transition(
+            lifecycle=ACTION_LIFECYCLE, pk=action.pk, to="rejected", actor=Actor.end_user(user)
+        )
     )
     _in_another_thread(
         lambda: delivery_cancel(delivery=delivery, user=viewer, staff=True, note="test")

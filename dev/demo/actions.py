@@ -14,6 +14,7 @@ from web3 import Web3
 
 from actions.evm_clients import bundler_client
 from actions.models import (
+    ACTION_LIFECYCLE,
     RAMP_PROVIDER_FOR,
     Action,
     ActionStatus,
@@ -33,14 +34,13 @@ from actions.services.lifecycle import (
 )
 from actions.services.passkeys import smart_accounts_cover_chains
 from actions.services.proposals import passkey_client
-from actions.services.transitions import action_transition
 from chain import contracts, ens, zodiac
 from chain.dev import fund, mint
 from chain.safe import DelayConfig, deploy_safe
 from chain.simple_account import SimpleAccountOwner
 from chain.stack import LOCAL_CHAIN_IDS
 from core.chains import Chain, all_chains, card_chain
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 from dev.providers.local_ramps import DEMO_AVENIA_SUBACCOUNT, DEMO_MONERIUM_PROFILE
 from dev.testing import wait_until
 from evm.rpc import http_web3
@@ -212,7 +212,12 @@ def seed_actions(*, user, application, say: Callable[[str], None]) -> SmartAccou
         )
 
     def execute(action: Action) -> None:
-        action_transition(action_id=action.pk, to=ActionStatus.SIGNED, actor=Actor.end_user(user))
+        transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
+            to=ActionStatus.SIGNED,
+            actor=Actor.end_user(user),
+        )
         action_submit(action_id=action.pk, client=bundler)
         wait_until(
             lambda: (
@@ -233,11 +238,17 @@ def seed_actions(*, user, application, say: Callable[[str], None]) -> SmartAccou
         execute(action)
     if action := create("submitted-error", send, "Send 0.01 ETH (bad signature, demo)", sign=False):
         # Unsigned (dummy signature): the bundler refuses it for good (AA24), so it ends failed.
-        action_transition(action_id=action.pk, to=ActionStatus.SIGNED, actor=Actor.end_user(user))
+        transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
+            to=ActionStatus.SIGNED,
+            actor=Actor.end_user(user),
+        )
         action_submit(action_id=action.pk, client=bundler)
     if action := create("rejected", send, "Send 0.01 ETH to 0x7099…79C8", sign=False):
-        action_transition(
-            action_id=action.pk,
+        transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
             to=ActionStatus.REJECTED,
             actor=Actor.end_user(user),
             detail="user declined on the signing page",

@@ -12,8 +12,7 @@ from django.utils import timezone
 from mcp import Client
 
 from actions.contract import ACTION_STATUS_SCHEMA
-from actions.models import Action, ActionStatus, SpendPermission
-from actions.services.transitions import action_transition
+from actions.models import ACTION_LIFECYCLE, Action, ActionStatus, SpendPermission
 from actions.tests.factories import (
     made_up_address,
     make_action,
@@ -21,7 +20,7 @@ from actions.tests.factories import (
     make_permission,
 )
 from core.formats import rfc3339
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 from mcp_adapter.tests.conftest import run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -79,8 +78,9 @@ def test_get_action_status_names_the_permission_that_signed_it(
     account = make_offline_wallet(user, monkeypatch)
     permission = make_permission(user=user, application=application, account=account, name="coffee")
     spent = make_action(user=user, application=application, smart_account=account.address)
-    action_transition(
-        action_id=spent.pk,
+    transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=spent.pk,
         to=ActionStatus.SIGNED,
         actor=Actor.system(),
         updates={"spend_permission": permission},

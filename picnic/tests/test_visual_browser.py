@@ -25,14 +25,13 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from actions.models import ActionStatus
-from actions.services.transitions import action_transition
+from actions.models import ACTION_LIFECYCLE, ActionStatus
 from actions.tests.factories import make_action, make_offline_wallet
 from actions.tests.test_enduser_browser import WCAG_AA
 from actions.tests.test_enduser_pages import transfer
 from chain.stack import free_port
 from core.chains import with_endpoints
-from core.lifecycle import Actor
+from core.lifecycle import Actor, transition
 from dev.providers.local_coingecko import LocalCoinGeckoServer
 from dev.testing import chromium_options, wait_until
 from messaging.models import D
@@ -120,8 +119,9 @@ def world(live_server, settings, monkeypatch, user, staff_user, application, mak
         action = make_action(user=user, application=application)
         for i, status in enumerate(path):
             last = i == len(path) - 1
-            action_transition(
-                action_id=action.pk,
+            transition(
+                lifecycle=ACTION_LIFECYCLE,
+                pk=action.pk,
                 to=ActionStatus(status),
                 actor=worker,
                 updates=updates if last else None,
