@@ -20,7 +20,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from core import metrics, tracing
+from core import events, metrics, tracing
 from core.lifecycle import (
     Actor,
     IllegalTransition,
@@ -468,7 +468,16 @@ def delivery_process(*, delivery_id, worker_id: str) -> str:
     A `queued` delivery is due from its creation (only retries postpone, and they stay
     `claimed`), so it is claimed by the transition's conditional UPDATE alone, on the row read
     once for the attempt (`_claim_and_attempt`); anything else goes through
-    `deliveries_claim`."""
+    `deliveries_claim`.
+
+    The events of its transitions (claimed, sending, then the outcome) are published together
+    when it ends, one Redis round trip per delivery: each is still published after the commit
+    that made it, the first ones later by the provider call (at most its timeout)."""
+    with events.batch():
+        return _process(delivery_id, worker_id)
+
+
+def _process(delivery_id, worker_id: str) -> str:
     delivery = _delivery_with_account(delivery_id)
     if delivery is None:
         return "not_claimed"
