@@ -372,6 +372,8 @@ def _mark_sending(delivery: Delivery, worker_id: str) -> None:
 
 def _send(delivery: Delivery, adapter: XDirectMessages, conn, token: str) -> str:
     """After `sending` is committed: everything that goes wrong from here is unknown."""
+    # claimed and sending are on the timelines before the provider call, not after its wait.
+    events.flush()
     try:
         sent = adapter.send(
             conn, token=token, participant_id=delivery.conversation.recipient_id, text=delivery.text
@@ -470,9 +472,9 @@ def delivery_process(*, delivery_id, worker_id: str) -> str:
     once for the attempt (`_claim_and_attempt`); anything else goes through
     `deliveries_claim`.
 
-    The events of its transitions (claimed, sending, then the outcome) are published together
-    when it ends, one Redis round trip per delivery: each is still published after the commit
-    that made it, the first ones later by the provider call (at most its timeout)."""
+    The events of its transitions leave in two Redis round trips, each after the commits that
+    made them: claimed and sending together just before the provider call (the timelines show
+    `sending` while it waits), then the outcome."""
     with events.batch():
         return _process(delivery_id, worker_id)
 

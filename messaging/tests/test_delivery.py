@@ -272,19 +272,25 @@ def test_the_attempts_read_is_one_statement_and_the_same_as_select_related(
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_a_deliverys_events_leave_in_one_round_trip_after_its_commits(x_server, queue, monkeypatch):
+def test_a_deliverys_events_leave_in_two_round_trips_sending_before_the_provider_call(
+    x_server, queue, monkeypatch
+):
     from core import events
 
     sent: list[list[dict]] = []
     real = events._send
 
+    asked: list[int] = []  # how many DMs the provider had received at each publish
+
     def spy(batch):
         sent.append([dict(event) for event in batch])
+        asked.append(len(x_server.requests))
         real(batch)
 
     monkeypatch.setattr(events, "_send", spy)
     delivery = queue("one trip")
     assert delivery_process(delivery_id=delivery.pk, worker_id="w1") == D.SENT
-    assert [[e["status"] for e in batch] for batch in sent] == [["claimed", "sending", "sent"]]
-    assert {e["id"] for e in sent[0]} == {str(delivery.pk)}
+    assert [[e["status"] for e in batch] for batch in sent] == [["claimed", "sending"], ["sent"]]
+    assert {e["id"] for batch in sent for e in batch} == {str(delivery.pk)}
+    assert asked == [0, 1]  # `sending` went out before the provider was asked
     assert history_statuses(delivery) == ["queued", "claimed", "sending", "sent"]
