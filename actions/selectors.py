@@ -173,20 +173,36 @@ def _status_query(*, pk: uuid.UUID, cutoff: datetime) -> tuple[str, list, list, 
     return sql, values, columns, converters
 
 
+def action_status_statement(*, action_id, now: datetime | None = None) -> tuple[str, list] | None:
+    """get_action_status's statement and its values, for the view to run with its token read
+    (`core.token_reads`); None for an id that is not a UUID (not found without a query)."""
+    try:
+        pk = uuid.UUID(str(action_id))
+    except ValueError:
+        return None
+    sql, params, _columns, _converters = _status_query(pk=pk, cutoff=retention_cutoff(now))
+    return sql, params
+
+
+_UNREAD = object()
+
+
 def action_status_for_client(
-    *, action_id: str, user, application, now: datetime | None = None
+    *, action_id: str, user, application, now: datetime | None = None, row=_UNREAD
 ) -> Action:
     """`action_get_for_client` with the status history read in the same statement (a JSON
-    aggregate), for get_action_status: one query instead of the action, then its history."""
+    aggregate), for get_action_status: one query instead of the action, then its history.
+    `row` is that statement's row (None: no row) when it was already read with the token."""
     try:
         pk = uuid.UUID(str(action_id))
     except ValueError:
         raise ActionNotFound(f"Action not found: {named(action_id)}") from None
     sql, params, columns, converters = _status_query(pk=pk, cutoff=retention_cutoff(now))
     connection = connections[Action.objects.db]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
+    if row is _UNREAD:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
     if row is None:
         raise ActionNotFound(f"Action not found: {named(action_id)}")
     row = list(row)

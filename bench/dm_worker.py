@@ -1,19 +1,21 @@
 """DM deliveries per second through a real Celery worker (prefork, 2 processes, Redis) next to
-the protocol baseline (`bench/dm_tasks.py`: one conditional UPDATE to claim, commit `sending`,
+the protocol baselines (`bench/dm_tasks.py`: one conditional UPDATE to claim, commit `sending`,
 the POST, commit `sent`, one history row per transition, raw SQL) on the same worker, the same
-local X provider (its own process) and the same database, in this run.
+local X provider (its own process) and the same database, in this run. Two baselines: `floor`
+makes each transition one statement (a CTE: UPDATE and history INSERT, 2 statements per
+delivery), the goal's baseline; `protocol` wraps each in BEGIN/COMMIT (8 statements).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
     CELERY_BROKER_URL=redis://127.0.0.1:6379/6 \\
         .venv/bin/python bench/dm_worker.py [--per-round 1000] [--rounds 10] [--warm 100]
 
 Makes its own database (bench_hot_dm, or `--database`). Each round queues `--per-round` deliveries (copies made
-in SQL) for each side, baseline first on even rounds, and publishes one task per delivery; the
+in SQL) for each side, the order rotating between rounds, and publishes one task per delivery; the
 rate is deliveries over the span from the first claim to the last `sent` (history timestamps),
 so publishing does not count. Also printed: SQL statements and CPU of one delivery of each (in
 process, without Celery), worker CPU per delivery (the two pool processes' utime+stime), the pool processes'
 RSS after the first and the last round of the project's deliveries, and the transition-commit →
-event-at-a-Redis-subscriber latency. The ratio is last.
+event-at-a-Redis-subscriber latency. The ratios are last (project/floor is the goal's).
 """
 
 from __future__ import annotations
@@ -45,9 +47,20 @@ from bench.common import (  # noqa: E402
 )
 
 TOKEN = "bench-x-token"
-PROJECT, PROTOCOL = "project", "protocol"
-TASKS = {PROJECT: "messaging.tasks.delivery_deliver", PROTOCOL: "bench.protocol_deliver"}
-FIRST = {PROJECT: "claimed", PROTOCOL: "sending"}
+PROJECT, PROTOCOL, FLOOR = "project", "protocol", "floor"
+KINDS = (FLOOR, PROTOCOL, PROJECT)
+TASKS = {
+    PROJECT: "messaging.tasks.delivery_deliver",
+    PROTOCOL: "bench.protocol_deliver",
+    FLOOR: "bench.floor_deliver",
+}
+FIRST = {PROJECT: "claimed", PROTOCOL: "sending", FLOOR: "sending"}
+
+
+def rotated(round_no: int) -> tuple[str, ...]:
+    """Each side goes first, second and last equally often over the rounds."""
+    shift = round_no % len(KINDS)
+    return KINDS[shift:] + KINDS[:shift]
 
 
 def make_template():
@@ -139,7 +152,7 @@ def cpu_in_process(template, per_round: int = 300, rounds: int = 4) -> dict[str,
     costs no CPU). Log lines go to /dev/null, as a worker's would go to its log."""
     import logging
 
-    from bench.dm_tasks import protocol_deliver_now
+    from bench.dm_tasks import floor_deliver_now, protocol_deliver_now
     from messaging.services import delivery_process
 
     handlers = [h for h in logging.getLogger().handlers if hasattr(h, "setStream")]
@@ -148,11 +161,12 @@ def cpu_in_process(template, per_round: int = 300, rounds: int = 4) -> dict[str,
     deliver = {
         PROJECT: lambda pk: delivery_process(delivery_id=pk, worker_id="bench"),
         PROTOCOL: protocol_deliver_now,
+        FLOOR: floor_deliver_now,
     }
-    samples: dict[str, list[float]] = {PROJECT: [], PROTOCOL: []}
+    samples: dict[str, list[float]] = {kind: [] for kind in KINDS}
     try:
         for round_no in range(rounds):
-            for kind in (PROTOCOL, PROJECT) if round_no % 2 == 0 else (PROJECT, PROTOCOL):
+            for kind in rotated(round_no):
                 ids = queue_copies(template, per_round, f"cpu-{kind}-{round_no}")
                 started = time.process_time()
                 for pk in ids:
@@ -279,7 +293,7 @@ def main() -> None:
     db_url = setup_django(args.database)
     from django.conf import settings
 
-    from bench.dm_tasks import protocol_deliver_now
+    from bench.dm_tasks import floor_deliver_now, protocol_deliver_now
     from messaging.services import delivery_process
     from picnic.celery import app
 
@@ -308,15 +322,16 @@ def main() -> None:
         # Statements of one delivery each, in this process: the conversation already has its
         # provider id (the steady state), the deliveries exist before counting starts.
         delivery_process(delivery_id=make_one("first").pk, worker_id="bench")
-        ours, theirs = make_one("x"), make_one("y")
+        ours, theirs, floor = make_one("x"), make_one("y"), make_one("z")
         counts = {
             PROJECT: statements(lambda: delivery_process(delivery_id=ours.pk, worker_id="bench")),
             PROTOCOL: statements(lambda: protocol_deliver_now(str(theirs.pk))),
+            FLOOR: statements(lambda: floor_deliver_now(str(floor.pk))),
         }
         in_process = cpu_in_process(template, per_round=3 * args.warm)
         print(
             f"CPU per delivery in process (no Celery): project {in_process[PROJECT]:.2f} ms, "
-            f"protocol {in_process[PROTOCOL]:.2f} ms",
+            f"protocol {in_process[PROTOCOL]:.2f} ms, floor {in_process[FLOOR]:.2f} ms",
             flush=True,
         )
         queue = f"bench-dm-{uuid.uuid4().hex[:8]}"
@@ -360,15 +375,14 @@ def main() -> None:
         while len(pool_pids(worker.pid)) < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
         pids = pool_pids(worker.pid)
-        for kind in (PROTOCOL, PROJECT):
+        for kind in KINDS:
             tag = f"warm-{kind}"
             run_round(app, queue, kind, queue_copies(template, args.warm, tag), tag, pids)
-        results = {PROJECT: [], PROTOCOL: []}
-        cpu = {PROJECT: [], PROTOCOL: []}
+        results = {kind: [] for kind in KINDS}
+        cpu = {kind: [] for kind in KINDS}
         rss = []
         for round_no in range(args.rounds):
-            order = (PROTOCOL, PROJECT) if round_no % 2 == 0 else (PROJECT, PROTOCOL)
-            for kind in order:
+            for kind in rotated(round_no):
                 tag = f"{kind}-{round_no}"
                 ids = queue_copies(template, args.per_round, tag)
                 rate, cpu_ms = run_round(app, queue, kind, ids, tag, pids)
@@ -377,8 +391,8 @@ def main() -> None:
                 if kind == PROJECT:
                     rss.append(rss_mb(pids))
             print(
-                f"round {round_no}: protocol {results[PROTOCOL][-1]:.0f}/s, "
-                f"project {results[PROJECT][-1]:.0f}/s",
+                f"round {round_no}: floor {results[FLOOR][-1]:.0f}/s, protocol "
+                f"{results[PROTOCOL][-1]:.0f}/s, project {results[PROJECT][-1]:.0f}/s",
                 flush=True,
             )
         latencies = event_latency(make_one, args.events)
@@ -390,7 +404,7 @@ def main() -> None:
     def median(values):
         return percentile(values, 50)
 
-    for kind in (PROTOCOL, PROJECT):
+    for kind in KINDS:
         print(
             f"{kind}: median {median(results[kind]):.0f} deliveries/s over {args.rounds} rounds "
             f"of {args.per_round} (min {min(results[kind]):.0f}, max {max(results[kind]):.0f}); "
@@ -406,9 +420,9 @@ def main() -> None:
         f"transition commit -> event at a Redis subscriber: p50 {percentile(latencies, 50):.2f} "
         f"ms, p95 {percentile(latencies, 95):.2f} ms over {len(latencies)} transitions"
     )
-    print(
-        f"ratio project/protocol deliveries/s: {median(results[PROJECT]) / median(results[PROTOCOL]):.2f}"
-    )
+    for mine, theirs in ((PROJECT, FLOOR), (PROJECT, PROTOCOL), (FLOOR, PROTOCOL)):
+        ratio = median(results[mine]) / median(results[theirs])
+        print(f"ratio {mine}/{theirs} deliveries/s: {ratio:.2f}")
 
 
 if __name__ == "__main__":

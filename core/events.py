@@ -87,6 +87,15 @@ def batch() -> Iterator[None]:
             _send(pending)
 
 
+def flush() -> None:
+    """Inside a batch: publish what it holds now, before a wait that its readers should not sit
+    through (a provider call); the batch goes on collecting after it."""
+    pending = _pending.get()
+    if pending:
+        _send(list(pending))
+        pending.clear()
+
+
 def _send(events: list[dict[str, Any]]) -> None:
     # On the wire each event gets an `event_id`: the MCP instances that all hear it write one
     # notification per event into a session's shared stream (mcp_adapter/sessions.py).

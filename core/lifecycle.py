@@ -270,11 +270,24 @@ def _sources(lifecycle: Lifecycle, to: str, only_from) -> list[str]:
     ]
 
 
+def _one_statement(using: str) -> bool:
+    """Whether a transition is one statement here: PostgreSQL runs the conditional UPDATE and
+    the history INSERT as one statement (a data-modifying CTE), atomic by itself."""
+    return connections[using].vendor == "postgresql"
+
+
 def _update_returning(
-    model: type[models.Model], pk: Any, status_field: str, current: str, values: Mapping[str, Any]
+    model: type[models.Model],
+    pk: Any,
+    status_field: str,
+    current: str,
+    values: Mapping[str, Any],
+    history: tuple[Lifecycle, list[dict[str, Any]]] | None = None,
 ) -> models.Model | None:
     """UPDATE … WHERE pk AND status = current, returning the updated row as an instance (None
-    when no row matched): the conditional UPDATE and the read of the row in one statement."""
+    when no row matched): the conditional UPDATE and the read of the row in one statement.
+    With `history` (PostgreSQL only), the history rows are inserted by that same statement,
+    only if the UPDATE matched (`_with_history`)."""
     manager = model._default_manager
     using = manager.db
     connection = connections[using]
@@ -296,8 +309,11 @@ def _update_returning(
             meta.get_field(status_field).get_db_prep_value(current, connection),
         ]
     returning, names, converters = _returning_plan(model, using)
+    sql = f"{sql} {returning}"
+    if history is not None:
+        sql, params = _with_history(model, using, sql, list(params), *history)
     with connection.cursor() as cursor:
-        cursor.execute(f"{sql} {returning}", params)
+        cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
         return None
@@ -354,6 +370,60 @@ def _update_plan(model: type[models.Model], using: str, status_field: str, names
             fields,
         )
     return _UPDATES[key]
+
+
+_CTES: dict[tuple, tuple] = {}
+
+
+def _with_history(
+    model: type[models.Model],
+    using: str,
+    update: str,
+    params: list,
+    lifecycle: Lifecycle,
+    rows: list[dict[str, Any]],
+) -> tuple[str, list]:
+    """`update` (an UPDATE … RETURNING) and the INSERT of the history rows as one statement:
+    `WITH u AS (<update>), h AS (INSERT … SELECT … FROM u, (VALUES <rows>)) SELECT * FROM u`.
+    The rows are inserted only if the UPDATE matched (they join `u`), in their order
+    (ascending ids), and the statement is atomic by itself: no BEGIN/COMMIT, one round trip.
+    Each value is cast to its column's type (a VALUES list would otherwise read them as
+    text). The INSERT part is built once per history model, database and number of rows."""
+    key = (lifecycle.history_label, using, len(rows))
+    if key not in _CTES:
+        meta = lifecycle.history_model._meta
+        connection = connections[using]
+        quote = connection.ops.quote_name
+        fk = meta.get_field(lifecycle.history_fk)
+        fields = [f for f in meta.concrete_fields if not f.primary_key and f is not fk]
+
+        def cast(field) -> str:
+            kind = field.db_type(connection) or "text"
+            # varchar(n) would truncate silently; the INSERT itself checks the length.
+            return "text" if kind.startswith(("varchar", "char")) else kind
+
+        row = f"({', '.join(['%s'] + [f'CAST(%s AS {cast(f)})' for f in fields])})"
+        names = ", ".join(quote(f.column) for f in fields)
+        _CTES[key] = (
+            f"INSERT INTO {quote(meta.db_table)} ({quote(fk.column)}, {names}) "
+            f"SELECT u.{quote(model._meta.pk.column)}, {', '.join(f'v.{quote(f.column)}' for f in fields)} "
+            f"FROM u, (VALUES {', '.join([row] * len(rows))}) AS v(ord, {names}) ORDER BY v.ord",
+            fields,
+        )
+    insert, fields = _CTES[key]
+    connection = connections[using]
+    values = [
+        value
+        for position, row in enumerate(rows)
+        for value in [
+            position,
+            *(
+                _db_value(f, row[f.attname] if f.attname in row else f.get_default(), connection)
+                for f in fields
+            ),
+        ]
+    ]
+    return f"WITH u AS ({update}), h AS ({insert}) SELECT * FROM u", [*params, *values]
 
 
 _INSERTS: dict[tuple, tuple] = {}
@@ -453,37 +523,49 @@ def transition_path(
             raise ValueError(f"{lifecycle.name}: no move from {before.to!r} to {after.to!r}")
     model = _model_of(lifecycle, model)
     using = model._default_manager.db
-    with transaction.atomic(using=using, savepoint=False):
-        instance, current, now, illegal = _apply(lifecycle, model, pk, steps, only_from, expected)
-        if instance is not None:
-            fk = _history_fk_attname(lifecycle)
-            common = {
-                fk: instance.pk,
-                "timestamp": now,
-                "actor_kind": actor.kind,
-                "actor_user_id": actor.user.pk if actor.user is not None else None,
-                "trace_id": tracing.current_trace_id(),
+    fk = _history_fk_attname(lifecycle)
+
+    def history(current: str, now, instance_pk) -> list[dict[str, Any]]:
+        common = {
+            fk: instance_pk,
+            "timestamp": now,
+            "actor_kind": actor.kind,
+            "actor_user_id": actor.user.pk if actor.user is not None else None,
+            "trace_id": tracing.current_trace_id(),
+        }
+        sources = [current, *(step.to for step in steps[:-1])]
+        return [
+            {
+                **common,
+                "from_status": source,
+                "status": step.to,
+                "detail": step.detail,
+                "payload": step.payload,
             }
-            moves = list(
-                zip(
-                    [current, *(step.to for step in steps[:-1])], [s.to for s in steps], strict=True
-                )
+            for source, step in zip(sources, steps, strict=True)
+        ]
+
+    def moves(current: str) -> list[tuple[str, str]]:
+        return list(zip([current, *(s.to for s in steps[:-1])], [s.to for s in steps], strict=True))
+
+    if _one_statement(using):
+        # The UPDATE and the history rows in one statement (atomic by itself): outside a
+        # caller's transaction no BEGIN/COMMIT, and the events leave right after it.
+        instance, current, now, illegal = _apply(
+            lifecycle, model, pk, steps, only_from, expected, history=history
+        )
+        if instance is not None:
+            done = moves(current)
+            transaction.on_commit(lambda: _announce(lifecycle, model, pk, done), using=using)
+    else:
+        with transaction.atomic(using=using, savepoint=False):
+            instance, current, now, illegal = _apply(
+                lifecycle, model, pk, steps, only_from, expected
             )
-            _append_history(
-                lifecycle,
-                using,
-                [
-                    {
-                        **common,
-                        "from_status": source,
-                        "status": step.to,
-                        "detail": step.detail,
-                        "payload": step.payload,
-                    }
-                    for (source, _to), step in zip(moves, steps, strict=True)
-                ],
-            )
-            transaction.on_commit(lambda: _announce(lifecycle, model, pk, moves))
+            if instance is not None:
+                _append_history(lifecycle, using, history(current, now, instance.pk))
+                done = moves(current)
+                transaction.on_commit(lambda: _announce(lifecycle, model, pk, done))
     if illegal is not None:
         raise illegal
     logger.info(
@@ -512,7 +594,7 @@ def _history_fk_attname(lifecycle: Lifecycle) -> str:
     return lifecycle.history_model._meta.get_field(lifecycle.history_fk).attname
 
 
-def _apply(lifecycle, model, pk, steps, only_from, expected) -> tuple:
+def _apply(lifecycle, model, pk, steps, only_from, expected, history=None) -> tuple:
     """The legality check and the conditional UPDATE of `transition_path()`: (instance, the
     status it moved from, the instant, None) or (None, …, the exception to raise)."""
     status_field = lifecycle.status_field
@@ -544,7 +626,8 @@ def _apply(lifecycle, model, pk, steps, only_from, expected) -> tuple:
                     values.setdefault(name, value)
         if _has_updated_at(model):
             values["updated_at"] = now
-        instance = _update_returning(model, pk, status_field, current, values)
+        rows = (lifecycle, history(current, now, pk)) if history is not None else None
+        instance = _update_returning(model, pk, status_field, current, values, rows)
         if instance is not None:
             return instance, current, now, None
         # Not (or no longer) `current`: another writer moved it, or the guess was wrong.

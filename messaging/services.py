@@ -20,7 +20,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from core import metrics, tracing
+from core import events, metrics, tracing
 from core.lifecycle import (
     Actor,
     IllegalTransition,
@@ -369,6 +369,8 @@ def _mark_sending(delivery: Delivery, worker_id: str) -> None:
 
 def _send(delivery: Delivery, adapter: XDirectMessages, conn, token: str) -> str:
     """After `sending` is committed: everything that goes wrong from here is unknown."""
+    # claimed and sending are on the timelines before the provider call, not after its wait.
+    events.flush()
     try:
         sent = adapter.send(
             conn, token=token, participant_id=delivery.conversation.recipient_id, text=delivery.text
@@ -465,7 +467,16 @@ def delivery_process(*, delivery_id, worker_id: str) -> str:
     A `queued` delivery is due from its creation (only retries postpone, and they stay
     `claimed`), so it is claimed by the transition's conditional UPDATE alone, on the row read
     once for the attempt (`_claim_and_attempt`); anything else goes through
-    `deliveries_claim`."""
+    `deliveries_claim`.
+
+    The events of its transitions leave in two Redis round trips, each after the commits that
+    made them: claimed and sending together just before the provider call (the timelines show
+    `sending` while it waits), then the outcome."""
+    with events.batch():
+        return _process(delivery_id, worker_id)
+
+
+def _process(delivery_id, worker_id: str) -> str:
     delivery = _delivery_with_account(delivery_id)
     if delivery is None:
         return "not_claimed"

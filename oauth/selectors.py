@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
+from django.db import connections
 from django.db.models import Q
+from django.db.models.query import get_related_populators
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_refresh_token_model
 
@@ -105,3 +108,73 @@ def connected_agents(*, user) -> list[ConnectedAgent]:
         )
         for app_id, entry in sorted(agents.items(), key=lambda item: item[1]["connected_at"])
     ]
+
+
+# --- The bearer token and the view's own read, in one statement ---------------------------
+
+_TOKEN_SENTINEL = "0" * 64
+_token_plans: dict[str, tuple] = {}
+
+
+def _token_plan(using: str) -> tuple:
+    """DOT's read of a bearer token (with its application and user, as `select_related`
+    loads them), compiled once per database with a placeholder checksum, and what turns its
+    columns into the three instances (the compiler's own populators)."""
+    if using not in _token_plans:
+        tokens = get_access_token_model()._default_manager
+        query = (
+            tokens.select_related("application", "user")
+            .filter(token_checksum=_TOKEN_SENTINEL)
+            .order_by("pk")[:1]
+        )
+        compiler = query.query.get_compiler(using)
+        sql, params = compiler.as_sql()
+        params = list(params)
+        at = params.index(_TOKEN_SENTINEL)
+        klass_info, select = compiler.klass_info, compiler.select
+        fields = klass_info["select_fields"]
+        start, end = fields[0], fields[-1] + 1
+        _token_plans[using] = (
+            sql,
+            params,
+            at,
+            # {position: (converters, column)}; applied with the caller's connection.
+            compiler.get_converters([column[0] for column in select]),
+            len(select),
+            (start, end),
+            [column[0].target.attname for column in select[start:end]],
+            get_related_populators(klass_info, select, using),
+        )
+    return _token_plans[using]
+
+
+def access_token_with(*, token_checksum: str, sql: str, params: list) -> tuple[Any, tuple | None]:
+    """The access token of `token_checksum` (None if there is none) and the one row of `sql`
+    (None if it has none), read in one statement: one round trip where a view would
+    otherwise read the token, then its own row. `sql` must not depend on the token."""
+    tokens = get_access_token_model()._default_manager
+    using = tokens.db
+    connection = connections[using]
+    plan_sql, plan_params, at, converters, width, (start, end), names, populators = _token_plan(
+        using
+    )
+    values = list(plan_params)
+    values[at] = token_checksum
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT * FROM (SELECT 1) AS one LEFT JOIN ({plan_sql}) AS t ON true "
+            f"LEFT JOIN ({sql}) AS companion ON true",
+            [*values, *params],
+        )
+        row = cursor.fetchone()
+    token_row, companion = row[1 : 1 + width], row[1 + width :]
+    token = None
+    if token_row[start] is not None:  # the token's primary key
+        token_row = list(token_row)
+        for index, (functions, expression) in converters.items():
+            for convert in functions:
+                token_row[index] = convert(token_row[index], expression, connection)
+        token = tokens.model.from_db(using, names, token_row[start:end])
+        for populator in populators:
+            populator.populate(token_row, token)
+    return token, (companion if any(value is not None for value in companion) else None)

@@ -272,11 +272,11 @@ def _executed_with_an_audit_row(action):
     return executed
 
 
-def test_it_reads_the_token_then_the_action_with_its_history_in_one_query(
+def test_it_reads_the_token_and_the_action_with_its_history_in_one_query(
     api_client, action, token, django_assert_num_queries
 ):
     _executed_with_an_audit_row(action)
-    with django_assert_num_queries(2):  # the bearer token, then the action and its history
+    with django_assert_num_queries(1):  # the bearer token with the action and its history
         response = api_client.get(url(action.pk), token)
     assert response.status_code == 200
     assert [row["status"] for row in response.json()["status_history"]] == [
@@ -344,7 +344,7 @@ def test_it_names_the_permission_that_signed_it_and_only_that(
 ):
     permission = _permission(user, application, monkeypatch)
     _signed_by(permission, action)
-    with django_assert_num_queries(2):  # the token, then the action with its permission's name
+    with django_assert_num_queries(1):  # the token with the action and its permission's name
         body = api_client.get(url(action.pk), token).json()
     assert body["signed_by_permission"] == "coffee"
     assert body["signed_by_permission_id"] == str(permission.pk)
@@ -355,3 +355,32 @@ def test_it_names_the_permission_that_signed_it_and_only_that(
     grant = api_client.get(url(permission.grant_action_id), token).json()
     assert grant["type"] == "spendGrant"
     assert grant["signed_by_permission"] is None and grant["signed_by_permission_id"] is None
+
+
+def test_a_revoked_token_is_refused_on_the_very_next_status_read(
+    api_client, action, token, user, application
+):
+    from oauth.services import agent_revoke
+
+    assert api_client.get(url(action.pk), token).status_code == 200
+    agent_revoke(user=user, application_id=application.pk)
+    response = api_client.get(url(action.pk), token)
+    assert response.status_code == 401
+    assert response.json()["detail"].startswith("The access token is not valid: it was revoked")
+    assert not type(token).objects.filter(pk=token.pk).exists()
+
+
+def test_one_statement_decides_each_answer_as_before(
+    api_client, action, token, other_user, application, django_assert_num_queries
+):
+    """Not found, another user's, an unknown token: one statement each, the same answers."""
+    with django_assert_num_queries(1):
+        missing = api_client.get(url(uuid.uuid4()), token)
+    assert missing.status_code == 404
+    other = make_action(user=other_user, application=application)
+    with django_assert_num_queries(1):
+        theirs = api_client.get(url(other.pk), token)
+    assert theirs.status_code == 403
+    assert theirs.json()["detail"] == "Action does not belong to the authenticated user"
+    refused = api_client.get(url(action.pk), "not-a-token")
+    assert refused.status_code == 401

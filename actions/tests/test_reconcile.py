@@ -270,10 +270,10 @@ def test_one_reconcile_item_costs_a_fixed_number_of_statements(
     }
     with django_assert_num_queries(3):
         assert actions_reconcile_pending(batch_size=10) == {ReconcileOutcome.PENDING: 1}
-    # Settled: then the transition from the status just read (conditional UPDATE, history
-    # INSERT; no savepoint of its own), with no read of the status before it.
+    # Settled: then the transition from the status just read (conditional UPDATE and history
+    # INSERT in one statement; no savepoint of its own), with no read of the status before it.
     bundler.results = {"eth_getUserOperationReceipt": receipt()}
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(4):
         assert actions_reconcile_pending(batch_size=10) == {ReconcileOutcome.EXECUTED: 1}
     broadcast_action.refresh_from_db()
     assert broadcast_action.status == S.EXECUTED

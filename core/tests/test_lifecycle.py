@@ -190,17 +190,16 @@ def test_two_concurrent_writers_give_exactly_one_transition(user, application):
     assert executed_rows.get().detail == f"worker {action.block_number}"
 
 
-def test_a_move_from_its_one_legal_source_is_one_update_and_one_insert(
-    action, django_assert_num_queries
-):
-    # The conditional UPDATE returns the row (no read before or after it), then the history
-    # row; inside the test's transaction no savepoint is taken.
-    with django_assert_num_queries(2) as captured:
+def test_a_move_from_its_one_legal_source_is_one_statement(action, django_assert_num_queries):
+    # The conditional UPDATE returns the row (no read before or after it) and inserts the
+    # history row in the same statement (a data-modifying CTE); no savepoint is taken.
+    with django_assert_num_queries(1) as captured:
         moved = transition(
             lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.SIGNED, actor=Actor.system()
         )
     sql = [q["sql"].split()[0] for q in captured.captured_queries]
-    assert sql == ["UPDATE", "INSERT"]
+    assert sql == ["WITH"]
+    assert "UPDATE" in captured[0]["sql"] and "INSERT INTO" in captured[0]["sql"]
     assert moved.status == S.SIGNED and moved.signed_at is not None
     assert moved.summary == action.summary and moved.user_op == action.user_op
     assert list(action.history.values_list("from_status", "status"))[-1] == ("proposed", "signed")
@@ -212,10 +211,10 @@ def test_a_move_with_several_legal_sources_reads_the_status_first(
     transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.SIGNED, actor=Actor.system())
     transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.SUBMITTED, actor=Actor.system())
     # failed is reachable from signed, submitted and broadcast: the history names which.
-    with django_assert_num_queries(3) as captured:
+    with django_assert_num_queries(2) as captured:
         transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.FAILED, actor=Actor.system())
     sql = [q["sql"].split()[0] for q in captured.captured_queries]
-    assert sql == ["SELECT", "UPDATE", "INSERT"]
+    assert sql == ["SELECT", "WITH"]
     assert list(action.history.values_list("from_status", "status"))[-1] == (
         "submitted",
         "failed",
@@ -237,7 +236,7 @@ def test_a_lost_race_on_the_one_source_says_what_the_status_is_now(action):
         transition(lifecycle=ACTION_LIFECYCLE, pk=uuid.uuid4(), to=S.SIGNED, actor=Actor.system())
 
 
-def test_a_path_is_one_update_and_one_insert_with_a_row_per_step(
+def test_a_path_is_one_statement_with_a_history_row_per_step(
     action, django_assert_num_queries, django_capture_on_commit_callbacks, caplog
 ):
     seen = []
@@ -249,7 +248,7 @@ def test_a_path_is_one_update_and_one_insert_with_a_row_per_step(
     try:
         with (
             django_capture_on_commit_callbacks(execute=True),
-            django_assert_num_queries(2) as captured,
+            django_assert_num_queries(1) as captured,
             caplog.at_level("INFO", logger="core.lifecycle"),
         ):
             moved = transition_path(
@@ -263,7 +262,7 @@ def test_a_path_is_one_update_and_one_insert_with_a_row_per_step(
             )
     finally:
         status_changed.disconnect(receiver)
-    assert [q["sql"].split()[0] for q in captured.captured_queries] == ["UPDATE", "INSERT"]
+    assert [q["sql"].split()[0] for q in captured.captured_queries] == ["WITH"]
     # Every step's state timestamp and updates; the events and counts one per step, in order.
     assert moved.status == S.SUBMITTED and moved.error == "x"
     assert moved.signed_at is not None and moved.signed_at == moved.updated_at
@@ -304,3 +303,26 @@ def test_a_path_through_an_impossible_move_is_refused_before_anything_is_read(
             steps=(Step(S.SIGNED), Step(S.EXECUTED)),
             actor=Actor.system(),
         )
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_a_move_and_its_history_row_are_one_atomic_statement(
+    user, application, django_assert_num_queries
+):
+    """In autocommit (a worker's transition) the move is one statement and nothing else: no
+    transaction block is opened around it, and if its history row cannot be written the
+    status is not moved either."""
+    from django.db import DataError
+
+    action = make_action(user=user, application=application)
+    with django_assert_num_queries(1):
+        transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.SIGNED, actor=Actor.system())
+    assert not connection.in_atomic_block
+    assert connection.get_autocommit()
+    # actor_kind is varchar(16): the history INSERT fails, and the UPDATE with it.
+    with pytest.raises(DataError):
+        transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=S.SUBMITTED, actor=Actor("x" * 40))
+    action.refresh_from_db()
+    assert action.status == S.SIGNED
+    assert list(action.history.values_list("status", flat=True)) == ["proposed", "signed"]

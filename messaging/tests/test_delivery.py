@@ -214,19 +214,19 @@ def test_one_send_through_the_task_costs_a_fixed_number_of_statements(
     from messaging.tasks import delivery_deliver
 
     first, second = queue("one"), queue("two")  # the same conversation
-    # The delivery with its account and conversation; claimed and sending in one conditional
-    # UPDATE … RETURNING and one INSERT of both history rows (no savepoint: in production that
-    # is its own transaction), committed before the POST; then sent. The first message of a
-    # conversation also stores the conversation's id.
-    with django_assert_num_queries(6) as captured:
+    # The delivery with its account and conversation; claimed and sending in one statement
+    # (the conditional UPDATE … RETURNING and both history rows, a data-modifying CTE: in
+    # production no BEGIN/COMMIT), committed before the POST; then sent, one statement. The
+    # first message of a conversation also stores the conversation's id.
+    with django_assert_num_queries(4) as captured:
         assert delivery_deliver(str(first.pk)) == D.SENT
     assert [q["sql"].split()[0] for q in captured.captured_queries] == [
         "SELECT",
-        *["UPDATE", "INSERT"],
+        "WITH",  # queued -> claimed -> sending
         "UPDATE",  # the conversation id
-        *["UPDATE", "INSERT"],
+        "WITH",  # sending -> sent
     ]
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(3):
         assert delivery_deliver(str(second.pk)) == D.SENT
     assert history_statuses(second) == ["queued", "claimed", "sending", "sent"]
     assert len(x_server.requests) == 2
@@ -268,3 +268,29 @@ def test_the_attempts_read_is_one_statement_and_the_same_as_select_related(
     assert read._state.adding is False and read._state.db == orm._state.db
     assert delivery_for_attempt(delivery_id=str(uuid.uuid4())) is None
     assert delivery_for_attempt(delivery_id="not a uuid") is None
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_deliverys_events_leave_in_two_round_trips_sending_before_the_provider_call(
+    x_server, queue, monkeypatch
+):
+    from core import events
+
+    sent: list[list[dict]] = []
+    real = events._send
+
+    asked: list[int] = []  # how many DMs the provider had received at each publish
+
+    def spy(batch):
+        sent.append([dict(event) for event in batch])
+        asked.append(len(x_server.requests))
+        real(batch)
+
+    monkeypatch.setattr(events, "_send", spy)
+    delivery = queue("one trip")
+    assert delivery_process(delivery_id=delivery.pk, worker_id="w1") == D.SENT
+    assert [[e["status"] for e in batch] for batch in sent] == [["claimed", "sending"], ["sent"]]
+    assert {e["id"] for batch in sent for e in batch} == {str(delivery.pk)}
+    assert asked == [0, 1]  # `sending` went out before the provider was asked
+    assert history_statuses(delivery) == ["queued", "claimed", "sending", "sent"]

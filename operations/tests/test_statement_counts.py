@@ -17,8 +17,8 @@ def test_one_dispatch_and_one_check_cost_a_fixed_number_of_statements(
     operation = submit(funded, application)
     # Dispatch: the batch's due ids; the dispatch claim (next check postponed, then the
     # dispatch started on the row read once); the status read and the transition to waiting
-    # (conditional UPDATE, history INSERT).
-    with django_assert_num_queries(7) as captured:
+    # (conditional UPDATE and history INSERT in one statement, core.lifecycle).
+    with django_assert_num_queries(6) as captured:
         assert operations_process_due(limit=10) == {State.WAITING: 1}
     assert [q["sql"].split()[0] for q in captured.captured_queries] == [
         "SELECT",
@@ -26,14 +26,13 @@ def test_one_dispatch_and_one_check_cost_a_fixed_number_of_statements(
         "SELECT",
         "UPDATE",
         "SELECT",
-        "UPDATE",
-        "INSERT",
+        "WITH",
     ]
     backend_server.work_seconds = 0  # the backend's work is done when it is checked
     # Check: the due ids; the operation; then in one savepoint its locked re-read, the wallet
     # locked once, the capture and the release (UPDATE + ledger INSERT each), the billing
-    # components read once and inserted in one statement, the transition (UPDATE, INSERT).
-    with django_assert_num_queries(14):
+    # components read once and inserted in one statement, the transition (one statement).
+    with django_assert_num_queries(13):
         outcome = operations_process_due(limit=10)
     assert outcome == {State.SUCCEEDED: 1}
     assert history_statuses(operation)[-1] == State.SUCCEEDED
