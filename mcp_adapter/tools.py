@@ -46,6 +46,8 @@ PROPOSES = {
     "idempotentHint": False,
     "openWorldHint": True,
 }
+# A write that an idempotency key (or the state it reaches) makes safe to repeat.
+REPEATABLE_WRITE = {**PROPOSES, "idempotentHint": True}
 _ACTION_TOOL_SUFFIX = (
     " Returns sign_url (the user approves with their passkey) and resource_uri "
     "picnic://action/{action_id} to subscribe to; execution starts as soon as the user signs."
@@ -162,12 +164,7 @@ TOOLS: list[ToolSpec] = [
         path="/api/v1/actions/{action_id}",
         input_schema=actions.ACTION_STATUS_INPUT_SCHEMA,
         output_schema=actions.ACTION_STATUS_SCHEMA,
-        annotations={
-            "readOnlyHint": False,
-            "destructiveHint": False,
-            "idempotentHint": True,
-            "openWorldHint": True,
-        },
+        annotations=REPEATABLE_WRITE,
         path_args=("action_id",),
     ),
     _action_tool(
@@ -266,12 +263,7 @@ TOOLS: list[ToolSpec] = [
         path="/private-messaging-api/actions/send",
         input_schema=dm_contract.SEND_INPUT_SCHEMA,
         output_schema=dm_contract.STATUS_OUTPUT_SCHEMA,
-        annotations={
-            "readOnlyHint": False,
-            "destructiveHint": False,
-            "idempotentHint": True,
-            "openWorldHint": True,
-        },
+        annotations=REPEATABLE_WRITE,
         profiles=frozenset({"full"}),
         step_up=True,
     ),
@@ -304,12 +296,7 @@ TOOLS: list[ToolSpec] = [
         path="/api/v1/quotes",
         input_schema=operations.QUOTE_INPUT_SCHEMA,
         output_schema=operations.QUOTE_SCHEMA,
-        annotations={
-            "readOnlyHint": False,
-            "destructiveHint": False,
-            "idempotentHint": False,
-            "openWorldHint": False,
-        },
+        annotations={**PROPOSES, "openWorldHint": False},
         profiles=frozenset({"full"}),
         step_up=True,
     ),
@@ -328,12 +315,7 @@ TOOLS: list[ToolSpec] = [
         path="/api/v1/operations",
         input_schema=operations.START_INPUT_SCHEMA,
         output_schema=operations.OPERATION_STATUS_SCHEMA,
-        annotations={
-            "readOnlyHint": False,
-            "destructiveHint": False,
-            "idempotentHint": True,
-            "openWorldHint": True,
-        },
+        annotations=REPEATABLE_WRITE,
         profiles=frozenset({"full"}),
         step_up=True,
     ),
@@ -350,12 +332,7 @@ TOOLS: list[ToolSpec] = [
         path="/api/v1/operations/{operation_id}/cancel",
         input_schema=operations.CANCEL_INPUT_SCHEMA,
         output_schema=operations.OPERATION_STATUS_SCHEMA,
-        annotations={
-            "readOnlyHint": False,
-            "destructiveHint": True,
-            "idempotentHint": True,
-            "openWorldHint": True,
-        },
+        annotations={**REPEATABLE_WRITE, "destructiveHint": True},
         profiles=frozenset({"full"}),
         path_args=("operation_id",),
         step_up=True,
