@@ -66,31 +66,6 @@ class InvalidInput(ApiError):
         super().__init__(INVALID_INPUT, errors=errors)
 
 
-class NotFound(ApiError):
-    status_code = status.HTTP_404_NOT_FOUND
-    default_code = "not_found"
-
-
-class Forbidden(ApiError):
-    status_code = status.HTTP_403_FORBIDDEN
-    default_code = "permission_denied"
-
-
-class Conflict(ApiError):
-    status_code = status.HTTP_409_CONFLICT
-    default_code = "conflict"
-
-
-class PaymentRequired(ApiError):
-    status_code = status.HTTP_402_PAYMENT_REQUIRED
-    default_code = "insufficient_credits"
-
-
-class Unprocessable(ApiError):
-    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
-    default_code = "unprocessable"
-
-
 class ServiceUnavailable(ApiError):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_code = "unavailable"
@@ -108,7 +83,8 @@ class InsufficientScope(ApiError):
         )
 
 
-class UserTokenRequired(Forbidden):
+class UserTokenRequired(ApiError):
+    status_code = status.HTTP_403_FORBIDDEN
     default_code = "user_token_required"
 
     def __init__(self):
@@ -118,22 +94,9 @@ class UserTokenRequired(Forbidden):
         )
 
 
-# The ApiError a domain error of each status becomes (the handler's checks below read them).
-_BY_STATUS: dict[int, type[ApiError]] = {
-    status.HTTP_402_PAYMENT_REQUIRED: PaymentRequired,
-    status.HTTP_403_FORBIDDEN: Forbidden,
-    status.HTTP_404_NOT_FOUND: NotFound,
-    status.HTTP_409_CONFLICT: Conflict,
-    status.HTTP_422_UNPROCESSABLE_ENTITY: Unprocessable,
-    status.HTTP_503_SERVICE_UNAVAILABLE: ServiceUnavailable,
-}
-
-
 def api_error(exc: DomainError) -> ApiError:
     """The API's answer to a domain error: its status, code, message and field errors."""
-    error = _BY_STATUS.get(exc.status, ApiError)(
-        exc.message, code=exc.code, errors=exc.errors, **exc.extra
-    )
+    error = ApiError(exc.message, code=exc.code, errors=exc.errors, **exc.extra)
     error.status_code = exc.status
     return error
 
@@ -202,7 +165,7 @@ def exception_handler(exc, context):
     if response is None:
         return None
     response.data = error_body(exc)
-    if isinstance(exc, ServiceUnavailable):
+    if response.status_code == status.HTTP_503_SERVICE_UNAVAILABLE:
         response.setdefault("Retry-After", "1")
     if isinstance(exc, InsufficientScope):
         response["WWW-Authenticate"] = (
