@@ -10,7 +10,7 @@ PY_STAMP := $(VENV)/.deps-stamp
 NODE_STAMP := chain/node_modules/.deps-stamp
 MCP_NODE_STAMP := mcp_adapter/conformance/node_modules/.deps-stamp
 
-.PHONY: deps lock audit chromium haproxy run prod cluster test test-fast lint format chain clean
+.PHONY: deps lock audit chromium haproxy run prod-secrets prod cluster test test-fast lint format chain clean
 
 BUILD_STAMP := chain/build/.build-stamp
 
@@ -69,10 +69,9 @@ run: deps
 # PICNIC_DEV_APPS=1: run_prod is a command of the dev app; the processes it starts run without it.
 PROD_SECRET = var/prod_secret_key
 PROD_SPEND_KEYS = var/prod_spend_permission_keys
-prod: deps
-	@mkdir -p var && test -s $(PROD_SECRET) || (umask 077 && $(BIN)/python -c "import secrets; print(secrets.token_urlsafe(50))" > $(PROD_SECRET))
-	@test -s $(PROD_SPEND_KEYS) || (umask 077 && $(BIN)/python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())" > $(PROD_SPEND_KEYS))
-	DJANGO_DEBUG=false \
+# What prod and cluster both run with: their secrets made once under var/, every store on
+# the machine's PostgreSQL and Redis unless the environment names others.
+PROD_ENV = DJANGO_DEBUG=false \
 	DJANGO_SECRET_KEY=$${DJANGO_SECRET_KEY:-$$(cat $(PROD_SECRET))} \
 	SPEND_PERMISSION_KEYS=$${SPEND_PERMISSION_KEYS:-$$(cat $(PROD_SPEND_KEYS))} \
 	DJANGO_ALLOWED_HOSTS=$${DJANGO_ALLOWED_HOSTS:-127.0.0.1,localhost} \
@@ -80,25 +79,22 @@ prod: deps
 	CELERY_BROKER_URL=$${CELERY_BROKER_URL:-redis://127.0.0.1:6379/0} \
 	CACHE_URL=$${CACHE_URL:-redis://127.0.0.1:6379/0} \
 	EVENTS_URL=$${EVENTS_URL:-redis://127.0.0.1:6379/0} \
-	PICNIC_DEV_APPS=1 $(BIN)/python manage.py run_prod
+	PICNIC_DEV_APPS=1
+
+prod-secrets:
+	@mkdir -p var && test -s $(PROD_SECRET) || (umask 077 && $(BIN)/python -c "import secrets; print(secrets.token_urlsafe(50))" > $(PROD_SECRET))
+	@test -s $(PROD_SPEND_KEYS) || (umask 077 && $(BIN)/python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())" > $(PROD_SPEND_KEYS))
+
+prod: deps prod-secrets
+	$(PROD_ENV) $(BIN)/python manage.py run_prod
 
 # The same with several instances of each type behind HAProxy (docs/deploy.md, "The cluster on
 # one machine"): 2 web, 2 MCP, 2 workers per queue kind, a beat and a standby beat. Not the
 # default: `make run` stays the one-process embedded system. Celery on Redis, or on RabbitMQ
 # with CELERY_BROKER_URL=amqp://….
-cluster: deps
-	@mkdir -p var && test -s $(PROD_SECRET) || (umask 077 && $(BIN)/python -c "import secrets; print(secrets.token_urlsafe(50))" > $(PROD_SECRET))
-	@test -s $(PROD_SPEND_KEYS) || (umask 077 && $(BIN)/python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())" > $(PROD_SPEND_KEYS))
-	DJANGO_DEBUG=false \
-	DJANGO_SECRET_KEY=$${DJANGO_SECRET_KEY:-$$(cat $(PROD_SECRET))} \
-	SPEND_PERMISSION_KEYS=$${SPEND_PERMISSION_KEYS:-$$(cat $(PROD_SPEND_KEYS))} \
-	DJANGO_ALLOWED_HOSTS=$${DJANGO_ALLOWED_HOSTS:-127.0.0.1,localhost} \
-	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/picnic} \
-	CELERY_BROKER_URL=$${CELERY_BROKER_URL:-redis://127.0.0.1:6379/0} \
-	CACHE_URL=$${CACHE_URL:-redis://127.0.0.1:6379/0} \
-	EVENTS_URL=$${EVENTS_URL:-redis://127.0.0.1:6379/0} \
-	MCP_RESOURCE_URL=$${MCP_RESOURCE_URL:-http://127.0.0.1:8001/mcp} \
-	PICNIC_DEV_APPS=1 $(BIN)/python manage.py run_cluster
+cluster: deps prod-secrets
+	$(PROD_ENV) MCP_RESOURCE_URL=$${MCP_RESOURCE_URL:-http://127.0.0.1:8001/mcp} \
+	$(BIN)/python manage.py run_cluster
 
 test: deps
 	$(BIN)/pytest $(PYTEST_ARGS)
