@@ -272,6 +272,7 @@ def _executed_with_an_audit_row(action):
     return executed
 
 
+@pytest.mark.postgres  # the token and the action share a statement there (core.token_reads)
 def test_it_reads_the_token_and_the_action_with_its_history_in_one_query(
     api_client, action, token, django_assert_num_queries
 ):
@@ -339,6 +340,7 @@ def _signed_by(permission, action):
     )
 
 
+@pytest.mark.postgres  # the token and the action share a statement there (core.token_reads)
 def test_it_names_the_permission_that_signed_it_and_only_that(
     api_client, action, token, user, application, monkeypatch, django_assert_num_queries
 ):
@@ -370,6 +372,7 @@ def test_a_revoked_token_is_refused_on_the_very_next_status_read(
     assert not type(token).objects.filter(pk=token.pk).exists()
 
 
+@pytest.mark.postgres  # the token and the action share a statement there (core.token_reads)
 def test_one_statement_decides_each_answer_as_before(
     api_client, action, token, other_user, application, django_assert_num_queries
 ):

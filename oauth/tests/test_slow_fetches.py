@@ -75,6 +75,7 @@ def _other_connections() -> int:
         return cursor.fetchone()[0]
 
 
+@pytest.mark.postgres  # it counts connections in pg_stat_activity
 @pytest.mark.django_db(transaction=True)
 def test_a_drip_fed_document_is_cut_off_at_the_deadline_and_holds_no_connection(
     documents, ready, client

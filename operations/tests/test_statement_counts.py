@@ -3,6 +3,8 @@ counts for the hot paths; `bench/batches.py` measures the same at scale)."""
 
 from __future__ import annotations
 
+import pytest
+
 from dev.testing import history_statuses
 from operations.models import State
 from operations.services import operations_process_due
@@ -10,6 +12,7 @@ from operations.services import operations_process_due
 from .test_operations import submit
 
 
+@pytest.mark.postgres  # a transition is one statement there (core.lifecycle's CTE)
 def test_one_dispatch_and_one_check_cost_a_fixed_number_of_statements(
     backend_server, funded, application, monkeypatch, django_assert_num_queries
 ):
