@@ -17,8 +17,8 @@ What each piece is for (all pinned in requirements.txt):
 - opentelemetry-instrumentation-asgi: the server span of each HTTP request of the MCP process
   (Starlette, not Django: core.tracing.traced_asgi); the MCP SDK adds a span per message
   (`tools/call <tool>`) under it.
-The provider call (core.http, on http.client, which has no instrumentation) and the chain's and
-bundlers' JSON-RPC calls (evm.rpc, which imports nothing of ours) make their client spans with
+The provider call (core.http, on httpx driven by core/outbound.py, which no instrumentation
+sees) and the chain's and bundlers' JSON-RPC calls (evm.rpc, which imports nothing of ours) make their client spans with
 core.tracing.client_span.
 """
 
