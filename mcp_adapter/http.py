@@ -59,6 +59,7 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp_types import InitializeRequestParams
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 from redis import RedisError
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
@@ -69,7 +70,6 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from core import tracing
 from core.api import DATABASE_UNAVAILABLE
 from mcp_adapter.event_store import PicnicEventStore, event_store_from_settings
 from mcp_adapter.grant_watch import GrantWatch, TokenCheck
@@ -559,4 +559,6 @@ def streamable_http_app(server) -> Starlette:
         ],
         lifespan=lambda app: manager.run(),
     )
-    return tracing.traced_asgi(app)  # a server span per request when spans are exported
+    # A server span per request, from its `traceparent` (picnic.otel); the SDK's message spans
+    # and the tool call's API request hang under it.
+    return OpenTelemetryMiddleware(app)
