@@ -1,9 +1,10 @@
-"""What a request pays for its trace: `core.middleware.TraceMiddleware` (parse or start a
-`traceparent`, response headers, one JSON access line written to a file) against the same
-middleware stack without it, both measured in this run, interleaved, on `/healthz` (no I/O, so
-the difference is ours alone). No database. A third column, "otel", is the same request with
-OpenTelemetry on (picnic.otel: the Django instrumentation's server span, exported in the
-background over OTLP/HTTP to a local receiver started here).
+"""What a request pays for its trace: the OpenTelemetry Django instrumentation's server span
+(from the caller's `traceparent`; no exporter, so the span is dropped when it ends) and
+`core.middleware.TraceMiddleware` (response headers, one JSON access line written to a file)
+against the same middleware stack without either, both measured in this run, interleaved, on
+`/healthz` (no I/O, so the difference is the trace's alone). No database. A third column,
+"otel", is the same request with the spans exported in the background over OTLP/HTTP to a
+local receiver started here (what OTEL_EXPORTER_OTLP_ENDPOINT turns on).
 
     .venv/bin/python bench/trace_overhead.py [--requests 1000] [--rounds 9]
 
@@ -48,9 +49,13 @@ def main() -> None:
 
     ours = Client()
     baseline = Client()
-    stack = [m for m in settings.MIDDLEWARE if m != "core.middleware.TraceMiddleware"]
+    stack = [
+        m
+        for m in settings.MIDDLEWARE
+        if m != "core.middleware.TraceMiddleware" and not m.startswith("opentelemetry.")
+    ]
     with override_settings(MIDDLEWARE=stack):
-        baseline.get("/healthz")  # loads the middleware chain now, without ours
+        baseline.get("/healthz")  # loads the middleware chain now, without the trace
     ours.get("/healthz")
 
     def per_request(client: Client) -> float:
@@ -63,30 +68,44 @@ def main() -> None:
     assert "X-Request-ID" in ours.get("/healthz").headers
     assert "X-Request-ID" not in baseline.get("/healthz").headers
 
-    # Tracing on, for a third client only: it loads the chain with the instrumentation's
-    # middleware; the other two keep theirs, and ours runs with tracing off between turns.
-    from core import tracing
+    # Export, for the third column only: a processor switched on for its turns.
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import SpanProcessor
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
     from dev.testing import OtlpReceiver
-    from picnic import otel
+
+    class Switched(SpanProcessor):
+        def __init__(self, inner: SpanProcessor):
+            self.inner, self.on = inner, False
+
+        def on_start(self, span, parent_context=None):
+            if self.on:
+                self.inner.on_start(span, parent_context)
+
+        def on_end(self, span):
+            if self.on:
+                self.inner.on_end(span)
+
+        def force_flush(self, timeout_millis=30000):
+            return self.inner.force_flush(timeout_millis)
 
     collector = OtlpReceiver().start()
-    settings.OTEL_EXPORTER_OTLP_ENDPOINT = os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = (
-        collector.endpoint
-    )
-    provider = otel.configure()
-    tracer = provider.get_tracer("picnic")
-    traced = Client()
-    traced.get("/healthz")
-    tracing.use_opentelemetry(None)
+    exporter = OTLPSpanExporter(endpoint=f"{collector.endpoint}/v1/traces")
+    export = Switched(BatchSpanProcessor(exporter))
+    provider = trace.get_tracer_provider()
+    provider.add_span_processor(export)  # type: ignore[attr-defined]
+    traced = ours
 
     times: dict[str, list[float]] = {"baseline": [], "ours": [], "otel": []}
     for _ in range(args.rounds):
         times["baseline"].append(per_request(baseline))
         times["ours"].append(per_request(ours))
-        tracing.use_opentelemetry(tracer)
+        export.on = True
         times["otel"].append(per_request(traced))
-        tracing.use_opentelemetry(None)
-    provider.force_flush()
+        export.on = False
+    export.force_flush()
     assert len(collector.spans) >= args.rounds * args.requests, len(collector.spans)
     collector.stop()
     base = statistics.median(times["baseline"])
@@ -94,9 +113,13 @@ def main() -> None:
     spans = statistics.median(times["otel"])
     print(f"{args.rounds} interleaved rounds of {args.requests} GET /healthz, median per request")
     print(f"baseline (no trace middleware): {base:.3f} ms")
-    print(f"ours (trace + JSON access line): {mine:.3f} ms  (+{(mine - base) * 1000:.0f} µs)")
     print(
-        f"otel (ours + server span, OTLP/HTTP export): {spans:.3f} ms  (+{(spans - mine) * 1000:.0f} µs over ours)"
+        f"ours (server span + trace headers + JSON access line): {mine:.3f} ms"
+        f"  (+{(mine - base) * 1000:.0f} µs)"
+    )
+    print(
+        f"otel (ours, the spans exported over OTLP/HTTP): {spans:.3f} ms"
+        f"  (+{(spans - mine) * 1000:.0f} µs over ours)"
     )
     print(f"ratio ours/baseline: {mine / base:.2f}")
     print(f"ratio otel/ours: {spans / mine:.2f}")

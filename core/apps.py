@@ -9,7 +9,7 @@ import py_ecc  # noqa: F401
 from django.apps import AppConfig
 from django.core.signals import request_finished
 
-from core import metrics, task_tracing
+from core import logs, metrics
 from core.middleware import end_trace
 
 # Python's own default, which py_ecc overrides.
@@ -35,7 +35,7 @@ class CoreConfig(AppConfig):
         # A user set inactive, whichever way: every app ends what it holds of theirs.
         users.connect()
         request_finished.connect(end_trace, dispatch_uid="picnic-end-trace")
-        # Tasks carry the trace of the request (or task) that enqueued them.
-        task_tracing.connect()
+        # A task's log lines name it and what it was handed (its trace: picnic.otel).
+        logs.connect_tasks()
         # The scrape-time gauges of every kind of work (apps add their own from their ready()).
         metrics.register_database_gauges(gauges.lifecycle_families)

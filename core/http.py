@@ -1,9 +1,10 @@
-"""A small JSON-over-HTTP client for provider adapters, with the at-most-once split.
+"""A small JSON-over-HTTP client for provider adapters (on httpx), with the at-most-once split.
 
 `connect()` opens the connection before anything is sent: failing there (refused, unreachable,
-TLS) raises NotSent, which callers may retry. `request()` sends and reads the answer: a timeout
-or a dropped connection after that raises OutcomeUnknown. An HTTP answer is returned as is, so
-each adapter maps its provider's status codes and bodies.
+TLS) raises NotSent, which callers may retry. `request()` sends on that connection and reads
+the answer: a timeout or a dropped connection after that raises OutcomeUnknown, and nothing is
+ever sent again by itself (httpx is handed that one connection: core/outbound.py). An HTTP
+answer is returned as is, so each adapter maps its provider's status codes and bodies.
 
 `timeout` bounds each connect and the whole of `request()` (send to last byte: a provider that
 answers a byte a second is cut off, core/outbound.py), and an answer is at most `max_bytes`.
@@ -11,9 +12,7 @@ answers a byte a second is cut off, core/outbound.py), and an answer is at most 
 
 from __future__ import annotations
 
-import http.client
 import json
-import ssl
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -97,24 +96,22 @@ class JsonHttpClient:
         self.provider = provider  # the `provider` label of its metrics
         self.max_bytes = max_bytes
 
-    def connect(self) -> http.client.HTTPConnection:
-        if self.scheme == "https":
-            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                self.host, self.port, timeout=self.timeout, context=ssl.create_default_context()
-            )
-        else:
-            conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+    def connect(self) -> outbound.Connection:
         try:
-            conn.connect()
+            return outbound.open_connection(
+                address=self.host,  # a configured URL: each of its addresses in turn
+                port=self.port,
+                host=self.host,
+                secure=self.scheme == "https",
+                timeout=self.timeout,
+            )
         except OSError as exc:
-            conn.close()
             metrics.count_provider_error(self.provider, "not_sent")
             raise NotSent(f"could not connect to {self.host}:{self.port}: {exc}") from exc
-        return conn
 
     def request(
         self,
-        conn: http.client.HTTPConnection,
+        conn: outbound.Connection,
         method: str,
         path: str,
         *,
@@ -125,10 +122,9 @@ class JsonHttpClient:
         data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
         all_headers = {"Content-Type": "application/json", "User-Agent": "picnic-backoffice/1"}
         deadline = outbound.deadline_in(self.timeout)
-        dog = outbound.Watchdog(conn.sock, deadline)
         try:
             with (
-                dog,
+                outbound.watchdog(conn.sock, deadline) as dog,
                 # no query string on the span: it may carry what a provider asks for
                 tracing.client_span(
                     method,
@@ -144,10 +140,12 @@ class JsonHttpClient:
                 # the provider may log our trace too (with OpenTelemetry on: the client span)
                 all_headers.update(tracing.outgoing_headers())
                 all_headers.update(headers or {})
-                conn.request(method, self.prefix + path, body=data, headers=all_headers)
-                response = conn.getresponse()
-                raw = outbound.read_body(
-                    response,
+                answer = outbound.exchange(
+                    conn,
+                    method,
+                    self.prefix + path,
+                    headers=all_headers,
+                    body=data,
                     deadline=deadline,
                     max_bytes=self.max_bytes,
                     dog=dog,
@@ -155,24 +153,22 @@ class JsonHttpClient:
         except outbound.TooLarge as exc:
             metrics.count_provider_error(self.provider, "invalid_response")
             raise OutcomeUnknown(f"answer too large: {exc}") from exc
-        except (TimeoutError, outbound.DeadlineExceeded) as exc:
+        except outbound.DeadlineExceeded as exc:
             metrics.count_provider_error(self.provider, "timeout")
             raise OutcomeUnknown(f"no answer within {self.timeout:g}s after sending") from exc
-        except (http.client.HTTPException, OSError) as exc:
-            if dog.fired:  # the deadline shut the socket down under the read
-                metrics.count_provider_error(self.provider, "timeout")
-                raise OutcomeUnknown(f"no answer within {self.timeout:g}s after sending") from exc
+        except outbound.FetchFailed as exc:
+            cause = exc.__cause__ or exc
             metrics.count_provider_error(self.provider, "connection_lost")
             raise OutcomeUnknown(
-                f"connection lost after sending: {type(exc).__name__}: {exc}"
+                f"connection lost after sending: {type(cause).__name__}: {cause}"
             ) from exc
         finally:
             conn.close()
-        if response.status >= 400:
+        if answer.status >= 400:
             metrics.count_provider_error(
-                self.provider, "http_5xx" if response.status >= 500 else "http_4xx"
+                self.provider, "http_5xx" if answer.status >= 500 else "http_4xx"
             )
-        return HttpAnswer(response.status, raw)
+        return HttpAnswer(answer.status, answer.body)
 
     def call(self, method: str, path: str, **kwargs: Any) -> HttpAnswer:
         """connect + request, for calls where the split does not matter to the caller."""

@@ -5,7 +5,7 @@ import time
 
 from django.utils.functional import SimpleLazyObject, empty
 
-from core import tracing
+from core import logs, tracing
 
 access_log = logging.getLogger("picnic.access")
 
@@ -29,28 +29,33 @@ class ContentSecurityPolicyMiddleware:
 
 
 class TraceMiddleware:
-    """Runs each request in a span of the caller's W3C trace (`traceparent`; none or an invalid
-    one starts a new trace), answers with our `traceparent` and `X-Request-ID` (the trace id,
-    what support searches by), and writes one access line per request. The line has the
-    method, the path without its query string, the status, the duration and the user id:
+    """Answers each request with its span's `traceparent` and `X-Request-ID` (the trace id,
+    what support searches by), and writes one access line per request. The span is the one
+    the OpenTelemetry Django instrumentation (first in MIDDLEWARE, picnic.otel) started from
+    the caller's `traceparent` (none or an invalid one starts a new trace); called without it
+    in front (a bare handler), a span of the same header is started here. The access line has
+    the method, the path without its query string, the status, the duration and the user id:
     never headers, bodies or tokens."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
+        ids = tracing.current()
+        if ids is None:
+            with tracing.span(request.headers.get(tracing.HEADER), name="HTTP") as ids:
+                return self._serve(request, ids)
+        return self._serve(request, ids)
+
+    def _serve(self, request, ids: tracing.Ids):
         started = time.perf_counter()
-        # Set, not reset on the way out: Django logs "Not Found" and 500s after the middleware
-        # chain returns, and those lines belong to the request too. `request_finished` clears it.
-        # With OpenTelemetry on, its Django middleware (first) has started the request's span
-        # from the same header: that span is our context, so logs and history name it.
-        context = tracing.from_opentelemetry() or tracing.continue_from(
-            request.headers.get(tracing.HEADER)
-        )
-        tracing.activate(context)
+        # Held, not reset on the way out: Django logs "Not Found" and 500s after the middleware
+        # chain (and the request's span) returned, and those lines belong to the request too.
+        # `request_finished` lets it go.
+        logs.hold_request_ids(ids)
         response = self.get_response(request)
-        response[tracing.HEADER] = context.traceparent
-        response["X-Request-ID"] = context.trace_id
+        response[tracing.HEADER] = ids.traceparent
+        response["X-Request-ID"] = ids.trace_id
         access_log.info(
             "%s %s %s",
             request.method,
@@ -68,8 +73,8 @@ class TraceMiddleware:
 
 
 def end_trace(**_) -> None:
-    """`request_finished`: the request's trace ends once its response is closed."""
-    tracing.activate(None)
+    """`request_finished`: the request's ids leave its log lines once its response is closed."""
+    logs.hold_request_ids(None)
 
 
 def _user_id(request):

@@ -1,15 +1,20 @@
-"""Outbound HTTP with a total deadline, a size limit, and no database connection held.
+"""Outbound HTTP on httpx, with a total deadline, a size limit, and no database connection held.
 
 A socket timeout bounds each read, not the fetch: a server that sends one byte a second never
-trips it. Here a watchdog shuts the socket down when the deadline passes, wherever the fetch
-is waiting (connect, TLS handshake, headers, body), and the body is read a chunk at a time
-against the deadline and the byte limit. Callers run `db_release()` before a fetch made on a
-request's behalf, so a slow server holds a thread, not one of the pool's few connections.
+trips it (httpx's timeouts are per read too). Here a watchdog shuts the socket down when the
+deadline passes, wherever the fetch is waiting (connect, TLS handshake, headers, body), and the
+body is read a chunk at a time against the deadline and the byte limit. Callers run
+`db_release()` before a fetch made on a request's behalf, so a slow server holds a thread, not
+one of the pool's few connections.
+
+A request is sent on a connection opened beforehand (`open_connection`: TCP to an address
+already checked or a configured name, then TLS checked against the host name): httpx's pool is handed that one
+connection and can open no other, so a request is never sent twice and a failure to connect is
+known before anything leaves (at most once, core.http).
 """
 
 from __future__ import annotations
 
-import http.client
 import logging
 import socket
 import ssl
@@ -18,7 +23,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
+import httpcore2
+import httpx2
 from django.db import connections
 
 logger = logging.getLogger(__name__)
@@ -41,7 +49,7 @@ class TooLarge(FetchFailed):
 @dataclass(frozen=True)
 class Answer:
     status: int
-    headers: http.client.HTTPMessage
+    headers: httpx2.Headers
     body: bytes
 
 
@@ -89,33 +97,164 @@ class Watchdog:
 
 
 @contextmanager
-def watchdog(sock: socket.socket, deadline: float) -> Iterator[Watchdog]:
+def watchdog(sock: socket.socket | None, deadline: float) -> Iterator[Watchdog]:
     with Watchdog(sock, deadline) as dog:
         yield dog
 
 
-def read_body(
-    response: http.client.HTTPResponse, *, deadline: float, max_bytes: int, dog: Watchdog
-) -> bytes:
-    """The body, at most `max_bytes`, read before `deadline`, or TooLarge / DeadlineExceeded.
-    Chunks as they arrive (read1), so a drip-fed body is checked against the clock each time."""
-    declared = response.getheader("Content-Length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
-        raise TooLarge(f"{declared} bytes, over the {max_bytes}-byte limit")
-    parts: list[bytes] = []
-    size = 0
-    while True:
-        remaining(deadline)
-        chunk = response.read1(CHUNK)
+class _Stream(httpcore2.NetworkStream):
+    """An open socket (TLS done already) as httpx's transport reads and writes it."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        try:
+            self.sock.settimeout(timeout)
+            return self.sock.recv(max_bytes)
+        except TimeoutError as exc:
+            raise httpcore2.ReadTimeout(exc) from exc
+        except OSError as exc:
+            raise httpcore2.ReadError(exc) from exc
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        try:
+            self.sock.settimeout(timeout)
+            self.sock.sendall(buffer)
+        except TimeoutError as exc:
+            raise httpcore2.WriteTimeout(exc) from exc
+        except OSError as exc:
+            raise httpcore2.WriteError(exc) from exc
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: Any = None, timeout: Any = None):
+        return self  # open_connection made the TLS session, checked against the host
+
+    def get_extra_info(self, info: str) -> Any:
+        return self.sock if info == "socket" else None
+
+
+class _HandOver(httpcore2.NetworkBackend):
+    """The pool's only way to a connection: the one opened beforehand, once."""
+
+    def __init__(self, stream: _Stream):
+        self._stream: _Stream | None = stream
+
+    def connect_tcp(self, host: str, port: int, *args: Any, **kwargs: Any) -> _Stream:
+        stream, self._stream = self._stream, None
+        if stream is None:  # never a second connection, so never a second send
+            raise httpcore2.ConnectError("the connection was used already")
+        return stream
+
+
+class _OneConnection(httpx2.HTTPTransport):
+    """httpx's transport whose pool has the one connection of `_HandOver` and no retry."""
+
+    def __init__(self, stream: _Stream):
+        # Not HTTPTransport's own set-up: its pool would connect by itself (and load a TLS
+        # context that is never used); the request-to-httpcore mapping is kept.
+        self._pool = httpcore2.ConnectionPool(
+            network_backend=_HandOver(stream), max_connections=1, retries=0
+        )
+
+
+@dataclass
+class Connection:
+    """A connection opened to `ip` for `host` (TLS for https), for one request."""
+
+    sock: socket.socket
+    host: str
+    port: int
+    secure: bool
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def open_connection(
+    *, address: str, port: int, host: str, secure: bool, timeout: float, dog: Watchdog | None = None
+) -> Connection:
+    """TCP to `address` (an address checked already, or a name), then for https TLS with SNI and the certificate checked against `host`;
+    each step within `timeout`. Raises TimeoutError or OSError (ssl.SSLError included): the
+    request never left. `dog`, when given, watches the socket from the moment it exists."""
+    raw = socket.create_connection((address, port), timeout=timeout)
+    sock: socket.socket = raw
+    try:
+        if dog is not None:
+            dog.sock = raw
+        if secure:
+            sock = ssl.create_default_context().wrap_socket(
+                raw, server_hostname=host, do_handshake_on_connect=False
+            )
+            if dog is not None:
+                dog.sock = sock  # wrap_socket took over raw's descriptor
+            sock.settimeout(timeout)
+            sock.do_handshake()
+    except BaseException:
+        sock.close()
+        raise
+    return Connection(sock, host, port, secure)
+
+
+def exchange(
+    conn: Connection,
+    method: str,
+    target: str,
+    *,
+    headers: dict[str, str],
+    body: bytes | None,
+    deadline: float,
+    max_bytes: int,
+    dog: Watchdog,
+) -> Answer:
+    """Send one request on `conn` with httpx and read the answer: the whole of it before
+    `deadline` (`dog` watches `conn`) and at most `max_bytes` of body, or DeadlineExceeded /
+    TooLarge / FetchFailed. `target` is the path and query. The body is read as sent (the
+    request asks for no content coding)."""
+    dog.sock = conn.sock
+    url = httpx2.URL(
+        scheme="https" if conn.secure else "http",
+        host=conn.host,
+        port=conn.port,
+        raw_path=target.encode(),
+    )
+    # http.client's defaults, kept: no compression, so the limit is on the bytes we hold.
+    request = httpx2.Request(
+        method,
+        url,
+        headers={"Accept-Encoding": "identity", **headers},
+        content=body,
+        extensions={"timeout": httpx2.Timeout(remaining(deadline)).as_dict()},
+    )
+    transport = _OneConnection(_Stream(conn.sock))
+    try:
+        response = transport.handle_request(request)
+        try:
+            declared = response.headers.get("Content-Length", "")
+            if declared.isdigit() and int(declared) > max_bytes:
+                raise TooLarge(f"{declared} bytes, over the {max_bytes}-byte limit")
+            parts: list[bytes] = []
+            size = 0
+            # Chunks as they arrive, so a drip-fed body is checked against the clock each time.
+            for chunk in response.iter_raw():
+                remaining(deadline)
+                size += len(chunk)
+                if size > max_bytes:
+                    raise TooLarge(f"over the {max_bytes}-byte limit")
+                parts.append(chunk)
+        finally:
+            response.close()
         if dog.fired:
             raise DeadlineExceeded("deadline passed while reading the body")
-        if not chunk:
-            break
-        size += len(chunk)
-        if size > max_bytes:
-            raise TooLarge(f"over the {max_bytes}-byte limit")
-        parts.append(chunk)
-    return b"".join(parts)
+        return Answer(response.status_code, response.headers, b"".join(parts))
+    except httpx2.TransportError as exc:
+        if dog.fired or isinstance(exc, httpx2.TimeoutException):
+            raise DeadlineExceeded(f"{conn.host}: no whole answer before the deadline") from exc
+        raise FetchFailed(f"{conn.host}: {type(exc).__name__}: {exc}") from exc
+    finally:
+        transport.close()
 
 
 def get(
@@ -132,35 +271,33 @@ def get(
     """GET `path` from the already checked address `ip` (no second lookup to rebind), with
     SNI and certificate checked against `host` for https, no redirect followed, the whole of
     it within `deadline` (monotonic) and at most `max_bytes` of body."""
-    try:
-        raw = socket.create_connection((ip, port), timeout=remaining(deadline))
-    except TimeoutError as exc:
-        raise DeadlineExceeded(f"no connection to {ip}:{port} before the deadline") from exc
-    except OSError as exc:
-        raise FetchFailed(f"could not connect to {ip}:{port}: {exc}") from exc
-    sock: socket.socket = raw
-    try:
-        with watchdog(raw, deadline) as dog:
-            try:
-                if secure:
-                    sock = ssl.create_default_context().wrap_socket(
-                        raw, server_hostname=host, do_handshake_on_connect=False
-                    )
-                    dog.sock = sock  # wrap_socket took over raw's descriptor
-                    sock.settimeout(remaining(deadline))
-                    sock.do_handshake()
-                conn = http.client.HTTPConnection(host, port, timeout=remaining(deadline))
-                conn.sock = sock
-                conn.request("GET", path, headers=headers)
-                response = conn.getresponse()
-                body = read_body(response, deadline=deadline, max_bytes=max_bytes, dog=dog)
-                return Answer(response.status, response.headers, body)
-            except (OSError, http.client.HTTPException) as exc:
-                if dog.fired or isinstance(exc, TimeoutError):
-                    raise DeadlineExceeded(f"{host}: no whole answer before the deadline") from exc
-                raise FetchFailed(f"{host}: {type(exc).__name__}: {exc}") from exc
-    finally:
-        sock.close()
+    with watchdog(None, deadline) as dog:
+        try:
+            conn = open_connection(
+                address=ip,
+                port=port,
+                host=host,
+                secure=secure,
+                timeout=remaining(deadline),
+                dog=dog,
+            )
+        except OSError as exc:
+            if dog.fired or isinstance(exc, TimeoutError):
+                raise DeadlineExceeded(f"no connection to {ip}:{port} before the deadline") from exc
+            raise FetchFailed(f"could not connect to {ip}:{port}: {exc}") from exc
+        try:
+            return exchange(
+                conn,
+                "GET",
+                path,
+                headers=headers,
+                body=None,
+                deadline=deadline,
+                max_bytes=max_bytes,
+                dog=dog,
+            )
+        finally:
+            conn.close()
 
 
 def get_any(

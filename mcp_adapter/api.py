@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
-import anyio
-import requests
+import httpx2
 from django.conf import settings
 
 from core import tracing
@@ -40,29 +40,66 @@ def path_segment(value: Any) -> str:
     return quote(str(value), safe="").replace(".", "%2E")
 
 
+# At most this many calls to the API at once per process (the worker threads the calls had
+# before, anyio's default); a call that waits longer than its timeout for one is a 503.
+MAX_CONNECTIONS = 40
+
+
+def query_string(params: dict[str, Any]) -> str:
+    """A GET's arguments as the query (None left out, a list as repeated keys, other values
+    as their str(): `True` is "True"), the way the API has always been sent them."""
+    pairs = []
+    for key, value in params.items():
+        values = value if isinstance(value, list | tuple) else [value]
+        pairs += [(key, str(v)) for v in values if v is not None]
+    return urlencode(pairs)
+
+
 class PicnicApi:
+    """Calls on one shared httpx.AsyncClient (a bounded pool, timeouts), in the event loop:
+    no thread and no blocking call. A client belongs to the event loop it was made in (its
+    connections do), so a second loop (a test, a restarted server) gets its own."""
+
     def __init__(self, base_url: str | None = None, timeout: float | None = None):
         self.base_url = (base_url or settings.MCP_API_URL).rstrip("/")
         self.timeout = timeout or settings.MCP_API_TIMEOUT_SECONDS
-        self._session = requests.Session()
+        self._client: httpx2.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
-    def _call(self, method: str, path: str, token: str, body: Any) -> ApiAnswer:
+    def _http(self) -> httpx2.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client = httpx2.AsyncClient(
+                timeout=self.timeout,
+                limits=httpx2.Limits(
+                    max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS
+                ),
+                follow_redirects=True,
+                trust_env=False,
+            )
+            self._loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def call(self, method: str, path: str, *, token: str, body: Any = None) -> ApiAnswer:
         headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
         headers.update(tracing.outgoing_headers())  # the API continues the caller's trace
         if isinstance(body, dict) and isinstance(body.get("idempotency_key"), str):
             # A keyed write is safe to send again: a load balancer in front of the API
             # (HAProxy, docs/deploy.md) retries only requests that say so.
             headers["Idempotency-Key"] = body["idempotency_key"]
+        url = self.base_url + path
+        if method == "GET" and body:
+            url += "?" + query_string(body)
         try:
-            response = self._session.request(
-                method,
-                self.base_url + path,
-                json=body if method != "GET" else None,
-                params=body if method == "GET" and body else None,
-                headers=headers,
-                timeout=self.timeout,
+            response = await self._http().request(
+                method, url, json=body if method != "GET" else None, headers=headers
             )
-        except requests.RequestException as exc:
+        except httpx2.HTTPError as exc:
             return ApiAnswer(503, {"detail": f"The Picnic API is unreachable: {exc}"})
         try:
             payload = response.json()
@@ -70,7 +107,3 @@ class PicnicApi:
             detail = f"The Picnic API answered {response.status_code} without JSON"
             return ApiAnswer(response.status_code, {"detail": detail}, is_json=False)
         return ApiAnswer(response.status_code, payload)
-
-    async def call(self, method: str, path: str, *, token: str, body: Any = None) -> ApiAnswer:
-        # requests is blocking: keep the event loop (and other sessions) moving.
-        return await anyio.to_thread.run_sync(self._call, method, path, token, body)

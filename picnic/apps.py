@@ -1,5 +1,4 @@
 from django.apps import AppConfig
-from django.conf import settings
 from django.contrib.admin import apps as admin_apps
 
 
@@ -11,13 +10,12 @@ class PicnicConfig(AppConfig):
     verbose_name = "Picnic (this deployment)"
 
     def ready(self) -> None:
-        # Every process sets Django up before it serves or runs anything: spans (when
-        # OTEL_EXPORTER_OTLP_ENDPOINT is set) are configured here, once.
-        if settings.OTEL_EXPORTER_OTLP_ENDPOINT:
-            # Imported here: with tracing off the SDK and instrumentations are not even loaded.
-            from picnic import otel
+        # Every process sets Django up before it serves or runs anything: OpenTelemetry (the
+        # ids of every request and task; spans exported when OTEL_EXPORTER_OTLP_ENDPOINT is
+        # set) is configured here, once.
+        from picnic import otel
 
-            otel.configure()
+        otel.configure()
 
 
 class PicnicAdminConfig(admin_apps.AdminConfig):

@@ -155,7 +155,7 @@ FUNCTION_LEVEL_IMPORTS: dict[tuple[str, str], str] = {
         "actions.services",
     ): "ready(): preferences (the login receiver) imports models",
     ("operations.apps", "operations.metrics"): "ready(): it imports the models",
-    ("picnic.apps", "picnic"): "ready(): picnic.otel loads the OpenTelemetry SDK, only when on",
+    ("picnic.apps", "picnic"): "ready(): picnic.otel instruments Django, once it is set up",
     ("oauth.apps", "oauth"): "ready(): oauth.cimd imports oauth.services, which imports models",
     (
         "mcp_adapter.contract_recorder",

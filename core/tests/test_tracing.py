@@ -42,18 +42,19 @@ HOSTILE = [
 
 
 def test_it_parses_a_valid_traceparent():
-    context = tracing.parse(PARENT)
-    assert context == tracing.TraceContext(TRACE_ID, "00f067aa0ba902b7", "01")
-    assert context.traceparent == PARENT
-    child = context.child()
-    assert child.trace_id == TRACE_ID and child.span_id != context.span_id
+    assert tracing.parse(PARENT) == tracing.Ids(TRACE_ID, "00f067aa0ba902b7", "01")
+    with tracing.span(PARENT) as ours:  # a span of the caller's trace
+        assert ours.trace_id == TRACE_ID and ours.span_id != "00f067aa0ba902b7"
+        assert tracing.current() == ours
+        assert tracing.outgoing_headers() == {"traceparent": ours.traceparent}
+    assert tracing.current() is None and tracing.outgoing_headers() == {}
 
 
 @pytest.mark.parametrize("value", HOSTILE)
 def test_it_ignores_invalid_values(value):
     assert tracing.parse(value) is None
-    started = tracing.continue_from(value)  # a new trace instead
-    assert tracing.is_trace_id(started.trace_id) and started.trace_id != TRACE_ID
+    with tracing.span(value) as started:  # a new trace instead
+        assert tracing.is_trace_id(started.trace_id) and started.trace_id != TRACE_ID
 
 
 def test_adopt_continues_a_stored_trace_and_ignores_a_blank_one():

@@ -1,4 +1,4 @@
-"""A stream lives no longer than its grant (mcp_adapter/http.py, `GrantWatch`): an open SSE
+"""A stream lives no longer than its grant (mcp_adapter/grant_watch.py, `GrantWatch`): an open SSE
 stream whose token is revoked, deleted by "Disconnect" or expired delivers nothing more and
 ends; the task it followed stays readable by its owner with a new token. Raw streamable HTTP
 against the real server (requests streaming), the worker's moves with the real services."""

@@ -13,6 +13,7 @@ import pytest
 from django.conf import settings
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared import jsonrpc_dispatcher
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from actions.models import Passkey, SmartAccount
@@ -68,8 +69,13 @@ def test_a_hostile_meta_traceparent_is_ignored(make_server, dm, value):
     assert len(trace) == 32 and trace != TRACE_ID
 
 
-def test_the_http_transports_traceparent_header_reaches_the_history_rows(http_server, dm):
+def test_the_http_transports_traceparent_header_reaches_the_history_rows(
+    http_server, dm, monkeypatch
+):
     token, args = dm.token.token, dm
+    # An agent that sends the header only: the SDK's client in this process would put a trace
+    # of its own in each request's `_meta` (SEP-414), which comes first.
+    monkeypatch.setattr(jsonrpc_dispatcher, "inject_trace_context", lambda meta: None)
 
     async def call():
         headers = {"Authorization": f"Bearer {token}", "traceparent": PARENT}

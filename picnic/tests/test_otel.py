@@ -1,6 +1,7 @@
-"""Spans only when OTEL_EXPORTER_OTLP_ENDPOINT is set (picnic.otel): unset, start-up installs
-no provider, instrumentation or exporter. The spans themselves, across a real web, worker and
-collector: messaging/tests/test_tracing.py."""
+"""OpenTelemetry in every process (picnic.otel): the SDK's provider and the Django and Celery
+instrumentations always (the ids of every request and task come from them), the exporter and
+the database/Redis instrumentations only when OTEL_EXPORTER_OTLP_ENDPOINT is set. The spans
+themselves, across a real web, worker and collector: messaging/tests/test_tracing.py."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBE = (
     "import json, sys, django; django.setup(); "
     "from django.conf import settings; from opentelemetry import trace; "
-    "from celery.signals import task_prerun; from core import tracing; "
+    "from celery.signals import task_prerun; "
+    "from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor; "
+    "provider = trace.get_tracer_provider(); "
     "print(json.dumps({"
-    "'first_middleware': settings.MIDDLEWARE[0], 'middleware': settings.MIDDLEWARE, "
-    "'provider': type(trace.get_tracer_provider()).__name__, "
-    "'on': tracing.opentelemetry_on(), "
-    "'sdk_loaded': 'opentelemetry.sdk.trace' in sys.modules, "
+    "'middleware': settings.MIDDLEWARE, "
+    "'provider': type(provider).__name__, "
+    "'processors': len(provider._active_span_processor._span_processors), "
+    "'psycopg': PsycopgInstrumentor().is_instrumented_by_opentelemetry, "
     "'prerun': [getattr(r[-1], '__qualname__', '') for r in task_prerun.receivers]}))"
 )
 
@@ -33,33 +36,32 @@ def _start(**env: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_without_an_endpoint_nothing_is_installed():
-    result = _start()
+def _probe(**env: str) -> dict:
+    result = _start(**env)
     assert result.returncode == 0, result.stderr
-    probe = json.loads(result.stdout.splitlines()[-1])
-    # Our own list, unchanged: the client's address first (everything below reads it), then
-    # our trace; no instrumentation middleware anywhere.
-    assert probe["middleware"][:2] == [
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_without_an_endpoint_the_ids_come_from_opentelemetry_and_nothing_is_exported():
+    probe = _probe()
+    assert probe["provider"] == "TracerProvider"
+    # The instrumentation's server span first, then our list: the client's address, our trace.
+    assert probe["middleware"][0].startswith("opentelemetry.instrumentation.django.")
+    assert probe["middleware"][1:3] == [
         "core.proxy.ClientAddressMiddleware",
         "core.middleware.TraceMiddleware",
     ]
-    assert not any(m.startswith("opentelemetry.") for m in probe["middleware"])
-    assert probe["provider"] == "ProxyTracerProvider"
-    assert probe["on"] is False
-    assert probe["sdk_loaded"] is False
+    assert any(name.endswith("_trace_prerun") for name in probe["prerun"]), probe["prerun"]
+    assert probe["processors"] == 0
+    assert probe["psycopg"] is False
 
 
-def test_with_an_endpoint_the_instrumentation_runs_before_our_trace_code():
-    result = _start(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4318")
-    assert result.returncode == 0, result.stderr
-    probe = json.loads(result.stdout.splitlines()[-1])
-    assert probe["first_middleware"].startswith("opentelemetry.instrumentation.django.")
+def test_with_an_endpoint_spans_are_exported():
+    probe = _probe(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4318")
     assert probe["provider"] == "TracerProvider"
-    assert probe["on"] is True
-    # The task's span is current when our receiver reads it.
-    prerun = probe["prerun"]
-    ours = prerun.index("_on_prerun")  # core.task_tracing
-    assert any(name.endswith("_trace_prerun") for name in prerun[:ours]), prerun
+    assert probe["middleware"][0].startswith("opentelemetry.instrumentation.django.")
+    assert probe["processors"] == 1
+    assert probe["psycopg"] is True
 
 
 def test_a_bad_endpoint_stops_start_up():
