@@ -283,6 +283,7 @@ def transition(
     only_from: frozenset[str] | set[str] | None = None,
     model: type[models.Model] | None = None,
     expected: str | None = None,
+    fields: tuple[str, ...] | None = None,
 ) -> models.Model:
     """Move entity `pk` to `to`; raise IllegalTransition if the move is not (or no longer) legal.
 
@@ -295,6 +296,10 @@ def transition(
     caller says which status it last read (`expected`, one of the legal sources). Otherwise,
     or when that guess no longer holds, the current status is read first, so the history row
     says which it was.
+
+    `fields` narrows what the returned instance holds to those attributes (and the pk), the
+    others deferred as `.only()` leaves them: a caller that reads one or two of them saves
+    loading the whole row.
 
     Inside a caller's transaction no savepoint is taken (two round trips each): a move that is
     not legal has written nothing and is raised after the block, so the caller's transaction
@@ -309,6 +314,7 @@ def transition(
         only_from=only_from,
         model=model,
         expected=expected,
+        fields=fields,
     )
 
 
@@ -321,6 +327,7 @@ def transition_path(
     only_from: frozenset[str] | set[str] | None = None,
     model: type[models.Model] | None = None,
     expected: str | None = None,
+    fields: tuple[str, ...] | None = None,
 ) -> models.Model:
     """`transition()` through several moves at once, all or none (e.g. a delivery claimed and
     `sending` in the transaction that precedes its request): each step must be legal from the
@@ -368,7 +375,7 @@ def transition_path(
         # The UPDATE and the history rows in one statement (atomic by itself): outside a
         # caller's transaction no BEGIN/COMMIT, and the events leave right after it.
         instance, current, now, illegal = _apply(
-            lifecycle, model, pk, steps, only_from, expected, history=history
+            lifecycle, model, pk, steps, only_from, expected, fields, history=history
         )
         if instance is not None:
             done = moves(current)
@@ -376,7 +383,7 @@ def transition_path(
     else:
         with transaction.atomic(using=using, savepoint=False):
             instance, current, now, illegal = _apply(
-                lifecycle, model, pk, steps, only_from, expected
+                lifecycle, model, pk, steps, only_from, expected, fields
             )
             if instance is not None:
                 lifecycle_sql.append_history(
@@ -412,7 +419,7 @@ def _history_fk_attname(lifecycle: Lifecycle) -> str:
     return lifecycle.history_model._meta.get_field(lifecycle.history_fk).attname
 
 
-def _apply(lifecycle, model, pk, steps, only_from, expected, history=None) -> tuple:
+def _apply(lifecycle, model, pk, steps, only_from, expected, fields, history=None) -> tuple:
     """The legality check and the conditional UPDATE of `transition_path()`: (instance, the
     status it moved from, the instant, None) or (None, …, the exception to raise)."""
     status_field = lifecycle.status_field
@@ -447,7 +454,9 @@ def _apply(lifecycle, model, pk, steps, only_from, expected, history=None) -> tu
         rows = None
         if history is not None:
             rows = (lifecycle.history_model, lifecycle.history_fk, history(current, now, pk))
-        instance = lifecycle_sql.update_returning(model, pk, status_field, current, values, rows)
+        instance = lifecycle_sql.update_returning(
+            model, pk, status_field, current, values, rows, fields
+        )
         if instance is not None:
             return instance, current, now, None
         # Not (or no longer) `current`: another writer moved it, or the guess was wrong.

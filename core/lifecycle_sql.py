@@ -26,17 +26,21 @@ def update_returning(
     current: str,
     values: Mapping[str, Any],
     history: tuple[type[models.Model], str, list[dict[str, Any]]] | None = None,
+    fields: tuple[str, ...] | None = None,
 ) -> models.Model | None:
     """UPDATE … WHERE pk AND status = current, returning the updated row as an instance (None
     when no row matched): the conditional UPDATE and the read of the row in one statement.
     With `history` (PostgreSQL only), the history rows are inserted by that same statement,
-    only if the UPDATE matched (`_with_history`)."""
+    only if the UPDATE matched (`_with_history`). With `fields`, only those columns (and the
+    pk) are returned and loaded; the instance defers the others, as `.only()` would."""
     manager = model._default_manager
     using = manager.db
     connection = connections[using]
     if not connection.features.can_return_rows_from_bulk_insert:  # no UPDATE … RETURNING
         rows = manager.filter(pk=pk, **{status_field: current})
-        return manager.get(pk=pk) if rows.update(**values) == 1 else None
+        if rows.update(**values) != 1:
+            return None
+        return (manager.only(*fields) if fields else manager).get(pk=pk)
     if any(hasattr(value, "resolve_expression") for value in values.values()):
         rows = manager.filter(pk=pk, **{status_field: current})
         query = rows.query.chain(UpdateQuery)
@@ -44,14 +48,14 @@ def update_returning(
         sql, params = query.get_compiler(using).as_sql()
     else:
         # The statement for this set of columns is built once; each call only adapts values.
-        sql, fields = _update_plan(model, using, status_field, tuple(values))
-        params = [_db_value(field, values[name], connection) for name, field in fields]
+        sql, assigned = _update_plan(model, using, status_field, tuple(values))
+        params = [_db_value(field, values[name], connection) for name, field in assigned]
         meta = model._meta
         params += [
             meta.pk.get_db_prep_value(pk, connection),
             meta.get_field(status_field).get_db_prep_value(current, connection),
         ]
-    returning, names, converters = _returning_plan(model, using)
+    returning, names, converters = _returning_plan(model, using, fields)
     sql = f"{sql} {returning}"
     if history is not None:
         sql, params = _with_history(model, using, sql, list(params), *history)
@@ -69,20 +73,50 @@ def update_returning(
 
 def _db_value(field: models.Field, value: Any, connection) -> Any:
     """A value as the ORM's UPDATE and INSERT compilers adapt it (instances for foreign keys)."""
+    if (value is None or isinstance(value, str)) and _plain_text(field):
+        return value  # what the ORM's adaptation returns for these, without its calls
     if field.remote_field and hasattr(value, "prepare_database_save"):
         value = value.prepare_database_save(field)
     return field.get_db_prep_save(value, connection)
 
 
-_RETURNING: dict[tuple[str, str], tuple] = {}
+_PLAIN: dict[models.Field, bool] = {}
 
 
-def _returning_plan(model: type[models.Model], using: str) -> tuple:
-    """`RETURNING <every column>`, the attribute names and the converters of a model's rows,
-    worked out once per model and database (per transition it was a third of the CPU)."""
-    key = (model._meta.label, using)
+def _plain_text(field: models.Field) -> bool:
+    """Whether the field adapts a str or None to itself: a CharField or TextField whose class
+    keeps Django's own preparation (a custom field's may differ, so it is asked)."""
+    plain = _PLAIN.get(field)
+    if plain is None:
+        kind = type(field)
+        plain = _PLAIN[field] = (
+            not field.remote_field
+            and kind.get_db_prep_save is models.Field.get_db_prep_save
+            and kind.get_db_prep_value is models.Field.get_db_prep_value
+            and (kind.get_prep_value, kind.to_python)
+            in (
+                (models.CharField.get_prep_value, models.CharField.to_python),
+                (models.TextField.get_prep_value, models.TextField.to_python),
+            )
+        )
+    return plain
+
+
+_RETURNING: dict[tuple, tuple] = {}
+
+
+def _returning_plan(
+    model: type[models.Model], using: str, only: tuple[str, ...] | None = None
+) -> tuple:
+    """`RETURNING <every column>` (or the pk and the attributes `only` names), the attribute
+    names and the converters of a model's rows, worked out once per model, database and
+    `only` (per transition it was a third of the CPU)."""
+    key = (model._meta.label, using, only)
     if key not in _RETURNING:
         fields = model._meta.concrete_fields
+        if only is not None:
+            wanted = {model._meta.get_field(name).attname for name in only}
+            fields = [f for f in fields if f.primary_key or f.attname in wanted]
         quote = connections[using].ops.quote_name
         columns = [field.get_col(model._meta.db_table) for field in fields]
         _RETURNING[key] = (
