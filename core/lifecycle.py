@@ -14,6 +14,8 @@ exactly one transition: the loser's UPDATE matches no row, it re-reads, and the 
 longer legal. `transition_path()` makes several legal moves at once (the same rows, events and
 counts in two statements). `touch()` records a visible change that is not a transition.
 `enqueue_on_commit()` hands an entity to its Celery task once the writing transaction commits.
+The statements themselves (the conditional UPDATE, the history INSERT, the CTE of both) are
+built and run by `core.lifecycle_sql`.
 """
 
 from __future__ import annotations
@@ -26,14 +28,13 @@ from typing import Any
 
 from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connections, models, transaction
-from django.db.models.sql import UpdateQuery
+from django.db import models, transaction
 from django.dispatch import Signal
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from core import events, metrics, tracing
+from core import events, lifecycle_sql, metrics, tracing
 from core.errors import DomainError
 from core.models import ActorKind
 
@@ -270,191 +271,6 @@ def _sources(lifecycle: Lifecycle, to: str, only_from) -> list[str]:
     ]
 
 
-def _one_statement(using: str) -> bool:
-    """Whether a transition is one statement here: PostgreSQL runs the conditional UPDATE and
-    the history INSERT as one statement (a data-modifying CTE), atomic by itself."""
-    return connections[using].vendor == "postgresql"
-
-
-def _update_returning(
-    model: type[models.Model],
-    pk: Any,
-    status_field: str,
-    current: str,
-    values: Mapping[str, Any],
-    history: tuple[Lifecycle, list[dict[str, Any]]] | None = None,
-) -> models.Model | None:
-    """UPDATE … WHERE pk AND status = current, returning the updated row as an instance (None
-    when no row matched): the conditional UPDATE and the read of the row in one statement.
-    With `history` (PostgreSQL only), the history rows are inserted by that same statement,
-    only if the UPDATE matched (`_with_history`)."""
-    manager = model._default_manager
-    using = manager.db
-    connection = connections[using]
-    if not connection.features.can_return_rows_from_bulk_insert:  # no UPDATE … RETURNING
-        rows = manager.filter(pk=pk, **{status_field: current})
-        return manager.get(pk=pk) if rows.update(**values) == 1 else None
-    if any(hasattr(value, "resolve_expression") for value in values.values()):
-        rows = manager.filter(pk=pk, **{status_field: current})
-        query = rows.query.chain(UpdateQuery)
-        query.add_update_values(values)
-        sql, params = query.get_compiler(using).as_sql()
-    else:
-        # The statement for this set of columns is built once; each call only adapts values.
-        sql, fields = _update_plan(model, using, status_field, tuple(values))
-        params = [_db_value(field, values[name], connection) for name, field in fields]
-        meta = model._meta
-        params += [
-            meta.pk.get_db_prep_value(pk, connection),
-            meta.get_field(status_field).get_db_prep_value(current, connection),
-        ]
-    returning, names, converters = _returning_plan(model, using)
-    sql = f"{sql} {returning}"
-    if history is not None:
-        sql, params = _with_history(model, using, sql, list(params), *history)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    row = list(row)
-    for index, (functions, expression) in converters.items():
-        for convert in functions:
-            row[index] = convert(row[index], expression, connection)
-    return model.from_db(using, names, row)
-
-
-def _db_value(field: models.Field, value: Any, connection) -> Any:
-    """A value as the ORM's UPDATE and INSERT compilers adapt it (instances for foreign keys)."""
-    if field.remote_field and hasattr(value, "prepare_database_save"):
-        value = value.prepare_database_save(field)
-    return field.get_db_prep_save(value, connection)
-
-
-_RETURNING: dict[tuple[str, str], tuple] = {}
-
-
-def _returning_plan(model: type[models.Model], using: str) -> tuple:
-    """`RETURNING <every column>`, the attribute names and the converters of a model's rows,
-    worked out once per model and database (per transition it was a third of the CPU)."""
-    key = (model._meta.label, using)
-    if key not in _RETURNING:
-        fields = model._meta.concrete_fields
-        quote = connections[using].ops.quote_name
-        columns = [field.get_col(model._meta.db_table) for field in fields]
-        _RETURNING[key] = (
-            f"RETURNING {', '.join(quote(field.column) for field in fields)}",
-            [field.attname for field in fields],
-            # {position: (converters, column)}; each is called with the caller's connection.
-            model._default_manager.none().query.get_compiler(using).get_converters(columns),
-        )
-    return _RETURNING[key]
-
-
-_UPDATES: dict[tuple, tuple] = {}
-
-
-def _update_plan(model: type[models.Model], using: str, status_field: str, names: tuple) -> tuple:
-    """`UPDATE <table> SET <names> WHERE <pk> = %s AND <status> = %s` and the fields of `names`,
-    per model, database and set of columns (compiling the ORM's UPDATE cost more CPU than
-    running it)."""
-    key = (model._meta.label, using, status_field, names)
-    if key not in _UPDATES:
-        meta = model._meta
-        quote = connections[using].ops.quote_name
-        fields = [(name, meta.get_field(name)) for name in names]
-        assignments = ", ".join(f"{quote(field.column)} = %s" for _name, field in fields)
-        _UPDATES[key] = (
-            f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE "
-            f"{quote(meta.pk.column)} = %s AND {quote(meta.get_field(status_field).column)} = %s",
-            fields,
-        )
-    return _UPDATES[key]
-
-
-_CTES: dict[tuple, tuple] = {}
-
-
-def _with_history(
-    model: type[models.Model],
-    using: str,
-    update: str,
-    params: list,
-    lifecycle: Lifecycle,
-    rows: list[dict[str, Any]],
-) -> tuple[str, list]:
-    """`update` (an UPDATE … RETURNING) and the INSERT of the history rows as one statement:
-    `WITH u AS (<update>), h AS (INSERT … SELECT … FROM u, (VALUES <rows>)) SELECT * FROM u`.
-    The rows are inserted only if the UPDATE matched (they join `u`), in their order
-    (ascending ids), and the statement is atomic by itself: no BEGIN/COMMIT, one round trip.
-    Each value is cast to its column's type (a VALUES list would otherwise read them as
-    text). The INSERT part is built once per history model, database and number of rows."""
-    key = (lifecycle.history_label, using, len(rows))
-    if key not in _CTES:
-        meta = lifecycle.history_model._meta
-        connection = connections[using]
-        quote = connection.ops.quote_name
-        fk = meta.get_field(lifecycle.history_fk)
-        fields = [f for f in meta.concrete_fields if not f.primary_key and f is not fk]
-
-        def cast(field) -> str:
-            kind = field.db_type(connection) or "text"
-            # varchar(n) would truncate silently; the INSERT itself checks the length.
-            return "text" if kind.startswith(("varchar", "char")) else kind
-
-        row = f"({', '.join(['%s'] + [f'CAST(%s AS {cast(f)})' for f in fields])})"
-        names = ", ".join(quote(f.column) for f in fields)
-        _CTES[key] = (
-            f"INSERT INTO {quote(meta.db_table)} ({quote(fk.column)}, {names}) "
-            f"SELECT u.{quote(model._meta.pk.column)}, {', '.join(f'v.{quote(f.column)}' for f in fields)} "
-            f"FROM u, (VALUES {', '.join([row] * len(rows))}) AS v(ord, {names}) ORDER BY v.ord",
-            fields,
-        )
-    insert, fields = _CTES[key]
-    connection = connections[using]
-    values = [
-        value
-        for position, row in enumerate(rows)
-        for value in [
-            position,
-            *(
-                _db_value(f, row[f.attname] if f.attname in row else f.get_default(), connection)
-                for f in fields
-            ),
-        ]
-    ]
-    return f"WITH u AS ({update}), h AS ({insert}) SELECT * FROM u", [*params, *values]
-
-
-_INSERTS: dict[tuple, tuple] = {}
-
-
-def _append_history(lifecycle: Lifecycle, using: str, rows: list[dict[str, Any]]) -> None:
-    """The history rows of a transition (one per step): one INSERT, built once per history
-    model, database and number of rows; each row's values by attribute name, every other
-    column its field's default. The rows get ascending ids in their order."""
-    key = (lifecycle.history_label, using, len(rows))
-    if key not in _INSERTS:
-        meta = lifecycle.history_model._meta
-        quote = connections[using].ops.quote_name
-        fields = [f for f in meta.concrete_fields if not f.primary_key]
-        row = f"({', '.join(['%s'] * len(fields))})"
-        _INSERTS[key] = (
-            f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
-            f"VALUES {', '.join([row] * len(rows))}",
-            fields,
-        )
-    sql, fields = _INSERTS[key]
-    connection = connections[using]
-    params = [
-        _db_value(f, values[f.attname] if f.attname in values else f.get_default(), connection)
-        for values in rows
-        for f in fields
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-
-
 def transition(
     *,
     lifecycle: Lifecycle,
@@ -467,6 +283,7 @@ def transition(
     only_from: frozenset[str] | set[str] | None = None,
     model: type[models.Model] | None = None,
     expected: str | None = None,
+    fields: tuple[str, ...] | None = None,
 ) -> models.Model:
     """Move entity `pk` to `to`; raise IllegalTransition if the move is not (or no longer) legal.
 
@@ -479,6 +296,10 @@ def transition(
     caller says which status it last read (`expected`, one of the legal sources). Otherwise,
     or when that guess no longer holds, the current status is read first, so the history row
     says which it was.
+
+    `fields` narrows what the returned instance holds to those attributes (and the pk), the
+    others deferred as `.only()` leaves them: a caller that reads one or two of them saves
+    loading the whole row.
 
     Inside a caller's transaction no savepoint is taken (two round trips each): a move that is
     not legal has written nothing and is raised after the block, so the caller's transaction
@@ -493,6 +314,7 @@ def transition(
         only_from=only_from,
         model=model,
         expected=expected,
+        fields=fields,
     )
 
 
@@ -505,6 +327,7 @@ def transition_path(
     only_from: frozenset[str] | set[str] | None = None,
     model: type[models.Model] | None = None,
     expected: str | None = None,
+    fields: tuple[str, ...] | None = None,
 ) -> models.Model:
     """`transition()` through several moves at once, all or none (e.g. a delivery claimed and
     `sending` in the transaction that precedes its request): each step must be legal from the
@@ -548,11 +371,11 @@ def transition_path(
     def moves(current: str) -> list[tuple[str, str]]:
         return list(zip([current, *(s.to for s in steps[:-1])], [s.to for s in steps], strict=True))
 
-    if _one_statement(using):
+    if lifecycle_sql.one_statement(using):
         # The UPDATE and the history rows in one statement (atomic by itself): outside a
         # caller's transaction no BEGIN/COMMIT, and the events leave right after it.
         instance, current, now, illegal = _apply(
-            lifecycle, model, pk, steps, only_from, expected, history=history
+            lifecycle, model, pk, steps, only_from, expected, fields, history=history
         )
         if instance is not None:
             done = moves(current)
@@ -560,10 +383,12 @@ def transition_path(
     else:
         with transaction.atomic(using=using, savepoint=False):
             instance, current, now, illegal = _apply(
-                lifecycle, model, pk, steps, only_from, expected
+                lifecycle, model, pk, steps, only_from, expected, fields
             )
             if instance is not None:
-                _append_history(lifecycle, using, history(current, now, instance.pk))
+                lifecycle_sql.append_history(
+                    lifecycle.history_model, using, history(current, now, instance.pk)
+                )
                 done = moves(current)
                 transaction.on_commit(lambda: _announce(lifecycle, model, pk, done))
     if illegal is not None:
@@ -594,7 +419,7 @@ def _history_fk_attname(lifecycle: Lifecycle) -> str:
     return lifecycle.history_model._meta.get_field(lifecycle.history_fk).attname
 
 
-def _apply(lifecycle, model, pk, steps, only_from, expected, history=None) -> tuple:
+def _apply(lifecycle, model, pk, steps, only_from, expected, fields, history=None) -> tuple:
     """The legality check and the conditional UPDATE of `transition_path()`: (instance, the
     status it moved from, the instant, None) or (None, …, the exception to raise)."""
     status_field = lifecycle.status_field
@@ -626,8 +451,12 @@ def _apply(lifecycle, model, pk, steps, only_from, expected, history=None) -> tu
                     values.setdefault(name, value)
         if _has_updated_at(model):
             values["updated_at"] = now
-        rows = (lifecycle, history(current, now, pk)) if history is not None else None
-        instance = _update_returning(model, pk, status_field, current, values, rows)
+        rows = None
+        if history is not None:
+            rows = (lifecycle.history_model, lifecycle.history_fk, history(current, now, pk))
+        instance = lifecycle_sql.update_returning(
+            model, pk, status_field, current, values, rows, fields
+        )
         if instance is not None:
             return instance, current, now, None
         # Not (or no longer) `current`: another writer moved it, or the guess was wrong.

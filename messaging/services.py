@@ -73,6 +73,7 @@ def delivery_transition(
     updates: dict[str, Any] | None = None,
     only_from: set[str] | None = None,
     expected: str | None = None,
+    fields: tuple[str, ...] | None = None,
 ) -> Delivery:
     delivery = transition(
         lifecycle=DELIVERY_LIFECYCLE,
@@ -84,6 +85,7 @@ def delivery_transition(
         updates=updates,
         only_from=only_from,
         expected=expected,
+        fields=fields,
     )
     if to in DM_OUTCOMES:
         metrics.count_dm_outcome(to)
@@ -293,6 +295,7 @@ def _claim_and_attempt(delivery: Delivery, worker_id: str) -> str:
             steps=(_claim_step(worker_id), _sending_step(delivery, worker_id)),
             actor=Actor.worker(),
             only_from={D.QUEUED},
+            fields=_WORKER_READS,
         )
     except IllegalTransition:  # another worker, or a cancel, got there first
         conn.close()
@@ -305,6 +308,11 @@ def _connect(delivery: Delivery):
     token = resolve_credential(delivery.social_account)
     adapter = provider_for(delivery.social_account)
     return token, adapter, adapter.connect()
+
+
+# What the worker reads back from its own transitions: the row's other columns are neither
+# returned nor loaded (the instance defers them).
+_WORKER_READS = ("status", "lease_owner")
 
 
 def _claim_step(worker_id: str) -> Step:
@@ -328,6 +336,7 @@ def _claim_transition(delivery: Delivery, worker_id: str) -> None:
         updates=step.updates,
         only_from={D.QUEUED},
         detail=step.detail,
+        fields=_WORKER_READS,
     )
     delivery.status, delivery.lease_owner = claimed.status, claimed.lease_owner
 
@@ -424,6 +433,7 @@ def _settle(
             updates=updates,
             detail=detail,
             payload=payload,
+            fields=_WORKER_READS,
         )
     except IllegalTransition:
         return "raced"

@@ -205,6 +205,25 @@ def test_a_move_from_its_one_legal_source_is_one_statement(action, django_assert
     assert list(action.history.values_list("from_status", "status"))[-1] == ("proposed", "signed")
 
 
+def test_a_move_asked_for_some_fields_returns_those_and_defers_the_rest(
+    action, django_assert_num_queries
+):
+    moved = transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=action.pk,
+        to=S.SIGNED,
+        actor=Actor.system(),
+        fields=("status",),
+    )
+    assert moved.pk == action.pk and moved.status == S.SIGNED
+    assert {"summary", "signed_at", "user_op"} <= moved.get_deferred_fields()
+    assert "status" not in moved.get_deferred_fields()
+    # A deferred field still reads the stored value (one query), as after `.only()`.
+    with django_assert_num_queries(1):
+        assert moved.signed_at is not None
+    assert list(action.history.values_list("from_status", "status"))[-1] == ("proposed", "signed")
+
+
 def test_a_move_with_several_legal_sources_reads_the_status_first(
     action, django_assert_num_queries
 ):

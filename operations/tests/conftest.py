@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 
 from dev.providers.local_openai import LocalResponsesServer
-from operations import billing, services
+from operations import billing, moves
 from operations.models import Operation, Wallet
 
 API_KEY = "test-backend-key"
@@ -16,7 +16,7 @@ API_KEY = "test-backend-key"
 @pytest.fixture(autouse=True)
 def billing_checked_after_every_transition(monkeypatch):
     """Every operation transition in these tests is followed by the billing invariants."""
-    original = services.operation_transition
+    original = moves.operation_transition
 
     def checked(**kwargs):
         operation = original(**kwargs)
@@ -26,7 +26,8 @@ def billing_checked_after_every_transition(monkeypatch):
         assert billing.wallet_invariants(wallet) == []
         return operation
 
-    monkeypatch.setattr(services, "operation_transition", checked)
+    # Every caller goes through operations.moves, so this wraps them all.
+    monkeypatch.setattr(moves, "operation_transition", checked)
 
 
 @contextmanager

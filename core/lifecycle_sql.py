@@ -1,0 +1,235 @@
+"""The statements of a transition (`core.lifecycle`): the conditional UPDATE … RETURNING, and on
+PostgreSQL the history INSERT in the same statement (a data-modifying CTE), elsewhere its own
+INSERT. Each statement is built once per model (and set of columns, or number of history rows)
+from the models' meta and run on the connection's cursor; values are adapted by each field as
+the ORM's compilers do."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.db import connections, models
+from django.db.models.sql import UpdateQuery
+
+
+def one_statement(using: str) -> bool:
+    """Whether a transition is one statement here: PostgreSQL runs the conditional UPDATE and
+    the history INSERT as one statement (a data-modifying CTE), atomic by itself."""
+    return connections[using].vendor == "postgresql"
+
+
+def update_returning(
+    model: type[models.Model],
+    pk: Any,
+    status_field: str,
+    current: str,
+    values: Mapping[str, Any],
+    history: tuple[type[models.Model], str, list[dict[str, Any]]] | None = None,
+    fields: tuple[str, ...] | None = None,
+) -> models.Model | None:
+    """UPDATE … WHERE pk AND status = current, returning the updated row as an instance (None
+    when no row matched): the conditional UPDATE and the read of the row in one statement.
+    With `history` (PostgreSQL only), the history rows are inserted by that same statement,
+    only if the UPDATE matched (`_with_history`). With `fields`, only those columns (and the
+    pk) are returned and loaded; the instance defers the others, as `.only()` would."""
+    manager = model._default_manager
+    using = manager.db
+    connection = connections[using]
+    if not connection.features.can_return_rows_from_bulk_insert:  # no UPDATE … RETURNING
+        rows = manager.filter(pk=pk, **{status_field: current})
+        if rows.update(**values) != 1:
+            return None
+        return (manager.only(*fields) if fields else manager).get(pk=pk)
+    if any(hasattr(value, "resolve_expression") for value in values.values()):
+        rows = manager.filter(pk=pk, **{status_field: current})
+        query = rows.query.chain(UpdateQuery)
+        query.add_update_values(values)
+        sql, params = query.get_compiler(using).as_sql()
+    else:
+        # The statement for this set of columns is built once; each call only adapts values.
+        sql, assigned = _update_plan(model, using, status_field, tuple(values))
+        params = [_db_value(field, values[name], connection) for name, field in assigned]
+        meta = model._meta
+        params += [
+            meta.pk.get_db_prep_value(pk, connection),
+            meta.get_field(status_field).get_db_prep_value(current, connection),
+        ]
+    returning, names, converters = _returning_plan(model, using, fields)
+    sql = f"{sql} {returning}"
+    if history is not None:
+        sql, params = _with_history(model, using, sql, list(params), *history)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    row = list(row)
+    for index, (functions, expression) in converters.items():
+        for convert in functions:
+            row[index] = convert(row[index], expression, connection)
+    return model.from_db(using, names, row)
+
+
+def _db_value(field: models.Field, value: Any, connection) -> Any:
+    """A value as the ORM's UPDATE and INSERT compilers adapt it (instances for foreign keys)."""
+    if (value is None or isinstance(value, str)) and _plain_text(field):
+        return value  # what the ORM's adaptation returns for these, without its calls
+    if field.remote_field and hasattr(value, "prepare_database_save"):
+        value = value.prepare_database_save(field)
+    return field.get_db_prep_save(value, connection)
+
+
+_PLAIN: dict[models.Field, bool] = {}
+
+
+def _plain_text(field: models.Field) -> bool:
+    """Whether the field adapts a str or None to itself: a CharField or TextField whose class
+    keeps Django's own preparation (a custom field's may differ, so it is asked)."""
+    plain = _PLAIN.get(field)
+    if plain is None:
+        kind = type(field)
+        plain = _PLAIN[field] = (
+            not field.remote_field
+            and kind.get_db_prep_save is models.Field.get_db_prep_save
+            and kind.get_db_prep_value is models.Field.get_db_prep_value
+            and (kind.get_prep_value, kind.to_python)
+            in (
+                (models.CharField.get_prep_value, models.CharField.to_python),
+                (models.TextField.get_prep_value, models.TextField.to_python),
+            )
+        )
+    return plain
+
+
+_RETURNING: dict[tuple, tuple] = {}
+
+
+def _returning_plan(
+    model: type[models.Model], using: str, only: tuple[str, ...] | None = None
+) -> tuple:
+    """`RETURNING <every column>` (or the pk and the attributes `only` names), the attribute
+    names and the converters of a model's rows, worked out once per model, database and
+    `only` (per transition it was a third of the CPU)."""
+    key = (model._meta.label, using, only)
+    if key not in _RETURNING:
+        fields = model._meta.concrete_fields
+        if only is not None:
+            wanted = {model._meta.get_field(name).attname for name in only}
+            fields = [f for f in fields if f.primary_key or f.attname in wanted]
+        quote = connections[using].ops.quote_name
+        columns = [field.get_col(model._meta.db_table) for field in fields]
+        _RETURNING[key] = (
+            f"RETURNING {', '.join(quote(field.column) for field in fields)}",
+            [field.attname for field in fields],
+            # {position: (converters, column)}; each is called with the caller's connection.
+            model._default_manager.none().query.get_compiler(using).get_converters(columns),
+        )
+    return _RETURNING[key]
+
+
+_UPDATES: dict[tuple, tuple] = {}
+
+
+def _update_plan(model: type[models.Model], using: str, status_field: str, names: tuple) -> tuple:
+    """`UPDATE <table> SET <names> WHERE <pk> = %s AND <status> = %s` and the fields of `names`,
+    per model, database and set of columns (compiling the ORM's UPDATE cost more CPU than
+    running it)."""
+    key = (model._meta.label, using, status_field, names)
+    if key not in _UPDATES:
+        meta = model._meta
+        quote = connections[using].ops.quote_name
+        fields = [(name, meta.get_field(name)) for name in names]
+        assignments = ", ".join(f"{quote(field.column)} = %s" for _name, field in fields)
+        _UPDATES[key] = (
+            f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE "
+            f"{quote(meta.pk.column)} = %s AND {quote(meta.get_field(status_field).column)} = %s",
+            fields,
+        )
+    return _UPDATES[key]
+
+
+_CTES: dict[tuple, tuple] = {}
+
+
+def _with_history(
+    model: type[models.Model],
+    using: str,
+    update: str,
+    params: list,
+    history_model: type[models.Model],
+    fk_name: str,
+    rows: list[dict[str, Any]],
+) -> tuple[str, list]:
+    """`update` (an UPDATE … RETURNING) and the INSERT of the history rows as one statement:
+    `WITH u AS (<update>), h AS (INSERT … SELECT … FROM u, (VALUES <rows>)) SELECT * FROM u`.
+    The rows are inserted only if the UPDATE matched (they join `u`), in their order
+    (ascending ids), and the statement is atomic by itself: no BEGIN/COMMIT, one round trip.
+    Each value is cast to its column's type (a VALUES list would otherwise read them as
+    text). The INSERT part is built once per history model, database and number of rows."""
+    key = (history_model._meta.label, using, len(rows))
+    if key not in _CTES:
+        meta = history_model._meta
+        connection = connections[using]
+        quote = connection.ops.quote_name
+        fk = meta.get_field(fk_name)
+        fields = [f for f in meta.concrete_fields if not f.primary_key and f is not fk]
+
+        def cast(field) -> str:
+            kind = field.db_type(connection) or "text"
+            # varchar(n) would truncate silently; the INSERT itself checks the length.
+            return "text" if kind.startswith(("varchar", "char")) else kind
+
+        row = f"({', '.join(['%s'] + [f'CAST(%s AS {cast(f)})' for f in fields])})"
+        names = ", ".join(quote(f.column) for f in fields)
+        _CTES[key] = (
+            f"INSERT INTO {quote(meta.db_table)} ({quote(fk.column)}, {names}) "
+            f"SELECT u.{quote(model._meta.pk.column)}, {', '.join(f'v.{quote(f.column)}' for f in fields)} "
+            f"FROM u, (VALUES {', '.join([row] * len(rows))}) AS v(ord, {names}) ORDER BY v.ord",
+            fields,
+        )
+    insert, fields = _CTES[key]
+    connection = connections[using]
+    values = [
+        value
+        for position, row in enumerate(rows)
+        for value in [
+            position,
+            *(
+                _db_value(f, row[f.attname] if f.attname in row else f.get_default(), connection)
+                for f in fields
+            ),
+        ]
+    ]
+    return f"WITH u AS ({update}), h AS ({insert}) SELECT * FROM u", [*params, *values]
+
+
+_INSERTS: dict[tuple, tuple] = {}
+
+
+def append_history(
+    history_model: type[models.Model], using: str, rows: list[dict[str, Any]]
+) -> None:
+    """The history rows of a transition (one per step): one INSERT, built once per history
+    model, database and number of rows; each row's values by attribute name, every other
+    column its field's default. The rows get ascending ids in their order."""
+    key = (history_model._meta.label, using, len(rows))
+    if key not in _INSERTS:
+        meta = history_model._meta
+        quote = connections[using].ops.quote_name
+        fields = [f for f in meta.concrete_fields if not f.primary_key]
+        row = f"({', '.join(['%s'] * len(fields))})"
+        _INSERTS[key] = (
+            f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+            f"VALUES {', '.join([row] * len(rows))}",
+            fields,
+        )
+    sql, fields = _INSERTS[key]
+    connection = connections[using]
+    params = [
+        _db_value(f, values[f.attname] if f.attname in values else f.get_default(), connection)
+        for values in rows
+        for f in fields
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
