@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import random
 import secrets
@@ -459,6 +460,59 @@ def measure(servers: dict, work: list[tuple], rounds: int, block: int, warm: int
     return samples, sizes
 
 
+def explain(urls: dict[str, str], work: list[tuple]) -> None:
+    """Each page's statements at each size, rendered in this process (Django's test client, the
+    staff user, redirects followed) and each SELECT run again under EXPLAIN ANALYZE: how many
+    and their summed execution time, the slowest, and the most rows a plan node returned. What
+    the database does for a page, apart from the rendering and from the machine's load."""
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    found: dict[str, dict[str, tuple]] = {}
+    for size, url in urls.items():
+        connection.close()
+        connection.settings_dict["NAME"] = url.rsplit("/", 1)[1]
+        client = Client()
+        client.force_login(get_user_model().objects.get(username=ap.STAFF))
+        for name, path, headers in work:
+            if "Authorization" in headers:
+                continue  # the API's bearer token is bound to the served origin
+            client.get(path, headers=headers, follow=True)
+            with CaptureQueriesContext(connection) as captured:
+                client.get(path, headers=headers, follow=True)
+            total, slowest, most = 0.0, 0.0, 0
+            for query in captured:
+                if not query["sql"].lstrip().upper().startswith("SELECT"):
+                    continue
+                with connection.cursor() as cursor:
+                    cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + query["sql"])
+                    plan = cursor.fetchone()[0]
+                plan = json.loads(plan) if isinstance(plan, str) else plan
+                total += plan[0]["Execution Time"]
+                slowest = max(slowest, plan[0]["Execution Time"])
+                nodes = [plan[0]["Plan"]]
+                while nodes:
+                    node = nodes.pop()
+                    most = max(most, node.get("Actual Rows", 0) * node.get("Actual Loops", 1))
+                    nodes.extend(node.get("Plans", []))
+            found.setdefault(name, {})[size] = (len(captured), total, slowest, most)
+    print("| page | statements | SQL ms (sum) | slowest statement ms | most rows of a plan node |")
+    print("|---|---|---|---|---|")
+    for name, at in found.items():
+        (n_a, t_a, s_a, r_a), (n_b, t_b, s_b, r_b) = at["small"], at["large"]
+        print(
+            f"| {name} | {n_a} → {n_b} | {t_a:.2f} → {t_b:.2f} | {s_a:.2f} → {s_b:.2f} "
+            f"| {r_a:,} → {r_b:,} |"
+        )
+    print()
+    print(f"explained {len(found)} pages at both sizes")
+
+
 def load_average() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -500,6 +554,9 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=ap.CHUNK, help="rows per INSERT statement")
     parser.add_argument("--only", default="", help="time only the pages whose name has this")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument(
+        "--explain", action="store_true", help="EXPLAIN ANALYZE each page's statements instead"
+    )
     args = parser.parse_args()
     if not 0 < args.small < args.large:
         raise SystemExit("--small must be positive and below --large")
@@ -556,6 +613,9 @@ def main() -> None:
                 conn.close()
         must_show = {f"admin {k}": v for k, v in ap.expected(row * 2, row).items()}
         print(f"{len(work)} pages; load average {load_average()} before timing", flush=True)
+        if args.explain:
+            explain(urls, work)
+            return
         processes = []
         try:
             for size, url in urls.items():
