@@ -288,11 +288,18 @@ def staff_user(conn, password: str) -> None:
     conn.commit()
 
 
-def targets(rows: int) -> list[tuple[str, str]]:
-    """(name, path) of every page measured; search terms point at rows in the middle."""
-    mid = rows // 2 + 1  # type 1 (swap, on chain), executed: has both hashes
+def target_row(near: int) -> int:
+    """The first row from `near` on of type 1 (swap, on chain), executed: it has both hashes."""
+    mid = near
     while not (mid % 5 == 1 and mid % 100 < 80):
         mid += 1
+    return mid
+
+
+def targets(rows: int, row: int | None = None) -> list[tuple[str, str]]:
+    """(name, path) of every page measured; search terms point at `row` (by default one in
+    the middle: `target_row`)."""
+    mid = target_row(rows // 2 + 1 if row is None else row)
     md5 = __import__("hashlib").md5
 
     def h(text: str) -> str:
@@ -405,19 +412,27 @@ def explain(pages: list[tuple[str, str]]) -> None:
         )
 
 
-def expected(rows: int) -> dict[str, str]:
+def expected(rows: int, row: int | None = None) -> dict[str, str]:
     """What each search page must show (checked once before measuring): the row it looks for."""
+    import hashlib
+    import uuid
+
+    pages = targets(rows, row)
     found = {}
-    for page_name, path in targets(rows):
+    for page_name, path in pages:
         if "search" not in page_name:
             continue
         if "username" in page_name:
             found[page_name] = path.rsplit("=", 1)[1]
+        elif "smart account" in page_name:
+            # The account's newest action: row r shares it with every row r + k × 50,000, so
+            # past 50 rows per account (2.5M rows) the middle row is not on the first page.
+            mid = target_row(rows // 2 + 1 if row is None else row)
+            newest = mid % 50000 or 50000
+            found[page_name] = str(uuid.UUID(hashlib.md5(f"a{newest}".encode()).hexdigest()))
         else:
             # The target row's id is in the change page path of the same app.
-            change = next(
-                p for n, p in targets(rows) if n == page_name.split(":")[0] + ": change page"
-            )
+            change = next(p for n, p in pages if n == page_name.split(":")[0] + ": change page")
             found[page_name] = change.rstrip("/").split("/")[-2]
     return found
 

@@ -1,20 +1,28 @@
-"""How the hot paths' cost grows with the data: an agent's status read by public id through the
-API (`GET /api/v1/actions/<id>`, bearer token), the support console's home and its search (by
-action id, by username), on one PostgreSQL database filled by bench/admin_pages.py's SQL with
---small rows per app (actions, DM deliveries, operations, each with 3 history rows), timed,
-then grown to --large rows per app (the added rows are older: the recent ones, which the home
-and the searched row are, stay the same) and timed again. Served by gunicorn (`picnic.wsgi`, 2
-sync workers, DEBUG off); each round asks every path once in a shuffled order, with a
-baseline (the staff password-change form: session and user, no table read) that shows how
-much the machine itself changed between the two timings. Prints p50/p99 per path and size,
-the growth factor large / small, and the generation's time and rate.
+"""How every staff page's cost grows with the data: two PostgreSQL databases filled by
+bench/admin_pages.py's SQL, one with --small rows per app (actions, DM deliveries, operations,
+each with 3 history rows) and one with --large, each served by its own gunicorn (`picnic.wsgi`,
+2 sync workers, DEBUG off), timed in one run in alternating blocks of --block rounds (small
+then large, then large then small, …), so both sizes see the same machine. Each round asks every
+page once in a shuffled order, as a logged-in staff user: the admin index, every admin
+changelist (and its filters and searches on the three big models), a change page per model that
+has a row, every support-console page (home, list partial, saved views, filter, CSV exports,
+each kind of search, the smart-account one included), the staff timelines of an action, a
+delivery and an operation, the operations review queue, and an agent's status read through the
+API; the baseline is the staff password-change form (session and user, no table read). The
+pages read the same rows at both sizes (row 1,000 or so of each app and its owner, a few hours
+old; the rows beyond --small are older). Prints p50/p95 per page and size, the p95 growth
+large / small, that growth divided by the baseline's (a page whose data access grows shows
+above 1.2; the noise of a shared machine shows too), each answer's size in bytes (a page that
+shows more rows at the large size says so there), and the generation's time and rate.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \
         .venv/bin/python bench/growth.py --database bench_growth \
-        [--small 1000000] [--large 10000000] [--rounds 30] [--chunk 250000] [--keep]
+        [--small 1000000] [--large 10000000] [--rounds 30] [--block 5] [--warm 2] \
+        [--chunk 250000] [--only TEXT] [--keep]
 
-The database is `<database>`, made (or copied from $BENCH_TEMPLATE_DATABASE) and migrated when
-missing. Rows are made in SQL (`INSERT … SELECT … FROM generate_series`, --chunk rows a
+The databases are `<database>_s` and `<database>_l`: the first made (or copied from
+$BENCH_TEMPLATE_DATABASE) and migrated when missing, the second a copy of it before any row is
+loaded. Rows are made in SQL (`INSERT … SELECT … FROM generate_series`, --chunk rows a
 statement), the three apps side by side on two connections (each app's statements in order);
 the loaded tables, and the tables that reference them, are switched to UNLOGGED first (no WAL:
 the bench database is throwaway, and the reads it times are the same on either kind). While a
@@ -22,14 +30,15 @@ load at least doubles the tables, their non-unique indexes are dropped and then 
 two at a time, from the definitions PostgreSQL printed for them (kept in a table of the
 database first, so an interrupted run restores them on its next start). Then VACUUM ANALYZE,
 two tables at a time. On a local server the loading backends run at the lowest CPU priority
-(renice 19, and ionice idle where the disk scheduler honours it). A kept database (--keep) is
-reused when it holds --small or --large rows per app.
+(renice 19, and ionice idle where the disk scheduler honours it). Kept databases (--keep) are
+reused while they hold --small and --large rows per app (and migrated first).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import random
 import secrets
@@ -47,6 +56,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import admin_pages as ap  # noqa: E402 - the data and the staff login of the admin bench
+import console_pages as cp  # noqa: E402 - the console's pages
 
 from bench.common import (  # noqa: E402
     ROOT,
@@ -71,14 +81,17 @@ BASELINE = "baseline: password-change form"
 # Row 1000 of each app, a few hours old (an older finished action is past the API's
 # retention, and not found); the added rows are older, so it is the same row at both sizes.
 TARGET_ROW = 1000
+# A page's p95 may grow at most this much more than the baseline's between the two sizes.
+GROWTH_GOAL = 1.2
 # Loading connections: one per core of the 2-core machine, each at the lowest priority.
 WORKERS = 2
 
 
-def agent_token(conn, action_id: str) -> str:
-    """A bearer token of the action's owner, for the bench agent application (admin_pages'
-    `bench`), stored as django-oauth-toolkit stores one (the lookup is by checksum)."""
-    token = secrets.token_urlsafe(32)
+def agent_token(conn, action_id: str, token: str | None = None) -> str:
+    """A bearer token (`token`, or a new one) of the action's owner, for the bench agent
+    application (admin_pages' `bench`), stored as django-oauth-toolkit stores one (the lookup
+    is by checksum)."""
+    token = token or secrets.token_urlsafe(32)
     conn.execute(
         """INSERT INTO oauth2_provider_accesstoken (token, token_checksum, expires, scope,
                application_id, user_id, created, updated, resource)
@@ -339,48 +352,165 @@ def in_parallel(url: str, queues: list[list], run) -> None:
             future.result()
 
 
-def targets(conn, row: int) -> list[tuple]:
-    """(name, path, headers) of each path timed, on row `row`'s action and owner."""
-    action = str(conn.execute("SELECT md5('a' || %s)::uuid", [row]).fetchone()[0])
+def admin_models() -> list[tuple[str, str, str, str]]:
+    """(name, admin path, table, primary key column) of every model the admin site registers
+    (this checkout's)."""
+    import django
+
+    django.setup()
+    from django.contrib import admin
+
+    return sorted(
+        (
+            model._meta.label,
+            f"/admin/{model._meta.app_label}/{model._meta.model_name}/",
+            model._meta.db_table,
+            model._meta.pk.column,
+        )
+        for model in admin.site._registry
+    )
+
+
+def targets(conns: dict[str, psycopg.Connection], row: int) -> list[tuple]:
+    """(name, path, headers) of every page timed, the same path at both sizes: the staff pages
+    on row `row` of each app (and its owner), which both databases hold, the same recent rows."""
+    conn = conns["small"]
+    action, delivery, operation = (
+        str(conn.execute(f"SELECT md5('{p}' || %s)::uuid", [row]).fetchone()[0]) for p in "ado"
+    )
     username = conn.execute(
         "SELECT u.username FROM actions_action a JOIN auth_user u ON u.id = a.user_id "
         "WHERE a.id = %s",
         [action],
     ).fetchone()[0]
     token = agent_token(conn, action)
-    return [
+    agent_token(conns["large"], action, token)
+    pages = [
         (BASELINE, "/admin/password_change/", {}),
-        ("status read by id (API)", f"/api/v1/actions/{action}", {"Authorization": f"Bearer {token}"}),
-        ("console home", "/staff/", {}),
-        ("console search: action id", f"/staff/search/?q={action}", {}),
-        ("console search: username", f"/staff/search/?q={username}", {}),
+        ("API: status read by id", f"/api/v1/actions/{action}", {"Authorization": f"Bearer {token}"}),
+        ("timeline: action", f"/staff/actions/{action}/", {}),
+        ("timeline: delivery", f"/staff/deliveries/{delivery}/", {}),
+        ("timeline: operation", f"/staff/operations/{operation}/", {}),
+        ("review queue", "/staff/operations/review/", {}),
+        ("console search: username of the row", f"/staff/search/?q={username}", {}),
     ]  # fmt: skip
+    pages += [(f"console {name}", path, headers) for name, path, headers in cp.pages(conn)]
+    big = ap.targets(row * 2, row)  # the admin bench's pages, on `row`
+    pages += [(f"admin {name}", path, {}) for name, path in big]
+    covered = {path for _, path in big}
+    for label, path, table, pk in admin_models():
+        if path in covered:
+            continue
+        pages.append((f"admin {label}: changelist", path, {}))
+        first = {
+            c.execute(f'SELECT "{pk}" FROM "{table}" ORDER BY 1 LIMIT 1').fetchone()  # noqa: S608
+            for c in conns.values()
+        }
+        if len(first) == 1 and None not in first:  # the same row in both databases
+            pages.append((f"admin {label}: change page", f"{path}{first.pop()[0]}/change/", {}))
+    return pages
 
 
-def measure(url: str, env: dict[str, str], password: str, work: list[tuple], rounds: int):
-    """{name: [ms, …]}: `rounds` rounds of every path in a shuffled order, after two warm-up
-    requests each (which must answer 200)."""
-    server, base = serve_wsgi(ROOT, {**env, "DATABASE_URL": url})
-    try:
-        session = ap.login(base, password)
+def check(name: str, path: str, response, must_show: str) -> None:
+    """A warm-up answer: 200 (after any redirect), a change page that is the row's own (a
+    missing row redirects to the index), a search that shows what it looks for."""
+    if response.status_code != 200:
+        raise SystemExit(f"{name} {path}: HTTP {response.status_code}")
+    if "change page" in name and not response.url.endswith(path):
+        raise SystemExit(f"{name} {path}: redirected to {response.url}")
+    if must_show not in response.text:
+        raise SystemExit(f"{name} {path}: {must_show} not found")
+
+
+def measure(servers: dict, work: list[tuple], rounds: int, block: int, warm: int, must_show: dict):
+    """({size: {name: [ms, …]}}, {size: {name: bytes}}): every page once per round in a
+    shuffled order, the sizes in alternating blocks of `block` rounds (the first size of a
+    block alternates too), after `warm` warm-up requests of each page on each size. The
+    answers of the first request of each page on each size are checked (`check`) and their
+    sizes kept; with no warm-up, those of the first round."""
+    samples = {size: {name: [] for name, _, _ in work} for size in servers}
+    sizes = {size: {} for size in servers}
+
+    def get(size: str, name: str, path: str, headers: dict):
+        base, session = servers[size]
+        began = time.perf_counter()
+        response = session.get(base + path, headers=headers, timeout=120)
+        response.content  # noqa: B018 - a CSV streams: read it all
+        took = (time.perf_counter() - began) * 1000
+        if name not in sizes[size]:
+            check(name, path, response, must_show.get(name, ""))
+            sizes[size][name] = len(response.content)
+        assert response.status_code == 200, (path, response.status_code)
+        return took
+
+    for size in servers:
         for name, path, headers in work:
-            for _ in range(2):
-                response = session.get(base + path, headers=headers, timeout=120)
-                if response.status_code != 200:
-                    raise SystemExit(f"{name} {path}: HTTP {response.status_code}")
-        samples: dict[str, list[float]] = {name: [] for name, _, _ in work}
-        order = list(work)
-        for round_no in range(rounds):
-            random.shuffle(order)
-            for name, path, headers in order:
-                began = time.perf_counter()
-                response = session.get(base + path, headers=headers, timeout=120)
-                samples[name].append((time.perf_counter() - began) * 1000)
-                assert response.status_code == 200, (path, response.status_code)
-            print(f"  round {round_no + 1}/{rounds}", flush=True)
-        return samples
-    finally:
-        stop_server(server)
+            for _ in range(warm):
+                get(size, name, path, headers)
+    done = 0
+    while done < rounds:
+        order = list(servers) if (done // block) % 2 == 0 else list(reversed(servers))
+        n = min(block, rounds - done)
+        for size in order:
+            for _ in range(n):
+                for name, path, headers in random.sample(work, len(work)):
+                    samples[size][name].append(get(size, name, path, headers))
+        done += n
+        print(f"  rounds {done}/{rounds} at both sizes, load {load_average()}", flush=True)
+    return samples, sizes
+
+
+def explain(urls: dict[str, str], work: list[tuple]) -> None:
+    """Each page's statements at each size, rendered in this process (Django's test client, the
+    staff user, redirects followed) and each SELECT run again under EXPLAIN ANALYZE: how many
+    and their summed execution time, the slowest, and the most rows a plan node returned. What
+    the database does for a page, apart from the rendering and from the machine's load."""
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    found: dict[str, dict[str, tuple]] = {}
+    for size, url in urls.items():
+        connection.close()
+        connection.settings_dict["NAME"] = url.rsplit("/", 1)[1]
+        client = Client()
+        client.force_login(get_user_model().objects.get(username=ap.STAFF))
+        for name, path, headers in work:
+            if "Authorization" in headers:
+                continue  # the API's bearer token is bound to the served origin
+            client.get(path, headers=headers, follow=True)
+            with CaptureQueriesContext(connection) as captured:
+                client.get(path, headers=headers, follow=True)
+            total, slowest, most = 0.0, 0.0, 0
+            for query in captured:
+                if not query["sql"].lstrip().upper().startswith("SELECT"):
+                    continue
+                with connection.cursor() as cursor:
+                    cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + query["sql"])
+                    plan = cursor.fetchone()[0]
+                plan = json.loads(plan) if isinstance(plan, str) else plan
+                total += plan[0]["Execution Time"]
+                slowest = max(slowest, plan[0]["Execution Time"])
+                nodes = [plan[0]["Plan"]]
+                while nodes:
+                    node = nodes.pop()
+                    most = max(most, node.get("Actual Rows", 0) * node.get("Actual Loops", 1))
+                    nodes.extend(node.get("Plans", []))
+            found.setdefault(name, {})[size] = (len(captured), total, slowest, most)
+    print("| page | statements | SQL ms (sum) | slowest statement ms | most rows of a plan node |")
+    print("|---|---|---|---|---|")
+    for name, at in found.items():
+        (n_a, t_a, s_a, r_a), (n_b, t_b, s_b, r_b) = at["small"], at["large"]
+        print(
+            f"| {name} | {n_a} → {n_b} | {t_a:.2f} → {t_b:.2f} | {s_a:.2f} → {s_b:.2f} "
+            f"| {r_a:,} → {r_b:,} |"
+        )
+    print()
+    print(f"explained {len(found)} pages at both sizes")
 
 
 def load_average() -> str:
@@ -393,22 +523,54 @@ def drop(url: str) -> None:
         root.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def copy_schema(source: str, url: str) -> bool:
+    """Make the database of `url`, when missing, a copy of `source` (just migrated, not loaded
+    yet, or a kept one: `grow` then loads or grows it); whether it was there already."""
+    server, name = url.rsplit("/", 1)
+    with psycopg.connect(server + "/postgres", autocommit=True) as root:
+        if root.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            return True
+        root.execute(f'CREATE DATABASE "{name}" TEMPLATE "{source.rsplit("/", 1)[1]}"')
+    return False
+
+
+def migrate(url: str, env: dict[str, str]) -> None:
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v0"],
+        cwd=ROOT,
+        env={**env, "DATABASE_URL": url},
+        check=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--database", default="bench_growth")
     parser.add_argument("--small", type=int, default=1_000_000)
     parser.add_argument("--large", type=int, default=10_000_000)
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--block", type=int, default=5, help="rounds of one size in a row")
+    parser.add_argument("--warm", type=int, default=2, help="checked requests before timing")
     parser.add_argument("--chunk", type=int, default=ap.CHUNK, help="rows per INSERT statement")
+    parser.add_argument("--only", default="", help="time only the pages whose name has this")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument(
+        "--explain", action="store_true", help="EXPLAIN ANALYZE each page's statements instead"
+    )
     args = parser.parse_args()
     if not 0 < args.small < args.large:
         raise SystemExit("--small must be positive and below --large")
+    if args.rounds < 1 or args.warm < 0:
+        raise SystemExit("--rounds must be positive, --warm not negative")
 
     server_url = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
     if not server_url.startswith("postgres"):
         raise SystemExit("this bench needs PostgreSQL: DATABASE_URL=postgres://…")
-    url = server_url.rsplit("/", 1)[0] + "/" + args.database[:63]
+    sizes = {"small": args.small, "large": args.large}
+    urls = {
+        size: server_url.rsplit("/", 1)[0] + "/" + f"{args.database[:57]}_{size[0]}"
+        for size in sizes
+    }
     print(machine(), flush=True)
     env = {
         **os.environ,
@@ -418,60 +580,102 @@ def main() -> None:
     }
     password = secrets.token_urlsafe(16)
     started = time.monotonic()
-    sizes = {"small": args.small, "large": args.large}
-    samples, notes = {}, {}
+    notes, servers = {}, {}
     try:
-        create_database(url)
-        migrate_and_collect(ROOT, {**env, "DATABASE_URL": url})
-        with psycopg.connect(url) as conn:
-            print(lowest_priority(conn), flush=True)
-            if set(ap.counts(conn).values()) == {args.large}:
-                ap.setup(conn)  # a kept large database: start again from --small
-            ap.staff_user(conn, password)
+        create_database(urls["small"])
+        migrate_and_collect(ROOT, {**env, "DATABASE_URL": urls["small"]})
+        if copy_schema(urls["small"], urls["large"]):
+            migrate(urls["large"], env)  # a kept one: this checkout's migrations
         for size, rows in sizes.items():
+            url = urls[size]
             with psycopg.connect(url) as conn:
-                lowest_priority(conn)
+                print(f"{size}: {lowest_priority(conn)}", flush=True)
                 began, load_before = time.monotonic(), load_average()
+                if max(ap.counts(conn).values()) > rows:
+                    ap.setup(conn)  # a kept database of another size: start again
                 took = grow(url, conn, rows, args.chunk)
-                ap.staff_user(conn, password)  # SETUP_SQL keeps it; a fresh copy may lack it
-                work = targets(conn, min(TARGET_ROW, args.small))
+                ap.staff_user(conn, password)
                 db_size = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
             steps = ", ".join(f"{k} {v:.0f} s" for k, v in took.items()) or "reused"
             notes[size] = (
-                f"{rows:,} rows per app ({12 * rows:,} with history, {db_size / 1e9:.1f} GB): "
+                f"{rows:,} rows per app ({12 * rows:,} with history, {db_size / 1e9:.2f} GB): "
                 f"{time.monotonic() - began:.0f} s ({steps}); load average {load_before} before"
             )
             print(notes[size], flush=True)
-            notes[size] += f", {load_average()} before timing"
-            samples[size] = measure(url, env, password, work, args.rounds)
-            notes[size] += f", {load_average()} after"
+        row = ap.target_row(min(TARGET_ROW, args.small // 2))
+        conns = {size: psycopg.connect(url, autocommit=True) for size, url in urls.items()}
+        try:
+            work = [page for page in targets(conns, row) if args.only in page[0]]
+            if BASELINE not in [name for name, _, _ in work]:
+                work.insert(0, (BASELINE, "/admin/password_change/", {}))
+        finally:
+            for conn in conns.values():
+                conn.close()
+        must_show = {f"admin {k}": v for k, v in ap.expected(row * 2, row).items()}
+        print(f"{len(work)} pages; load average {load_average()} before timing", flush=True)
+        if args.explain:
+            explain(urls, work)
+            return
+        processes = []
+        try:
+            for size, url in urls.items():
+                server, base = serve_wsgi(ROOT, {**env, "DATABASE_URL": url})
+                processes.append(server)
+                servers[size] = (base, ap.login(base, password))
+            samples, answers = measure(servers, work, args.rounds, args.block, args.warm, must_show)
+        finally:
+            for server in processes:
+                stop_server(server)
+        timed = load_average()
     finally:
         if not args.keep:
-            drop(url)
+            for url in urls.values():
+                drop(url)
 
     small, large = f"{args.small:,}", f"{args.large:,}"
     print()
     for size in sizes:
         print(f"{size}: {notes[size]}")
+    print(f"timed in alternating blocks of {args.block} rounds; load average {timed} after")
     print()
-    print(f"| path | p50 / p99 ms at {small} | p50 / p99 ms at {large} | growth p50 | growth p99 |")
-    print("|---|---|---|---|---|")
-    factors = []
+
+    def growth(name: str, q: float) -> float:
+        a, b = samples["small"][name], samples["large"][name]
+        return percentile(b, q) / percentile(a, q)
+
+    base50, base95 = growth(BASELINE, 50), growth(BASELINE, 95)
+    print(
+        f"| page | p50 / p95 ms at {small} | p50 / p95 ms at {large} | growth p95 "
+        "| p95 growth ÷ baseline's | p50 growth ÷ baseline's | bytes |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    relative = {}
     for name, _, _ in work:
         a, b = samples["small"][name], samples["large"][name]
-        p50a, p99a, p50b, p99b = (
-            statistics.median(a), percentile(a, 99), statistics.median(b), percentile(b, 99)
-        )  # fmt: skip
-        if name != BASELINE:
-            factors.append(p50b / p50a)
+        relative[name] = (growth(name, 95) / base95, growth(name, 50) / base50)
+        p95, p50 = (f"**{x:.2f}**" if x > GROWTH_GOAL else f"{x:.2f}" for x in relative[name])
+        bytes_a, bytes_b = answers["small"][name], answers["large"][name]
+        shown = f"{bytes_a:,}" if bytes_a == bytes_b else f"{bytes_a:,} → {bytes_b:,}"
         print(
-            f"| {name} | {p50a:.1f} / {p99a:.1f} | {p50b:.1f} / {p99b:.1f} | "
-            f"{p50b / p50a:.2f}× | {p99b / p99a:.2f}× |"
+            f"| {name} | {statistics.median(a):.1f} / {percentile(a, 95):.1f} | "
+            f"{statistics.median(b):.1f} / {percentile(b, 95):.1f} | {growth(name, 95):.2f}× | "
+            f"{p95} | {p50} | {shown} |"
         )
+    pages = [name for name, _, _ in work if name != BASELINE]
+    within = [name for name in pages if relative[name][0] <= GROWTH_GOAL]
+    # The same answer give or take an age or a count's digits: within 1 %.
+    same = [
+        name for name in pages if abs(answers["large"][name] / answers["small"][name] - 1) <= 0.01
+    ]
+    flat = [name for name in same if relative[name][0] <= GROWTH_GOAL]
+    slowest = max(percentile(samples["large"][name], 95) for name in pages)
     print()
     print(
-        f"growth factor {large}/{small} rows per app at p50: {min(factors):.2f}× to "
-        f"{max(factors):.2f}× (baseline row: the machine's own change); {args.rounds} rounds, "
+        f"growth factor {large}/{small} rows per app at p95, ÷ the baseline's "
+        f"({base95:.2f}×): {min(relative[n][0] for n in pages):.2f} to "
+        f"{max(relative[n][0] for n in pages):.2f}; {len(within)} of {len(pages)} pages within "
+        f"{GROWTH_GOAL}× ({len(flat)} of the {len(same)} whose answer has about the same size at both); "
+        f"slowest p95 at {large}: {slowest:.0f} ms; {args.rounds} rounds, "
         f"run took {time.monotonic() - started:.0f} s"
     )
 

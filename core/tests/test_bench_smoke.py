@@ -79,7 +79,9 @@ RUNS = {
         "ratio p99 pause without/with freeze: ",
     ),
     "growth.py": Run(
-        ("--small", "200", "--large", "2000", "--rounds", "1"), "growth factor 2,000/200", (PG,)
+        ("--small", "200", "--large", "2000", "--rounds", "1", "--warm", "0"),
+        "growth factor 2,000/200",
+        (PG,),
     ),
     "history_pages.py": Run(
         ("--entries", "200", "--page", "10", "--repeat", "2"), "ratio ours/baseline: "
