@@ -41,6 +41,7 @@ import http.client
 import json
 import logging
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -366,6 +367,8 @@ def postgres():
         ).start()
     yield server
     server.stop()
+    if FAILOVER:
+        shutil.rmtree(server.dir, ignore_errors=True)
 
 
 @pytest.fixture(params=["redis", "amqp"])
