@@ -10,11 +10,11 @@ PY_STAMP := $(VENV)/.deps-stamp
 NODE_STAMP := chain/node_modules/.deps-stamp
 MCP_NODE_STAMP := mcp_adapter/conformance/node_modules/.deps-stamp
 
-.PHONY: deps lock audit chromium haproxy run prod-secrets prod cluster test test-fast lint format chain clean
+.PHONY: deps lock audit chromium haproxy failover run prod-secrets prod cluster test test-fast lint format chain clean
 
 BUILD_STAMP := chain/build/.build-stamp
 
-deps: $(PY_STAMP) $(NODE_STAMP) $(MCP_NODE_STAMP) $(BUILD_STAMP) chromium haproxy
+deps: $(PY_STAMP) $(NODE_STAMP) $(MCP_NODE_STAMP) $(BUILD_STAMP) chromium haproxy failover
 
 # The browser tests drive Debian's Chromium (never a downloaded browser build).
 chromium:
@@ -23,6 +23,11 @@ chromium:
 # The cluster on one machine (`make cluster`) and the chaos test put Debian's HAProxy in front.
 haproxy:
 	@test -x /usr/sbin/haproxy || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; }
+
+# `make cluster HA=1` and the chaos test's failover mode: PostgreSQL under Debian's
+# pg_auto_failover (ADR 0008); Redis Sentinel is redis-server's own mode, RabbitMQ clusters itself.
+failover:
+	@test -x /usr/bin/pg_autoctl || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pg-auto-failover-cli postgresql-15-auto-failover; }
 
 # From the hash-pinned lock (every package, direct or not, at one version with its hashes):
 # pip refuses a file whose hash is not in it. requirements*.txt say what we depend on and why;
@@ -91,10 +96,12 @@ prod: deps prod-secrets
 # The same with several instances of each type behind HAProxy (docs/deploy.md, "The cluster on
 # one machine"): 2 web, 2 MCP, 2 workers per queue kind, a beat and a standby beat. Not the
 # default: `make run` stays the one-process embedded system. Celery on Redis, or on RabbitMQ
-# with CELERY_BROKER_URL=amqp://….
+# with CELERY_BROKER_URL=amqp://…. HA=1: no single node for the stores either (it starts its own
+# PostgreSQL under pg_auto_failover, Redis under Sentinel, three RabbitMQ nodes; HA_BROKER=redis
+# puts Celery on the Redis group).
 cluster: deps prod-secrets
 	$(PROD_ENV) MCP_RESOURCE_URL=$${MCP_RESOURCE_URL:-http://127.0.0.1:8001/mcp} \
-	$(BIN)/python manage.py run_cluster
+	$(BIN)/python manage.py run_cluster $(if $(HA),--ha --ha-broker $(or $(HA_BROKER),amqp))
 
 test: deps
 	$(BIN)/pytest $(PYTEST_ARGS)

@@ -32,8 +32,9 @@ from typing import Any
 
 import anyio
 import redis
-import redis.asyncio
 from django.conf import settings
+
+from core import stores
 
 logger = logging.getLogger(__name__)
 _MAX_DATAGRAM = 4096
@@ -104,7 +105,7 @@ def _send(events: list[dict[str, Any]]) -> None:
         for event in events
     ]
     try:
-        if settings.EVENTS_URL.startswith("redis"):
+        if stores.is_redis(settings.EVENTS_URL):
             _redis_publish(channel(), data)
         else:
             for item in data:
@@ -141,7 +142,9 @@ _redis_client = None
 def _redis():
     global _redis_client
     if _redis_client is None:
-        _redis_client = redis.Redis.from_url(settings.EVENTS_URL, socket_timeout=2)
+        _redis_client = stores.redis_client(
+            settings.EVENTS_URL, master=settings.REDIS_SENTINEL_MASTER, socket_timeout=2
+        )
     return _redis_client
 
 
@@ -284,14 +287,16 @@ class _Listener(Subscription):
 
 
 def _backend_subscription() -> Subscription:
-    if settings.EVENTS_URL.startswith("redis"):
+    if stores.is_redis(settings.EVENTS_URL):
         return _RedisSubscription()
     return _LocalSubscription()
 
 
 class _RedisSubscription(Subscription):
     async def __aenter__(self) -> Subscription:
-        self.client = redis.asyncio.Redis.from_url(settings.EVENTS_URL)
+        self.client = stores.redis_client(
+            settings.EVENTS_URL, master=settings.REDIS_SENTINEL_MASTER, asynchronous=True
+        )
         self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
         await self.pubsub.subscribe(channel())
         return self

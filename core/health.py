@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import kombu.exceptions
@@ -30,6 +31,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
+from core import stores
 from core.api import failure_reason
 
 logger = logging.getLogger(__name__)
@@ -51,6 +53,8 @@ class CheckResult:
     chain: str | None = None
     # False for a check whose failure is reported without making the instance unready.
     required: bool = True
+    # A store's primary: {"node": "node 2", "since": ISO time, "changes": n} (core/stores.py).
+    primary: dict | None = None
 
 
 # --- The checks: each raises the errors its dependency raises; `_run_one` names them ---------
@@ -63,26 +67,55 @@ def check_database(timeout: float) -> None:
             cursor.execute("SELECT 1")
             if cursor.fetchone() != (1,):
                 raise CheckFailed("SELECT 1 did not answer 1")
+        stores.observe("database", database_node(connection))
     finally:
         # This runs in a pool thread: its connection must not outlive the thread.
         connection.close()
 
 
+def database_node(connection) -> str:
+    """Which of DATABASE_URL's hosts the connection reached (SQLite: its one file)."""
+    if connection.vendor != "postgresql":
+        return "node 1"
+    return stores.database_node(connection.settings_dict, connection.connection.info)
+
+
 def check_broker(timeout: float) -> dict | None:
-    if settings.CELERY_BROKER_URL.startswith("filesystem://"):
+    url = settings.CELERY_BROKER_URL
+    if url.startswith("filesystem://"):
         # The embedded broker is two folders: ready when the queue folder takes a file.
         options = settings.CELERY_BROKER_TRANSPORT_OPTIONS
         _writable(Path(options["data_folder_in"]))
+        stores.observe("broker", "node 1")
         return
     with current_app.connection_for_read(
-        settings.CELERY_BROKER_URL,
+        url,
         connect_timeout=timeout,
         transport_options={"socket_timeout": timeout, "socket_connect_timeout": timeout},
     ) as conn:
-        conn.ensure_connection(max_retries=0, timeout=timeout)
-    if settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+        # Each node of an `amqp://h1;amqp://h2` list once, at once: a node down is no outage.
+        conn.ensure_connection(
+            max_retries=len(conn.alt) - 1 if conn.alt else 0, interval_start=0, timeout=timeout
+        )
+        if url.startswith("amqp"):
+            stores.observe("broker", stores.amqp_node(url, conn.hostname, conn.port or 5672))
+    if stores.is_redis(url):
+        stores.observe("broker", redis_node(url, timeout))
         return {"queues": queue_backlog(timeout)}
     return None
+
+
+def redis_node(url: str, timeout: float) -> str:
+    return stores.redis_node(url, master=settings.REDIS_SENTINEL_MASTER, timeout=timeout)
+
+
+def redis_client(url: str, timeout: float):
+    return stores.redis_client(
+        url,
+        master=settings.REDIS_SENTINEL_MASTER,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+    )
 
 
 def queue_backlog(timeout: float) -> dict[str, int]:
@@ -90,9 +123,7 @@ def queue_backlog(timeout: float) -> dict[str, int]:
     whose workers are down grows here. One round trip of LLENs, whatever the backlog."""
     # kombu keeps a queue's messages of priority p > 0 in a list of its own: "<queue>\x06\x16<p>".
     steps = ("", *(f"\x06\x16{p}" for p in (3, 6, 9)))
-    client = redis.Redis.from_url(
-        settings.CELERY_BROKER_URL, socket_timeout=timeout, socket_connect_timeout=timeout
-    )
+    client = redis_client(settings.CELERY_BROKER_URL, timeout)
     try:
         pipe = client.pipeline(transaction=False)
         for queue in settings.CELERY_QUEUES_BY_KIND.values():
@@ -111,28 +142,44 @@ def check_cache(timeout: float) -> None:
     cache.delete(key)
     if value != "ok":
         raise CheckFailed("a value set in the cache could not be read back")
+    url = settings.CACHE_URL
+    stores.observe("cache", redis_node(url, timeout) if stores.is_redis(url) else "node 1")
 
 
 def check_events(timeout: float) -> None:
-    if settings.EVENTS_URL.startswith("redis"):
-        client = redis.Redis.from_url(
-            settings.EVENTS_URL, socket_timeout=timeout, socket_connect_timeout=timeout
-        )
+    url = settings.EVENTS_URL
+    if stores.is_redis(url):
+        client = redis_client(url, timeout)
         try:
             if not client.ping():
                 raise CheckFailed("PING was not answered with PONG")
         finally:
             client.close()
+        stores.observe("events", redis_node(url, timeout))
         return
     # The local channel is socket files in EVENTS_DIR: ready when listeners can bind there.
     path = Path(settings.EVENTS_DIR)
     path.mkdir(parents=True, exist_ok=True)
     _writable(path)
+    stores.observe("events", "node 1")
 
 
 def _writable(path: Path) -> None:
     with tempfile.NamedTemporaryFile(dir=path, prefix=".health-"):
         pass
+
+
+STORES = ("database", "broker", "cache", "events")
+
+
+def observe_primaries(*, timeout: float) -> set[str]:
+    """Run the stores' checks (in threads of their own, as /readyz does: each closes its
+    database connection), which note each one's primary (`stores.current()`): the stores
+    that answered."""
+    plan = [PlannedCheck(name, CHECKS[name], EXPECTED_ERRORS[name]) for name in STORES]
+    with ThreadPoolExecutor(max_workers=len(plan), thread_name_prefix="primaries") as pool:
+        results = list(pool.map(lambda planned: _run_one(planned, timeout), plan))
+    return {result.name for result in results if result.ok}
 
 
 # What each check's dependency raises when it is down, slow or answering garbage: reported
@@ -230,7 +277,14 @@ def _run_one(planned: PlannedCheck, timeout: float) -> CheckResult:
     else:
         error = None
     latency = round((time.monotonic() - started) * 1000)
-    return CheckResult(name, error is None, latency, error, detail, planned.chain, planned.required)
+    seen = stores.current().get(name) if error is None else None
+    primary = None
+    if seen is not None:
+        since = datetime.fromtimestamp(seen.since, tz=UTC).isoformat(timespec="seconds")
+        primary = {"node": seen.node, "since": since, "changes": seen.changes}
+    return CheckResult(
+        name, error is None, latency, error, detail, planned.chain, planned.required, primary
+    )
 
 
 def run_checks(*, timeout: float | None = None) -> list[CheckResult]:

@@ -25,7 +25,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import redis
 import requests
 from django.conf import settings
 from django.db import transaction
@@ -42,6 +41,8 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from core import health, stores
 
 logger = logging.getLogger(__name__)
 
@@ -226,7 +227,12 @@ _redis_clients: dict[str, Any] = {}
 def _redis_backlog(url: str, queues: list[str]) -> dict[str, int]:
     client = _redis_clients.get(url)
     if client is None:
-        client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
+        client = stores.redis_client(
+            url,
+            master=settings.REDIS_SENTINEL_MASTER,
+            socket_timeout=2.0,
+            socket_connect_timeout=2.0,
+        )
         _redis_clients[url] = client
     pipe = client.pipeline(transaction=False)
     for queue in queues:
@@ -257,7 +263,7 @@ def _queue_families() -> list[GaugeMetricFamily]:
 
     url = settings.CELERY_BROKER_URL
     queues = monitored_queues()
-    if url.startswith(("redis://", "rediss://")):
+    if stores.is_redis(url):
         counts = _redis_backlog(url, queues)
     elif url.startswith("filesystem://"):
         counts = _filesystem_backlog(
@@ -275,11 +281,43 @@ def _queue_families() -> list[GaugeMetricFamily]:
     return [backlog]
 
 
+def _primary_families() -> list[GaugeMetricFamily]:
+    """Which node is primary for each store (a store that does not answer now is left out),
+    and when this process saw it become so: the readiness checks find them (core/health.py)."""
+    answering = health.observe_primaries(timeout=2.0)
+    primary = GaugeMetricFamily(
+        "picnic_store_primary",
+        "1 for the node that is the store's primary now (node N: the Nth host configured, "
+        "or under Sentinel the Nth of the group's nodes by address).",
+        labels=["store", "node"],
+    )
+    since = GaugeMetricFamily(
+        "picnic_store_primary_since_timestamp_seconds",
+        "When this process first saw the store's current primary (Unix time): the last change.",
+        labels=["store"],
+    )
+    changes = GaugeMetricFamily(
+        "picnic_store_primary_changes",
+        "How often this process saw the store's primary move to another node.",
+        labels=["store"],
+    )
+    for store, seen in stores.current().items():
+        if store in answering:
+            primary.add_metric([store, seen.node], 1.0)
+            since.add_metric([store], seen.since)
+            changes.add_metric([store], seen.changes)
+    return [primary, since, changes]
+
+
 class StateCollector(Collector):
     """The gauges read at scrape time. A source that cannot be read leaves its families out
     and says so in `picnic_metrics_collector_up` (the rest of the scrape still answers)."""
 
-    SOURCES = (("database", _database_families), ("celery_queues", _queue_families))
+    SOURCES = (
+        ("database", _database_families),
+        ("celery_queues", _queue_families),
+        ("store_primaries", _primary_families),
+    )
 
     def collect(self):
         up = {}

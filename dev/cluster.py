@@ -30,6 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
+import redis
+import redis.sentinel
 from kombu import Connection
 
 from dev import processes
@@ -309,6 +312,33 @@ class Cluster:
         member.proc.kill()
         return time.monotonic()
 
+    def cut_connections(self, name: str, ports: set[int]) -> int:
+        """Cut (`ss -K`: a reset both ways) every TCP connection that a member's processes
+        hold to one of `ports`, as a network fault or a broker dropping a client would; how
+        many were cut. The processes live on: only their connections are gone."""
+        group = self.members[name].proc.pid
+        pids = set()
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # the process ended meanwhile
+            if int(fields[2]) == group:  # its process group
+                pids.add(int(stat.parent.name))
+        listing = subprocess.run(["ss", "-tnpH", "state", "established"], capture_output=True,
+                                 text=True, check=True).stdout  # fmt: skip
+        cut = 0
+        for line in listing.splitlines():
+            columns = line.split()
+            if len(columns) < 5 or not any(f"pid={pid}," in line for pid in pids):
+                continue
+            local, peer = columns[2].rsplit(":", 1)[1], columns[3].rsplit(":", 1)[1]
+            if int(peer) in ports:
+                subprocess.run(["ss", "-K", "-tn", "dport", "=", f":{peer}", "sport", "=",
+                                f":{local}"], capture_output=True, check=True)  # fmt: skip
+                cut += 1
+        return cut
+
     def beat_holder(self) -> str | None:
         """The beat whose current process acquired the lock."""
         for member in self.members.values():
@@ -359,12 +389,18 @@ class RedisServer:
     def url(self, db: int = 0) -> str:
         return f"redis://127.0.0.1:{self.port}/{db}"
 
-    def start(self) -> RedisServer:
+    @staticmethod
+    def binary() -> str:
+        return shutil.which("redis-server") or "/usr/bin/redis-server"
+
+    def start(self, *, replica_of: int | None = None) -> RedisServer:
         argv = [
-            shutil.which("redis-server") or "/usr/bin/redis-server",
+            self.binary(),
             "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.dir),
             "--appendonly", "yes", "--appendfsync", "always", "--save", "",
         ]  # fmt: skip
+        if replica_of is not None:
+            argv += ["--replicaof", "127.0.0.1", str(replica_of)]
         self.proc = processes.Process("redis", argv, dict(os.environ), self.dir / "redis.log")
         self.proc.start()
         wait_for(lambda: port_open(self.port), timeout=20, what="redis-server")
@@ -434,9 +470,13 @@ class RabbitServer:
     def start(self) -> RabbitServer:
         return self.launch().wait()
 
+    def ctl(self, *args: str) -> str:
+        return subprocess.run([str(RABBITMQ_CTL), "-n", self.env["RABBITMQ_NODENAME"], *args],
+                              env=self.env, check=True, capture_output=True, text=True,
+                              timeout=120).stdout  # fmt: skip
+
     def _ctl(self, command: str) -> None:
-        subprocess.run([str(RABBITMQ_CTL), "-n", self.env["RABBITMQ_NODENAME"], command],
-                       env=self.env, check=True, capture_output=True, timeout=120)  # fmt: skip
+        self.ctl(command)
 
     def restart(self) -> None:
         """The broker restarted: the RabbitMQ application stopped (every connection closed,
@@ -509,3 +549,322 @@ class PostgresServer:
             except subprocess.CalledProcessError:
                 pass  # not running
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# --- No single node: the stores with failover (`make cluster` HA mode, the chaos test's
+# PICNIC_CHAOS_FAILOVER mode). Each on its own loopback ports and folders under `workdir`.
+
+
+class ReplicatedRedis:
+    """A Redis primary, a replica and three sentinels (quorum 2) on loopback ports: the
+    clients find the primary through the sentinels (`url()` is a `sentinel://` list). The
+    down-after time is short (1 s) so that a lost primary is replaced in about two seconds."""
+
+    MASTER = "picnic"
+
+    def __init__(self, workdir: Path, *, down_after_ms: int = 1000):
+        self.dir = Path(workdir)
+        self.nodes = [RedisServer(self.dir / f"redis-{i}") for i in (1, 2)]
+        self.sentinel_ports = [free_port() for _ in range(3)]
+        self.sentinels: list[processes.Process] = []
+        self.down_after_ms = down_after_ms
+
+    def url(self, db: int = 0) -> str:
+        return ";".join(f"sentinel://127.0.0.1:{port}/{db}" for port in self.sentinel_ports)
+
+    def start(self) -> ReplicatedRedis:
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> ReplicatedRedis:
+        first, second = self.nodes
+        first.start()
+        second.start(replica_of=first.port)
+        for i, port in enumerate(self.sentinel_ports, 1):
+            folder = self.dir / f"sentinel-{i}"
+            folder.mkdir(parents=True, exist_ok=True)
+            config = folder / "sentinel.conf"  # a sentinel rewrites its file: one each
+            config.write_text(
+                f"bind 127.0.0.1\nport {port}\ndir {folder}\n"
+                f"sentinel monitor {self.MASTER} 127.0.0.1 {first.port} 2\n"
+                f"sentinel down-after-milliseconds {self.MASTER} {self.down_after_ms}\n"
+                f"sentinel failover-timeout {self.MASTER} 10000\n"
+                f"sentinel parallel-syncs {self.MASTER} 1\n"
+            )
+            argv = [first.binary(), str(config), "--sentinel"]
+            sentinel = processes.Process("sentinel", argv, dict(os.environ), folder / "log")
+            self.sentinels.append(sentinel.start())
+        for port in self.sentinel_ports:
+            wait_for(lambda port=port: port_open(port), timeout=20, what="redis-sentinel")
+        wait_for(lambda: self.primary() is first, timeout=30, what="the sentinels' primary")
+        wait_for(lambda: self.in_sync(second), timeout=60, what="the replica's first sync")
+        return self
+
+    @staticmethod
+    def in_sync(node: RedisServer) -> bool:
+        """Whether the replica `node` holds the primary's data (its first sync done)."""
+        try:
+            with redis.Redis(port=node.port, socket_timeout=1) as client:
+                return client.info("replication").get("master_link_status") == "up"
+        except redis.RedisError:
+            return False
+
+    def primary(self) -> RedisServer | None:
+        """The node the sentinels name primary now."""
+        sentinel = redis.sentinel.Sentinel(
+            [("127.0.0.1", p) for p in self.sentinel_ports], sentinel_kwargs={"socket_timeout": 1}
+        )
+        try:
+            _, port = sentinel.discover_master(self.MASTER)
+        except redis.sentinel.MasterNotFoundError:
+            return None
+        finally:
+            for client in sentinel.sentinels:
+                client.close()
+        return next((node for node in self.nodes if node.port == port), None)
+
+    def kill_primary(self) -> RedisServer:
+        """SIGKILL the primary; it is started again (as a replica of the new primary, once the
+        sentinels reconfigure it) by `rejoin()`."""
+        node = self.primary()
+        node.kill()
+        return node
+
+    def rejoin(self, node: RedisServer) -> None:
+        """Start a killed node again as a replica of the primary now (a node started as a
+        primary would stay one until the sentinels' next look, about 10 s)."""
+        node.start(replica_of=self.primary().port)
+
+    def stop(self) -> None:
+        for sentinel in self.sentinels:
+            sentinel.stop(timeout=10)
+        for node in self.nodes:
+            node.stop()
+
+
+class RabbitCluster:
+    """Three RabbitMQ nodes clustered (one Erlang cookie: this user's), so a quorum queue has
+    three members and keeps its messages with one node lost. `url()` lists the nodes: kombu
+    connects to the first that answers."""
+
+    def __init__(self, workdir: Path, *, size: int = 3):
+        self.nodes = [RabbitServer(Path(workdir) / f"rabbit-{i}") for i in range(1, size + 1)]
+
+    def url(self) -> str:
+        return ";".join(node.url() for node in self.nodes)
+
+    def launch(self) -> RabbitCluster:
+        for node in self.nodes:
+            node.launch()
+        return self
+
+    def wait(self, timeout: float = 180) -> RabbitCluster:
+        for node in self.nodes:
+            node.wait(timeout)
+        first = self.nodes[0].env["RABBITMQ_NODENAME"]
+        for node in self.nodes[1:]:
+            node.ctl("stop_app")
+            node.ctl("join_cluster", first)
+            node.ctl("start_app")
+            node.wait(timeout)
+        return self
+
+    def start(self) -> RabbitCluster:
+        try:
+            return self.launch().wait()
+        except BaseException:
+            self.stop()
+            raise
+
+    def queue_leaders(self, prefix: str = "") -> dict[str, str]:
+        """Each quorum queue's leader (`rabbitmqctl list_queues name leader`), by node name."""
+        for node in self.nodes:
+            if node.proc is not None and node.proc.alive():
+                out = node.ctl("list_queues", "-q", "--no-table-headers", "name", "leader")
+                rows = [line.split("\t") for line in out.splitlines() if "\t" in line]
+                return {name: leader for name, leader in rows if name.startswith(prefix)}
+        return {}
+
+    def node_named(self, name: str) -> RabbitServer:
+        return next(n for n in self.nodes if n.env["RABBITMQ_NODENAME"] == name)
+
+    def kill(self, node: RabbitServer) -> None:
+        """SIGKILL the node's VM (the process group: beam, epmd it started, heart)."""
+        node.proc.kill()
+
+    def rejoin(self, node: RabbitServer) -> None:
+        """Start the killed node again on its data: it rejoins the cluster by itself."""
+        node.launch().wait()
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+PG_AUTOCTL = "/usr/bin/pg_autoctl"
+PG_MONITOR_SETTINGS = {
+    # The monitor's defaults take about 50 s to replace a lost primary (5 s health checks, a
+    # node unhealthy after 20 s, then 30 s for the old primary to demote itself should it be
+    # alive behind a partition); these take about 8 s on one machine. The demote timeout must
+    # stay above the keepers' network_partition_timeout (a cut-off primary has stopped taking
+    # writes before the standby is promoted). Across a network keep more margin (deploy.md).
+    "pgautofailover.health_check_period": "1000",
+    "pgautofailover.health_check_timeout": "2000",
+    "pgautofailover.health_check_max_retries": "1",
+    "pgautofailover.health_check_retry_delay": "500",
+    "pgautofailover.node_considered_unhealthy_timeout": "3000",
+    "pgautofailover.primary_demote_timeout": "5000",
+}
+PG_KEEPER_SETTINGS = {
+    "timeout.network_partition_timeout": "3",
+    "timeout.prepare_promotion_catchup": "5",
+    "timeout.prepare_promotion_walreceiver": "1",
+    "timeout.postgresql_restart_failure_timeout": "5",
+}
+
+
+class FailoverPostgres:
+    """PostgreSQL under pg_auto_failover (Debian's pg-auto-failover-cli and
+    postgresql-15-auto-failover): a monitor, a primary and a standby with synchronous
+    replication (a commit is on both before it is acknowledged, so a failover loses no
+    acknowledged write), each `pg_autoctl run` keeper supervising its postgres. `url()` is
+    libpq's multi-host form with target_session_attrs=read-write: clients reach whichever node
+    is primary. Run as the `postgres` user when started by root, as PostgresServer is."""
+
+    def __init__(self, workdir: Path, *, dbname: str = "picnic", tuned: bool = True):
+        self.dir = Path(workdir)
+        self.dbname = dbname
+        self.tuned = tuned
+        self.monitor_port = free_port()
+        self.ports = [free_port(), free_port()]
+        self.keepers: dict[str, processes.Process] = {}
+
+    @staticmethod
+    def available() -> bool:
+        return Path(PG_AUTOCTL).exists() and bool(
+            list(Path("/usr/lib/postgresql").glob("*/lib/pgautofailover.so"))
+        )
+
+    def url(self, name: str | None = None) -> str:
+        hosts = ",".join(f"127.0.0.1:{port}" for port in self.ports)
+        return f"postgres://postgres@{hosts}/{name or self.dbname}?target_session_attrs=read-write"
+
+    def node_url(self, index: int, name: str = "postgres") -> str:
+        return f"postgres://postgres@127.0.0.1:{self.ports[index]}/{name}"
+
+    def monitor_url(self) -> str:
+        return f"postgres://autoctl_node@127.0.0.1:{self.monitor_port}/pg_auto_failover?sslmode=disable"
+
+    def _env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "XDG_CONFIG_HOME": str(self.dir / "config"),
+            "XDG_DATA_HOME": str(self.dir / "share"),
+            "PG_CONFIG": str(Path(_pg_bin("pg_ctl")).parent / "pg_config"),
+            "HOME": str(self.dir),
+        }
+
+    def _as_postgres(self, argv: list[str]) -> list[str]:
+        if os.geteuid() != 0:
+            return argv
+        env = [f"{k}={v}" for k, v in self._env().items() if k.startswith(("XDG_", "PG_", "HOME"))]
+        return ["runuser", "-u", "postgres", "--", "env", *env, *argv]
+
+    def _autoctl(self, *args: str) -> str:
+        done = subprocess.run(
+            self._as_postgres([PG_AUTOCTL, *args]), env=self._env(), cwd="/",
+            capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"pg_autoctl {args[0]} {args[1]}: {done.stderr[-2000:]}")
+        return done.stdout
+
+    def _keeper(self, name: str) -> processes.Process:
+        argv = self._as_postgres([PG_AUTOCTL, "run", "--pgdata", str(self.dir / name)])
+        proc = processes.Process(f"pg-{name}", argv, self._env(), self.dir / f"{name}.log")
+        self.keepers[name] = proc.start()
+        return proc
+
+    def _create(self, name: str, port: int) -> None:
+        self._autoctl(
+            "create", "postgres", "--pgdata", str(self.dir / name), "--pgport", str(port),
+            "--pgctl", _pg_bin("pg_ctl"), "--hostname", "127.0.0.1", "--name", name,
+            "--listen", "127.0.0.1",
+            "--monitor", self.monitor_url(), "--auth", "trust", "--no-ssl",
+            "--dbname", self.dbname, "--username", "postgres",
+        )  # fmt: skip
+        if self.tuned:
+            for key, value in PG_KEEPER_SETTINGS.items():
+                self._autoctl("config", "set", "--pgdata", str(self.dir / name), key, value)
+        self._keeper(name)
+
+    def start(self) -> FailoverPostgres:
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> FailoverPostgres:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, "postgres", "postgres")
+        self._autoctl(
+            "create", "monitor", "--pgdata", str(self.dir / "monitor"),
+            "--pgport", str(self.monitor_port), "--pgctl", _pg_bin("pg_ctl"),
+            "--hostname", "127.0.0.1", "--auth", "trust", "--no-ssl",
+        )  # fmt: skip
+        monitor = str(self.dir / "monitor")
+        self._autoctl("config", "set", "--pgdata", monitor, "postgresql.listen_addresses",
+                      "127.0.0.1")  # fmt: skip
+        self._keeper("monitor")
+        wait_for(lambda: self._monitor("SELECT 1") is not None, timeout=60, what="the monitor")
+        if self.tuned:
+            for key, value in PG_MONITOR_SETTINGS.items():
+                self._monitor(f"ALTER SYSTEM SET {key} = '{value}'")
+            self._monitor("SELECT pg_reload_conf()")
+        self._create("node1", self.ports[0])
+        wait_for(lambda: self.states().get("node1") == "single", timeout=120, what="node1")
+        self._create("node2", self.ports[1])
+        wait_for(
+            lambda: sorted(self.states().values()) == ["primary", "secondary"],
+            timeout=180,
+            what="the standby",
+        )
+        return self
+
+    def states(self) -> dict[str, str]:
+        """Each node's state as the monitor has it (`primary`, `secondary`, `catchingup`…)."""
+        rows = self._monitor("SELECT nodename, reportedstate FROM pgautofailover.node")
+        return {name: str(state) for name, state in rows or []}
+
+    def _monitor(self, sql: str) -> list | None:
+        """`sql` on the monitor's database: its rows, or None while it does not answer."""
+        url = f"postgres://postgres@127.0.0.1:{self.monitor_port}/pg_auto_failover"
+        try:
+            with psycopg.connect(url, connect_timeout=2, autocommit=True) as conn:
+                cursor = conn.execute(sql)
+                return cursor.fetchall() if cursor.description else []
+        except psycopg.OperationalError:
+            return None
+
+    def primary(self) -> str | None:
+        return next((n for n, s in self.states().items() if s in ("primary", "single",
+                                                                  "wait_primary")), None)  # fmt: skip
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the node: its keeper and its postgres (one process group)."""
+        self.keepers[name].kill()
+
+    def rejoin(self, name: str) -> None:
+        """Start the killed node's keeper again: it rejoins as the standby (pg_rewind)."""
+        self._keeper(name)
+
+    def stop(self) -> None:
+        for name in ("node2", "node1", "monitor"):
+            keeper = self.keepers.get(name)
+            if keeper is not None:
+                keeper.stop(timeout=30)

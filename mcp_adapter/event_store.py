@@ -30,6 +30,7 @@ import redis.asyncio
 from django.conf import settings
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 
+from core import stores
 from mcp_adapter.sessions import EVENT_META_KEY, store_client
 
 MAX_MEMORY_STREAMS = 10_000
@@ -191,7 +192,7 @@ class PicnicEventStore:
 
 def event_store_from_settings() -> PicnicEventStore:
     max_events = settings.MCP_EVENT_STORE_MAX_EVENTS
-    if settings.EVENTS_URL.startswith("redis"):
+    if stores.is_redis(settings.EVENTS_URL):
         return PicnicEventStore(
             RedisEvents(settings.EVENTS_URL, max_events, settings.MCP_EVENT_STORE_TTL_SECONDS)
         )

@@ -30,6 +30,8 @@ from django.conf import settings
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
+from core import stores
+
 # The `_meta` key of a `notifications/resources/updated` naming the event it reports: the key
 # under which every instance writes that notification into a session's stream once.
 EVENT_META_KEY = "picnic/event"
@@ -44,7 +46,9 @@ STORE_RETRY = Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=30)
 
 def store_client(url: str) -> redis.asyncio.Redis:
     """A client of the Redis holding the MCP sessions and stream events."""
-    return redis.asyncio.Redis.from_url(url, retry=STORE_RETRY)
+    return stores.redis_client(
+        url, master=settings.REDIS_SENTINEL_MASTER, asynchronous=True, retry=STORE_RETRY
+    )
 
 
 # Whether the session still exists, and its last use, in one round trip.
@@ -209,6 +213,6 @@ Sessions = MemorySessions | RedisSessions
 
 def sessions_from_settings() -> Sessions:
     ttl = settings.MCP_SESSION_IDLE_SECONDS
-    if settings.EVENTS_URL.startswith("redis"):
+    if stores.is_redis(settings.EVENTS_URL):
         return RedisSessions(settings.EVENTS_URL, ttl)
     return MemorySessions(ttl)

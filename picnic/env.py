@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+from core import stores
 
 
 def _raw(name: str) -> str | None:
@@ -83,6 +86,12 @@ def env_choice(name: str, default: str, choices: Iterable[str]) -> str:
     return value
 
 
+# Schemes whose value may list several nodes: the broker's (`amqp://h1;amqp://h2`, kombu tries
+# them in turn) and Sentinel's (`sentinel://s1:26379;sentinel://s2:26379`, core/stores.py).
+NODE_LIST_SCHEMES = {"amqp", "sentinel"}
+POSTGRES_SCHEMES = {"postgres", "postgresql", "pgsql"}
+
+
 def env_url(name: str, default: str, *, schemes: Iterable[str]) -> str:
     allowed = tuple(schemes)
     value = _raw(name) or default
@@ -91,14 +100,57 @@ def env_url(name: str, default: str, *, schemes: Iterable[str]) -> str:
         raise ImproperlyConfigured(
             f"{name}={value!r} must be a URL with scheme {' or '.join(allowed)}"
         )
-    if parts.scheme in {"http", "https", "redis", "rediss", "amqp", "postgres", "postgresql"}:
-        if not parts.hostname:
-            raise ImproperlyConfigured(f"{name}={value!r} has no host")
-        try:
-            parts.port  # noqa: B018 - raises ValueError on a non-numeric port
-        except ValueError:
-            raise ImproperlyConfigured(f"{name}={value!r} has an invalid port") from None
+    if parts.scheme in NODE_LIST_SCHEMES:
+        for node in value.split(";"):
+            if urlsplit(node.strip()).scheme != parts.scheme:
+                raise ImproperlyConfigured(f"{name}: every node must be a {parts.scheme}:// URL")
+            _check_host(name, node.strip())
+        if parts.scheme == "sentinel":
+            try:
+                stores.parse_sentinel(value)
+            except stores.StoreUrlError as exc:
+                raise ImproperlyConfigured(f"{name}: {exc}") from None
+    elif parts.scheme in POSTGRES_SCHEMES:
+        # libpq's multi-host form: postgres://user@h1:5432,h2:5432/db (database_settings).
+        userinfo = parts.netloc.rpartition("@")[0]
+        for node in parts.netloc.rpartition("@")[2].split(","):
+            _check_host(name, f"{parts.scheme}://{userinfo}@{node}")
+    elif parts.scheme in {"http", "https", "redis", "rediss"}:
+        _check_host(name, value)
     return value
+
+
+def _check_host(name: str, value: str) -> None:
+    parts = urlsplit(value)
+    if not parts.hostname:
+        raise ImproperlyConfigured(f"{name}={value!r} has no host")
+    try:
+        parts.port  # noqa: B018 - raises ValueError on a non-numeric port
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} has an invalid port") from None
+
+
+def database_settings(name: str, url: str, **options: Any) -> dict:
+    """dj-database-url's DATABASES entry for `url`, which may name several PostgreSQL hosts
+    (`postgres://user@h1:5432,h2:5432/db?target_session_attrs=read-write`, which dj-database-url
+    does not parse): HOST and PORT become libpq's comma-separated lists, and libpq connects to
+    the first host that takes writes. Several hosts without `target_session_attrs=read-write`
+    (or `primary`) could land on a standby: refused."""
+    parts = urlsplit(url)
+    userinfo, at, hostlist = parts.netloc.rpartition("@")
+    if parts.scheme not in POSTGRES_SCHEMES or "," not in hostlist:
+        return dj_database_url.parse(url, **options)
+    nodes = [urlsplit(f"//{node}") for node in hostlist.split(",")]
+    first = parts._replace(netloc=f"{userinfo}{at}{hostlist.split(',')[0]}").geturl()
+    config = dj_database_url.parse(first, **options)
+    config["HOST"] = ",".join(node.hostname for node in nodes)
+    config["PORT"] = ",".join(str(node.port or 5432) for node in nodes)
+    if config.get("OPTIONS", {}).get("target_session_attrs") not in {"read-write", "primary"}:
+        raise ImproperlyConfigured(
+            f"{name} names several hosts: add ?target_session_attrs=read-write so that "
+            "connections go to the primary"
+        )
+    return config
 
 
 def env_list(name: str, default: list[str]) -> list[str]:

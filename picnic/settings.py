@@ -12,7 +12,6 @@ import hashlib
 import re
 from pathlib import Path
 
-import dj_database_url
 from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
@@ -20,6 +19,7 @@ from core.chains import parse_chains
 from core.logs import logging_config
 from picnic.brokers import amqp_celery_settings, dead_letter_queue
 from picnic.env import (
+    database_settings,
     env_bool,
     env_choice,
     env_float,
@@ -138,7 +138,9 @@ DATABASE_URL = env_url(
     f"sqlite:///{VAR_DIR / 'picnic.sqlite3'}",
     schemes=("sqlite", "postgres", "postgresql", "pgsql"),
 )
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+# Several hosts (a primary and its standby under pg_auto_failover) in libpq's form:
+# postgres://user@h1:5432,h2:5432/db?target_session_attrs=read-write (docs/deploy.md).
+DATABASES = {"default": database_settings("DATABASE_URL", DATABASE_URL, conn_max_age=60)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A web process and a worker share the file: wait for the write lock instead of failing.
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
@@ -406,9 +408,15 @@ if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}", DEPLOYMENT_PREFIX):
     raise ImproperlyConfigured(
         "DEPLOYMENT_PREFIX must be 1-40 letters, digits and _ . - (starting with a letter or digit)"
     )
+# Redis under Sentinel: EVENTS_URL, CACHE_URL and CELERY_BROKER_URL may name the sentinels
+# (`sentinel://h1:26379/0;sentinel://h2:26379/0;…`) instead of one Redis; this is the name
+# they monitor the primary by (core/stores.py).
+REDIS_SENTINEL_MASTER = env_str("REDIS_SENTINEL_MASTER", "picnic")
+if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", REDIS_SENTINEL_MASTER):
+    raise ImproperlyConfigured("REDIS_SENTINEL_MASTER may hold only letters, digits and _ . -")
 # Status transitions, published for live listeners (the MCP adapter): Redis pub/sub, or Unix
 # datagram sockets under EVENTS_DIR on the embedded default (see core/events.py).
-EVENTS_URL = env_url("EVENTS_URL", "local://", schemes=("local", "redis", "rediss"))
+EVENTS_URL = env_url("EVENTS_URL", "local://", schemes=("local", "redis", "rediss", "sentinel"))
 EVENTS_DIR = Path(env_str("EVENTS_DIR", str(VAR_DIR / "events")))
 # Live pages (core/live.py): a comment this often keeps an idle stream open through proxies;
 # a stream ends after LIVE_STREAM_SECONDS and the browser reconnects after LIVE_RETRY_MS.
@@ -458,7 +466,7 @@ MCP_TASK_PAGE_SIZE = env_int("MCP_TASK_PAGE_SIZE", 50, minimum=1)
 # Tasks still in progress one user + OAuth client may have; past it no new task is created.
 MCP_TASK_MAX_LIVE = env_int("MCP_TASK_MAX_LIVE", 100, minimum=1)
 
-CACHE_URL = env_url("CACHE_URL", "locmem://", schemes=("locmem", "redis", "rediss"))
+CACHE_URL = env_url("CACHE_URL", "locmem://", schemes=("locmem", "redis", "rediss", "sentinel"))
 CACHES = {
     "default": (
         {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
@@ -467,6 +475,14 @@ CACHES = {
     )
     | {"KEY_PREFIX": DEPLOYMENT_PREFIX}
 }
+if CACHE_URL.startswith("sentinel://"):
+    # One LOCATION (a list: Django would split the sentinels into "replicas"), whose pool
+    # asks the sentinels for the primary.
+    CACHES["default"]["LOCATION"] = [CACHE_URL]
+    CACHES["default"]["OPTIONS"] = {
+        "pool_class": "core.stores.SentinelCachePool",
+        "master": REDIS_SENTINEL_MASTER,
+    }
 
 # --- Celery --------------------------------------------------------------------------------
 # Default broker: kombu's filesystem transport under var/, so the embedded setup needs no
@@ -474,8 +490,10 @@ CACHES = {
 CELERY_BROKER_URL = env_url(
     "CELERY_BROKER_URL",
     "filesystem://localhost/",  # a host named: kombu warns when it has to assume one
-    schemes=("filesystem", "redis", "rediss", "amqp", "memory"),
+    schemes=("filesystem", "redis", "rediss", "sentinel", "amqp", "memory"),
 )
+if CELERY_BROKER_URL.startswith("sentinel://"):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"master_name": REDIS_SENTINEL_MASTER}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _queue = VAR_DIR / "celery" / "queue"
     for _folder in (_queue, VAR_DIR / "celery" / "control", VAR_DIR / "celery" / "staging"):

@@ -263,3 +263,24 @@ def test_the_broker_check_shows_each_queue_kinds_backlog(client, ready, settings
         with app.connection_for_write() as conn:
             for queue in settings.CELERY_QUEUES_BY_KIND.values():
                 conn.default_channel.queue_purge(queue)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_says_which_node_is_primary_for_each_store_and_since_when(client, ready):
+    """On the stores the tests run on (one node each: node 1), each store's check names its
+    primary by its place in the configured list, when this process saw it become primary and
+    how often it moved; the chain checks have none. No address is shown."""
+    from datetime import datetime
+
+    response = client.get("/readyz")
+
+    checks = _checks(response)
+    for store in ("database", "broker", "cache", "events"):
+        primary = checks[store]["primary"]
+        assert set(primary) == {"node", "since", "changes"}, primary
+        assert primary["node"] == "node 1"
+        assert datetime.fromisoformat(primary["since"]).tzinfo is not None
+        assert primary["changes"] == 0
+    for name in ("chain_rpc", "bundler"):
+        assert checks[name]["primary"] is None
+    assert "127.0.0.1" not in response.content.decode()

@@ -606,3 +606,18 @@ def test_every_gunicorn_worker_answers_the_sum_of_every_process(
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+# --- Which node is primary ------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_it_says_which_node_is_primary_for_each_store_and_since_when(client, token):
+    samples = scrape(client)
+
+    assert value(samples, "picnic_metrics_collector_up", collector="store_primaries") == 1
+    for store in ("database", "broker", "cache", "events"):
+        assert value(samples, "picnic_store_primary", store=store, node="node 1") == 1
+        since = value(samples, "picnic_store_primary_since_timestamp_seconds", store=store)
+        assert since > 1_700_000_000
+        assert ("picnic_store_primary_changes", frozenset({("store", store)})) in samples

@@ -38,9 +38,16 @@ CHAIN_ID = 31337
 @dataclass
 class System:
     cluster: clusters.Cluster
-    postgres: clusters.PostgresServer
-    redis: clusters.RedisServer
-    broker: clusters.RedisServer | clusters.RabbitServer
+    # One node each, or (failover mode) a primary and its standbys: FailoverPostgres,
+    # ReplicatedRedis, RabbitCluster (a Redis broker is then the cache's group, database 1).
+    postgres: clusters.PostgresServer | clusters.FailoverPostgres
+    redis: clusters.RedisServer | clusters.ReplicatedRedis
+    broker: (
+        clusters.RedisServer
+        | clusters.RabbitServer
+        | clusters.ReplicatedRedis
+        | clusters.RabbitCluster
+    )
     x_api: LocalXServer
     backend: LocalResponsesServer
     env: dict[str, str]
@@ -147,26 +154,33 @@ def world(
     broker_kind: str,
     *,
     instances: int = 2,
-    postgres: clusters.PostgresServer | None = None,
+    postgres: clusters.PostgresServer | clusters.FailoverPostgres | None = None,
+    failover: bool = False,
 ) -> Iterator[System]:
     """The cluster (`instances` of each process type) on services of its own, with the agent
     made and its tokens in `System`; everything it started stopped on the way out. A running
     `postgres` may be passed (the chaos test's brokers share one): the world gets a fresh
-    database on it."""
+    database on it. `failover`: no single node (a FailoverPostgres must be passed; Redis under
+    Sentinel; three RabbitMQ nodes, or the Redis group's database 1 as the broker)."""
     own_postgres = postgres is None
     postgres = postgres or clusters.PostgresServer()
-    redis = clusters.RedisServer(tmp_path / "redis")
-    if broker_kind == "amqp":  # a node of its own: quorum queues, restarted on its own
-        if not clusters.RABBITMQ_SERVER.exists():
-            pytest.skip(f"RabbitMQ is not installed ({clusters.RABBITMQ_SERVER})")
-        broker = clusters.RabbitServer(tmp_path / "broker")
-    else:  # a Redis of its own with AOF, restarted on its own
-        broker = clusters.RedisServer(tmp_path / "broker")
+    if broker_kind == "amqp" and not clusters.RABBITMQ_SERVER.exists():
+        pytest.skip(f"RabbitMQ is not installed ({clusters.RABBITMQ_SERVER})")
+    if failover:
+        redis = clusters.ReplicatedRedis(tmp_path / "redis")
+        broker = clusters.RabbitCluster(tmp_path / "broker") if broker_kind == "amqp" else redis
+    else:
+        redis = clusters.RedisServer(tmp_path / "redis")
+        if broker_kind == "amqp":  # a node of its own: quorum queues, restarted on its own
+            broker = clusters.RabbitServer(tmp_path / "broker")
+        else:  # a Redis of its own with AOF, restarted on its own
+            broker = clusters.RedisServer(tmp_path / "broker")
+    rabbit = isinstance(broker, clusters.RabbitServer | clusters.RabbitCluster)
     started: list = []
     try:
-        if isinstance(broker, clusters.RabbitServer):
+        if rabbit:
             started.append(broker.launch())  # its boot overlaps initdb and the migrations
-        else:
+        elif broker is not redis:
             started.append(broker.start())
         for service in (postgres, redis) if own_postgres else (redis,):
             started.append(service.start())
@@ -183,6 +197,7 @@ def world(
                 "eth_supportedEntryPoints": [entry_point_address("0.7")],
             }
             web_port, mcp_port = clusters.free_port(), clusters.free_port()
+            broker_url = broker.url(1) if broker is redis else broker.url()
             env = {
                 **load_test_env(
                     tmp_path,
@@ -193,8 +208,9 @@ def world(
                     backend_key=BACKEND_KEY,
                     metrics_token=METRICS_TOKEN,
                 ),
-                "DATABASE_URL": postgres.url(),
-                "CELERY_BROKER_URL": broker.url(),
+                "DATABASE_URL": postgres.url("picnic"),
+                "CELERY_BROKER_URL": broker_url,
+                "REDIS_SENTINEL_MASTER": clusters.ReplicatedRedis.MASTER,
                 "CACHE_URL": redis.url(),
                 "EVENTS_URL": redis.url(),
                 "CELERY_QUEUE_PREFIX": PREFIX,
@@ -208,7 +224,7 @@ def world(
                 "PYTHONUNBUFFERED": "1",
             }
             fresh_database(postgres, env)
-            if isinstance(broker, clusters.RabbitServer):
+            if rabbit:
                 broker.wait()
             # Workers on the production pool (prefork), one child each: a solo worker runs its
             # task inside its event loop, and a task read by the loop's own follow-up read

@@ -23,6 +23,15 @@ within the bound; clients saw only retryable errors (502, 503, 504, a reset or r
 connection, an answer cut off by a killed server), each followed by a success with the same
 key; the billing invariants hold and /metrics agrees with the database. The table of the run is
 printed to the terminal, passing or not.
+
+PICNIC_CHAOS_FAILOVER=1 runs it with no single node instead (opt-in: it costs about half a
+minute more per broker): PostgreSQL as a primary and a standby under pg_auto_failover, Redis as
+a primary, a replica and three sentinels, three RabbitMQ nodes (or the Redis group as the
+broker), the processes finding the primaries themselves (dev/cluster.py). The store faults are
+then: SIGKILL the PostgreSQL primary, the Redis primary, each RabbitMQ node in turn (the dm
+queue's leader first), and cut a web process's broker connections. After each, the killed node
+is started again and rejoins as a standby before the next fault (the table says how long);
+the invariants are the same.
 """
 
 from __future__ import annotations
@@ -31,7 +40,10 @@ import collections
 import http.client
 import json
 import logging
+import os
+import shutil
 import socket
+import tempfile
 import threading
 import time
 import urllib.error
@@ -53,7 +65,7 @@ from dev import cluster as clusters
 from dev import processes
 from dev.testing import DM_ENDS, OPERATION_ENDS, LoadThreads
 from mcp_adapter.sessions import EVENT_META_KEY
-from picnic.tests.chaos_world import System, world
+from picnic.tests.chaos_world import PREFIX, System, world
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [
@@ -75,6 +87,10 @@ NOTIFY_BOUND = 20  # the followed action changed: its update reaches the MCP ses
 # After these faults the followed action changes: the MCP session must hear of it and answer a
 # tool call.
 FOLLOW_AFTER = ("SIGKILL mcp-1", "restart Redis (AOF)", "restart PostgreSQL")
+FAILOVER = os.environ.get("PICNIC_CHAOS_FAILOVER") == "1"
+if FAILOVER:
+    FOLLOW_AFTER = ("SIGKILL mcp-1", "SIGKILL the Redis primary", "SIGKILL the PostgreSQL primary")
+REJOIN_BOUND = 240  # a killed store node is back in its group within this
 # What a client may see from a lost instance or a restarting dependency, and retry.
 RETRYABLE_STATUSES = {502, 503, 504}
 RETRYABLE_ERRORS = (ConnectionError, http.client.HTTPException, TimeoutError, socket.timeout)
@@ -339,15 +355,25 @@ class Agents(LoadThreads):
 @pytest.fixture(scope="module")
 def postgres():
     """One private PostgreSQL for both brokers' runs (each gets a fresh database on it, copied
-    from a template migrated once): what the two runs can share without sharing a fault."""
-    server = clusters.PostgresServer().start()
+    from a template migrated once): what the two runs can share without sharing a fault. In
+    failover mode, a primary and a standby under pg_auto_failover."""
+    if not FAILOVER:
+        server = clusters.PostgresServer().start()
+    elif not clusters.FailoverPostgres.available():
+        pytest.skip("PICNIC_CHAOS_FAILOVER needs pg_auto_failover (make deps)")
+    else:
+        server = clusters.FailoverPostgres(
+            Path(tempfile.mkdtemp(prefix="picnic-pg-ha-")), dbname="keeper"
+        ).start()
     yield server
     server.stop()
+    if FAILOVER:
+        shutil.rmtree(server.dir, ignore_errors=True)
 
 
 @pytest.fixture(params=["redis", "amqp"])
 def system(request, tmp_path, postgres):
-    with world(tmp_path, request.param, postgres=postgres) as system:
+    with world(tmp_path, request.param, postgres=postgres, failover=FAILOVER) as system:
         yield system
 
 
@@ -367,18 +393,101 @@ FAULTS: list[tuple[str, Callable[[System], None]]] = [
 ]
 
 
+# --- The failover faults (PICNIC_CHAOS_FAILOVER=1): each returns how to bring the killed node
+# back, which the test does once the cluster serves again.
+
+
+def kill_postgres_primary(s: System) -> Callable[[], None]:
+    primary = s.postgres.primary()
+    s.postgres.kill(primary)
+
+    def rejoin() -> None:
+        s.postgres.rejoin(primary)
+        clusters.wait_for(
+            lambda: sorted(s.postgres.states().values()) == ["primary", "secondary"],
+            timeout=REJOIN_BOUND,
+            what=f"{primary} back as the standby",
+        )
+
+    return rejoin
+
+
+def kill_redis_primary(s: System) -> Callable[[], None]:
+    node = s.redis.kill_primary()
+
+    def rejoin() -> None:
+        s.redis.rejoin(node)
+        clusters.wait_for(lambda: s.redis.in_sync(node), timeout=REJOIN_BOUND, what="the replica")
+
+    return rejoin
+
+
+KILLED_RABBITS: set[str] = set()
+
+
+def kill_rabbit_node(which: str) -> Callable[[System], Callable[[], None]]:
+    """SIGKILL a RabbitMQ node: the dm queue's leader now, or one not killed yet (so that
+    each node is killed once)."""
+
+    def inject(s: System) -> Callable[[], None]:
+        if which == "leader":
+            leader = s.broker.queue_leaders(f"{PREFIX}dm")[f"{PREFIX}dm"]
+            node = s.broker.node_named(leader)
+        else:
+            node = next(
+                n for n in s.broker.nodes if n.env["RABBITMQ_NODENAME"] not in KILLED_RABBITS
+            )
+        KILLED_RABBITS.add(node.env["RABBITMQ_NODENAME"])
+        s.broker.kill(node)
+        return lambda: s.broker.rejoin(node)
+
+    return inject
+
+
+CUT: dict[str, int] = {}
+
+
+def cut_broker_connections(s: System) -> None:
+    """Reset every connection web-1's processes hold to the broker's nodes (a publisher's
+    pooled connection among them): the next publish must reconnect, not hang."""
+    ports = {node.port for node in s.broker.nodes}
+    CUT["web-1"] = s.cluster.cut_connections("web-1", ports)
+
+
+PROCESS_FAULTS = FAULTS[:4]
+FAILOVER_FAULTS: dict[str, list[tuple[str, Callable]]] = {
+    "redis": [
+        *PROCESS_FAULTS,
+        ("SIGKILL the Redis primary", kill_redis_primary),
+        ("SIGKILL the PostgreSQL primary", kill_postgres_primary),
+        ("cut web-1's broker connections", cut_broker_connections),
+    ],
+    "amqp": [
+        *PROCESS_FAULTS,
+        ("SIGKILL the Redis primary", kill_redis_primary),
+        ("SIGKILL the PostgreSQL primary", kill_postgres_primary),
+        ("SIGKILL the dm queue leader's node", kill_rabbit_node("leader")),
+        ("SIGKILL a second RabbitMQ node", kill_rabbit_node("next")),
+        ("SIGKILL the third RabbitMQ node", kill_rabbit_node("next")),
+        ("cut web-1's broker connections", cut_broker_connections),
+    ],
+}
+
+
 def test_chaos_faults_under_load_nothing_lost_nothing_sent_twice(system, caplog, capsys):
     caplog.set_level(logging.WARNING, logger="httpx2")  # a line per MCP request otherwise
     caplog.set_level(logging.WARNING, logger="mcp.client.streamable_http")
     recovered: dict[str, float] = {}
+    rejoined: dict[str, float] = {}  # failover mode: the killed node back in its group
     followed: dict[str, bool] = {}  # fault -> the subscription made before it delivered after
+    faults = FAILOVER_FAULTS[system.broker_kind] if FAILOVER else FAULTS
     with Agents(system) as agents:
         assert agents.mcp.subscribed.wait(RETRY_FOR), "the MCP agent never subscribed"
         time.sleep(WARM_SECONDS)
-        for name, inject in FAULTS:
+        for name, inject in faults:
             holder = system.cluster.beat_holder()
             started = time.monotonic()
-            inject(system)
+            rejoin = inject(system)
             time.sleep(0.5)  # let the fault be seen before asking whether it is over
             deadline = started + RECOVER_BOUND
             while not (system.serving() and system.fresh_dm_sent()):
@@ -391,6 +500,10 @@ def test_chaos_faults_under_load_nothing_lost_nothing_sent_twice(system, caplog,
                 assert system.cluster.beat_holder() != holder  # the standby took over
             if name in FOLLOW_AFTER:
                 followed[name] = session_continues(system, agents, name)
+            if callable(rejoin):
+                started = time.monotonic()
+                rejoin()
+                rejoined[name] = time.monotonic() - started
     accepted = dict(agents.deliveries)
 
     def settled() -> dict | None:
@@ -413,6 +526,8 @@ def test_chaos_faults_under_load_nothing_lost_nothing_sent_twice(system, caplog,
     duplicates += len(system.backend.responses) - len(system.backend.by_key)
     with capsys.disabled():  # to the terminal: CI's output shows the table of a passing run too
         print_table(system, recovered, followed, agents, lost, duplicates, statuses, operations)
+        if FAILOVER:
+            print_failover(rejoined)
 
     assert agents.tally.unexpected == [], agents.tally.unexpected[:10]
     # MCP: one session for the whole run, which went on on the other instance when mcp-1 died
@@ -492,4 +607,11 @@ def print_table(
         f"{len(mcp.updates)}; update heard and a call answered after: "
         + ", ".join(f"{fault} {'yes' if ok else 'NO'}" for fault, ok in followed.items())
     )
+    print("\n".join(lines))
+
+
+def print_failover(rejoined: dict[str, float]) -> None:
+    lines = ["failover: the killed node back in its group (standby) in"]
+    lines += [f"  {name:<44} {seconds:6.1f} s" for name, seconds in rejoined.items()]
+    lines.append(f"connections cut: {CUT or 'none'}")
     print("\n".join(lines))

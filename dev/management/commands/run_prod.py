@@ -24,7 +24,7 @@ from django.core.management.base import BaseCommand, CommandError
 from psycopg import sql
 
 from chain.stack import ChainStackError, LocalWorld, free_port
-from core import metrics
+from core import metrics, stores
 from dev.demo.messaging import DEMO_TOKEN_DEFAULT, DEMO_TOKEN_ENV
 from dev.providers.local_coingecko import LocalCoinGeckoServer
 from dev.providers.local_gnosis_pay import LocalGnosisPayServer
@@ -78,7 +78,7 @@ class Command(BaseCommand):
             raise CommandError("make prod needs DATABASE_URL=postgres://…")
         if not settings.CELERY_BROKER_URL.startswith(self.broker_schemes):
             raise CommandError(f"{self.help.split(':')[0]} needs CELERY_BROKER_URL=redis://…")
-        if not settings.CACHE_URL.startswith(("redis://", "rediss://")):
+        if not stores.is_redis(settings.CACHE_URL):
             # The login, token, registration and metadata-fetch throttles count there: on a
             # per-process cache each web process would grant the whole budget again.
             raise CommandError("make prod needs CACHE_URL=redis://…")
