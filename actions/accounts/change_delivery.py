@@ -1,6 +1,6 @@
 """An owner change carried out on chain: each chain's user operation delivered to its bundler,
-applied on one chain and not (yet) on another, reconciled, expired. The change is proposed
-and signed in owner_changes.py; the submit task starts here."""
+applied on one chain and not (yet) on another, reconciled. The change is proposed, signed,
+cancelled or expired in owner_changes.py; the submit task starts here."""
 
 from __future__ import annotations
 

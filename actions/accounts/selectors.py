@@ -21,8 +21,6 @@ from actions.accounts.models import (
     Token,
 )
 
-# --- Read tools -------------------------------------------------------------------------------
-
 
 def smart_accounts_for_user(*, user) -> list:
     """The accounts the user's passkey controls: Picnic (ERC-4337) accounts it signs for, and

@@ -16,8 +16,6 @@ from actions.errors import InvalidCursor
 from actions.history.models import HistoryEntry, TokenTransfer
 from core import json_input
 
-# --- get_transactions ------------------------------------------------------------------------
-
 
 def encode_cursor(entry: HistoryEntry) -> str:
     raw = json.dumps({"t": entry.occurred_at.isoformat(), "id": entry.pk}).encode()

@@ -57,9 +57,6 @@ def agent_name(application) -> str:
     return application.name or application.client_id
 
 
-# --- asking --------------------------------------------------------------------------------
-
-
 def _when(value: str | None, field: str) -> datetime | None:
     if value in (None, ""):
         return None

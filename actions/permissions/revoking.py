@@ -23,8 +23,6 @@ from core.chains import get_chain
 from core.lifecycle import Actor, IllegalTransition, transition
 from evm import spend_permission as chain_permission
 
-# --- revoking ----------------------------------------------------------------------------------
-
 
 def spend_permissions_revoke(
     *, user, permission_ids, actor: Actor, why: str, withdrawn: str = ""

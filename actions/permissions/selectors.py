@@ -10,8 +10,6 @@ from actions.permissions.spending import remaining
 from actions.presenters import decimal_string
 from core.formats import rfc3339
 
-# --- reads -----------------------------------------------------------------------------------
-
 
 def permission_payload(permission: SpendPermission, *, with_remaining: bool = True) -> dict:
     left = remaining(permission) if with_remaining and permission.status == P.ACTIVE else None

@@ -35,9 +35,6 @@ from evm.bundler import BundlerError
 logger = logging.getLogger(__name__)
 
 
-# --- spending under a permission -----------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Remaining:
     units: int | None  # None: the chain could not be read
