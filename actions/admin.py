@@ -16,28 +16,20 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.timesince import timesince
 
-from actions.models import (
-    IN_FLIGHT,
-    AccountChange,
-    Action,
-    Card,
-    CardPurchase,
-    HistoryEntry,
-    Passkey,
-    RampAccount,
-    SmartAccount,
-    SpendPermission,
-    Token,
-    TokenTransfer,
-)
-from actions.selectors import actions_stuck
-from actions.services.lifecycle import (
+from actions.accounts.models import AccountChange, Passkey, SmartAccount, Token
+from actions.card.models import Card
+from actions.execution.models import IN_FLIGHT, Action
+from actions.execution.selectors import actions_stuck
+from actions.execution.services import (
     ActionResolutionError,
     action_mark_failed,
     action_reconcile,
     action_resend,
 )
-from actions.services.ramps import ramp_kyc_refresh
+from actions.history.models import CardPurchase, HistoryEntry, TokenTransfer
+from actions.permissions.models import SpendPermission
+from actions.ramps.models import RampAccount
+from actions.ramps.services import ramp_kyc_refresh
 from actions.views import resend_outcome_message
 from core.admin import (
     LifecycleAdmin,

@@ -2,7 +2,7 @@
 is waiting). Token balances (get_balances) on every chain of the table, one JSON-RPC batch per
 chain and the chains at once from one thread (`read_batches`); reads of several round trips
 per chain (the history sync) in a thread per chain (`read_chains`); and the card's balance and allowance
-(get_card, on the card's chain). The database queries they need are in selectors.py, the JSON
+(get_card, on the card's chain). The database queries they need are in the rooms' selectors.py, the JSON
 shapes in presenters.py."""
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ from django.conf import settings
 from web3 import Web3
 from web3.exceptions import Web3Exception, Web3RPCError
 
+from actions.accounts.selectors import smart_accounts_for_user, tokens_on_chains
+from actions.card.selectors import card_get_for_user
 from actions.evm_clients import chain_rpc, on_chain
 from actions.presenters import card_summary, decimal_string
 from actions.providers.prices import FIAT, PriceError, prices
-from actions.selectors import card_get_for_user, smart_accounts_for_user, tokens_on_chains
 from core.api import failure_reason
 from core.chains import Chain, all_chains, get_chain
 from core.errors import Unavailable

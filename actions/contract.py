@@ -4,15 +4,20 @@ adapter publishes the same dicts (mcp_adapter.tools), so the two cannot drift.""
 
 from __future__ import annotations
 
-from typing import Any
-
+from actions.schema_parts import (
+    ASSET,
+    CAIP2,
+    CARD_ID,
+    DATE,
+    DECIMAL,
+    NULL_DATE,
+    NULL_INT,
+    NULL_STR,
+    RECIPIENT,
+    closed_object,
+)
 from core.schema import AMOUNT, date_time, fullmatch_pattern
 
-NULL_STR = {"type": ["string", "null"]}
-CAIP2 = {"type": "string", "pattern": "^eip155:[1-9][0-9]{0,17}$"}
-NULL_INT = {"type": ["integer", "null"]}
-DATE = {"type": "string", "format": "date-time"}
-NULL_DATE = {"type": ["string", "null"], "format": "date-time"}
 ACTION_TYPES = [
     "transfer",
     "swap",
@@ -36,16 +41,7 @@ ACTION_STATUSES = [
 ACTION_OUTCOMES = ["pending", "completed", "refunded", "partial", "failed", "expired", "rejected"]
 
 
-def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
-
-
-ACTION_STATUS_SCHEMA = _object(
+ACTION_STATUS_SCHEMA = closed_object(
     {
         "action_id": {"type": "string"},
         "type": {"type": "string", "enum": ACTION_TYPES},
@@ -64,7 +60,7 @@ ACTION_STATUS_SCHEMA = _object(
         "executed_at": NULL_DATE,
         "status_history": {
             "type": "array",
-            "items": _object(
+            "items": closed_object(
                 {
                     "status": {"type": "string", "enum": ACTION_STATUSES},
                     "timestamp": DATE,
@@ -110,7 +106,7 @@ ACTION_STATUS_SCHEMA = _object(
 # signed under a spending permission is already `signed` (or further) with no sign_url, and
 # says which permission signed it; one that fell back to the passkey says why
 # (permission_note).
-ACTION_CREATED_SCHEMA = _object(
+ACTION_CREATED_SCHEMA = closed_object(
     {
         "action_id": {"type": "string"},
         "type": {"type": "string", "enum": ACTION_TYPES},
@@ -138,37 +134,6 @@ ACTION_CREATED_SCHEMA = _object(
     ],
 )
 
-# Inputs are checked whole (core.schema.END: no trailing newline), in ASCII, and no longer
-# than the column they are looked up in (Card.card_id: 100).
-CARD_ID = {
-    "type": "string",
-    "minLength": 1,
-    "maxLength": 100,
-    "pattern": fullmatch_pattern(r"[A-Za-z0-9_.:-]+"),
-    "description": "Gnosis Pay card id; default: the physical card",
-}
-DECIMAL = {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?$"}  # outputs (ours, well-formed)
-# CAIP-19 on eip155: a decimal chain id without leading zeros, a 20-byte hex address.
-ASSET_ID_PATTERN = fullmatch_pattern(r"eip155:[1-9][0-9]{0,19}/erc20:0x[0-9a-fA-F]{40}")
-ASSET = {
-    "type": "string",
-    "pattern": ASSET_ID_PATTERN,
-    "maxLength": 88,
-    "description": "CAIP-19 asset id, eip155:<chain>/erc20:<address>",
-}
-# A 0x address (the zero address is refused by the tool: tokens sent there are burnt) or an
-# ENS name (at most 255 characters, DNS's limit).
-RECIPIENT = {
-    "type": "string",
-    "minLength": 1,
-    # Longer than an ENS name may be (255), so an over-long name gets the normaliser's reason
-    # (ens_name_invalid) rather than a bare length error; still a bound on what is read.
-    "maxLength": 1024,
-    # Any dotted name: ENSIP-15 (not a pattern) decides which names are valid, and says why not.
-    "pattern": fullmatch_pattern(r"0x[0-9a-fA-F]{40}|[^.\s]+(\.[^.\s]+)+"),
-    "description": "a 0x address or an ENS name (ENSIP-15), like merchant.eth",
-}
-
 SMART_ACCOUNT = {
     "type": "object",
     "properties": {
@@ -183,7 +148,7 @@ SMART_ACCOUNT = {
     "required": ["address", "chainId", "caip2", "accountId", "accountType"],
     "additionalProperties": False,
 }
-SMART_ACCOUNTS_SCHEMA = _object(
+SMART_ACCOUNTS_SCHEMA = closed_object(
     {"smartAccounts": {"type": "array", "items": SMART_ACCOUNT}}, ["smartAccounts"]
 )
 FIAT_VALUES = {
@@ -192,7 +157,7 @@ FIAT_VALUES = {
     "required": ["USD", "EUR", "BRL"],
     "additionalProperties": False,
 }
-_CARD_BALANCE = _object(
+_CARD_BALANCE = closed_object(
     {
         "currency": {"type": "string"},
         "assetId": {"type": "string"},
@@ -213,12 +178,12 @@ CARD_SUMMARY = {
     "stateConfirmedAt": NULL_DATE,
 }
 KYC_STATUSES = ["none", "pending", "approved", "rejected"]
-_RAMP = _object(
+_RAMP = closed_object(
     {
         "provider": {"type": "string", "enum": ["avenia", "monerium"]},
         "providerName": {"type": "string"},
         "accountId": NULL_STR,
-        "kyc": _object(
+        "kyc": closed_object(
             {
                 "status": {"type": "string", "enum": KYC_STATUSES},
                 "providerStatus": NULL_STR,
@@ -230,16 +195,16 @@ _RAMP = _object(
     },
     ["provider", "providerName", "accountId", "kyc"],
 )
-PROFILE_SCHEMA = _object(
+PROFILE_SCHEMA = closed_object(
     {
         "userId": {"type": "string"},
         "email": NULL_STR,
-        "ramps": _object({"BRL": _RAMP, "EUR": _RAMP}, ["BRL", "EUR"]),
-        "cards": {"type": "array", "items": _object(CARD_SUMMARY, list(CARD_SUMMARY))},
+        "ramps": closed_object({"BRL": _RAMP, "EUR": _RAMP}, ["BRL", "EUR"]),
+        "cards": {"type": "array", "items": closed_object(CARD_SUMMARY, list(CARD_SUMMARY))},
     },
     ["userId", "email", "ramps", "cards"],
 )
-_FLOW = _object(
+_FLOW = closed_object(
     {
         "direction": {"type": "string", "enum": ["in", "out", "self"]},
         "account": NULL_STR,
@@ -251,7 +216,7 @@ _FLOW = _object(
     },
     ["direction", "account", "counterparty", "assetId", "symbol", "formattedAmount", "units"],
 )
-_CURRENCY = _object(
+_CURRENCY = closed_object(
     {"code": NULL_STR, "symbol": NULL_STR, "name": NULL_STR}, ["code", "symbol", "name"]
 )
 HISTORY_TYPES = [
@@ -275,12 +240,12 @@ _TRANSACTION = {
         "flows": {"type": "array", "items": _FLOW},
         "receipts": {
             "type": "array",
-            "items": _object(
+            "items": closed_object(
                 {"chainId": {"type": "integer"}, "caip2": CAIP2, "txHash": {"type": "string"}},
                 ["chainId", "caip2", "txHash"],
             ),
         },
-        "swap": _object(
+        "swap": closed_object(
             {
                 "fromAssetId": NULL_STR,
                 "toAssetId": NULL_STR,
@@ -294,7 +259,7 @@ _TRANSACTION = {
             },
             ["fromAssetId", "toAssetId", "fromAmount", "toAmountReceived", "provider"],
         ),
-        "ramp": _object(
+        "ramp": closed_object(
             {
                 "provider": {"type": "string"},
                 "direction": {"type": "string", "enum": ["onramp", "offramp"]},
@@ -304,7 +269,7 @@ _TRANSACTION = {
             },
             ["provider", "direction", "fiatCurrency", "amount", "assetId"],
         ),
-        "investment": _object(
+        "investment": closed_object(
             {
                 "direction": {"type": "string", "enum": ["deposit", "withdraw"]},
                 "vault": {"type": "string"},
@@ -315,7 +280,7 @@ _TRANSACTION = {
             },
             ["direction", "vault", "vaultAssetId", "shares", "assetId", "assets"],
         ),
-        "cardPurchase": _object(
+        "cardPurchase": closed_object(
             {
                 "cardId": {"type": "string"},
                 "last4": {"type": "string"},
@@ -323,7 +288,7 @@ _TRANSACTION = {
                 "status": {"type": "string"},
                 "isPending": {"type": "boolean"},
                 "clearedAt": NULL_DATE,
-                "merchant": _object(
+                "merchant": closed_object(
                     {"name": NULL_STR, "city": NULL_STR, "country": NULL_STR},
                     ["name", "city", "country"],
                 ),
@@ -360,7 +325,7 @@ _CHAIN_LINE = {
     "name": {"type": "string"},
     **_SOURCE_ERROR,
 }
-TRANSACTIONS_SCHEMA = _object(
+TRANSACTIONS_SCHEMA = closed_object(
     {
         "transactions": {"type": "array", "items": _TRANSACTION},
         "nextCursor": NULL_STR,
@@ -368,18 +333,18 @@ TRANSACTIONS_SCHEMA = _object(
             "type": ["object", "null"],
             "properties": {
                 # The card's chain (the field from when there was one chain).
-                "chain": _object(
+                "chain": closed_object(
                     {"chainId": {"type": "integer"}, "syncedToBlock": NULL_INT, **_SOURCE_ERROR},
                     ["chainId", "syncedToBlock", "error"],
                 ),
                 "chains": {
                     "type": "array",
-                    "items": _object(
+                    "items": closed_object(
                         {**_CHAIN_LINE, "syncedToBlock": NULL_INT},
                         ["chainId", "caip2", "name", "syncedToBlock", "error"],
                     ),
                 },
-                "gnosisPay": _object(
+                "gnosisPay": closed_object(
                     {"syncedAt": NULL_DATE, **_SOURCE_ERROR}, ["syncedAt", "error"]
                 ),
             },
@@ -389,7 +354,7 @@ TRANSACTIONS_SCHEMA = _object(
     },
     ["transactions", "nextCursor", "sync"],
 )
-CARD_SCHEMA = _object(
+CARD_SCHEMA = closed_object(
     {
         **CARD_SUMMARY,
         "balances": {"type": "array", "items": _CARD_BALANCE},
@@ -400,7 +365,7 @@ CARD_SCHEMA = _object(
                 "assetId": NULL_STR,
                 "dailyLimit": DECIMAL,
                 "remaining": DECIMAL,
-                "period": _object(
+                "period": closed_object(
                     {"seconds": {"type": "integer"}, "resetsAt": NULL_DATE}, ["seconds", "resetsAt"]
                 ),
                 "queuedChanges": {"type": "integer", "minimum": 0},
@@ -431,11 +396,11 @@ CARD_SCHEMA = _object(
         "allowance",
     ],
 )
-BALANCES_SCHEMA = _object(
+BALANCES_SCHEMA = closed_object(
     {
         "balances": {
             "type": "array",
-            "items": _object(
+            "items": closed_object(
                 {
                     "account": {"type": "string"},
                     "accountType": {"type": "string", "enum": ["picnic", "gnosisPay"]},
@@ -470,7 +435,7 @@ BALANCES_SCHEMA = _object(
         # balances are then absent, the other chains' are served).
         "chains": {
             "type": "array",
-            "items": _object(_CHAIN_LINE, ["chainId", "caip2", "name", "error"]),
+            "items": closed_object(_CHAIN_LINE, ["chainId", "caip2", "name", "error"]),
         },
     },
     ["balances", "fiatAvailable", "fiatError", "chains"],
@@ -479,8 +444,8 @@ BALANCES_SCHEMA = _object(
 
 # --- inputs: what each tool takes (query of a GET, body of a POST) --------------------------
 
-NO_INPUT_SCHEMA = _object({}, [])
-TRANSACTIONS_INPUT_SCHEMA = _object(
+NO_INPUT_SCHEMA = closed_object({}, [])
+TRANSACTIONS_INPUT_SCHEMA = closed_object(
     {
         "cursor": {
             "type": "string",
@@ -491,14 +456,14 @@ TRANSACTIONS_INPUT_SCHEMA = _object(
     },
     [],
 )
-CARD_INPUT_SCHEMA = _object({"card_id": CARD_ID}, [])
+CARD_INPUT_SCHEMA = closed_object({"card_id": CARD_ID}, [])
 # action_id is in the path: a malformed one answers "Action not found: …" (the seed's text).
-ACTION_STATUS_INPUT_SCHEMA = _object({"action_id": {"type": "string"}}, ["action_id"])
-TRANSFER_INPUT_SCHEMA = _object(
+ACTION_STATUS_INPUT_SCHEMA = closed_object({"action_id": {"type": "string"}}, ["action_id"])
+TRANSFER_INPUT_SCHEMA = closed_object(
     {"asset_id": ASSET, "amount": AMOUNT, "to": RECIPIENT},
     ["asset_id", "amount", "to"],
 )
-SWAP_INPUT_SCHEMA = _object(
+SWAP_INPUT_SCHEMA = closed_object(
     {
         "from_asset_id": ASSET,
         "to_asset_id": ASSET,
@@ -513,13 +478,15 @@ SWAP_INPUT_SCHEMA = _object(
     },
     ["from_asset_id", "to_asset_id", "amount"],
 )
-CARD_STATE_INPUT_SCHEMA = _object({"card_id": CARD_ID}, [])
-CARD_LIMIT_INPUT_SCHEMA = _object({"daily_limit": AMOUNT, "card_id": CARD_ID}, ["daily_limit"])
+CARD_STATE_INPUT_SCHEMA = closed_object({"card_id": CARD_ID}, [])
+CARD_LIMIT_INPUT_SCHEMA = closed_object(
+    {"daily_limit": AMOUNT, "card_id": CARD_ID}, ["daily_limit"]
+)
 
 # --- spending permissions -------------------------------------------------------------------
 
 SPEND_PERIODS = ["daily", "weekly", "monthly"]
-REQUEST_SPEND_PERMISSION_INPUT_SCHEMA = _object(
+REQUEST_SPEND_PERMISSION_INPUT_SCHEMA = closed_object(
     {
         "asset_id": ASSET,
         "amount": {**AMOUNT, "description": "the most that may be sent per period"},
@@ -547,7 +514,7 @@ REQUEST_SPEND_PERMISSION_INPUT_SCHEMA = _object(
     },
     ["asset_id", "amount", "period", "expires_at"],
 )
-_SPEND = _object(
+_SPEND = closed_object(
     {
         "action_id": {"type": "string"},
         "type": {"type": "string", "enum": ["transfer", "swap"]},
@@ -558,7 +525,7 @@ _SPEND = _object(
     },
     ["action_id", "type", "amount", "to", "status", "created_at"],
 )
-SPEND_PERMISSION_SCHEMA = _object(
+SPEND_PERMISSION_SCHEMA = closed_object(
     {
         "permission_id": {"type": "string"},
         "name": {"type": "string"},
@@ -583,7 +550,7 @@ SPEND_PERMISSION_SCHEMA = _object(
         "period": {"type": "string", "enum": SPEND_PERIODS},
         "recipients": {
             "type": "array",
-            "items": _object(
+            "items": closed_object(
                 {"address": {"type": "string"}, "name": NULL_STR}, ["address", "name"]
             ),
         },
@@ -619,6 +586,6 @@ SPEND_PERMISSION_SCHEMA = _object(
         "spends",
     ],
 )
-SPEND_PERMISSIONS_SCHEMA = _object(
+SPEND_PERMISSIONS_SCHEMA = closed_object(
     {"permissions": {"type": "array", "items": SPEND_PERMISSION_SCHEMA}}, ["permissions"]
 )

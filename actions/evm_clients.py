@@ -92,3 +92,11 @@ def card_relayer(chain_id: int, *, timeout: float | None = None) -> Relayer:
     )
     instrument_web3(relayer.w3, provider="chain_rpc")
     return relayer
+
+
+def tool_web3(chain_id: int) -> Web3:
+    """web3 on the chain of the thing in hand (the asset, the card), each call bounded as a
+    read tool's are: an agent waits for the proposal."""
+    timeout = settings.CHAIN_READ_TIMEOUT_SECONDS
+    w3 = http_web3(get_chain(chain_id).rpc_url, timeout=timeout, retries=True)
+    return instrument_web3(w3, provider="chain_rpc")

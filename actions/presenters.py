@@ -1,20 +1,18 @@
 """The JSON shapes of the read tools (get_smart_accounts, get_card, get_profile,
-get_transactions): rows in, payloads out. Queries are in selectors.py; chain reads in
+get_transactions): rows in, payloads out. Queries are in the rooms' selectors.py; chain reads in
 chain_reads.py."""
 
 from __future__ import annotations
 
 from decimal import Decimal
 
-from actions.models import RAMP_PROVIDER_FOR, ActionType, HistoryKind, KycStatus, RampCurrency
-from actions.selectors import (
-    card_state_last_executed,
-    cards_for_user,
-    encode_cursor,
-    history_page,
-    ramp_accounts_for_user,
-)
-from actions.services.bridges import action_outcome, bridge_leg_of
+from actions.bridges.services import action_outcome, bridge_leg_of
+from actions.card.selectors import card_state_last_executed, cards_for_user
+from actions.execution.models import ActionType
+from actions.history.models import HistoryKind
+from actions.history.selectors import encode_cursor, history_page
+from actions.ramps.models import RAMP_PROVIDER_FOR, KycStatus, RampCurrency
+from actions.ramps.selectors import ramp_accounts_for_user
 from core.formats import rfc3339
 
 

@@ -15,27 +15,21 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Lower
 
 from actions import contract
-from actions.models import (
-    ACTION_LIFECYCLE,
-    IN_FLIGHT,
-    AccountChange,
-    AccountChangeStatus,
-    Action,
-    ActionStatus,
-    SpendPermission,
-    SpendPermissionStatus,
-)
-from actions.presenters import action_status_payload
-from actions.selectors import account_changes_stuck, action_with_history, actions_stuck
-from actions.services.bridges import bridge_why, bridges_waiting, leg_outcome
-from actions.services.kinds import ACTION_TOOLS, kind_of
-from actions.services.lifecycle import (
+from actions.accounts.models import AccountChange, AccountChangeStatus
+from actions.accounts.selectors import account_changes_stuck
+from actions.bridges.services import bridge_why, bridges_waiting, leg_outcome
+from actions.execution.kinds import ACTION_TOOLS, kind_of
+from actions.execution.models import ACTION_LIFECYCLE, IN_FLIGHT, Action, ActionStatus
+from actions.execution.selectors import action_with_history, actions_stuck
+from actions.execution.services import (
     ActionResolutionError,
     action_expire_if_overdue,
     action_mark_failed,
     action_reconcile_now,
     action_resend,
 )
+from actions.permissions.models import SpendPermission, SpendPermissionStatus
+from actions.presenters import action_status_payload
 from actions.views import action_created_payload
 from core.admin import address_forms
 from core.lifecycle import Actor, transition
@@ -159,7 +153,7 @@ def actions_search(*, shape: str, value: Any, term: str) -> list[tuple[str, Quer
         ]
     if shape == "text" and "." in term:
         try:
-            # Stored ENSIP-15 normalised (proposals._recipient): "Alice.ETH" finds alice.eth.
+            # Stored ENSIP-15 normalised (proposals.checks.recipient_of): "Alice.ETH" finds alice.eth.
             name = ens.normalize(term)
         except ens.EnsNameInvalid:
             return []

@@ -2,7 +2,10 @@ from functools import wraps
 
 from django.urls import path
 
-from actions import device_views, permission_views, signing_views, views
+from actions import views
+from actions.accounts import device_views, pages
+from actions.execution import signing_views
+from actions.permissions import views as permission_views
 
 app_name = "actions"
 
@@ -74,24 +77,22 @@ staff_urlpatterns = [
 
 signing_urlpatterns = [
     path("activity/", signing_views.activity_page, name="activity"),
-    path("me/time-zone", signing_views.time_zone_set, name="time-zone"),
-    path("passkeys/", signing_views.passkeys_page, name="passkeys"),
+    path("me/time-zone", pages.time_zone_set, name="time-zone"),
+    path("passkeys/", pages.passkeys_page, name="passkeys"),
     path("permissions/", permission_views.permissions_page, name="spend-permissions"),
     path(
         "permissions/revoke", permission_views.permissions_revoke, name="spend-permissions-revoke"
     ),
-    path(
-        "passkeys/register/options", signing_views.passkey_register_options, name="passkey-options"
-    ),
-    path("passkeys/register/verify", signing_views.passkey_register_verify, name="passkey-verify"),
+    path("passkeys/register/options", pages.passkey_register_options, name="passkey-options"),
+    path("passkeys/register/verify", pages.passkey_register_verify, name="passkey-verify"),
     path(
         "passkeys/<int:passkey_id>/rename",
-        signing_views.passkey_rename_view,
+        pages.passkey_rename_view,
         name="passkey-rename",
     ),
     path(
         "passkeys/<int:passkey_id>/remove",
-        signing_views.passkey_remove_view,
+        pages.passkey_remove_view,
         name="passkey-remove",
     ),
     path("passkeys/add-device", device_views.device_link_page, name="device-link"),

@@ -20,51 +20,44 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from actions import contract
+from actions.accounts.models import AccountChange
+from actions.accounts.passkeys import smart_accounts_cover_chains
+from actions.accounts.selectors import smart_accounts_for_user
+from actions.bridges.services import action_outcome, bridge_leg_of, leg_detail, leg_open
 from actions.chain_reads import balances_for_user, card_for_user
 from actions.errors import DEPENDENCIES_DOC, ActionNotFound, dependency_error
-from actions.models import (
-    IN_FLIGHT,
-    PENDING_ON_CHAIN,
-    AccountChange,
-    Action,
-    ActionStatus,
-    SpendPermission,
-)
-from actions.presenters import (
-    action_status_payload,
-    profile_for_user,
-    smart_account_payload,
-    transactions_page,
-)
-from actions.selectors import (
+from actions.execution.models import IN_FLIGHT, PENDING_ON_CHAIN, Action, ActionStatus
+from actions.execution.selectors import (
     action_status_for_client,
     action_status_statement,
     action_with_history,
-    smart_accounts_for_user,
 )
-from actions.serializers import ActionStatusSerializer
-from actions.services.bridges import action_outcome, bridge_leg_of, leg_detail, leg_open
-from actions.services.history import history_sync
-from actions.services.lifecycle import (
+from actions.execution.serializers import ActionStatusSerializer
+from actions.execution.services import (
     ActionResolutionError,
     action_expire_if_overdue,
     action_mark_failed,
     action_resend,
     action_status_refresh,
 )
-from actions.services.passkeys import smart_accounts_cover_chains
-from actions.services.proposals import (
-    propose_card_limit,
-    propose_card_state,
+from actions.execution.transitions import ReconcileOutcome
+from actions.history.services import history_sync
+from actions.permissions.grants import spend_permission_request
+from actions.permissions.models import SpendPermission
+from actions.permissions.selectors import spend_permissions_for_agent
+from actions.presenters import (
+    action_status_payload,
+    profile_for_user,
+    smart_account_payload,
+    transactions_page,
 )
-from actions.services.ramps import ramps_refresh_for_user
-from actions.services.spend_permissions import (
-    spend_permission_request,
-    spend_permissions_for_agent,
+from actions.proposals.services import (
+    card_limit_propose,
+    card_state_propose,
     swap_propose,
     transfer_propose,
 )
-from actions.services.transitions import ReconcileOutcome
+from actions.ramps.services import ramps_refresh_for_user
 from core.api import ApiView, error_response, error_responses
 from core.chains import chain_name
 from core.formats import rfc3339
@@ -169,7 +162,7 @@ class CardFreezeView(ActionToolView):
     frozen = True
 
     def propose(self, request: Request, data: dict) -> Action:
-        return propose_card_state(
+        return card_state_propose(
             user=request.user,
             application=request.auth.application,
             frozen=self.frozen,
@@ -191,7 +184,7 @@ class CardLimitView(ActionToolView):
     input_schema = contract.CARD_LIMIT_INPUT_SCHEMA
 
     def propose(self, request: Request, data: dict) -> Action:
-        return propose_card_limit(
+        return card_limit_propose(
             user=request.user,
             application=request.auth.application,
             daily_limit=data["daily_limit"],

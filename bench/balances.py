@@ -96,7 +96,7 @@ def make_data(*, accounts: int, world) -> str:
     """The user, their accounts on both chains with tokens minted, and a bearer token."""
     from web3 import Web3
 
-    from actions.models import Passkey, SmartAccount, SmartAccountKind
+    from actions.accounts.models import Passkey, SmartAccount, SmartAccountKind
     from chain import contracts
     from chain.dev import mint
     from chain.passkey_account import SoftwarePasskey

@@ -56,8 +56,8 @@ def main() -> None:
     setup_django(args.database)
     from django.conf import settings
 
-    from actions.models import ACTION_LIFECYCLE, ActionStatus
-    from actions.services.lifecycle import actions_reconcile_pending
+    from actions.execution.models import ACTION_LIFECYCLE, ActionStatus
+    from actions.execution.services import actions_reconcile_pending
     from actions.tests.factories import make_action
     from core.lifecycle import Actor, transition
     from dev.providers.local_openai import LocalResponsesServer

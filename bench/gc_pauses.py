@@ -48,7 +48,7 @@ def make_data(count: int) -> None:
     """`count` stuck actions (signed 20 minutes ago, still broadcast): the home's list."""
     from django.utils import timezone
 
-    from actions.models import ACTION_LIFECYCLE, ActionStatus
+    from actions.execution.models import ACTION_LIFECYCLE, ActionStatus
     from actions.tests.factories import make_action
     from core.lifecycle import Actor, transition
 

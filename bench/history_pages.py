@@ -34,9 +34,9 @@ def main() -> None:
     from django.db import connection
 
     try:
-        from actions.models import HistoryEntry
+        from actions.history.models import HistoryEntry
+        from actions.history.selectors import encode_cursor
         from actions.presenters import entry_payload, transactions_page
-        from actions.selectors import encode_cursor
 
         user = get_user_model().objects.create(username="bench")
         start = datetime(2026, 1, 1, tzinfo=UTC)

@@ -80,8 +80,8 @@ def main() -> None:
     from django.test import Client
     from oauth2_provider.models import Application
 
-    from actions.models import ACTION_LIFECYCLE
-    from actions.services.lifecycle import action_create
+    from actions.execution.models import ACTION_LIFECYCLE
+    from actions.execution.services import action_create
     from core.lifecycle import Actor, transition
     from dev import processes
 

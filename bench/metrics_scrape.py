@@ -78,7 +78,7 @@ def main() -> None:
 
         from oauth2_provider.models import get_application_model
 
-        from actions.services.lifecycle import action_create
+        from actions.execution.services import action_create
         from core.metrics import _database_families
         from messaging.models import Membership, Provider, Role, SocialAccount, Workspace
         from messaging.services import delivery_send

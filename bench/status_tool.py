@@ -49,7 +49,7 @@ from bench.common import (  # noqa: E402
 def make_data(copies: int):
     from django.db import connection
 
-    from actions.models import ACTION_LIFECYCLE, ActionStatus
+    from actions.execution.models import ACTION_LIFECYCLE, ActionStatus
     from actions.tests.factories import make_action
     from core.lifecycle import Actor, transition
 

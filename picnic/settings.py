@@ -394,8 +394,8 @@ SPECTACULAR_SETTINGS = {
     "OAUTH2_REFRESH_URL": "/o/token/",
     "OAUTH2_SCOPES": OAUTH2_SCOPES,
     "ENUM_NAME_OVERRIDES": {
-        "ActionTypeEnum": "actions.models.ActionType",
-        "ActionStatusEnum": "actions.models.ActionStatus",
+        "ActionTypeEnum": "actions.execution.models.ActionType",
+        "ActionStatusEnum": "actions.execution.models.ActionStatus",
     },
 }
 

@@ -21,7 +21,7 @@ from urllib.parse import quote, urlencode
 from django.conf import settings
 from django.core.cache import cache
 
-from actions.models import KycStatus, RampProvider
+from actions.ramps.models import KycStatus, RampProvider
 from core.http import JsonHttpClient, NotSent, OutcomeUnknown, problem_reason
 
 # --- The mapping tables (README "KYC status mapping"); every value is tested. ---------------

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from actions.models import BridgeLeg
-from actions.services.bridges import bridges_reconcile_pending
+from actions.bridges.models import BridgeLeg
+from actions.bridges.services import bridges_reconcile_pending
 from dev.providers.local_lifi import LocalLifiServer
 from dev.testing import wait_until
 

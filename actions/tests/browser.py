@@ -14,7 +14,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from web3 import Web3
 
-from actions.models import SmartAccount
+from actions.accounts.models import SmartAccount
 from chain.dev import fund, mint
 from core.chains import card_chain
 from dev.demo.actions import ensure_demo_tokens

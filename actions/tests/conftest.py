@@ -7,9 +7,9 @@ import json
 import pytest
 from web3 import Web3
 
-from actions.models import SmartAccount
-from actions.services.passkeys import passkey_register, registration_options
-from actions.signing_views import _account_address
+from actions.accounts.models import SmartAccount
+from actions.accounts.pages import _account_address
+from actions.accounts.passkeys import passkey_register, registration_options
 from actions.tests.factories import demo_asset_id
 from chain.dev import fund, mint
 from chain.passkey_account import SoftwarePasskey

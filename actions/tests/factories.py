@@ -7,21 +7,17 @@ from typing import Any
 from django.utils import timezone
 from eth_utils import to_checksum_address
 
-from actions.models import (
+from actions.accounts.models import Passkey, SmartAccount, Token
+from actions.card.models import Card
+from actions.execution.models import Action, ActionStatus, ActionType
+from actions.execution.services import action_create, action_reconcile, action_submit
+from actions.execution.signing import action_sign
+from actions.permissions import session_keys
+from actions.permissions.models import (
     SPEND_PERMISSION_LIFECYCLE,
-    Action,
-    ActionStatus,
-    ActionType,
-    Card,
-    Passkey,
-    SmartAccount,
     SpendPermission,
     SpendPermissionStatus,
-    Token,
 )
-from actions.services import session_keys
-from actions.services.lifecycle import action_create, action_reconcile, action_submit
-from actions.services.signing import action_sign
 from chain import contracts
 from chain.stack import free_port
 from core.chains import with_endpoints

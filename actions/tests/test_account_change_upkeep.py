@@ -11,25 +11,25 @@ from django.conf import settings as django_settings
 from django.urls import reverse
 from django.utils import timezone
 
-from actions.models import (
+from actions.accounts.mail import (
+    DEVICE_ADDED,
+    DEVICE_REMOVED,
+    RECOVERY_STARTED,
+    account_change_mail,
+)
+from actions.accounts.models import (
     AccountChange,
     AccountChangeKind,
     AccountChangeStatus,
     Passkey,
     Preferences,
 )
-from actions.services.account_changes import (
+from actions.accounts.owner_changes import (
     account_changes_expire,
     owner_change_propose,
     owner_change_sign,
 )
-from actions.services.account_mail import (
-    DEVICE_ADDED,
-    DEVICE_REMOVED,
-    RECOVERY_STARTED,
-    account_change_mail,
-)
-from actions.services.passkeys import PasskeyError
+from actions.accounts.passkeys import PasskeyError
 from actions.tests.test_devices import _change, _register
 from core.lifecycle import Actor, record_history
 

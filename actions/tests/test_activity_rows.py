@@ -15,7 +15,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from actions.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionType
+from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionType
 from actions.tests.factories import (
     make_action,
     make_card_freeze,

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 from eth_utils import to_checksum_address
 
-from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
+from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus
 from actions.tests.factories import make_action, user_op
 from core.admin import HISTORY_INLINE_LIMIT
 from core.lifecycle import Actor, transition

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from django.utils import timezone
 
-from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
+from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus
 from actions.tests.factories import make_action, make_offline_wallet, make_permission
 from core.lifecycle import Actor, transition
 
@@ -245,7 +245,7 @@ def test_the_openapi_schema_describes_the_response_exactly(client):
 
 
 def _executed_with_an_audit_row(action):
-    from actions.models import ACTION_LIFECYCLE
+    from actions.execution.models import ACTION_LIFECYCLE
     from core.lifecycle import record_history
 
     for step in (ActionStatus.SIGNED, ActionStatus.SUBMITTED, ActionStatus.BROADCAST):
@@ -295,8 +295,8 @@ def test_the_one_query_answer_is_byte_for_byte_the_serialized_model(
 ):
     from rest_framework.renderers import JSONRenderer
 
-    from actions.selectors import action_with_history
-    from actions.serializers import ActionStatusSerializer
+    from actions.execution.selectors import action_with_history
+    from actions.execution.serializers import ActionStatusSerializer
 
     if state == "executed":
         _executed_with_an_audit_row(action)

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
+from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus
 from actions.tests.factories import make_action, user_op
 from core.chains import with_endpoints
 from core.lifecycle import Actor, transition
@@ -178,7 +178,8 @@ def test_the_timeline_expires_an_overdue_action_before_showing_it(staff_client, 
 
 
 def test_support_staff_see_accounts_cards_and_tokens_read_only(staff_client, user):
-    from actions.models import Card, SmartAccount, Token
+    from actions.accounts.models import SmartAccount, Token
+    from actions.card.models import Card
 
     account = SmartAccount.objects.create(
         user=user, kind="gnosisPay", chain_id=31337, address="0x" + "cd" * 20, owner="account:0x1"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from web3 import Web3
 
-from actions.models import Action
+from actions.execution.models import Action
 from actions.tests.bridges import leg_settles, local_bridge
 from actions.tests.browser import browser_page, passkey_user, sign_on_page  # noqa: F401
 from actions.tests.factories import demo_asset_id

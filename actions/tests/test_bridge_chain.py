@@ -12,12 +12,13 @@ import pytest
 from django.utils import timezone
 from web3 import Web3
 
-from actions.models import Action, BridgeLeg
+from actions.bridges.models import BridgeLeg
+from actions.bridges.services import bridge_reconcile, bridges_reconcile_pending
+from actions.execution.models import Action
+from actions.execution.services import action_submit, actions_reconcile_pending
+from actions.execution.signing import action_sign
+from actions.history.services import history_sync
 from actions.presenters import transactions_page
-from actions.services.bridges import bridge_reconcile, bridges_reconcile_pending
-from actions.services.history import history_sync
-from actions.services.lifecycle import action_submit, actions_reconcile_pending
-from actions.services.signing import action_sign
 from actions.tests.bridges import leg_settles, local_bridge
 from actions.tests.factories import demo_asset_id
 from actions.tests.test_api_status import FIELDS

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from actions.models import BridgeLeg
+from actions.bridges.models import BridgeLeg
 from actions.tests.browser import chromium, sign_in
 from actions.tests.factories import made_up_address
 from actions.tests.test_bridges import CARD, executed_bridge_swap

@@ -21,14 +21,15 @@ from django.db.models import F
 from django.utils import timezone
 from eth_abi import decode
 
-from actions.models import ACTION_LIFECYCLE, Action, ActionStatus, BridgeLeg
+from actions.accounts.passkeys import PasskeyError
+from actions.bridges.mail import bridge_leg_mail
+from actions.bridges.models import BridgeLeg
+from actions.bridges.services import bridge_reconcile, bridges_reconcile_pending, leg_detail
+from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus
+from actions.execution.selectors import action_with_history
+from actions.execution.signing import action_sign
 from actions.presenters import action_status_payload
 from actions.providers.lifi import LifiClient, ProviderUnavailable, QuoteError
-from actions.selectors import action_with_history
-from actions.services.bridge_mail import bridge_leg_mail
-from actions.services.bridges import bridge_reconcile, bridges_reconcile_pending, leg_detail
-from actions.services.passkeys import PasskeyError
-from actions.services.signing import action_sign
 from actions.tests.factories import made_up_address, make_action
 from chain import contracts
 from chain.stack import free_port
@@ -386,7 +387,7 @@ def test_the_console_lists_bridges_waiting_too_long_and_flags_the_deadline(
     leg = BridgeLeg.objects.get(action=overdue)
     assert leg.status == "PENDING" and leg.done_at is None
     assert Action.objects.get(pk=overdue.pk).status == "executed"
-    from actions.services.bridges import bridge_legs_due
+    from actions.bridges.services import bridge_legs_due
 
     assert leg in bridge_legs_due(limit=10)
 

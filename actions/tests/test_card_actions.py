@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from actions.models import Action
-from actions.services.lifecycle import action_reconcile, action_submit
-from actions.services.signing import action_sign
+from actions.execution.models import Action
+from actions.execution.services import action_reconcile, action_submit
+from actions.execution.signing import action_sign
 from core.lifecycle import Actor
 from dev.demo.actions import provision_card
 
@@ -60,7 +60,7 @@ def test_freeze_then_unfreeze_through_siwe_and_eip1271(
     ]
     assert action.history.last().payload["isFrozen"] is True
     # The sign-in's JWT is kept for the Safe, so get_transactions can read card purchases.
-    from actions.selectors import gnosis_pay_session_token
+    from actions.card.selectors import gnosis_pay_session_token
 
     token = gnosis_pay_session_token(safe_address=card.safe_address)
     assert gnosis_pay._subject_of(token) == card.safe_address

@@ -9,9 +9,9 @@ import json
 import pytest
 from web3 import Web3
 
-from actions.models import Action, ActionStatus
-from actions.services.lifecycle import action_reconcile, action_submit
-from actions.services.signing import action_sign
+from actions.execution.models import Action, ActionStatus
+from actions.execution.services import action_reconcile, action_submit
+from actions.execution.signing import action_sign
 from actions.tests.factories import said
 from core.chains import card_chain, with_endpoints
 from core.lifecycle import Actor

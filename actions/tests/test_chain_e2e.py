@@ -9,8 +9,8 @@ from django.utils import timezone
 from web3 import Web3
 
 from actions.evm_clients import bundler_client
-from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
-from actions.services.lifecycle import action_submit, actions_reconcile_pending
+from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus
+from actions.execution.services import action_submit, actions_reconcile_pending
 from actions.tests.factories import make_action
 from chain.dev import fund
 from chain.simple_account import SimpleAccountOwner

@@ -16,10 +16,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from web3 import Web3
 
+from actions.accounts.models import SmartAccount
 from actions.contract import BALANCES_SCHEMA, SMART_ACCOUNTS_SCHEMA, TRANSACTIONS_SCHEMA
-from actions.models import Action, HistoryEntry, SmartAccount
-from actions.services.lifecycle import action_reconcile, action_submit
-from actions.services.signing import action_sign
+from actions.execution.models import Action
+from actions.execution.services import action_reconcile, action_submit
+from actions.execution.signing import action_sign
+from actions.history.models import HistoryEntry
 from chain import contracts
 from chain.dev import fund, mint, token_balance
 from chain.stack import free_port

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from actions.models import Action, ActionStatus
+from actions.execution.models import Action, ActionStatus
 from actions.tests.factories import passkey_signs
 from chain.dev import token_balance
 

@@ -8,8 +8,8 @@ import pytest
 from django.urls import reverse
 from django.utils import translation
 
-from actions.models import AccountChangeKind, Passkey, Preferences
-from actions.services.account_mail import DEVICE_ADDED, account_change_mail
+from actions.accounts.mail import DEVICE_ADDED, account_change_mail
+from actions.accounts.models import AccountChangeKind, Passkey, Preferences
 from actions.tests.test_devices import _activate, _change, _register
 from core.user_agents import device_description
 

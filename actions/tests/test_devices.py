@@ -15,27 +15,22 @@ from django.urls import reverse
 from django.utils import timezone
 from webauthn.helpers import base64url_to_bytes
 
-from actions.models import (
+from actions.accounts.devices import DeviceError, coarse_ip, device_link_create, device_link_open
+from actions.accounts.models import (
     AccountChange,
     AccountChangeHistory,
     AccountChangeKind,
     AccountChangeStatus,
-    ActionType,
     DeviceLink,
     OwnerState,
     Passkey,
     RecoverySetup,
     SmartAccount,
 )
-from actions.services.account_changes import removal_claim
-from actions.services.devices import (
-    DeviceError,
-    coarse_ip,
-    device_link_create,
-    device_link_open,
-)
-from actions.services.passkeys import PasskeyError, passkey_register, registration_options
-from actions.services.recovery import recovery_user_handle
+from actions.accounts.owner_changes import removal_claim
+from actions.accounts.passkeys import PasskeyError, passkey_register, registration_options
+from actions.accounts.recovery import recovery_user_handle
+from actions.execution.models import ActionType
 from chain.passkey_account import SoftwarePasskey
 from core.lifecycle import Actor, create, lifecycle_named, transition
 
@@ -469,7 +464,7 @@ def test_approving_a_recovery_passkey_is_refused_in_the_error_shape(webauthn, cl
 
 
 def test_an_add_owner_change_for_a_recovery_passkey_cannot_be_signed(webauthn, user):
-    from actions.services.account_changes import owner_change_sign  # noqa: PLC0415
+    from actions.accounts.owner_changes import owner_change_sign
 
     first, authenticator = _register(user)
     _activate(first, 0)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 from web3 import Web3
 
-from actions.models import AccountChange, Action, OwnerState, Passkey, SmartAccount
+from actions.accounts.models import AccountChange, OwnerState, Passkey, SmartAccount
+from actions.execution.models import Action
 from actions.tests.browser import serve_passkeys
 from chain import contracts
 from chain.dev import fund, mint

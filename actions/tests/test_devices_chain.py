@@ -15,35 +15,34 @@ from django.urls import reverse
 from web3 import Web3
 from webauthn.helpers import base64url_to_bytes
 
-from actions.evm_clients import bundler_client
-from actions.models import (
+from actions.accounts.change_delivery import account_change_reconcile, account_change_submit
+from actions.accounts.models import (
     AccountChange,
     AccountChangeKind,
     AccountChangeStatus,
-    Action,
     OwnerState,
     Passkey,
     Preferences,
 )
-from actions.selectors import account_changes_stuck
-from actions.services.account_changes import (
-    _key,
-    account_change_reconcile,
-    account_change_submit,
+from actions.accounts.owner_changes import (
     change_client,
     owner_change_propose,
     owner_change_sign,
+    passkey_key,
     picnic_accounts,
 )
-from actions.services.lifecycle import action_submit, actions_reconcile_pending
-from actions.services.passkeys import PasskeyError
-from actions.services.recovery import (
+from actions.accounts.passkeys import PasskeyError
+from actions.accounts.recovery import (
     account_changes_process,
     recovery_code_create,
     recovery_settle,
     recovery_user_handle,
 )
-from actions.services.signing import action_sign
+from actions.accounts.selectors import account_changes_stuck
+from actions.evm_clients import bundler_client
+from actions.execution.models import Action
+from actions.execution.services import action_submit, actions_reconcile_pending
+from actions.execution.signing import action_sign
 from chain.dev import fund
 from chain.passkey_account import SoftwarePasskey
 from core.chains import all_chains, get_chain
@@ -444,7 +443,7 @@ def _added_directly(user, passkey: Passkey, authenticator, *, chain_id: int) -> 
     account = next(a for a in picnic_accounts(user=user) if a.chain_id == chain_id)
     client = change_client(account)
     bundler = bundler_client(chain_id)
-    op = client.build(client.add_owner_call(*_key(passkey)), bundler, nonce_key=2)
+    op = client.build(client.add_owner_call(*passkey_key(passkey)), bundler, nonce_key=2)
     op_hash = user_op_hash(
         op,
         entry_point=entry_point_address(account.entry_point_version),

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from web3 import Web3
 
-from actions.models import ACTION_LIFECYCLE, Action, Passkey
+from actions.accounts.models import Passkey
+from actions.execution.models import ACTION_LIFECYCLE, Action
 from actions.tests.browser import chromium, register_passkey, serve_passkeys, sign_in
 from core.lifecycle import transition
 from dev.providers.local_coingecko import LocalCoinGeckoServer
@@ -166,7 +167,7 @@ def test_the_pages_in_spanish_and_english(
 ):
     from django.conf import settings
 
-    from actions.models import ActionStatus
+    from actions.execution.models import ActionStatus
     from actions.tests.factories import (
         make_action,
         make_chain_unreachable,

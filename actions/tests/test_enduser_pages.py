@@ -16,20 +16,13 @@ from babel.messages.pofile import read_po
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from actions.models import (
-    ACTION_LIFECYCLE,
-    Action,
-    ActionStatus,
-    OwnerState,
-    Passkey,
-    SmartAccount,
-    SpendPermissionStatus,
-    Token,
-)
-from actions.services.passkeys import passkey_register, registration_options
-from actions.services.permission_reasons import CODES, note_text, stored
-from actions.services.spend_permissions import permission_for_transfer
-from actions.signing_facts import _REASONS
+from actions.accounts.models import OwnerState, Passkey, SmartAccount, Token
+from actions.accounts.passkeys import passkey_register, registration_options
+from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus
+from actions.execution.signing_facts import _REASONS
+from actions.permissions.models import SpendPermissionStatus
+from actions.permissions.reasons import CODES, note_text, stored
+from actions.permissions.spending import permission_for_transfer
 from actions.tests.factories import (
     demo_asset_id,
     make_action,

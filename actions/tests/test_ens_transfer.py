@@ -13,7 +13,7 @@ from django.test import Client
 from eth_utils import keccak
 from web3 import Web3
 
-from actions.models import Action, ActionStatusHistory
+from actions.execution.models import Action, ActionStatusHistory
 from actions.tests.factories import said
 from chain import ens as local_ens
 from chain.dev import fund
@@ -159,7 +159,7 @@ def test_the_chain_table_names_the_local_registry_on_the_card_chain_only(chain_s
 def test_a_transfer_on_the_l2_to_a_name_says_that_chain_has_no_ens(
     registered, merchant, api_client, write_token, l2_chain
 ):
-    from actions.models import Token
+    from actions.accounts.models import Token
     from chain import contracts
 
     usdc_l2, _ = Token.objects.get_or_create(  # the demo tokens may list the L2's already

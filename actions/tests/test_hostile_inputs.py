@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from actions.models import Action
+from actions.execution.models import Action
 from actions.tests.factories import made_up_address, make_offline_wallet
 from core.chains import with_endpoints
 from dev.testing import ScriptedServer
@@ -77,14 +77,14 @@ def test_card_limit_takes_ascii_digits_only(accounts, api_client, token, value):
 
 
 def test_the_services_refuse_the_same_amounts_without_the_schema():
-    from actions.services.proposals import ToolError, _units
+    from actions.proposals.checks import ToolError, units_of
 
     for value in ["1_000", "１０", "١٠", " 7 ", "+1", "10\n", "1e3", "NaN", "Infinity"]:
         with pytest.raises(ToolError, match="decimal string of digits"):
-            _units(value, 6)
+            units_of(value, 6)
     with pytest.raises(ToolError, match="too large"):
-        _units("1" + "0" * 78, 0)  # 10**78 > 2**256 - 1: would not encode as a uint256
-    assert _units("12.5", 6) == (pytest.approx(12.5), 12_500_000)
+        units_of("1" + "0" * 78, 0)  # 10**78 > 2**256 - 1: would not encode as a uint256
+    assert units_of("12.5", 6) == (pytest.approx(12.5), 12_500_000)
 
 
 def test_the_zero_address_is_refused_as_a_recipient(accounts, api_client, token):

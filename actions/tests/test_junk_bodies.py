@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 from webauthn.helpers import base64url_to_bytes
 
-from actions.models import AccountChange, Passkey, RecoverySetup, SmartAccount, SpendPermission
+from actions.accounts.models import AccountChange, Passkey, RecoverySetup, SmartAccount
+from actions.permissions.models import SpendPermission
 from actions.tests.factories import make_offline_wallet, make_permission
 from chain.passkey_account import SoftwarePasskey
 from core.chains import with_endpoints

@@ -3,9 +3,10 @@ and the history all dispatch through it."""
 
 from __future__ import annotations
 
-from actions.models import ActionType, HistoryKind
+from actions.execution.kinds import KINDS, CardLimit, CardState, UserOperation, kind_of
+from actions.execution.models import ActionType
+from actions.history.models import HistoryKind
 from actions.public import ACTION_TOOLS
-from actions.services.kinds import KINDS, CardLimit, CardState, UserOperation, kind_of
 from actions.urls import api_urlpatterns
 from mcp_adapter.task_store import TASK_TOOLS
 

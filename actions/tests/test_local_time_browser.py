@@ -28,7 +28,7 @@ def test_the_signing_page_shows_times_in_the_browsers_zone(
 ):
     from playwright.sync_api import sync_playwright
 
-    from actions.models import Preferences
+    from actions.accounts.models import Preferences
     from actions.tests.factories import make_action, make_offline_wallet
     from chain.stack import free_port
     from dev.testing import chromium_options

@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 from eth_utils import to_checksum_address
 
-from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
+from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus
 from actions.tests.factories import make_action, make_offline_wallet
 from core.lifecycle import Actor, transition
 
@@ -236,7 +236,7 @@ def test_staff_pages_show_times_in_the_staff_members_zone(staff_client, user, ap
 
 
 def test_tokens_and_accounts_read_their_chain_by_name_in_the_admin():
-    from actions.models import SmartAccount, Token
+    from actions.accounts.models import SmartAccount, Token
 
     assert str(Token(symbol="USDC", chain_id=31338)) == "USDC on Base (local)"
     account = SmartAccount(kind="picnic", address=ACCOUNT, chain_id=31337)

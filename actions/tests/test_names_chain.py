@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from actions.models import Action
+from actions.execution.models import Action
 
 from .test_signing import RECIPIENT, transfer
 

@@ -17,16 +17,10 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from actions.models import (
-    ACTION_LIFECYCLE,
-    AccountChangeKind,
-    AccountChangeStatus,
-    Action,
-    ActionStatus,
-    Passkey,
-    SpendPermissionStatus,
-)
-from actions.services.devices import device_link_create
+from actions.accounts.devices import device_link_create
+from actions.accounts.models import AccountChangeKind, AccountChangeStatus, Passkey
+from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus
+from actions.permissions.models import SpendPermissionStatus
 from actions.tests.browser import chromium, serve_passkeys
 from actions.tests.factories import (
     make_card_freeze,
@@ -160,7 +154,7 @@ def pages(live_server, settings, monkeypatch, user, other_user, application, mak
 
 def _as_requested(permission, recipients) -> None:
     """Its grant action with the params and summary request_spend_permission gives one."""
-    from actions.services.spend_permissions import grant_words
+    from actions.permissions.grants import grant_words
 
     words = grant_words(
         agent="mcp-agent",

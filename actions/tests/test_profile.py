@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from actions.models import RAMP_PROVIDER_FOR, Card, KycStatus, RampAccount, RampCurrency
+from actions.card.models import Card
 from actions.providers.ramps import AVENIA_KYC, MONERIUM_KYC
+from actions.ramps.models import RAMP_PROVIDER_FOR, KycStatus, RampAccount, RampCurrency
 from dev.providers.local_ramps import LocalAveniaServer, LocalMoneriumServer
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from actions.models import SmartAccount
+from actions.accounts.models import SmartAccount
 from actions.tests.factories import make_offline_wallet
 from core.chains import get_chain, with_endpoints
 from dev.testing import ScriptedServer
@@ -66,7 +66,7 @@ def test_transactions_report_a_chain_that_fails_and_serve_the_index(
 ):
     from django.utils import timezone
 
-    from actions.models import HistoryEntry
+    from actions.history.models import HistoryEntry
 
     HistoryEntry.objects.create(user=user, occurred_at=timezone.now(), kind="cardFreeze")
     _break(rpc, settings, mode)
@@ -85,7 +85,7 @@ def test_transactions_report_a_chain_that_fails_and_serve_the_index(
 def test_a_bug_in_the_history_sync_propagates_while_an_outage_is_reported(
     rpc, accounts, user, monkeypatch
 ):
-    from actions.services import history
+    from actions.history import services as history
 
     rpc.results = {"eth_blockNumber": "0x10", "eth_getLogs": []}
     rpc.errors = {"eth_blockNumber": {"code": -32603, "message": "node is syncing"}}
@@ -108,7 +108,7 @@ def test_an_ens_name_the_node_cannot_resolve_is_reported_and_a_bug_propagates(
 ):
     import dataclasses
 
-    from actions.services.proposals import _recipient
+    from actions.proposals.checks import recipient_of
     from core.chains import get_chain
     from evm.ens import EnsReader, EnsUnavailable
 
@@ -124,7 +124,7 @@ def test_an_ens_name_the_node_cannot_resolve_is_reported_and_a_bug_propagates(
         with pytest.raises(
             EnsUnavailable, match=re.escape(f"ENS could not be read on {chain().name}: ")
         ):
-            _recipient("alice.eth", chain())
+            recipient_of("alice.eth", chain())
 
     def bug(self, name):
         raise KeyError("a bug in our code")
@@ -132,7 +132,7 @@ def test_an_ens_name_the_node_cannot_resolve_is_reported_and_a_bug_propagates(
     settings.CHAIN_RPC_URL, rpc.mode = rpc.url, "result"
     monkeypatch.setattr(EnsReader, "resolve", bug)
     with pytest.raises(KeyError, match="a bug in our code"):
-        _recipient("alice.eth", chain())
+        recipient_of("alice.eth", chain())
 
 
 READERS = [

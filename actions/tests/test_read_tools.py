@@ -129,8 +129,8 @@ def test_all_balances_are_read_in_one_rpc_round_trip_per_chain(
 def test_get_card_reads_balance_and_daily_limit_from_the_chain_and_virtual_cards_inherit(
     registered, user, api_client, application, make_token, settings
 ):
-    from actions.models import Card
-    from actions.services.lifecycle import action_reconcile, action_submit
+    from actions.card.models import Card
+    from actions.execution.services import action_reconcile, action_submit
     from actions.tests.test_card_limit import advance, proposed, sign
     from core.lifecycle import Actor
 

@@ -9,10 +9,10 @@ from django.utils import timezone
 
 from actions import tasks
 from actions.evm_clients import bundler_client
-from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
-from actions.services.lifecycle import action_reconcile, action_submit, actions_expire_overdue
-from actions.services.retention import actions_purge_retained
-from actions.services.transitions import ReconcileOutcome
+from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus
+from actions.execution.retention import actions_purge_retained
+from actions.execution.services import action_reconcile, action_submit, actions_expire_overdue
+from actions.execution.transitions import ReconcileOutcome
 from actions.tests.factories import make_action
 from core.chains import with_endpoints
 from core.lifecycle import Actor, transition
@@ -184,13 +184,13 @@ def test_the_periodic_task_reconciles_pending_actions_in_batches(
             transition(lifecycle=ACTION_LIFECYCLE, pk=action.pk, to=step, actor=Actor.system())
         pending.append(action.pk)
     bundler.result = None
-    assert tasks.actions_reconcile_pending() == {"pending": 2}
+    assert tasks.actions_reconcile_pending_task() == {"pending": 2}
     # The next batch starts with the one not yet asked about.
     bundler.result = receipt()
-    assert tasks.actions_reconcile_pending() == {"executed": 2}
+    assert tasks.actions_reconcile_pending_task() == {"executed": 2}
     statuses = sorted(Action.objects.filter(pk__in=pending).values_list("status", flat=True))
     assert statuses == ["broadcast", "executed", "executed"]
-    assert tasks.actions_reconcile_pending() == {"executed": 1}
+    assert tasks.actions_reconcile_pending_task() == {"executed": 1}
 
 
 def test_submit_records_a_transient_bundler_error_and_stays_submitted(bundler, user, application):
@@ -221,7 +221,7 @@ def test_the_beat_task_expires_overdue_proposed_actions(user, application):
     overdue = make_action(user=user, application=application)
     fresh = make_action(user=user, application=application)
     Action.objects.filter(pk=overdue.pk).update(expires_at=timezone.now() - timedelta(seconds=5))
-    assert tasks.actions_expire_overdue() == 1
+    assert tasks.actions_expire_overdue_task() == 1
     overdue.refresh_from_db()
     fresh.refresh_from_db()
     assert (overdue.status, fresh.status) == (S.EXPIRED, S.PROPOSED)
@@ -260,7 +260,7 @@ def test_the_purge_task_deletes_old_terminal_actions_only(user, application):
 def test_one_reconcile_item_costs_a_fixed_number_of_statements(
     bundler, broadcast_action, django_assert_num_queries
 ):
-    from actions.services.lifecycle import actions_reconcile_pending
+    from actions.execution.services import actions_reconcile_pending
 
     # Still pending (the bundler holds the op, no receipt yet): the batch's ids, the action,
     # its reconciliation stamp. Nothing to clear, so nothing else is written.

@@ -15,7 +15,8 @@ from django.conf import settings
 from django.test import Client
 from django.utils import translation
 
-from actions.models import ActionStatus, SpendPermissionStatus
+from actions.execution.models import ActionStatus
+from actions.permissions.models import SpendPermissionStatus
 from actions.tests.test_narrow_browser import pages  # noqa: F401 (the pages and their data)
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -10,11 +10,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from actions.models import Action, ActionStatus, Passkey
-from actions.services.lifecycle import action_submit, actions_reconcile_pending
-from actions.services.passkeys import PasskeyError, passkey_register, registration_options
-from actions.services.signing import action_sign
-from actions.signing_views import _account_address
+from actions.accounts.models import Passkey
+from actions.accounts.pages import _account_address
+from actions.accounts.passkeys import PasskeyError, passkey_register, registration_options
+from actions.execution.models import Action, ActionStatus
+from actions.execution.services import action_submit, actions_reconcile_pending
+from actions.execution.signing import action_sign
 from actions.tests.factories import said
 from chain.dev import token_balance
 from chain.passkey_account import SoftwarePasskey

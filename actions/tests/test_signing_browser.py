@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from actions.models import ACTION_LIFECYCLE, Action
-from actions.models import ActionStatus as S
+from actions.execution.models import ACTION_LIFECYCLE, Action
+from actions.execution.models import ActionStatus as S
 from actions.tests.browser import browser_page, passkey_user, sign_in, sign_on_page  # noqa: F401
 from actions.tests.factories import make_action, make_chain_unreachable
 from chain import contracts, ens

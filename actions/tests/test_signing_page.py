@@ -14,7 +14,7 @@ from unittest import mock
 import pytest
 from django.utils import timezone
 
-from actions.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionType
+from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionType
 from actions.tests.factories import make_action, make_chain_unreachable
 from core.lifecycle import Actor, transition
 

@@ -11,15 +11,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone, translation
 
-from actions.models import (
-    ACTION_LIFECYCLE,
-    Action,
-    ActionStatus,
-    ActionType,
-    Preferences,
-    SpendPermission,
-)
-from actions.signing_facts import NAME_MAX, lookalike, outside_name
+from actions.accounts.models import Preferences
+from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionType
+from actions.execution.signing_facts import NAME_MAX, lookalike, outside_name
+from actions.permissions.models import SpendPermission
 from actions.tests import test_enduser_pages as pages
 from actions.tests.factories import make_action, make_permission
 from actions.tests.test_enduser_pages import RECIPIENT, transfer, words

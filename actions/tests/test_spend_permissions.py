@@ -13,25 +13,18 @@ from cryptography.fernet import Fernet
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from actions.models import (
-    ACTION_LIFECYCLE,
-    Action,
-    ActionStatus,
-    SpendPermission,
-    SpendPermissionStatus,
-)
-from actions.services import session_keys
-from actions.services.lifecycle import action_submit
-from actions.services.permission_reasons import note_text, stored
-from actions.services.spend_follow import (
+from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus
+from actions.execution.services import action_submit
+from actions.permissions import session_keys
+from actions.permissions.follow import (
     spend_permission_destroy_key,
     spend_permission_follow,
     spend_permissions_sweep,
 )
-from actions.services.spend_permissions import (
-    permission_for_transfer,
-    spend_permissions_revoke,
-)
+from actions.permissions.models import SpendPermission, SpendPermissionStatus
+from actions.permissions.reasons import note_text, stored
+from actions.permissions.revoking import spend_permissions_revoke
+from actions.permissions.spending import permission_for_transfer
 from actions.tests.factories import (
     MERCHANT,
     made_up_address,

@@ -10,7 +10,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from actions.models import Action, SpendPermission
+from actions.execution.models import Action
+from actions.permissions.models import SpendPermission
 from actions.tests.browser import browser_page, passkey_user  # noqa: F401
 from chain import contracts, ens
 from chain.dev import token_balance

@@ -11,15 +11,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from actions.models import Action, ActionStatus, SpendPermission, SpendPermissionStatus
-from actions.services.lifecycle import action_submit
-from actions.services.proposals import swap_request
-from actions.services.spend_follow import spend_permission_follow
-from actions.services.spend_permissions import (
-    permission_for_swap,
-    remaining,
-    spend_permissions_revoke,
-)
+from actions.execution.models import Action, ActionStatus
+from actions.execution.services import action_submit
+from actions.permissions.follow import spend_permission_follow
+from actions.permissions.models import SpendPermission, SpendPermissionStatus
+from actions.permissions.revoking import spend_permissions_revoke
+from actions.permissions.spending import permission_for_swap, remaining
+from actions.proposals.checks import swap_request
 from actions.tests.factories import passkey_signs, settle
 from chain.dev import mint, token_balance
 from core.formats import rfc3339

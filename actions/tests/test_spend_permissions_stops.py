@@ -14,9 +14,10 @@ from django.db import connection, connections, transaction
 from django.test import Client
 from django.utils import timezone
 
-from actions.models import Action, ActionStatus, ActionType, SpendPermission, SpendPermissionStatus
-from actions.services.spend_follow import spend_permission_destroy_key, spend_permission_follow
-from actions.services.spend_permissions import transfer_propose
+from actions.execution.models import Action, ActionStatus, ActionType
+from actions.permissions.follow import spend_permission_destroy_key, spend_permission_follow
+from actions.permissions.models import SpendPermission, SpendPermissionStatus
+from actions.proposals.services import transfer_propose
 from actions.tests.factories import passkey_signs
 from core.formats import rfc3339
 from core.lifecycle import Actor

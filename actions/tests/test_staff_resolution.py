@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Permission
 
-from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
-from actions.services.lifecycle import action_submit
+from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus
+from actions.execution.services import action_submit
 from actions.tests.factories import make_action
 from core.lifecycle import Actor, transition
 

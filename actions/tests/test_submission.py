@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
-from actions.services.lifecycle import (
+from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus
+from actions.execution.services import (
     ActionResolutionError,
     action_mark_failed,
     action_reconcile,
@@ -19,7 +19,7 @@ from actions.services.lifecycle import (
     action_submit,
     actions_reconcile_pending,
 )
-from actions.services.transitions import ReconcileOutcome, action_touch
+from actions.execution.transitions import ReconcileOutcome, action_touch
 from actions.tests.factories import make_action
 from core.lifecycle import Actor, entity_changed, transition
 from dev.testing import RpcError
@@ -303,8 +303,8 @@ def test_staff_resend_delivers_the_same_op_now_and_is_audited(rpc, user, applica
 
 
 def test_the_status_tool_lists_transitions_only(rpc, user, application, staff_user, client):
-    from actions.selectors import action_with_history
-    from actions.serializers import ActionStatusSerializer
+    from actions.execution.selectors import action_with_history
+    from actions.execution.serializers import ActionStatusSerializer
 
     action = signed(user, application)
     rpc.mode = "http500"

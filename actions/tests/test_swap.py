@@ -7,12 +7,12 @@ from decimal import Decimal
 
 import pytest
 
-from actions.models import Action
+from actions.execution.models import Action
+from actions.execution.services import action_submit, actions_reconcile_pending
+from actions.execution.signing import action_sign
+from actions.history.services import history_sync
 from actions.presenters import transactions_page
 from actions.providers.lifi import LifiClient, QuoteError
-from actions.services.history import history_sync
-from actions.services.lifecycle import action_submit, actions_reconcile_pending
-from actions.services.signing import action_sign
 from actions.tests.factories import said
 from chain import contracts
 from chain.dev import token_balance

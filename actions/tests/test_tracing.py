@@ -3,8 +3,8 @@ bundler call carries a span of it, and so do the history rows it writes."""
 
 from __future__ import annotations
 
-from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
-from actions.services.lifecycle import actions_reconcile_pending
+from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus
+from actions.execution.services import actions_reconcile_pending
 from actions.tests.factories import make_action
 from actions.tests.test_reconcile import bundler, receipt  # noqa: F401 - shared fixture
 from core import tracing

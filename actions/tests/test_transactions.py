@@ -13,12 +13,14 @@ import pytest
 from django.utils import timezone
 from web3 import Web3
 
+from actions.card.models import GnosisPaySession
+from actions.card.state import gnosis_pay_session_store
 from actions.contract import TRANSACTIONS_SCHEMA
-from actions.models import Action, GnosisPaySession, HistoryEntry, TokenTransfer
-from actions.services.card_state import gnosis_pay_session_store
-from actions.services.history import history_sync
-from actions.services.lifecycle import action_submit, actions_reconcile_pending
-from actions.services.signing import action_sign
+from actions.execution.models import Action
+from actions.execution.services import action_submit, actions_reconcile_pending
+from actions.execution.signing import action_sign
+from actions.history.models import HistoryEntry, TokenTransfer
+from actions.history.services import history_sync
 from chain import contracts
 from chain.dev import mint
 from core.chains import with_endpoints
@@ -349,7 +351,7 @@ def test_transactions_need_their_scope(registered, user, api_client, application
 def _user_op(w3, passkey, account, calls) -> str:
     """Run calls from the passkey account as one real user operation; its tx hash."""
     from actions.evm_clients import bundler_client
-    from actions.services.proposals import passkey_client
+    from actions.proposals.checks import passkey_client
     from evm.userops import to_rpc, user_op_hash
 
     client = passkey_client(w3, account)
@@ -448,9 +450,9 @@ def test_support_staff_read_the_history_in_the_admin(
 def test_an_e_money_burn_is_an_offramp(user, settings):
     from django.utils import timezone
 
-    from actions.models import SmartAccount, Token
+    from actions.accounts.models import SmartAccount, Token
+    from actions.history.services import ZERO_ADDRESS, _classify
     from actions.presenters import transactions_page
-    from actions.services.history import ZERO_ADDRESS, _classify
     from dev.demo.actions import ensure_demo_tokens
 
     ensure_demo_tokens()
@@ -485,7 +487,7 @@ def test_an_e_money_burn_is_an_offramp(user, settings):
 def test_an_unreadable_card_transaction_is_reported_and_the_rest_kept(
     user, api_client, token, chain_settings, gnosis_pay
 ):
-    from actions.models import Card
+    from actions.card.models import Card
 
     card = Card.objects.create(
         user=user, card_id="card-9", last4="9999", safe_address=DEV, chain_id=31337
@@ -501,8 +503,9 @@ def test_an_unreadable_card_transaction_is_reported_and_the_rest_kept(
 
 
 def test_the_beat_task_keeps_purchases_while_a_session_lasts(user, other_user, gnosis_pay):
-    from actions.models import Card, CardPurchase
-    from actions.tasks import card_purchases_sync_signed_in
+    from actions.card.models import Card
+    from actions.history.models import CardPurchase
+    from actions.tasks import card_purchases_sync_signed_in_task
 
     signed_in = Card.objects.create(
         user=user, card_id="card-a", last4="1111", safe_address=DEV, chain_id=31337
@@ -519,7 +522,7 @@ def test_the_beat_task_keeps_purchases_while_a_session_lasts(user, other_user, g
     gnosis_pay.add_purchase(
         DEV, "card-a", merchant="Kiosk", mcc="5994", cents=300, created_at="2026-11-02T09:00:00Z"
     )
-    assert card_purchases_sync_signed_in() == 1
+    assert card_purchases_sync_signed_in_task() == 1
     purchase = CardPurchase.objects.get()
     assert (purchase.card, purchase.mcc, purchase.billing_amount) == (signed_in, "5994", 300)
     assert HistoryEntry.objects.get(card_purchase=purchase).user == user
@@ -529,7 +532,7 @@ def test_the_beat_task_keeps_purchases_while_a_session_lasts(user, other_user, g
 def test_purchases_settled_together_or_later_keep_one_line_each(
     user, api_client, token, gnosis_pay
 ):
-    from actions.models import Card
+    from actions.card.models import Card
 
     card = Card.objects.create(
         user=user, card_id="card-7", last4="7777", safe_address=DEV, chain_id=31337

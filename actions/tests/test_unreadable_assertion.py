@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from actions.models import Action, ActionStatus, Passkey, SmartAccount
-from actions.services.passkeys import PasskeyError
-from actions.services.signing import action_sign
+from actions.accounts.models import Passkey, SmartAccount
+from actions.accounts.passkeys import PasskeyError
+from actions.execution.models import Action, ActionStatus
+from actions.execution.signing import action_sign
 from actions.tests.factories import SENDER, make_action
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from actions import tasks
-from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
+from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus
 from actions.tests.factories import make_action
 from core.lifecycle import Actor, transition
 from dev.testing import ScriptedServer, start_celery_worker, stop_celery_worker, wait_until
@@ -32,7 +32,7 @@ def test_a_real_worker_reconciles_an_action_sent_through_the_broker(
             queue=queue, log_path=tmp_path / "worker.log", env={"BUNDLER_RPC_URL": bundler.url}
         )
         try:
-            tasks.action_reconcile.apply_async(args=[str(action.pk)], queue=queue)
+            tasks.action_reconcile_task.apply_async(args=[str(action.pk)], queue=queue)
             wait_until(
                 lambda: Action.objects.get(pk=action.pk).status == ActionStatus.EXECUTED,
                 timeout=60,

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from actions.models import ACTION_LIFECYCLE, Action, ActionStatus
+from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus
 from actions.tests.factories import make_action
 from core.lifecycle import Actor, transition
 from messaging.models import D

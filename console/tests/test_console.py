@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
-from actions.models import Action, ActionStatus
+from actions.execution.models import Action, ActionStatus
 from console.tests.conftest import REVERT, TX_HASH
 from core.chains import with_endpoints
 from core.models import ActorKind

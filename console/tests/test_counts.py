@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from actions.models import Action
+from actions.execution.models import Action
 from core.lifecycle import lifecycles
 from messaging.models import D, Delivery
 from operations.models import Operation, State

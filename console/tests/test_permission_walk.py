@@ -16,7 +16,9 @@ from django.contrib.contenttypes.models import ContentType
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from actions.models import AccountChange, Action, SpendPermission
+from actions.accounts.models import AccountChange
+from actions.execution.models import Action
+from actions.permissions.models import SpendPermission
 from core.lifecycle import lifecycles
 from core.permissions import may_view
 from messaging.models import Delivery

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from actions.models import Action, BridgeLeg
+from actions.bridges.models import BridgeLeg
+from actions.execution.models import Action
 from actions.tests.factories import make_action, make_offline_wallet, make_permission
 
 pytestmark = pytest.mark.django_db

@@ -58,7 +58,7 @@ def _shoot(page, name: str) -> None:
 def test_the_lists_fit_1280_px_with_the_full_error_on_hover(
     staff_page, live_server, user, application, queue
 ):
-    from actions.models import Action
+    from actions.execution.models import Action
     from actions.tests.factories import make_action
 
     for _ in range(3):

@@ -32,7 +32,7 @@ LONG_ERROR = (
 
 @pytest.fixture
 def failed_action(user, application):
-    from actions.models import Action
+    from actions.execution.models import Action
     from actions.tests.factories import make_action
 
     action = make_action(user=user, application=application)
@@ -192,7 +192,7 @@ def at_ten_utc(failed_action):
     """The action created at 10:00:00.123456 UTC on a winter day."""
     from datetime import UTC, datetime
 
-    from actions.models import Action
+    from actions.execution.models import Action
 
     when = datetime(2026, 12, 3, 10, 0, 0, 123456, tzinfo=UTC)
     Action.objects.filter(pk=failed_action.pk).update(created_at=when)

@@ -10,7 +10,7 @@ from django.db import connection
 from eth_utils import to_checksum_address
 
 import core.admin as picnic_admin
-from actions.models import Action
+from actions.execution.models import Action
 from actions.tests.factories import make_action
 from core.admin import EstimatedCountPaginator, address_forms, search_term_kind
 

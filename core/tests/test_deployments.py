@@ -16,7 +16,7 @@ import pytest
 import redis
 from django.test import Client
 
-from actions.models import ACTION_LIFECYCLE
+from actions.execution.models import ACTION_LIFECYCLE
 from core import events
 from core.lifecycle import Actor, transition
 from core.tests.conftest import EVENTS_REDIS_URL, _redis_up

@@ -6,7 +6,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from actions.models import ACTION_LIFECYCLE
+from actions.execution.models import ACTION_LIFECYCLE
 from actions.tests.factories import make_card_freeze
 from core import events
 from core.lifecycle import Actor, transition

@@ -20,8 +20,9 @@ import pytest
 from cryptography.fernet import Fernet
 from django.conf import settings
 
-from actions.models import Action, ActionStatus, Passkey
-from actions.signing_views import REGISTRATION_SESSION_KEY
+from actions.accounts.models import Passkey
+from actions.accounts.pages import REGISTRATION_SESSION_KEY
+from actions.execution.models import Action, ActionStatus
 from actions.tests.factories import make_action
 from core.json_input import MAX_DEPTH, max_body_bytes, nesting_depth
 from dev.testing import database_url, wait_until
@@ -211,7 +212,7 @@ def test_passkey_registration_refuses_the_body_and_stores_nothing(client, user, 
 def test_the_history_cursor_is_decoded_behind_the_same_limit():
     import base64
 
-    from actions.selectors import InvalidCursor, _decode_cursor
+    from actions.history.selectors import InvalidCursor, _decode_cursor
 
     cursor = base64.urlsafe_b64encode(nested(200_000)).decode()
     with pytest.raises(InvalidCursor):

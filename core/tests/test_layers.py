@@ -30,6 +30,40 @@ SKIPPED_PARTS = {"tests", "migrations", "node_modules", "build"}
 ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
 ALLOWED_CYCLES: dict[tuple[str, ...], str] = {}
 
+# The rooms of the actions app (docs/architecture.md, The wallet in rooms): one package per
+# domain, and the few modules every room shares at the app level. A new module goes in a room,
+# or on this list with a reason to be app-wide.
+ACTION_ROOMS = (
+    "execution",
+    "accounts",
+    "permissions",
+    "proposals",
+    "bridges",
+    "card",
+    "ramps",
+    "history",
+)
+ACTION_APP_WIDE = {
+    "actions",
+    "actions.admin",
+    "actions.apps",
+    "actions.chain_reads",
+    "actions.contract",
+    "actions.errors",
+    "actions.evm_clients",
+    "actions.health",
+    "actions.models",
+    "actions.pages",
+    "actions.presenters",
+    "actions.providers",
+    "actions.public",
+    "actions.schema_parts",
+    "actions.tasks",
+    "actions.urls",
+    "actions.views",
+}
+MAX_MODULE_LINES = 600
+
 
 def _module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
@@ -152,8 +186,10 @@ FUNCTION_LEVEL_IMPORTS: dict[tuple[str, str], str] = {
     ("actions.apps", "actions"): "ready(): actions.health imports the models",
     (
         "actions.apps",
-        "actions.services",
+        "actions.accounts",
     ): "ready(): preferences (the login receiver) imports models",
+    ("actions.apps", "actions.execution"): "ready(): signing (a receiver) imports models",
+    ("actions.apps", "actions.permissions"): "ready(): the permissions' receivers import models",
     ("operations.apps", "operations.metrics"): "ready(): it imports the models",
     ("picnic.apps", "picnic"): "ready(): picnic.otel instruments Django, once it is set up",
     ("oauth.apps", "oauth"): "ready(): oauth.cimd imports oauth.services, which imports models",
@@ -289,3 +325,51 @@ def test_function_level_imports_are_the_few_app_loading_needs():
     assert sorted(found - set(FUNCTION_LEVEL_IMPORTS)) == []
     assert sorted(set(FUNCTION_LEVEL_IMPORTS) - found) == []
     assert len(FUNCTION_LEVEL_IMPORTS) < 20
+
+
+def test_every_module_of_the_actions_app_is_in_a_room_or_app_wide():
+    rooms = {f"actions.{room}" for room in ACTION_ROOMS}
+    modules = [name for name in production_modules() if name.split(".")[0] == "actions"]
+    assert all((ROOT / "actions" / room / "__init__.py").is_file() for room in ACTION_ROOMS)
+    strays = [
+        name
+        for name in modules
+        if ".".join(name.split(".")[:2]) not in rooms
+        and name not in ACTION_APP_WIDE
+        and not name.startswith("actions.providers.")
+    ]
+    assert strays == []
+    # Each room is read from its docstring: it names every module it holds.
+    for room in ACTION_ROOMS:
+        doc = ast.get_docstring(ast.parse((ROOT / "actions" / room / "__init__.py").read_text()))
+        assert doc, f"actions/{room}/__init__.py says nothing"
+        for path in (ROOT / "actions" / room).glob("*.py"):
+            assert path.name == "__init__.py" or path.name in doc, f"{room}: {path.name}"
+
+
+def test_each_room_keeps_its_models_in_its_own_module():
+    """The models of the app live in the rooms; actions/models.py only imports them."""
+    registry = ast.parse((ROOT / "actions" / "models.py").read_text())
+    assert not [n for n in registry.body if isinstance(n, ast.ClassDef)]
+    imported = {
+        node.module for node in registry.body if isinstance(node, ast.ImportFrom) and node.module
+    }
+    with_models = {
+        room for room in ACTION_ROOMS if (ROOT / "actions" / room / "models.py").exists()
+    }
+    assert imported == {f"actions.{room}" for room in with_models}
+
+
+def test_no_module_of_the_actions_app_is_over_600_lines():
+    long = {
+        name: lines
+        for name, path in production_modules().items()
+        if name.split(".")[0] == "actions"
+        and (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}
+
+
+def test_no_module_is_called_lifecycle_but_the_cores():
+    found = [name for name in production_modules() if name.rpartition(".")[2] == "lifecycle"]
+    assert found == ["core.lifecycle"]

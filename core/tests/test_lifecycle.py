@@ -8,7 +8,7 @@ import uuid
 import pytest
 from django.db import close_old_connections, connection, transaction
 
-from actions.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionStatusHistory
+from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionStatusHistory
 from actions.tests.factories import make_action
 from core.lifecycle import (
     Actor,

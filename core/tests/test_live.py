@@ -13,7 +13,7 @@ from django.conf import settings as django_settings
 from django.db import connections
 from django.test import Client
 
-from actions.models import ACTION_LIFECYCLE
+from actions.execution.models import ACTION_LIFECYCLE
 from actions.tests.factories import make_card_freeze
 from core.lifecycle import Actor, transition
 from dev.testing import wait_until

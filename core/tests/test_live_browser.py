@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.db import connections
 
-from actions.models import ACTION_LIFECYCLE
+from actions.execution.models import ACTION_LIFECYCLE
 from core.lifecycle import Actor, transition
 from core.tests.test_live import _action, _in_another_thread, _session
 from dev.testing import chromium_options, wait_until

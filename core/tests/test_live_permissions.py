@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Permission
 
-from actions.models import ACTION_LIFECYCLE
+from actions.execution.models import ACTION_LIFECYCLE
 from core.lifecycle import Actor, transition
 from core.tests.test_live import Stream, _action, _in_another_thread, _session
 from messaging.models import D

@@ -19,8 +19,8 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from actions.evm_clients import bundler_client
-from actions.services.lifecycle import action_reconcile
-from actions.services.transitions import ReconcileOutcome
+from actions.execution.services import action_reconcile
+from actions.execution.transitions import ReconcileOutcome
 from chain.stack import free_port
 from core import metrics
 from core.chains import with_endpoints
@@ -532,7 +532,7 @@ def test_every_gunicorn_worker_answers_the_sum_of_every_process(
     import time
     import urllib.request
 
-    from actions.models import Action
+    from actions.execution.models import Action
     from dev.testing import database_url, wait_until
     from mcp_adapter.tests.conftest import make_action
 

@@ -12,9 +12,14 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone, translation
 
-from actions.models import AccountChange, AccountChangeKind, AccountChangeStatus, Preferences
-from actions.services import recovery
-from actions.services.account_mail import RECOVERY_STARTED, account_change_mail
+from actions.accounts import recovery
+from actions.accounts.mail import RECOVERY_STARTED, account_change_mail
+from actions.accounts.models import (
+    AccountChange,
+    AccountChangeKind,
+    AccountChangeStatus,
+    Preferences,
+)
 from actions.tests import test_enduser_pages as pages
 from actions.tests.test_devices import ORIGIN, _change, _register
 from actions.tests.test_enduser_pages import transfer

@@ -11,7 +11,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
-from actions.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionStatusHistory
+from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionStatusHistory
 from actions.tests.factories import make_action
 from core import events, lifecycle
 from core.lifecycle import (

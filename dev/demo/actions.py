@@ -12,28 +12,19 @@ from django.conf import settings
 from eth_utils import keccak
 from web3 import Web3
 
+from actions.accounts.models import SmartAccount, SmartAccountKind, Token
+from actions.accounts.passkeys import smart_accounts_cover_chains
+from actions.card.models import Card
 from actions.evm_clients import bundler_client
-from actions.models import (
-    ACTION_LIFECYCLE,
-    RAMP_PROVIDER_FOR,
-    Action,
-    ActionStatus,
-    ActionType,
-    Card,
-    RampAccount,
-    RampCurrency,
-    SmartAccount,
-    SmartAccountKind,
-    Token,
-)
-from actions.services.lifecycle import (
+from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionType
+from actions.execution.services import (
     action_create,
     action_expire_if_overdue,
     action_reconcile,
     action_submit,
 )
-from actions.services.passkeys import smart_accounts_cover_chains
-from actions.services.proposals import passkey_client
+from actions.proposals.checks import passkey_client
+from actions.ramps.models import RAMP_PROVIDER_FOR, RampAccount, RampCurrency
 from chain import contracts, ens, zodiac
 from chain.dev import fund, mint
 from chain.safe import DelayConfig, deploy_safe

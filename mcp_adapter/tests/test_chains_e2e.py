@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from web3 import Web3
 
-from actions.models import Action, SmartAccount
+from actions.accounts.models import SmartAccount
+from actions.execution.models import Action
 from actions.tests.bridges import leg_settles, local_bridge
 from actions.tests.browser import (  # noqa: F401
     browser_page,

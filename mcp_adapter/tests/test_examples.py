@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from actions.models import Action, ActionStatus
-from actions.services.signing import action_sign
+from actions.execution.models import Action, ActionStatus
+from actions.execution.signing import action_sign
 from actions.tests.conftest import (  # noqa: F401 - shared fixtures
     make_user_registered,
     registered,

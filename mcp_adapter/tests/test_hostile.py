@@ -18,8 +18,8 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from actions.models import Action
-from actions.services.signing import action_reject
+from actions.execution.models import Action
+from actions.execution.signing import action_reject
 from mcp_adapter.api import PicnicApi, path_segment
 from mcp_adapter.server import PicnicMCP
 from mcp_adapter.tests.conftest import make_action, run

@@ -14,7 +14,7 @@ import anyio
 import pytest
 import requests
 
-from actions.models import Action
+from actions.execution.models import Action
 from mcp_adapter.tests.conftest import MemoryTokenStorage, run
 from mcp_adapter.tests.test_transports import HEADERS, INIT
 

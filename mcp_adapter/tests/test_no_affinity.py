@@ -24,7 +24,7 @@ from django.conf import settings as django_settings
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from actions.models import Action
+from actions.execution.models import Action
 from chain.stack import free_port
 from core.lifecycle import touch
 from dev import processes

@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from actions.services.signing import action_reject
+from actions.execution.signing import action_reject
 from mcp_adapter.tests.conftest import run
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,7 +12,8 @@ from django.utils import timezone
 from mcp import Client
 
 from actions.contract import ACTION_STATUS_SCHEMA
-from actions.models import ACTION_LIFECYCLE, Action, ActionStatus, SpendPermission
+from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus
+from actions.permissions.models import SpendPermission
 from actions.tests.factories import (
     made_up_address,
     make_action,

@@ -22,7 +22,7 @@ import requests
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from actions.models import ActionStatus
+from actions.execution.models import ActionStatus
 from core.lifecycle import Actor
 from dev.testing import database_url
 from mcp_adapter import task_store

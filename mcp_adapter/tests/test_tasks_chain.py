@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
-from actions.models import Action, ActionStatus
-from actions.services.lifecycle import action_submit, actions_reconcile_pending
-from actions.services.signing import action_sign
+from actions.execution.models import Action, ActionStatus
+from actions.execution.services import action_submit, actions_reconcile_pending
+from actions.execution.signing import action_sign
 from actions.tests.conftest import (  # noqa: F401 - shared fixtures
     ORIGIN,
     make_user_registered,

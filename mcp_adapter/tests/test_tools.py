@@ -200,7 +200,7 @@ def test_the_agent_reads_the_detail_then_each_fields_messages():
 def test_get_transactions_goes_through_the_api_and_pages(
     make_server, user, application, make_token
 ):
-    from actions.models import HistoryEntry
+    from actions.history.models import HistoryEntry
 
     for minute in range(3):
         HistoryEntry.objects.create(
@@ -231,7 +231,7 @@ def test_get_profile_goes_through_the_api(make_server, user, application, make_t
 
 
 def test_get_smart_accounts_goes_through_the_api(make_server, user, application, make_token):
-    from actions.models import SmartAccount
+    from actions.accounts.models import SmartAccount
 
     # No passkey behind it: not passkey-controlled, so not listed.
     SmartAccount.objects.create(

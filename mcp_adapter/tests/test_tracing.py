@@ -16,7 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared import jsonrpc_dispatcher
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from actions.models import Passkey, SmartAccount
+from actions.accounts.models import Passkey, SmartAccount
 from chain.stack import free_port
 from dev import processes
 from dev.demo.actions import ensure_demo_tokens

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import jsonschema
 import pytest
 
-from actions.services.signing import action_reject
+from actions.execution.signing import action_reject
 from dev.providers.local_openai import LocalResponsesServer
 from mcp_adapter.api import PicnicApi
 from mcp_adapter.models import McpTask

@@ -12,7 +12,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from oauth2_provider.models import AccessToken, RefreshToken
 
-from actions.models import Action, ActionStatus, SpendPermissionStatus
+from actions.execution.models import Action, ActionStatus
+from actions.permissions.models import SpendPermissionStatus
 from actions.tests.factories import make_offline_wallet, make_permission
 from core.lifecycle import Actor
 from core.users import user_deactivate

@@ -100,7 +100,7 @@ def test_connected_agents_lists_each_grant_with_its_scopes_and_last_use(
 def test_connected_agents_lists_what_an_agent_may_send_without_asking(
     code_flow, client, user, monkeypatch
 ):
-    from actions.models import SpendPermissionStatus
+    from actions.permissions.models import SpendPermissionStatus
     from actions.tests.factories import make_offline_wallet, make_permission
 
     _connect(code_flow, scope="read:actions write:actions")

@@ -32,8 +32,8 @@ def setup() -> dict:
     from django.utils import timezone
     from oauth2_provider.models import AccessToken, Application
 
-    from actions.models import ActionType
-    from actions.services.lifecycle import action_create
+    from actions.execution.models import ActionType
+    from actions.execution.services import action_create
     from messaging.models import Membership, Role, SocialAccount, Workspace
     from operations import billing
 
@@ -80,7 +80,7 @@ def setup() -> dict:
 
 
 def touch(change: dict) -> dict:
-    from actions.models import Action
+    from actions.execution.models import Action
     from core.lifecycle import touch
 
     changed = touch(

@@ -272,12 +272,12 @@ def test_every_command_and_make_target_a_doc_names_exists():
 def test_the_checkers_catch_a_renamed_function_a_moved_file_and_a_missing_command(tmp_path):
     page = tmp_path / "page.md"
     page.write_text(
-        "`actions.services.proposals.propose_nothing` and `actions.services.proposals."
-        "propose_transfer`, `actions.Action` and `actions.resolve_action`;\n"
-        "`actions/gone.py` and `actions/services/bridges.py`; run `manage.py mint_nothing` or\n"
+        "`actions.proposals.services.propose_nothing` and `actions.proposals.services."
+        "transfer_propose`, `actions.Action` and `actions.resolve_action`;\n"
+        "`actions/gone.py` and `actions/bridges/services.py`; run `manage.py mint_nothing` or\n"
         "`manage.py mint_agent_token`, `make test-slow` or `make test-fast`.\n"
     )
-    assert _missing_names([page]) == ["page.md: actions.services.proposals.propose_nothing"]
+    assert _missing_names([page]) == ["page.md: actions.proposals.services.propose_nothing"]
     assert _missing_files([page]) == ["page.md: actions/gone.py"]
     assert _missing_commands([page]) == [
         "page.md: manage.py mint_nothing",
@@ -316,7 +316,7 @@ def test_the_figures_the_docs_quote_about_the_code_are_the_codes():
 def _claims():
     """Statements the docs once made that the code made false: each is checked against the
     code, so writing it again fails while the code still says otherwise."""
-    from actions.models import AccountChangeKind
+    from actions.accounts.models import AccountChangeKind
     from mcp_adapter.tools import TOOLS_BY_NAME
 
     return [

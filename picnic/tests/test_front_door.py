@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from actions.models import ActionStatus
+from actions.execution.models import ActionStatus
 from actions.tests.factories import make_action
 
 pytestmark = pytest.mark.django_db

@@ -119,7 +119,7 @@ def test_api_fuzz_unauthenticated(case, offline):
 
 def test_card_freeze_with_gnosis_pay_unreachable_answers_503(client, offline, bearer):
     """It answered 400 `invalid`, as if the input were wrong, with the provider down."""
-    from actions.models import Action
+    from actions.execution.models import Action
 
     before = Action.objects.count()
     response = client.post(

@@ -8,7 +8,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from oauth2_provider.models import AccessToken, Application
 
-from actions.models import Action, ActionStatus, SmartAccount
+from actions.accounts.models import SmartAccount
+from actions.execution.models import Action, ActionStatus
 from dev.demo.actions import DEMO
 from dev.management.commands.seed_demo import demo_logins, demo_token
 from messaging.models import Delivery

@@ -36,7 +36,7 @@ def _existing_action_id(user, application) -> str:
 
     from django.utils import timezone
 
-    from actions.models import Action
+    from actions.execution.models import Action
 
     action = Action.objects.create(
         user=user,

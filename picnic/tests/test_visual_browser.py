@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from actions.models import ACTION_LIFECYCLE, ActionStatus
+from actions.execution.models import ACTION_LIFECYCLE, ActionStatus
 from actions.tests.factories import make_action, make_offline_wallet
 from actions.tests.test_enduser_browser import WCAG_AA
 from actions.tests.test_enduser_pages import transfer
