@@ -4,7 +4,7 @@ Staff: the zone is a cookie set from the admin's "time zone" page (no JavaScript
 table): it belongs to the browser, the way the staff member's clock does, and survives logging
 out. It applies to the admin and the staff pages.
 End users: the zone their browser reports (picnic/local_time.js), stored with the user
-(actions.models.Preferences) and kept in the session under USER_ZONE_SESSION_KEY; it applies
+(actions.accounts.models.Preferences) and kept in the session under USER_ZONE_SESSION_KEY; it applies
 to every other page. API answers stay UTC (RFC 3339).
 """
 

@@ -1,4 +1,4 @@
-"""An end user's remembered preferences (actions.models.Preferences)."""
+"""An end user's remembered preferences (actions.accounts.models.Preferences)."""
 
 from __future__ import annotations
 

@@ -257,6 +257,7 @@ def test_the_purge_task_deletes_old_terminal_actions_only(user, application):
     assert set(Action.objects.values_list("pk", flat=True)) == {old_stuck.pk, recent_done.pk}
 
 
+@pytest.mark.postgres  # a transition is one statement there (core.lifecycle's CTE)
 def test_one_reconcile_item_costs_a_fixed_number_of_statements(
     bundler, broadcast_action, django_assert_num_queries
 ):
