@@ -1,10 +1,10 @@
-"""What a request pays for its trace: the OpenTelemetry Django instrumentation's server span
-(from the caller's `traceparent`; no exporter, so the span is dropped when it ends) and
-`core.middleware.TraceMiddleware` (response headers, one JSON access line written to a file)
-against the same middleware stack without either, both measured in this run, interleaved, on
-`/healthz` (no I/O, so the difference is the trace's alone). No database. A third column,
-"otel", is the same request with the spans exported in the background over OTLP/HTTP to a
-local receiver started here (what OTEL_EXPORTER_OTLP_ENDPOINT turns on).
+"""What a request pays for its trace: `core.middleware.TraceMiddleware` (an OpenTelemetry
+server span from the caller's `traceparent`, dropped at its end with nothing exported; the
+response headers; one JSON access line written to a file) against the same middleware stack
+without it, both measured in this run, interleaved, on `/healthz` (no I/O, so the difference
+is the trace's alone). No database. A third column, "otel", is the same request with the spans
+exported in the background over OTLP/HTTP to a local receiver started here (the export that
+OTEL_EXPORTER_OTLP_ENDPOINT turns on, without the Django instrumentation it adds).
 
     .venv/bin/python bench/trace_overhead.py [--requests 1000] [--rounds 9]
 

@@ -29,13 +29,13 @@ class ContentSecurityPolicyMiddleware:
 
 
 class TraceMiddleware:
-    """Answers each request with its span's `traceparent` and `X-Request-ID` (the trace id,
-    what support searches by), and writes one access line per request. The span is the one
-    the OpenTelemetry Django instrumentation (first in MIDDLEWARE, picnic.otel) started from
-    the caller's `traceparent` (none or an invalid one starts a new trace); called without it
-    in front (a bare handler), a span of the same header is started here. The access line has
-    the method, the path without its query string, the status, the duration and the user id:
-    never headers, bodies or tokens."""
+    """Runs each request in an OpenTelemetry server span of the caller's trace (`traceparent`;
+    none or an invalid one starts a new trace), answers with its `traceparent` and
+    `X-Request-ID` (the trace id, what support searches by), and writes one access line per
+    request. When spans are exported, the Django instrumentation (first in MIDDLEWARE,
+    picnic.otel) has started that span from the same header: it is taken as it is. The access
+    line has the method, the path without its query string, the status, the duration and the
+    user id: never headers, bodies or tokens."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -43,7 +43,9 @@ class TraceMiddleware:
     def __call__(self, request):
         ids = tracing.current()
         if ids is None:
-            with tracing.span(request.headers.get(tracing.HEADER), name="HTTP") as ids:
+            with tracing.span(
+                request.headers.get(tracing.HEADER), name=request.method, server=True
+            ) as ids:
                 return self._serve(request, ids)
         return self._serve(request, ids)
 

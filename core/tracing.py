@@ -99,11 +99,13 @@ def current_trace_id() -> str:
 
 
 @contextmanager
-def span(traceparent: Any = None, name: str = "picnic.work") -> Iterator[Ids]:
+def span(traceparent: Any = None, name: str = "picnic.work", server: bool = False) -> Iterator[Ids]:
     """Run the block in a new span of `traceparent`'s trace, or of a new trace when there is
-    no valid one (never of the span current before: a new piece of work)."""
+    no valid one (never of the span current before: a new piece of work); `server`: the span
+    of a request we serve."""
     parent = _extract(traceparent) or otel_context.Context()
-    with _tracer().start_as_current_span(name, context=parent) as started:
+    kind = otel_trace.SpanKind.SERVER if server else otel_trace.SpanKind.INTERNAL
+    with _tracer().start_as_current_span(name, context=parent, kind=kind) as started:
         yield Ids.of(started.get_span_context())  # type: ignore[misc]
 
 

@@ -86,6 +86,9 @@ class PicnicApi:
             self._client = None
 
     async def call(self, method: str, path: str, *, token: str, body: Any = None) -> ApiAnswer:
+        return await self._call(method, path, token, body)
+
+    async def _call(self, method: str, path: str, token: str, body: Any) -> ApiAnswer:
         headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
         headers.update(tracing.outgoing_headers())  # the API continues the caller's trace
         if isinstance(body, dict) and isinstance(body.get("idempotency_key"), str):

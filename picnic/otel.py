@@ -4,20 +4,21 @@
 Every process installs the SDK's tracer provider, so request ids, `traceparent` and the ids in
 log lines and history rows come from its spans whatever the set-up (core.tracing). Spans leave
 the process only with OTEL_EXPORTER_OTLP_ENDPOINT set: unset, no span processor, exporter or
-database/Redis instrumentation is installed, and a finished span is simply dropped.
+Django/database/Redis instrumentation is installed (core.middleware.TraceMiddleware starts
+each request's server span itself), and a finished span is simply dropped.
 
 What each piece is for (all pinned in requirements.txt):
 - opentelemetry-sdk: the tracer provider (ids, sampling: OTEL_TRACES_SAMPLER) and, when
   exporting, the batch span processor (export off the request path, in a thread the SDK
   restarts after a fork);
-- opentelemetry-instrumentation-django: the server span of each request, from `traceparent`
-  (with opentelemetry-instrumentation-asgi, which it needs for requests served by picnic.asgi);
 - opentelemetry-instrumentation-asgi: the server span of each HTTP request of the MCP process
   (Starlette, not Django: mcp_adapter/http.py); the MCP SDK adds a span per message
   (`tools/call <tool>`, from `_meta.traceparent` when the message has one) under it;
 - opentelemetry-instrumentation-celery: the publish and run spans of each task, carrying
   `traceparent` in the message headers, so a task continues the trace that enqueued it;
-- with an endpoint only: opentelemetry-exporter-otlp-proto-http (protobuf over HTTP to
+- with an endpoint only: opentelemetry-instrumentation-django (the server span of each request
+  from `traceparent`, with the HTTP attributes; it needs opentelemetry-instrumentation-asgi
+  under picnic.asgi), opentelemetry-exporter-otlp-proto-http (protobuf over HTTP to
   `$OTEL_EXPORTER_OTLP_ENDPOINT/v1/traces`; the SDK reads the standard OTEL_* variables:
   OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_EXPORTER_OTLP_HEADERS, …),
   opentelemetry-instrumentation-psycopg (connection and query spans of psycopg 3) and
@@ -55,9 +56,6 @@ def configure() -> TracerProvider:
     if settings.OTEL_EXPORTER_OTLP_ENDPOINT:
         _export(provider)
     trace.set_tracer_provider(provider)
-    # Before the WSGI/ASGI handler loads MIDDLEWARE: the instrumentation puts its middleware
-    # first, ahead of core.middleware.TraceMiddleware, which reads its span.
-    DjangoInstrumentor().instrument(tracer_provider=provider)
     CeleryInstrumentor().instrument(tracer_provider=provider)
     rpc.trace_calls(tracing.client_span)
     _provider = provider
@@ -66,5 +64,10 @@ def configure() -> TracerProvider:
 
 def _export(provider: TracerProvider) -> None:
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    # The server span with the attributes a collector expects; its middleware goes first
+    # (before the WSGI/ASGI handler loads MIDDLEWARE), and TraceMiddleware takes its span. Not
+    # installed without export: it would double a bare request's cost for attributes nobody
+    # reads (bench/trace_overhead.py), and TraceMiddleware starts the span itself.
+    DjangoInstrumentor().instrument(tracer_provider=provider)
     PsycopgInstrumentor().instrument(tracer_provider=provider, enable_commenter=False)
     RedisInstrumentor().instrument(tracer_provider=provider)
