@@ -10,9 +10,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Q, QuerySet, TextField
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Lower
+from django.db.models.functions import Cast, Lower
 
 from actions import contract
 from actions.accounts.models import AccountChange, AccountChangeStatus
@@ -129,6 +129,10 @@ def listed_bridge_outcome(action: Action) -> str:
     return "" if outcome == "completed" else outcome
 
 
+def _json_text(key: str) -> Cast:
+    return Cast(KeyTextTransform(key, "params"), TextField())
+
+
 def actions_search(*, shape: str, value: Any, term: str) -> list[tuple[str, QuerySet]]:
     """Exact, indexed lookups for a search term of this shape (core.admin.search_term_kind):
     (what was tried, the actions it finds)."""
@@ -146,7 +150,9 @@ def actions_search(*, shape: str, value: Any, term: str) -> list[tuple[str, Quer
         ]
     if shape == "address":
         # params->>'to' as the index action_params_to has it (params__to would compare jsonb).
-        recipient = Action.objects.alias(param_to=KeyTextTransform("to", "params"))
+        # The text cast, a no-op for PostgreSQL, keeps Django's JSON-key lookups (which wrap the
+        # values in JSON() on SQLite, "malformed JSON" for an address) off the comparison.
+        recipient = Action.objects.alias(param_to=_json_text("to"))
         return [
             ("smart account", Action.objects.filter(smart_account__in=address_forms(value))),
             ("recipient", recipient.filter(param_to__in=address_forms(value))),
@@ -157,7 +163,7 @@ def actions_search(*, shape: str, value: Any, term: str) -> list[tuple[str, Quer
             name = ens.normalize(term)
         except ens.EnsNameInvalid:
             return []
-        named = Action.objects.alias(param_ens=KeyTextTransform("ens", "params"))
+        named = Action.objects.alias(param_ens=_json_text("ens"))
         return [("ENS name", named.filter(param_ens=name))]
     return []
 
