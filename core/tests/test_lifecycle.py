@@ -190,6 +190,7 @@ def test_two_concurrent_writers_give_exactly_one_transition(user, application):
     assert executed_rows.get().detail == f"worker {action.block_number}"
 
 
+@pytest.mark.postgres  # one statement a move there (the CTE); more on SQLite
 def test_a_move_from_its_one_legal_source_is_one_statement(action, django_assert_num_queries):
     # The conditional UPDATE returns the row (no read before or after it) and inserts the
     # history row in the same statement (a data-modifying CTE); no savepoint is taken.
@@ -224,6 +225,7 @@ def test_a_move_asked_for_some_fields_returns_those_and_defers_the_rest(
     assert list(action.history.values_list("from_status", "status"))[-1] == ("proposed", "signed")
 
 
+@pytest.mark.postgres  # one statement a move there (the CTE); more on SQLite
 def test_a_move_with_several_legal_sources_reads_the_status_first(
     action, django_assert_num_queries
 ):
@@ -255,6 +257,7 @@ def test_a_lost_race_on_the_one_source_says_what_the_status_is_now(action):
         transition(lifecycle=ACTION_LIFECYCLE, pk=uuid.uuid4(), to=S.SIGNED, actor=Actor.system())
 
 
+@pytest.mark.postgres  # one statement a move there (the CTE); more on SQLite
 def test_a_path_is_one_statement_with_a_history_row_per_step(
     action, django_assert_num_queries, django_capture_on_commit_callbacks, caplog
 ):
