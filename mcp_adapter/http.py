@@ -182,10 +182,20 @@ class PicnicSessionManager(StreamableHTTPSessionManager):
             requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
             if requestor == record.owner:  # another credential: the SDK's 404, as for no session
                 await self._rehydrate(record)
-        transport = self._server_instances.get(session_id)
+        if scope["method"] == "DELETE" and session_id in self._server_instances:
+            send = self._ended_everywhere_first(session_id, send)
         await super()._handle_stateful_request(scope, receive, send)
-        if scope["method"] == "DELETE" and transport is not None and transport.is_terminated:
-            await self.sessions.delete(session_id)  # ends it on every instance
+
+    def _ended_everywhere_first(self, session_id: str, send: Send) -> Send:
+        """A DELETE's success is answered only once the shared record is gone: otherwise the
+        client's next request, on another instance, could find the session still alive."""
+
+        async def send_after_delete(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] < 300:
+                await self.sessions.delete(session_id)  # ends it on every instance
+            await send(message)
+
+        return send_after_delete
 
     async def _serve_opening_request(self, http_transport, scope, receive, send) -> None:
         session_id = http_transport.mcp_session_id
