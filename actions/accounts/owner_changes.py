@@ -363,7 +363,7 @@ def owner_change_sign(*, change_id, user, credential_json: str) -> AccountChange
             )
         except IllegalTransition as exc:
             raise PasskeyError(f"This change is {exc.current}", code="not_proposed") from None
-        enqueue_on_commit("actions.tasks.account_change_submit", change.pk)
+        enqueue_on_commit("actions.tasks.account_change_submit_task", change.pk)
     return change
 
 

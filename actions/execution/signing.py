@@ -155,7 +155,7 @@ def action_sign(*, action_id, user, credential_json: str) -> Action:
             raise PasskeyError(
                 f"This action can no longer be signed: it is {exc.current}", code="not_proposed"
             ) from None
-        enqueue_on_commit("actions.tasks.action_submit", action.pk)
+        enqueue_on_commit("actions.tasks.action_submit_task", action.pk)
     return action
 
 

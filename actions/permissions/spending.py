@@ -267,7 +267,7 @@ def _signed_by_permission(
             },
             detail=f"signed by permission {permission.name} for {agent_name(application)}",
         )
-        enqueue_on_commit("actions.tasks.action_submit", action.pk)
+        enqueue_on_commit("actions.tasks.action_submit_task", action.pk)
     return action
 
 
