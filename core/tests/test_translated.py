@@ -19,7 +19,12 @@ TEMPLATES = [
     ROOT / "templates" / "registration" / "login.html",
     *sorted((ROOT / "oauth" / "templates" / "oauth").glob("*.html")),
 ]
-SOURCES = [ROOT / "actions" / "signing_views.py", ROOT / "actions" / "signing_facts.py"]
+SOURCES = [
+    ROOT / "actions" / "execution" / "signing_views.py",
+    ROOT / "actions" / "execution" / "signing_facts.py",
+    ROOT / "actions" / "accounts" / "pages.py",
+    ROOT / "actions" / "pages.py",
+]
 
 TRANSLATE = re.compile(r"""{%\s*(?:translate|trans)\s+(?:"([^"]*)"|'([^']*)')""")
 BLOCK = re.compile(
