@@ -42,7 +42,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from core import health, stores
+from core import stores
 
 logger = logging.getLogger(__name__)
 
@@ -284,6 +284,10 @@ def _queue_families() -> list[GaugeMetricFamily]:
 def _primary_families() -> list[GaugeMetricFamily]:
     """Which node is primary for each store (a store that does not answer now is left out),
     and when this process saw it become so: the readiness checks find them (core/health.py)."""
+    # Here, not at the top: the readiness checks import the API layer (DRF), and a process that
+    # only counts (a worker's provider client) must not need it or Django's settings.
+    from core import health
+
     answering = health.observe_primaries(timeout=2.0)
     primary = GaugeMetricFamily(
         "picnic_store_primary",

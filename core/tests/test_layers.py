@@ -205,6 +205,7 @@ FUNCTION_LEVEL_IMPORTS: dict[tuple[str, str], str] = {
     ("picnic.gunicorn_conf", "core.metrics"): "the gunicorn master reads this before Django",
     ("picnic.celery", "core.gc_freeze"): "the same: it imports django.urls",
     ("picnic.gunicorn_conf", "core.gc_freeze"): "the same",
+    ("core.metrics", "core"): "core.health imports DRF: a process that only counts needs neither",
 }
 
 
