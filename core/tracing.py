@@ -147,7 +147,11 @@ def adopt(trace_id: str | None) -> Iterator[None]:
 @contextmanager
 def client_span(name: str, **attributes: Any) -> Iterator[None]:
     """An outgoing call as a client span, current for the block, so the `traceparent` we send
-    (`outgoing_headers()`) names it."""
+    (`outgoing_headers()`) names it. Outside any trace (a beat batch) no span is started: a
+    root span would hand the provider a trace id that no log line or history row of ours has."""
+    if current() is None:
+        yield
+        return
     with _tracer().start_as_current_span(
         name, kind=otel_trace.SpanKind.CLIENT, attributes=attributes
     ):
