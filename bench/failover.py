@@ -3,7 +3,7 @@ loop (one write acknowledged at a time), the primary is SIGKILLed, and this meas
 until a write is acknowledged again, whether an acknowledged write was lost, and how long the
 killed node takes to rejoin.
 
-    .venv/bin/python -m bench.failover [postgres] [redis] [rabbitmq] [--defaults]
+    .venv/bin/python bench/failover.py [postgres] [redis] [rabbitmq] [--defaults]
         [--workdir /tmp/ha-bench]
 
 --defaults runs PostgreSQL with pg_auto_failover's default timeouts instead of the tuned ones.
@@ -23,6 +23,8 @@ from pathlib import Path
 
 import django
 
+# Run as `python bench/failover.py` (as every bench is) or with -m: the project on the path.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "picnic.settings")
 django.setup()
 

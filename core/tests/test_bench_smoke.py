@@ -74,6 +74,14 @@ RUNS = {
         "ratio project/protocol deliveries/s: ",
         (PG, REDIS),
     ),
+    # Redis only: its Sentinel group starts in seconds (PostgreSQL's and RabbitMQ's in about a
+    # minute each), and the script's code is the same for every store.
+    "failover.py": Run(
+        ("redis", "--workdir", "/tmp/picnic-failover-smoke"),
+        "redis: start ",
+        (pytest.mark.chaos,),
+        database="none",
+    ),
     "gc_pauses.py": Run(
         ("--actions", "3", "--pages", "5", "--rounds", "1"),
         "ratio p99 pause without/with freeze: ",
