@@ -174,6 +174,20 @@ AMQP_CONF_KEYS = (
 )
 
 
+@pytest.fixture(autouse=True)
+def no_span_left_current():
+    """A test that leaves an OpenTelemetry span current fails, and the next test starts outside
+    any trace: a span left current in the test thread is a span a real thread would have kept
+    too (every later request or batch logged under its trace id)."""
+    yield
+    from opentelemetry import context, trace
+
+    left = trace.get_current_span().get_span_context()
+    if left.is_valid:
+        context.attach(context.Context())
+        pytest.fail(f"a span was left current: trace {left.trace_id:032x}")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def fast_password_hashing():
     """Most tests make users; PBKDF2 is slow on purpose (~0.3 s a user), which tests don't need.

@@ -20,6 +20,7 @@ built and run by `core.lifecycle_sql`.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -502,7 +503,15 @@ def enqueue_on_commit(task: str, pk: Any) -> None:
     """Hand entity `pk` to the Celery task at dotted path `task` once the current transaction
     commits (at once outside one). Imported late: tasks modules import the services that call
     this. Robust: a broker that refuses never undoes committed work; beat catches it up."""
-    transaction.on_commit(lambda: import_string(task).delay(str(pk)), robust=True)
+    transaction.on_commit(lambda: _publish(task, str(pk)), robust=True)
+
+
+def _publish(task: str, pk: str) -> None:
+    # The Celery instrumentation makes its publish span current before the send and restores
+    # the caller's context after it; a send that raises (the broker down) never comes back to
+    # restore it, and all later work in this thread would be traced in that span. Sent in a
+    # copy of the context, the span goes with the copy.
+    contextvars.copy_context().run(import_string(task).delay, pk)
 
 
 # --- The event channel: every transition and visible change is published ------------------

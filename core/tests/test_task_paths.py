@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
 from celery import Task
 from django.utils.module_loading import import_string
 
@@ -59,3 +60,23 @@ def test_every_enqueued_task_path_names_a_celery_task():
     assert len(handed_over) >= 6  # the actions, account changes, deliveries, operations, logos
     for where, dotted in handed_over:
         assert isinstance(import_string(dotted), Task), f"{where}: {dotted}"
+
+
+@pytest.mark.django_db
+def test_a_hand_over_the_broker_refuses_leaves_no_span_current(
+    switch_broker, django_capture_on_commit_callbacks, caplog, monkeypatch
+):
+    # The Celery instrumentation's publish span is made current before the send; a send that
+    # raises never restores the context, and every later piece of work in the thread (the
+    # next request, the next beat batch) would carry that span's trace id.
+    from core import tracing
+    from core.lifecycle import enqueue_on_commit
+    from picnic.celery import app
+
+    switch_broker("redis://127.0.0.1:1/0")  # nothing listens there
+    monkeypatch.setitem(app.conf, "task_publish_retry", False)  # fail at once
+    monkeypatch.setitem(app.conf, "broker_connection_max_retries", 0)
+    with django_capture_on_commit_callbacks(execute=True):
+        enqueue_on_commit("messaging.tasks.delivery_deliver", "1")
+    assert any(r.exc_info for r in caplog.records)  # the send did fail
+    assert tracing.current() is None
