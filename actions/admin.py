@@ -32,6 +32,7 @@ from actions.ramps.models import RampAccount
 from actions.ramps.services import ramp_kyc_refresh
 from actions.views import resend_outcome_message
 from core.admin import (
+    EstimatedCountMixin,
     LifecycleAdmin,
     ReadOnlyAdminMixin,
     address_cell,
@@ -400,8 +401,9 @@ def _valid_ids(values: list[str]) -> list[str]:
     return ids
 
 
-class ReadOnlyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    """Support staff look; the chain and the passkey registration are where these change."""
+class ReadOnlyAdmin(EstimatedCountMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Support staff look; the chain and the passkey registration are where these change.
+    Lists that grow with every payment: no full-table count on a page load."""
 
 
 @admin.register(SmartAccount)

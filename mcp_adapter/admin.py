@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from core.admin import (
-    EstimatedCountPaginator,
+    EstimatedCountMixin,
     ExactSearchMixin,
     ReadOnlyAdminMixin,
     id_cell,
@@ -21,7 +21,7 @@ from mcp_adapter.models import McpTask
 # A task mirrors its action or delivery and ends with it: nothing to edit or add here, and the
 # purge (TTL) is beat's job.
 @admin.register(McpTask)
-class McpTaskAdmin(ExactSearchMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+class McpTaskAdmin(EstimatedCountMixin, ExactSearchMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = (
         "short_id",
         "tool",
@@ -39,12 +39,8 @@ class McpTaskAdmin(ExactSearchMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ("=id",)
     search_help_text = "Exact: a task id, or the id of its action or delivery."
     ordering = ("-created_at", "-id")
-    show_full_result_count = False
     list_per_page = 50
     readonly_fields = [f.name for f in McpTask._meta.concrete_fields] + ["entity"]
-
-    def get_paginator(self, request, queryset, per_page, orphans=0, allow_empty_first_page=True):
-        return EstimatedCountPaginator(queryset, per_page, orphans, allow_empty_first_page)
 
     def search_exact(self, queryset, kind, value, term):
         if kind != "uuid":

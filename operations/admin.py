@@ -7,6 +7,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from core.admin import (
+    EstimatedCountMixin,
     LifecycleAdmin,
     ReadOnlyAdminMixin,
     ReadOnlyInline,
@@ -187,7 +188,7 @@ class WalletAdmin(admin.ModelAdmin):
 
 
 @admin.register(LedgerEntry)
-class LedgerEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class LedgerEntryAdmin(EstimatedCountMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = (
         "created_at",
         "wallet",

@@ -319,6 +319,10 @@ OAUTH2_PROVIDER = {
     # Our rules on top of DOT's: only the authorization-code and refresh grants, and RFC 8707
     # resource indicators only for the resources we serve (oauth/validators.py).
     "OAUTH2_VALIDATOR_CLASS": "oauth.validators.PicnicOAuth2Validator",
+    # DOT's admins of what grows with every sign-in, without a full count on each page load.
+    "ACCESS_TOKEN_ADMIN_CLASS": "oauth.token_admins.AccessTokenAdmin",
+    "REFRESH_TOKEN_ADMIN_CLASS": "oauth.token_admins.RefreshTokenAdmin",
+    "GRANT_ADMIN_CLASS": "oauth.token_admins.GrantAdmin",
     "PKCE_REQUIRED": True,
     # S256 only (RFC 9700): the metadata stops advertising "plain" and DOT refuses it.
     "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,

@@ -94,3 +94,36 @@ def test_a_search_term_with_a_nul_finds_nothing_not_a_500(staff_client, url):
     page = staff_client.get(url, {"q": "alice\x00"})
     assert page.status_code == 200
     assert page.context["cl"].result_count == 0
+
+
+def test_every_list_that_grows_with_use_estimates_its_count():
+    """The tables with a row per payment, sign-in or state change: their admin pages must not
+    count the whole table (no "N total", the estimating paginator)."""
+    from django.contrib import admin
+    from oauth2_provider.models import AccessToken, Grant, RefreshToken
+
+    from actions.history.models import CardPurchase, HistoryEntry, TokenTransfer
+    from mcp_adapter.models import McpTask
+    from messaging.models import Delivery
+    from operations.models import LedgerEntry, Operation
+
+    growing = (Action, Delivery, Operation, McpTask, HistoryEntry, TokenTransfer, CardPurchase)
+    for model in (*growing, LedgerEntry, AccessToken, RefreshToken, Grant):
+        model_admin = admin.site._registry[model]
+        assert isinstance(model_admin, picnic_admin.EstimatedCountMixin), model.__name__
+        assert model_admin.show_full_result_count is False
+
+
+@pytest.mark.postgres
+def test_the_access_token_list_says_about_the_estimated_count(
+    staff_client, user, application, make_token, monkeypatch
+):
+    monkeypatch.setattr(picnic_admin, "COUNT_CAP", 5)
+    for _ in range(12):
+        make_token(user, application)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE oauth2_provider_accesstoken")
+    page = staff_client.get("/admin/oauth2_provider/accesstoken/")
+    assert page.status_code == 200
+    assert "about 12 access tokens" in page.text
+    assert " total</a>" not in page.text  # no full count beside the search either
