@@ -22,18 +22,25 @@ import hashlib
 import itertools
 import json
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from typing import Any
 
+import anyio
 import mcp_types as types
 import redis
 import redis.asyncio
 from django.conf import settings
-from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
+from mcp.server.streamable_http import GET_STREAM_KEY, EventCallback, EventMessage, EventStore
 
 from core import stores
 from mcp_adapter.sessions import EVENT_META_KEY, store_client
 
 MAX_MEMORY_STREAMS = 10_000
+RESUME_POLL_SECONDS = 0.2
+INTERRUPTED = (
+    "The MCP server handling this request stopped before it answered; send the request again "
+    "(a write with the same idempotency key is not done twice)"
+)
 _PRIMING = ""  # stored for the priming event, never replayed
 # Append an event unless the one it reports (`once`) is in the stream already: then its id.
 _APPEND_ONCE = """
@@ -141,11 +148,26 @@ class RedisEvents:
 
 
 class SessionEventStore(EventStore):
-    """One session's view of the store: the SDK's `EventStore` for one transport."""
+    """One session's view of the store: the SDK's `EventStore` for one transport.
 
-    def __init__(self, backend: MemoryEvents | RedisEvents, session_id: str):
+    A request's stream resumed on an instance that is not handling the request (the one that
+    had it died, or the balancer sent the reconnection elsewhere) would wait here for an answer
+    only that other instance can give: the SDK forwards only what this process handles, so the
+    client would wait forever (the SSE pings keep its read timeout from firing). Here its
+    answer is looked for in the store, where the instance handling it writes it, for
+    MCP_RESUME_WAIT_SECONDS; then the client is told the request was interrupted (INTERRUPTED,
+    code -32000: send it again; every write tool takes an idempotency key, so it is not done
+    twice)."""
+
+    def __init__(
+        self,
+        backend: MemoryEvents | RedisEvents,
+        session_id: str,
+        handling: Callable[[Any], bool] = lambda request_id: False,
+    ):
         self.backend = backend
         self.session_id = session_id
+        self.handling = handling  # whether this instance is handling that request now
 
     async def store_event(self, stream_id: Any, message: types.JSONRPCMessage | None) -> str:
         key = _stream_key(self.session_id, stream_id)
@@ -165,11 +187,54 @@ class SessionEventStore(EventStore):
         if found is None:
             return None
         stream_id, events = found
+        request_id = json.loads(stream_id)
+        answered = await self._send(parts[0], events, request_id, send_callback)
+        if answered or request_id == GET_STREAM_KEY or self.handling(request_id):
+            return None if answered else request_id
+        # Nobody here will answer it: its answer can only arrive through the store.
+        position = events[-1][0] if events else parts[1]
+        deadline = anyio.current_time() + settings.MCP_RESUME_WAIT_SECONDS
+        while anyio.current_time() < deadline:
+            await anyio.sleep(RESUME_POLL_SECONDS)
+            found = await self.backend.after(parts[0], position)
+            if found is None:
+                break  # the stream expired
+            if found[1]:
+                position = found[1][-1][0]
+                if await self._send(parts[0], found[1], request_id, send_callback):
+                    return None
+        interrupted = types.JSONRPCError(
+            jsonrpc="2.0",
+            id=_original_id(request_id),
+            error=types.ErrorData(code=types.CONNECTION_CLOSED, message=INTERRUPTED),
+        )
+        # Stored too: a client that loses this answer as well finds it on its next try.
+        event_id = await self.store_event(request_id, interrupted)
+        await send_callback(EventMessage(interrupted, event_id))
+        return None  # the SDK then ends the stream: nothing more will come on it
+
+    async def _send(
+        self, key: str, events: list[tuple[str, str]], request_id: Any, send_callback
+    ) -> bool:
+        """Send the stored events; whether the request's answer was among them."""
+        answered = False
         for position, payload in events:
             if payload != _PRIMING:
                 message = types.jsonrpc_message_adapter.validate_json(payload)
-                await send_callback(EventMessage(message, f"{parts[0]}.{position}"))
-        return json.loads(stream_id)
+                await send_callback(EventMessage(message, f"{key}.{position}"))
+                answered = answered or (
+                    isinstance(message, types.JSONRPCResponse | types.JSONRPCError)
+                    and str(message.id) == str(request_id)
+                )
+        return answered
+
+
+def _original_id(stream_id: Any) -> Any:
+    """The request id a request stream is named after. The SDK names it `str(id)`, so the
+    type is lost: a number is taken back as one (clients number their requests)."""
+    if isinstance(stream_id, str) and stream_id.isdigit() and str(int(stream_id)) == stream_id:
+        return int(stream_id)
+    return stream_id
 
 
 def _once(message: types.JSONRPCMessage | None) -> str | None:
@@ -186,8 +251,12 @@ class PicnicEventStore:
     def __init__(self, backend: MemoryEvents | RedisEvents):
         self.backend = backend
 
-    def for_session(self, session_id: str) -> SessionEventStore:
-        return SessionEventStore(self.backend, session_id)
+    def for_session(
+        self, session_id: str, handling: Callable[[Any], bool] | None = None
+    ) -> SessionEventStore:
+        if handling is None:
+            return SessionEventStore(self.backend, session_id)
+        return SessionEventStore(self.backend, session_id, handling)
 
 
 def event_store_from_settings() -> PicnicEventStore:

@@ -130,10 +130,18 @@ class PicnicSessionManager(StreamableHTTPSessionManager):
 
     def _admit_session(self, requestor):
         transport = super()._admit_session(requestor)
-        if transport is not None and isinstance(self.event_store, PicnicEventStore):
-            # The SDK's transports keep their store in `_event_store`; this is its one seam.
-            transport._event_store = self.event_store.for_session(transport.mcp_session_id)
+        if transport is not None:
+            self._give_event_store(transport)
         return transport
+
+    def _give_event_store(self, transport: StreamableHTTPServerTransport) -> None:
+        """The session's view of the store. The SDK's transports keep their store in
+        `_event_store` and the requests they are handling in `_request_streams`: its seams."""
+        if isinstance(self.event_store, PicnicEventStore):
+            transport._event_store = self.event_store.for_session(
+                transport.mcp_session_id,
+                handling=lambda request_id: request_id in transport._request_streams,
+            )
 
     @asynccontextmanager
     async def run(self):
@@ -207,19 +215,15 @@ class PicnicSessionManager(StreamableHTTPSessionManager):
 
     async def _rehydrate(self, record: SessionRecord) -> None:
         """A transport and connection for a session opened on another instance."""
-        event_store = (
-            self.event_store.for_session(record.session_id)
-            if isinstance(self.event_store, PicnicEventStore)
-            else self.event_store
-        )
         transport = StreamableHTTPServerTransport(
             mcp_session_id=record.session_id,
             is_json_response_enabled=self.json_response,
-            event_store=event_store,
+            event_store=self.event_store,
             security_settings=self.security_settings,
             retry_interval=self.retry_interval,
             idle_timeout=self.session_idle_timeout,
         )
+        self._give_event_store(transport)
         async with self._session_creation_lock:
             if record.session_id in self._server_instances:
                 return  # a concurrent request of the same session got here first

@@ -458,6 +458,9 @@ MCP_REQUIRED_SCOPES = env_list("MCP_REQUIRED_SCOPES", [])
 MCP_SSE_RETRY_MS = env_int("MCP_SSE_RETRY_MS", 1000, minimum=100)
 MCP_EVENT_STORE_MAX_EVENTS = env_int("MCP_EVENT_STORE_MAX_EVENTS", 1000, minimum=10)
 MCP_EVENT_STORE_TTL_SECONDS = env_int("MCP_EVENT_STORE_TTL_SECONDS", 3600, minimum=60)
+# A request's stream resumed on an instance not handling it (its instance died) waits this long
+# for its answer to reach the store, then tells the client to send it again.
+MCP_RESUME_WAIT_SECONDS = env_float("MCP_RESUME_WAIT_SECONDS", 10.0, minimum=0.5)
 # Sessions (2025-11-25) are shared by every MCP instance (mcp_adapter/sessions.py): a session
 # nobody has used for MCP_SESSION_IDLE_SECONDS ends everywhere (its id then answers 404).
 MCP_SESSION_IDLE_SECONDS = env_int("MCP_SESSION_IDLE_SECONDS", 1800, minimum=10)

@@ -13,7 +13,7 @@ import pytest
 import requests
 from django.conf import settings as django_settings
 
-from mcp_adapter.event_store import MemoryEvents, PicnicEventStore, RedisEvents
+from mcp_adapter.event_store import INTERRUPTED, MemoryEvents, PicnicEventStore, RedisEvents
 from mcp_adapter.tests.test_http import Session, sse_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -75,7 +75,8 @@ def _message(n: int) -> types.JSONRPCMessage:
 
 async def _store_and_replay(backend, stream_id=1):
     store = PicnicEventStore(backend)
-    mine, theirs = store.for_session(uuid.uuid4().hex), store.for_session(uuid.uuid4().hex)
+    # The request is being handled here: its stream is handed back to the SDK to follow.
+    mine, theirs = (store.for_session(uuid.uuid4().hex, handling=lambda _: True) for _ in "ab")
     priming = await mine.store_event(stream_id, None)
     ids = [await mine.store_event(stream_id, _message(n)) for n in range(3)]
     await theirs.store_event(stream_id, _message(99))  # same request id, other session
@@ -133,3 +134,68 @@ def test_redis_streams_are_bounded_expire_and_stay_per_session(redis_events):
     client = redis.Redis.from_url(django_settings.CELERY_BROKER_URL)
     key = redis_events.prefix + ids[0].rsplit(".", 1)[0]
     assert client.xlen(key) == 2 and 0 < client.ttl(key) <= 120
+
+
+def _answer(request_id) -> types.JSONRPCMessage:
+    return types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result={"n": 1})
+
+
+async def _resume_orphan(backend, answer_after: float | None):
+    """A request stream (the SDK names it `str(id)`) resumed where nobody handles request 7:
+    its instance died after the priming event and one notification (or, `answer_after`
+    seconds into the wait, another instance writes the answer into the store)."""
+    session = PicnicEventStore(backend).for_session(uuid.uuid4().hex)  # handling nothing
+    priming = await session.store_event("7", None)
+    await session.store_event("7", _message(1))
+    sent = []
+
+    async def send(event):
+        sent.append(event)
+
+    async def answer_later():
+        await anyio.sleep(answer_after)
+        await session.store_event("7", _answer(7))
+
+    async with anyio.create_task_group() as tg:
+        if answer_after is not None:
+            tg.start_soon(answer_later)
+        started = anyio.current_time()
+        stream = await session.replay_events_after(priming, send)
+        waited = anyio.current_time() - started
+    again = []
+
+    async def collect(event):
+        again.append(event)
+
+    await session.replay_events_after(priming, collect)  # a client that lost that answer too
+    return stream, sent, waited, again
+
+
+def test_a_resumed_request_nobody_answers_is_told_interrupted_after_the_wait(settings):
+    settings.MCP_RESUME_WAIT_SECONDS = 0.6
+    stream, sent, waited, again = anyio.run(_resume_orphan, MemoryEvents(max_events=10), None)
+    assert stream is None  # the SDK ends the stream: nothing more will come on it
+    assert waited >= 0.6
+    assert isinstance(sent[0].message, types.JSONRPCNotification)
+    error = sent[-1].message
+    assert isinstance(error, types.JSONRPCError)
+    assert error.id == 7  # the client's own id, a number again
+    assert error.error.code == types.CONNECTION_CLOSED and error.error.message == INTERRUPTED
+    # Stored: the next resumption gets it at once, with the same event id.
+    assert [e.event_id for e in again] == [e.event_id for e in sent]
+
+
+def test_a_resumed_request_answered_elsewhere_during_the_wait_gets_that_answer(settings):
+    settings.MCP_RESUME_WAIT_SECONDS = 5
+    stream, sent, waited, _ = anyio.run(_resume_orphan, MemoryEvents(max_events=10), 0.3)
+    assert stream is None and waited < 5
+    assert isinstance(sent[-1].message, types.JSONRPCResponse) and sent[-1].message.id == 7
+    assert not any(isinstance(e.message, types.JSONRPCError) for e in sent)
+
+
+def test_a_resumed_request_on_redis_is_told_interrupted_too(settings, redis_events):
+    settings.MCP_RESUME_WAIT_SECONDS = 0.5
+    redis_events.max_events = 10
+    stream, sent, _, again = anyio.run(_resume_orphan, redis_events, None)
+    assert stream is None and isinstance(sent[-1].message, types.JSONRPCError)
+    assert again[-1].event_id == sent[-1].event_id

@@ -64,6 +64,7 @@ from core.api import DATABASE_UNAVAILABLE
 from dev import cluster as clusters
 from dev import processes
 from dev.testing import DM_ENDS, OPERATION_ENDS, LoadThreads
+from mcp_adapter.event_store import INTERRUPTED
 from mcp_adapter.sessions import EVENT_META_KEY
 from picnic.tests.chaos_world import PREFIX, System, world
 
@@ -93,6 +94,7 @@ if FAILOVER:
 REJOIN_BOUND = 240  # a killed store node is back in its group within this
 # What a client may see from a lost instance or a restarting dependency, and retry.
 RETRYABLE_STATUSES = {502, 503, 504}
+RETRYABLE = {*RETRYABLE_STATUSES, "interrupted"}
 RETRYABLE_ERRORS = (ConnectionError, http.client.HTTPException, TimeoutError, socket.timeout)
 
 
@@ -323,7 +325,11 @@ class Agents(LoadThreads):
                 result = await call(*args)
             except MCPError as exc:
                 status = self.mcp.last_status
-                if status not in RETRYABLE_STATUSES or time.monotonic() > deadline:
+                if exc.code == types.CONNECTION_CLOSED and exc.message == INTERRUPTED:
+                    # Its instance died mid-request: the one that took the resumed stream
+                    # says so (mcp_adapter/event_store.py); the same request again, same key.
+                    status = "interrupted"
+                if status not in RETRYABLE or time.monotonic() > deadline:
                     self.tally.count("mcp request", f"mcp {status}")
                     raise Unexpected(f"MCP answered {status}: {exc}") from exc
                 self.tally.count("mcp request", str(status))
