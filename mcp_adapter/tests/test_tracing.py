@@ -18,6 +18,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from actions.accounts.models import Passkey, SmartAccount
 from chain.stack import free_port
+from core import tracing
 from dev import processes
 from dev.demo.actions import ensure_demo_tokens
 from dev.testing import OtlpReceiver, database_url, wait_until
@@ -144,10 +145,13 @@ def test_with_opentelemetry_a_tool_call_reading_the_chain_is_one_trace(
 
             async def call():
                 headers = {"Authorization": f"Bearer {token.token}", "traceparent": PARENT}
-                async with httpx2.AsyncClient(headers=headers, timeout=30) as http_client:
-                    transport = streamable_http_client(mcp_resource, http_client=http_client)
-                    async with Client(transport) as client:
-                        return await client.call_tool("get_balances", {})
+                # The agent's own span is current: the SDK client sends its trace in `_meta`
+                # too (SEP-414), which the server prefers to the header.
+                with tracing.span(PARENT, name="agent"):
+                    async with httpx2.AsyncClient(headers=headers, timeout=30) as http_client:
+                        transport = streamable_http_client(mcp_resource, http_client=http_client)
+                        async with Client(transport) as client:
+                            return await client.call_tool("get_balances", {})
 
             result = run(call)
             assert result.is_error is False, result.content
@@ -167,10 +171,11 @@ def test_with_opentelemetry_a_tool_call_reading_the_chain_is_one_trace(
     spans = collector.in_trace(TRACE_ID)
     by_id = {s["span_id"]: s for s in spans}
     [tool] = [s for s in spans if s["name"] == "tools/call get_balances"]
-    # The tool's span is the child of the MCP process's HTTP server span (the caller's child).
-    http_span = by_id[tool["parent_span_id"]]
-    assert (http_span["service"], http_span["kind"]) == ("picnic-mcp", SERVER)
-    assert http_span["parent_span_id"] == PARENT.split("-")[2]
+    # The tool's span continues the agent's span from `_meta` (the SDK client's span of the
+    # call, in the agent's process, which exports nowhere); the MCP process's HTTP server
+    # spans are of the same trace (from the `traceparent` header).
+    assert tool["parent_span_id"] and tool["parent_span_id"] not in by_id
+    assert [s for s in spans if s["service"] == "picnic-mcp" and s["kind"] == SERVER]
     # The web's server span continues from the tool's span (the API call's traceparent).
     [web_server] = [s for s in spans if s["service"] == "picnic-web" and s["kind"] == SERVER]
     assert web_server["parent_span_id"] == tool["span_id"]
