@@ -103,10 +103,10 @@ cluster: deps prod-secrets
 	$(PROD_ENV) MCP_RESOURCE_URL=$${MCP_RESOURCE_URL:-http://127.0.0.1:8001/mcp} \
 	$(BIN)/python manage.py run_cluster $(if $(HA),--ha --ha-broker $(or $(HA_BROKER),amqp))
 
-# On PostgreSQL, two pytest processes side by side: the chain/chaos/soak tests (mostly waiting
-# on servers they start) beside the rest, each with its own databases (dev/test_lanes.py).
+# On PostgreSQL, two pytest processes side by side: the chain/chaos/soak/browser tests (mostly
+# waiting on what they start) beside the rest, each with its own databases (dev/lanes.py).
 test: deps
-	$(BIN)/python dev/test_lanes.py $(PYTEST_ARGS)
+	$(BIN)/python dev/lanes.py $(PYTEST_ARGS)
 
 # Only the Python venv: no npm packages, no compiled contracts, no Chromium. A test that
 # uses the `chain` fixture without the `chain` marker fails collection (conftest.py).

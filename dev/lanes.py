@@ -1,8 +1,8 @@
 """`make test`: the whole suite as two pytest processes side by side.
 
 One lane runs the tests that bring up servers of their own and mostly wait on them (the
-`chain`, `chaos` and `soak` markers: the local chain stack, clusters, killed brokers), the other
-everything else. On CI's two cores the first lane leaves a core mostly idle, so together they
+`chain`, `chaos`, `soak` and `browser` markers: the local chain stack, clusters, killed
+brokers, Chromium), the other everything else. On CI's two cores the first lane leaves a core mostly idle, so together they
 take about as long as the longer one instead of the sum.
 
 The lanes share nothing that a test resets: each has its own test database (the `chain` lane's
@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[1]
-SLOW = "chain or chaos or soak"
+SLOW = "chain or chaos or soak or browser"
 LOG = ROOT / "var" / "test-lane2.log"
 
 
