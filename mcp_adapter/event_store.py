@@ -163,8 +163,8 @@ class SessionEventStore(EventStore):
         self,
         backend: MemoryEvents | RedisEvents,
         session_id: str,
-        handling: Callable[[Any], bool] = lambda request_id: False,
-    ):
+        handling: Callable[[Any], bool],
+    ) -> None:
         self.backend = backend
         self.session_id = session_id
         self.handling = handling  # whether this instance is handling that request now
@@ -252,10 +252,9 @@ class PicnicEventStore:
         self.backend = backend
 
     def for_session(
-        self, session_id: str, handling: Callable[[Any], bool] | None = None
+        self, session_id: str, handling: Callable[[Any], bool] = lambda request_id: False
     ) -> SessionEventStore:
-        if handling is None:
-            return SessionEventStore(self.backend, session_id)
+        """`handling`: whether this instance is handling a request now (the transport's)."""
         return SessionEventStore(self.backend, session_id, handling)
 
 
