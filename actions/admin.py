@@ -19,17 +19,17 @@ from django.utils.timesince import timesince
 from actions.accounts.models import AccountChange, Passkey, SmartAccount, Token
 from actions.card.models import Card
 from actions.execution.models import IN_FLIGHT, Action
-from actions.execution.selectors import actions_stuck
-from actions.execution.services import (
+from actions.execution.public import (
     ActionResolutionError,
     action_mark_failed,
     action_reconcile,
     action_resend,
+    actions_stuck,
 )
 from actions.history.models import CardPurchase, HistoryEntry, TokenTransfer
 from actions.permissions.models import SpendPermission
 from actions.ramps.models import RampAccount
-from actions.ramps.services import ramp_kyc_refresh
+from actions.ramps.public import ramp_kyc_refresh
 from actions.views import resend_outcome_message
 from core.admin import (
     EstimatedCountMixin,

@@ -10,21 +10,24 @@ class ActionsConfig(AppConfig):
     def ready(self) -> None:
         # In ready(): these modules import the models, which exist only once apps are loaded.
         from actions import health
-        from actions.accounts import preferences
-        from actions.execution import signing
-        from actions.permissions import receivers
+        from actions.accounts.public import connect_login_receiver
+        from actions.action_types import KINDS
+        from actions.execution.public import kinds_register
+        from actions.execution.public import on_agent_disconnected as withdraw_proposals
+        from actions.permissions.public import (
+            on_agent_disconnected,
+            on_agents_listed,
+            on_user_deactivated,
+        )
 
         health.register()
-        preferences.connect_login_receiver()
+        kinds_register(KINDS)
+        connect_login_receiver()
         agent_disconnected.connect(
-            receivers.on_agent_disconnected, dispatch_uid="spend-permissions-disconnect"
+            on_agent_disconnected, dispatch_uid="spend-permissions-disconnect"
         )
         agent_disconnected.connect(
-            signing.on_agent_disconnected, dispatch_uid="proposals-withdrawn-on-disconnect"
+            withdraw_proposals, dispatch_uid="proposals-withdrawn-on-disconnect"
         )
-        agents_listed.connect(
-            receivers.on_agents_listed, dispatch_uid="spend-permissions-agents-listed"
-        )
-        user_deactivated.connect(
-            receivers.on_user_deactivated, dispatch_uid="spend-permissions-deactivated"
-        )
+        agents_listed.connect(on_agents_listed, dispatch_uid="spend-permissions-agents-listed")
+        user_deactivated.connect(on_user_deactivated, dispatch_uid="spend-permissions-deactivated")

@@ -23,6 +23,16 @@ from evm.ens import EnsUnavailable
 logger = logging.getLogger(__name__)
 
 
+class PasskeyError(Exception):
+    """A registration or assertion that is refused. The message is for logs and the API; the
+    `code` picks what the end-user pages say, in the user's language (actions/pages.py). It is
+    here, below the rooms, because those shared page helpers catch it."""
+
+    def __init__(self, message: str, *, code: str = "refused"):
+        super().__init__(message)
+        self.code = code
+
+
 class ActionNotFound(errors.NotFound):
     doc = "Action not found: <id>"
 

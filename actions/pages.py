@@ -13,7 +13,7 @@ from django.utils import formats, timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from actions.accounts.passkeys import PasskeyError
+from actions.errors import PasskeyError
 from actions.evm_clients import ChainUnavailable
 from core.api import error_json, failure_reason
 from core.errors import DomainError

@@ -4,22 +4,14 @@ chain_reads.py."""
 
 from __future__ import annotations
 
-from decimal import Decimal
-
-from actions.bridges.services import action_outcome, bridge_leg_of
-from actions.card.selectors import card_state_last_executed, cards_for_user
+from actions.bridges.public import action_outcome, bridge_leg_of
+from actions.card.public import card_state_last_executed, cards_for_user
 from actions.execution.models import ActionType
 from actions.history.models import HistoryKind
-from actions.history.selectors import encode_cursor, history_page
+from actions.history.public import encode_cursor, history_page
 from actions.ramps.models import RAMP_PROVIDER_FOR, KycStatus, RampCurrency
-from actions.ramps.selectors import ramp_accounts_for_user
-from core.formats import rfc3339
-
-
-def decimal_string(units: int, decimals: int) -> str:
-    value = Decimal(units).scaleb(-decimals)
-    text = format(value, "f")
-    return text.rstrip("0").rstrip(".") if "." in text else text
+from actions.ramps.public import ramp_accounts_for_user
+from core.formats import decimal_string, rfc3339
 
 
 def smart_account_payload(account) -> dict:

@@ -16,17 +16,19 @@ from django.db.models.functions import Cast, Lower
 
 from actions import contract
 from actions.accounts.models import AccountChange, AccountChangeStatus
-from actions.accounts.selectors import account_changes_stuck
-from actions.bridges.services import bridge_why, bridges_waiting, leg_outcome
-from actions.execution.kinds import ACTION_TOOLS, kind_of
+from actions.accounts.public import account_changes_stuck
+from actions.action_types import ACTION_TOOLS
+from actions.bridges.public import bridge_why, bridges_waiting, leg_outcome
 from actions.execution.models import ACTION_LIFECYCLE, IN_FLIGHT, Action, ActionStatus
-from actions.execution.selectors import action_with_history, actions_stuck
-from actions.execution.services import (
+from actions.execution.public import (
     ActionResolutionError,
     action_expire_if_overdue,
     action_mark_failed,
     action_reconcile_now,
     action_resend,
+    action_with_history,
+    actions_stuck,
+    kind_of,
 )
 from actions.permissions.models import SpendPermission, SpendPermissionStatus
 from actions.presenters import action_status_payload
@@ -76,7 +78,7 @@ def action_sign_url(action: Action) -> str:
 
 def action_progress_note(action: Action) -> str:
     """What an agent following a signed, submitted or broadcast action is told, by its type
-    (the action-type table, `kinds.KINDS`)."""
+    (the action-type table, `action_types.KINDS`)."""
     kind = kind_of(action.type)
     if action.status == ActionStatus.SIGNED:
         return kind.signed_note

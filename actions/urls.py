@@ -3,9 +3,9 @@ from functools import wraps
 from django.urls import path
 
 from actions import views
-from actions.accounts import device_views, pages
-from actions.execution import signing_views
-from actions.permissions import views as permission_views
+from actions.accounts.public import device_views, pages
+from actions.permissions.public import views as permission_views
+from actions.signing_page.public import views as signing_views
 
 app_name = "actions"
 

@@ -21,43 +21,39 @@ from rest_framework.response import Response
 
 from actions import contract
 from actions.accounts.models import AccountChange
-from actions.accounts.passkeys import smart_accounts_cover_chains
-from actions.accounts.selectors import smart_accounts_for_user
-from actions.bridges.services import action_outcome, bridge_leg_of, leg_detail, leg_open
-from actions.chain_reads import balances_for_user, card_for_user
+from actions.accounts.public import smart_accounts_cover_chains, smart_accounts_for_user
+from actions.bridges.public import action_outcome, bridge_leg_of, leg_detail, leg_open
 from actions.errors import DEPENDENCIES_DOC, ActionNotFound, dependency_error
 from actions.execution.models import IN_FLIGHT, PENDING_ON_CHAIN, Action, ActionStatus
-from actions.execution.selectors import (
-    action_status_for_client,
-    action_status_statement,
-    action_with_history,
-)
-from actions.execution.serializers import ActionStatusSerializer
-from actions.execution.services import (
+from actions.execution.public import (
     ActionResolutionError,
+    ReconcileOutcome,
     action_expire_if_overdue,
     action_mark_failed,
     action_resend,
+    action_status_for_client,
     action_status_refresh,
+    action_status_statement,
+    action_with_history,
 )
-from actions.execution.transitions import ReconcileOutcome
-from actions.history.services import history_sync
-from actions.permissions.grants import spend_permission_request
+from actions.history.public import history_sync
 from actions.permissions.models import SpendPermission
-from actions.permissions.selectors import spend_permissions_for_agent
+from actions.permissions.public import spend_permission_request, spend_permissions_for_agent
 from actions.presenters import (
     action_status_payload,
     profile_for_user,
     smart_account_payload,
     transactions_page,
 )
-from actions.proposals.services import (
+from actions.proposals.public import (
     card_limit_propose,
     card_state_propose,
     swap_propose,
     transfer_propose,
 )
-from actions.ramps.services import ramps_refresh_for_user
+from actions.ramps.public import ramps_refresh_for_user
+from actions.serializers import ActionStatusSerializer
+from actions.tool_reads import balances_for_user, card_for_user
 from core.api import ApiView, error_response, error_responses
 from core.chains import chain_name
 from core.formats import rfc3339

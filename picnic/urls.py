@@ -8,7 +8,7 @@ from django.views.i18n import JavaScriptCatalog
 from drf_spectacular.views import SpectacularAPIView
 from oauth2_provider.urls import metadata_urlpatterns as oauth_metadata
 
-from actions.execution import signing_views
+from actions.signing_page.public import views as signing_views
 from actions.urls import api_urlpatterns as actions_api
 from actions.urls import signing_urlpatterns
 from actions.urls import staff_urlpatterns as actions_staff

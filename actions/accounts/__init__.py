@@ -14,4 +14,5 @@ links, and what the pages remember (time zone, language).
     selectors.py        reads: accounts, tokens, passkeys, changes, the recovery setup
     pages.py            the passkeys page (register, rename, remove)
     device_views.py     the device, account-change and recovery pages
+    public.py           the face: what the other rooms, the app level and the routes use
 """

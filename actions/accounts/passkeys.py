@@ -34,19 +34,10 @@ from webauthn.helpers.structs import (
 
 from actions.accounts.models import OwnerState, Passkey, SmartAccount, SmartAccountKind
 from actions.accounts.selectors import passkey_from_recovery
+from actions.errors import PasskeyError
 from actions.execution.models import Action, ActionStatus
 from core.chains import all_chains
 from core.echo import prefix
-
-
-class PasskeyError(Exception):
-    """A registration or assertion that is refused. The message is for logs and the API; the
-    `code` picks what the end-user pages say, in the user's language (actions/pages.py)."""
-
-    def __init__(self, message: str, *, code: str = "refused"):
-        super().__init__(message)
-        self.code = code
-
 
 # ES256 is what a Picnic account verifies on chain (P-256). RS256 is offered too because WebAuthn
 # clients expect both defaults (Chromium warns without them); a key of another kind is then

@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.core.mail import send_mail
 from django.utils.translation import gettext
 
-from actions.accounts.preferences import in_users_words
+from actions.accounts.public import in_users_words
 from actions.bridges.models import BridgeLeg
 from actions.bridges.words import bridge_leg_words
 

@@ -27,7 +27,7 @@ from actions.bridges.mail import bridge_leg_mail
 from actions.bridges.models import BridgeLeg
 from actions.contract import ACTION_OUTCOMES
 from actions.execution.models import ACTION_LIFECYCLE, LEG_DETAIL, Action, ActionStatus
-from actions.execution.transitions import action_touch
+from actions.execution.public import action_touch
 from actions.providers.lifi import BridgeStatus, LifiClient, QuoteError, SwapQuote
 from core import tracing
 from core.chains import chain_name

@@ -5,4 +5,5 @@ through the Safe's Delay and Roles modules.
     state.py      freeze / unfreeze: SIWE sign-in, the request, its reconciliation
     limit.py      the daily limit: relayed, held for the cooldown, dispatched
     selectors.py  reads: the user's cards, the last state change, the session token
+    public.py     the face: the card reads, the Gnosis Pay client, the two card kinds
 """

@@ -12,7 +12,8 @@ from django.utils import timezone
 from actions.chain_reads import CHAIN_RPC_ERRORS
 from actions.evm_clients import card_relayer
 from actions.execution.models import ACTION_LIFECYCLE, PENDING_ON_CHAIN, Action, ActionStatus
-from actions.execution.transitions import (
+from actions.execution.public import (
+    ActionKind,
     ReconcileOutcome,
     action_record_error,
     action_touch,
@@ -284,3 +285,24 @@ def _card_limit_dispatched_elsewhere(action: Action, relayer, *, actor: Actor) -
 def card_limit_signed_updates(*, action: Action, signature: str) -> dict:
     """PasskeyAccount.execModuleTx checks the raw assertion itself."""
     return {"params": {**action.params, "module_signature": signature}}
+
+
+class CardLimit(ActionKind):
+    """A Zodiac module transaction, relayed, held by the card Safe's Delay for its cooldown."""
+
+    signed_note = "Signed by the user; relaying the change to the card's delay module."
+
+    def in_flight_note(self, status):
+        return (
+            "Queued in the card's delay module; waiting for its cooldown to pass before the "
+            "new limit takes effect."
+        )
+
+    def signed_updates(self, action, *, account, signature):
+        return card_limit_signed_updates(action=action, signature=signature)
+
+    def send(self, *, action_id, client=None):
+        return card_limit_submit(action_id=action_id)
+
+    def reconcile(self, action, *, actor, client=None, note="", force_resend=False):
+        return card_limit_reconcile(action=action, actor=actor)

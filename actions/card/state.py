@@ -13,7 +13,7 @@ from actions.accounts.models import SmartAccount
 from actions.card.models import GnosisPaySession
 from actions.card.selectors import gnosis_pay_session_token
 from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus
-from actions.execution.transitions import ReconcileOutcome, action_record_error, action_touch
+from actions.execution.public import ActionKind, ReconcileOutcome, action_record_error, action_touch
 from actions.providers.gnosis_pay import (
     Conflict,
     GnosisPayClient,
@@ -157,3 +157,21 @@ def card_action_signed_updates(*, action: Action, account: SmartAccount, signatu
         owner=account.address, owner_signature=bytes.fromhex(signature[2:])
     )
     return {"params": {**action.params, "siwe_signature": safe_signature}}
+
+
+class CardState(ActionKind):
+    """A Gnosis Pay request, signed in with SIWE for the card's Safe: no transaction."""
+
+    signed_note = "Signed by the user; sending the request to Gnosis Pay."
+
+    def in_flight_note(self, status):
+        return "Sent to Gnosis Pay; waiting for it to confirm the card's state."
+
+    def signed_updates(self, action, *, account, signature):
+        return card_action_signed_updates(action=action, account=account, signature=signature)
+
+    def send(self, *, action_id, client=None):
+        return card_action_submit(action_id=action_id)
+
+    def reconcile(self, action, *, actor, client=None, note="", force_resend=False):
+        return card_action_reconcile(action=action)

@@ -1,9 +1,10 @@
-"""The action's life once proposed: created, signed or rejected on the signing page, sent
-(user operations, card requests, the card limit: the `KINDS` table), reconciled, expired,
-purged; its status reads and the signing and activity pages.
+"""The action's life once proposed: created, signed or rejected (from the signing page, its own
+room), sent by its kind (user operations here, card requests and the card limit in card/,
+through the table of action types), reconciled, expired, purged; its status reads.
 
     models.py           ActionType, ActionStatus, the `action` lifecycle, Action, its history
-    kinds.py            the table of action types: how each is signed, sent and reconciled
+    kinds.py            what a kind of action answers, the user operation's kind, and the
+                        registry the table of types (actions/action_types.py) fills
     services.py         create, expire, submit, reconcile (+ the beat batch), status refresh,
                         staff mark-failed / re-send
     signing.py          sign or reject with the passkey → `signed` / `rejected`
@@ -11,7 +12,5 @@ purged; its status reads and the signing and activity pages.
     user_operations.py  ERC-4337: delivery to the bundler, re-sends, receipts, dropped ops
     retention.py        the purge of terminal actions past retention
     selectors.py        the action reads (status in one statement, stuck, pending on chain)
-    serializers.py      the status answer's serializer
-    signing_views.py    the signing page and the activity page
-    signing_facts.py    what those pages show about an action (balances, prices, reasons)
+    public.py           the face: what the other rooms, the app level and the beat use
 """

@@ -9,8 +9,8 @@ from __future__ import annotations
 from django.db import transaction
 
 from actions.accounts.models import Passkey, SmartAccount
-from actions.accounts.owner_changes import count_use, passkey_request, verify_signer
-from actions.accounts.passkeys import PasskeyError
+from actions.accounts.public import count_use, passkey_request, verify_signer
+from actions.errors import PasskeyError
 from actions.execution.kinds import kind_of
 from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionType
 from actions.execution.services import action_expire_if_overdue, swap_quote_bounded

@@ -20,8 +20,7 @@ from web3 import Web3
 
 from actions.accounts.models import SmartAccount, Token
 from actions.card.models import Card, GnosisPaySession
-from actions.card.selectors import gnosis_pay_session_token
-from actions.card.state import gnosis_pay_client
+from actions.card.public import gnosis_pay_client, gnosis_pay_session_token
 from actions.chain_reads import (
     CHAIN_RPC_ERRORS,
     ChainAnswerError,
@@ -30,8 +29,8 @@ from actions.chain_reads import (
     node_answer,
     read_chains,
 )
-from actions.execution.kinds import HISTORY_TYPES, kind_of
 from actions.execution.models import Action, ActionStatus
+from actions.execution.public import history_types, kind_of
 from actions.history.models import CardPurchase, HistoryEntry, HistoryKind, TokenTransfer
 from actions.providers.gnosis_pay import GnosisPayError, Unauthorized
 from core.chains import all_chains
@@ -187,7 +186,7 @@ def _sync_actions(*, user) -> None:
         user=user,
         status=ActionStatus.EXECUTED,
         history_entry__isnull=True,
-        type__in=HISTORY_TYPES,
+        type__in=history_types(),
     ).order_by("executed_at", "pk")
     for action in pending:
         kind = kind_of(action.type).history_kind

@@ -34,4 +34,5 @@ ended outside the worker (expired, rejected).
     receivers.py     the receivers of the core's agent signals
     selectors.py     the payload the tools and pages show
     views.py         the user's Spending permissions page
+    public.py        the face: what the other rooms, the app level and the routes use
 """

@@ -1,6 +1,6 @@
 """How a spending permission follows the actions that carry it (its grant, its revocation),
 ends at its expiry, and loses its session key. No chain access here: the action kinds
-(kinds.py) call it after the submission and reconciliation they already do."""
+(SpendPermissionOperation, below) call it after the submission and reconciliation they already do."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from actions.execution.models import Action, ActionStatus
+from actions.execution.public import UserOperation
 from actions.permissions.models import (
     SPEND_PERMISSION_LIFECYCLE,
     SpendPermission,
@@ -147,3 +148,23 @@ def spend_permission_destroy_key(*, permission: SpendPermission, actor: Actor, w
             detail=f"session key destroyed: {why}",
         )
     return bool(emptied)
+
+
+class SpendPermissionOperation(UserOperation):
+    """A user operation of the passkey account on itself that grants or revokes a spending
+    permission: submitted and reconciled as any user operation, then the permission follows
+    (above). It makes no line in the transaction history (no tokens move)."""
+
+    signed_note = "Signed by the user; submitting the permission's user operation."
+
+    def send(self, *, action_id, client=None):
+        action = super().send(action_id=action_id, client=client)
+        spend_permissions_follow_action(action)
+        return action
+
+    def reconcile(self, action, *, actor, client=None, note="", force_resend=False):
+        outcome = super().reconcile(
+            action, actor=actor, client=client, note=note, force_resend=force_resend
+        )
+        spend_permissions_follow_action(Action.objects.get(pk=action.pk))
+        return outcome

@@ -18,7 +18,7 @@ from web3 import Web3
 from actions.accounts.models import SmartAccount, Token
 from actions.evm_clients import on_chain, tool_web3
 from actions.execution.models import Action, ActionType
-from actions.execution.services import action_create
+from actions.execution.public import action_create
 from actions.permissions import session_keys
 from actions.permissions.models import (
     PERIOD_SECONDS,
@@ -27,7 +27,8 @@ from actions.permissions.models import (
     SpendPeriod,
     SpendPermission,
 )
-from actions.proposals.checks import (
+from actions.providers.lifi import LifiClient, ProviderUnavailable, QuoteError
+from actions.tool_requests.public import (
     ToolError,
     chain_of,
     op_with_gas,
@@ -37,7 +38,6 @@ from actions.proposals.checks import (
     token_of,
     units_of,
 )
-from actions.providers.lifi import LifiClient, ProviderUnavailable, QuoteError
 from core.chains import chain_name
 from core.echo import prefix
 from core.formats import rfc3339

@@ -2,7 +2,7 @@
 to the passkey. Each reason has two readers: the agent gets `text`, in English, as the tool's
 `permission_note` (its published wording); the user's signing page gets `code` and `params`,
 stored with the action (`params["permission_reasons"]`) and translated when the page is drawn
-(actions/execution/signing_facts.py), so the sentence follows the user's language, not the agent's."""
+(actions/signing_page/facts.py), so the sentence follows the user's language, not the agent's."""
 
 from __future__ import annotations
 

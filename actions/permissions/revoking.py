@@ -9,8 +9,7 @@ from django.urls import reverse
 from actions.accounts.models import SmartAccount
 from actions.evm_clients import on_chain, tool_web3
 from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionType
-from actions.execution.services import action_create
-from actions.execution.signing import AGENT_DISCONNECTED
+from actions.execution.public import AGENT_DISCONNECTED, action_create
 from actions.permissions.follow import P, spend_permission_destroy_key, spend_permission_follow
 from actions.permissions.grants import agent_name
 from actions.permissions.models import (
@@ -18,7 +17,7 @@ from actions.permissions.models import (
     SPEND_PERMISSION_LIVE,
     SpendPermission,
 )
-from actions.proposals.checks import op_with_gas, passkey_client
+from actions.tool_requests.public import op_with_gas, passkey_client
 from core.chains import get_chain
 from core.lifecycle import Actor, IllegalTransition, transition
 from evm import spend_permission as chain_permission

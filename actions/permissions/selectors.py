@@ -7,8 +7,7 @@ from actions.execution.models import ActionType
 from actions.permissions.follow import P, spend_permission_follow
 from actions.permissions.models import SpendPermission
 from actions.permissions.spending import remaining
-from actions.presenters import decimal_string
-from core.formats import rfc3339
+from core.formats import decimal_string, rfc3339
 
 
 def permission_payload(permission: SpendPermission, *, with_remaining: bool = True) -> dict:

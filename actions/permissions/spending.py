@@ -18,16 +18,15 @@ from actions.accounts.models import Token
 from actions.chain_reads import CHAIN_RPC_ERRORS
 from actions.evm_clients import ChainUnavailable, bundler_client, on_chain, tool_web3
 from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionType
-from actions.execution.services import action_create
+from actions.execution.public import action_create
 from actions.permissions import session_keys
 from actions.permissions.follow import P
 from actions.permissions.grants import agent_name
 from actions.permissions.models import SpendPermission
 from actions.permissions.reasons import Reason
-from actions.presenters import decimal_string
-from actions.proposals.checks import SwapRequest, TransferRequest, swap_params
+from actions.tool_requests.public import SwapRequest, TransferRequest, swap_params
 from core.chains import chain_name, get_chain
-from core.formats import rfc3339
+from core.formats import decimal_string, rfc3339
 from core.lifecycle import Actor, enqueue_on_commit, transition
 from evm import spend_permission as chain_permission
 from evm.bundler import BundlerError

@@ -20,9 +20,9 @@ from actions.permissions.models import SpendPermissionStatus
 from actions.permissions.revoking import revoke_sign_path, spend_permissions_revoke
 from actions.permissions.selectors import spend_permissions_for_user
 from actions.permissions.spending import remaining
-from actions.presenters import decimal_string
 from core.api import error_json
 from core.echo import prefix
+from core.formats import decimal_string
 from core.lifecycle import Actor
 
 P = SpendPermissionStatus

@@ -1,9 +1,8 @@
 """Proposals, the first step of every action: one entry per action tool (`transfer_propose`,
 `swap_propose`, `card_state_propose`, `card_limit_propose`). A transfer or swap goes under the
 agent's spending permission when one covers it (permissions/spending.py), else it is proposed
-for the passkey.
+for the passkey. What a request asks is checked and built in the `tool_requests` room.
 
-    checks.py    what the request asks, checked and built: asset, amount, recipient, account,
-                 swap quote, the user operation with gas; `ToolError`
     services.py  the entries and the `proposed` action each creates
+    public.py    the face: the entries
 """

@@ -1,7 +1,7 @@
 """Proposals, the first step of an action's lifecycle: one entry per action tool. A transfer or
 a swap goes under the agent's spending permission when one covers it (signed by its session
 key, permissions/spending.py), else it is proposed for the passkey; the card tools always are.
-The request itself is checked and built in checks.py."""
+The request itself is checked and built in tool_requests/checks.py."""
 
 from __future__ import annotations
 
@@ -13,20 +13,28 @@ from django.db import transaction
 from django.utils import timezone
 from web3 import Web3
 
-from actions.bridges.services import bridge_leg_open
+from actions.bridges.public import bridge_leg_open
 from actions.card.models import Card
 from actions.evm_clients import on_chain, tool_web3
 from actions.execution.models import Action, ActionType
-from actions.execution.services import action_create
-from actions.permissions.reasons import Reason, note_text, stored
-from actions.permissions.spending import (
+from actions.execution.public import action_create
+from actions.permissions.public import (
     NotCovered,
+    Reason,
+    note_text,
     permission_for_swap,
     permission_for_transfer,
+    stored,
     swap_under_permission,
     transfer_under_permission,
 )
-from actions.proposals.checks import (
+from actions.providers.gnosis_pay import (
+    GnosisPayClient,
+    GnosisPayError,
+    Unavailable,
+    siwe_message,
+)
+from actions.tool_requests.public import (
     SwapRequest,
     ToolError,
     TransferRequest,
@@ -39,12 +47,6 @@ from actions.proposals.checks import (
     swap_request,
     transfer_request,
     units_of,
-)
-from actions.providers.gnosis_pay import (
-    GnosisPayClient,
-    GnosisPayError,
-    Unavailable,
-    siwe_message,
 )
 from evm import zodiac
 from evm.safe import eip191_hash, safe_message_hash

@@ -4,4 +4,5 @@ KYC status, refreshed from the providers (actions/providers/ramps.py).
     models.py     RampAccount and the currencies, providers and KYC statuses
     services.py   the KYC refresh
     selectors.py  the user's ramp accounts
+    public.py     the face: the ramp accounts and their refresh
 """

@@ -296,7 +296,7 @@ def test_the_one_query_answer_is_byte_for_byte_the_serialized_model(
     from rest_framework.renderers import JSONRenderer
 
     from actions.execution.selectors import action_with_history
-    from actions.execution.serializers import ActionStatusSerializer
+    from actions.serializers import ActionStatusSerializer
 
     if state == "executed":
         _executed_with_an_audit_row(action)

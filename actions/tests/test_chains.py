@@ -138,7 +138,8 @@ def test_balances_are_one_batch_per_chain_all_sent_before_any_answer(
 ):
     """Each chain's node gets exactly one HTTP request (a JSON-RPC batch), and neither
     node answers until both have been asked: the reads wait side by side, from one thread."""
-    from actions.chain_reads import _read_pool, balances_for_user
+    from actions.chain_reads import _read_pool
+    from actions.tool_reads import balances_for_user
 
     together = threading.Barrier(2, timeout=10)
     settings.CHAIN_READ_TIMEOUT_SECONDS = 20
@@ -175,7 +176,7 @@ def test_a_second_chain_adds_no_database_query(on_both, api_client, token, setti
 def test_a_node_that_closes_its_kept_connections_is_asked_again_on_a_fresh_one(
     on_both, user, l2_chain, chain, settings
 ):
-    from actions.chain_reads import balances_for_user
+    from actions.tool_reads import balances_for_user
 
     with NodeProxy(chain.rpc_url) as card:
         card.close_after = True

@@ -19,10 +19,10 @@ from django.utils import timezone
 from actions.accounts.models import OwnerState, Passkey, SmartAccount, Token
 from actions.accounts.passkeys import passkey_register, registration_options
 from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus
-from actions.execution.signing_facts import _REASONS
 from actions.permissions.models import SpendPermissionStatus
 from actions.permissions.reasons import CODES, note_text, stored
 from actions.permissions.spending import permission_for_transfer
+from actions.signing_page.facts import _REASONS
 from actions.tests.factories import (
     demo_asset_id,
     make_action,

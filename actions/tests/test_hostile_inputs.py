@@ -77,7 +77,7 @@ def test_card_limit_takes_ascii_digits_only(accounts, api_client, token, value):
 
 
 def test_the_services_refuse_the_same_amounts_without_the_schema():
-    from actions.proposals.checks import ToolError, units_of
+    from actions.tool_requests.checks import ToolError, units_of
 
     for value in ["1_000", "１０", "١٠", " 7 ", "+1", "10\n", "1e3", "NaN", "Infinity"]:
         with pytest.raises(ToolError, match="decimal string of digits"):

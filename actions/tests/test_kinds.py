@@ -3,9 +3,15 @@ and the history all dispatch through it."""
 
 from __future__ import annotations
 
-from actions.execution.kinds import KINDS, CardLimit, CardState, UserOperation, kind_of
+import pytest
+
+from actions.action_types import KINDS
+from actions.card.limit import CardLimit
+from actions.card.state import CardState
+from actions.execution.kinds import UserOperation, history_types, kind_of, kinds_register
 from actions.execution.models import ActionType
 from actions.history.models import HistoryKind
+from actions.permissions.follow import SpendPermissionOperation
 from actions.public import ACTION_TOOLS
 from actions.urls import api_urlpatterns
 from mcp_adapter.task_store import TASK_TOOLS
@@ -24,6 +30,19 @@ def test_the_kinds_by_type():
     assert isinstance(kind_of(ActionType.CARD_UNFREEZE), CardState)
     assert isinstance(kind_of(ActionType.CARD_LIMIT_SET), CardLimit)
     assert kind_of(ActionType.CARD_LIMIT_SET).history_kind == HistoryKind.CARD_LIMIT
+    assert isinstance(kind_of(ActionType.SPEND_GRANT), SpendPermissionOperation)
+    assert isinstance(kind_of(ActionType.SPEND_REVOKE), SpendPermissionOperation)
+
+
+def test_the_execution_room_dispatches_through_the_table_registered_at_ready():
+    """The table lives at the app level (it joins the rooms); ready() hands it to the execution
+    room, which dispatches without importing the card or the permissions."""
+    assert {t: kind_of(t) for t in ActionType.values} == KINDS
+    assert history_types() == tuple(t for t, kind in KINDS.items() if kind.history_kind)
+    kinds_register(KINDS)  # ready() again (a second test app registry): the same table is fine
+    with pytest.raises(RuntimeError):
+        kinds_register({**KINDS, ActionType.SWAP: CardState(tool="swap", history_kind="")})
+    assert kind_of(ActionType.SWAP) == KINDS[ActionType.SWAP]
 
 
 def test_every_type_names_the_tool_that_proposes_it():

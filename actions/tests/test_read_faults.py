@@ -108,7 +108,7 @@ def test_an_ens_name_the_node_cannot_resolve_is_reported_and_a_bug_propagates(
 ):
     import dataclasses
 
-    from actions.proposals.checks import recipient_of
+    from actions.tool_requests.checks import recipient_of
     from core.chains import get_chain
     from evm.ens import EnsReader, EnsUnavailable
 

@@ -110,8 +110,8 @@ def test_balances_need_their_scope(registered, api_client, user, application, ma
 def test_all_balances_are_read_in_one_rpc_round_trip_per_chain(
     registered, user, prices, chain_settings, l2_chain, settings
 ):
-    from actions.chain_reads import balances_for_user
     from actions.tests.test_chains import NodeProxy
+    from actions.tool_reads import balances_for_user
     from core.chains import with_endpoints
 
     # On the card's chain a second account (the card's Safe): 2 accounts × 3 tokens (USDC,

@@ -13,8 +13,8 @@ from django.utils import timezone, translation
 
 from actions.accounts.models import Preferences
 from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionType
-from actions.execution.signing_facts import NAME_MAX, lookalike, outside_name
 from actions.permissions.models import SpendPermission
+from actions.signing_page.facts import NAME_MAX, lookalike, outside_name
 from actions.tests import test_enduser_pages as pages
 from actions.tests.factories import make_action, make_permission
 from actions.tests.test_enduser_pages import RECIPIENT, transfer, words

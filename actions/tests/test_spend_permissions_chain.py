@@ -17,8 +17,8 @@ from actions.permissions.follow import spend_permission_follow
 from actions.permissions.models import SpendPermission, SpendPermissionStatus
 from actions.permissions.revoking import spend_permissions_revoke
 from actions.permissions.spending import permission_for_swap, remaining
-from actions.proposals.checks import swap_request
 from actions.tests.factories import passkey_signs, settle
+from actions.tool_requests.checks import swap_request
 from chain.dev import mint, token_balance
 from core.formats import rfc3339
 from core.lifecycle import Actor

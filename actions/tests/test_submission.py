@@ -304,7 +304,7 @@ def test_staff_resend_delivers_the_same_op_now_and_is_audited(rpc, user, applica
 
 def test_the_status_tool_lists_transitions_only(rpc, user, application, staff_user, client):
     from actions.execution.selectors import action_with_history
-    from actions.execution.serializers import ActionStatusSerializer
+    from actions.serializers import ActionStatusSerializer
 
     action = signed(user, application)
     rpc.mode = "http500"

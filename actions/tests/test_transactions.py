@@ -144,7 +144,7 @@ def test_history_merges_chain_transfers_ramps_and_executed_actions(
     }
     assert items[3]["flows"][0]["formattedAmount"] == "10"  # the fixture's mint
     # get_balances agrees with the history: 10 + 2.5 - 1.5 USDC after the real transfer.
-    from actions.chain_reads import balances_for_user
+    from actions.tool_reads import balances_for_user
 
     usdc = next(
         b
@@ -351,7 +351,7 @@ def test_transactions_need_their_scope(registered, user, api_client, application
 def _user_op(w3, passkey, account, calls) -> str:
     """Run calls from the passkey account as one real user operation; its tx hash."""
     from actions.evm_clients import bundler_client
-    from actions.proposals.checks import passkey_client
+    from actions.tool_requests.checks import passkey_client
     from evm.userops import to_rpc, user_op_hash
 
     client = passkey_client(w3, account)
@@ -369,7 +369,7 @@ def _user_op(w3, passkey, account, calls) -> str:
 def test_vault_deposits_and_withdrawals_are_investments(
     registered, user, api_client, token, settings
 ):
-    from actions.chain_reads import balances_for_user
+    from actions.tool_reads import balances_for_user
     from dev.providers.local_coingecko import LocalCoinGeckoServer
 
     passkey, account, w3 = registered

@@ -36,15 +36,20 @@ ALLOWED_CYCLES: dict[tuple[str, ...], str] = {}
 ACTION_ROOMS = (
     "execution",
     "accounts",
+    "tool_requests",
     "permissions",
     "proposals",
     "bridges",
     "card",
     "ramps",
     "history",
+    "signing_page",
 )
+# What a room offers the rest of the app and the layers above: its public face and its tables.
+ROOM_FACES = ("public", "models")
 ACTION_APP_WIDE = {
     "actions",
+    "actions.action_types",
     "actions.admin",
     "actions.apps",
     "actions.chain_reads",
@@ -58,7 +63,9 @@ ACTION_APP_WIDE = {
     "actions.providers",
     "actions.public",
     "actions.schema_parts",
+    "actions.serializers",
     "actions.tasks",
+    "actions.tool_reads",
     "actions.urls",
     "actions.views",
 }
@@ -186,10 +193,14 @@ FUNCTION_LEVEL_IMPORTS: dict[tuple[str, str], str] = {
     ("actions.apps", "actions"): "ready(): actions.health imports the models",
     (
         "actions.apps",
-        "actions.accounts",
+        "actions.accounts.public",
     ): "ready(): preferences (the login receiver) imports models",
-    ("actions.apps", "actions.execution"): "ready(): signing (a receiver) imports models",
-    ("actions.apps", "actions.permissions"): "ready(): the permissions' receivers import models",
+    ("actions.apps", "actions.action_types"): "ready(): the kinds of every room import models",
+    ("actions.apps", "actions.execution.public"): "ready(): signing (a receiver) imports models",
+    (
+        "actions.apps",
+        "actions.permissions.public",
+    ): "ready(): the permissions' receivers import models",
     ("operations.apps", "operations.metrics"): "ready(): it imports the models",
     ("picnic.apps", "picnic"): "ready(): picnic.otel instruments Django, once it is set up",
     ("oauth.apps", "oauth"): "ready(): oauth.cimd imports oauth.services, which imports models",
@@ -346,6 +357,57 @@ def test_every_module_of_the_actions_app_is_in_a_room_or_app_wide():
         assert doc, f"actions/{room}/__init__.py says nothing"
         for path in (ROOT / "actions" / room).glob("*.py"):
             assert path.name == "__init__.py" or path.name in doc, f"{room}: {path.name}"
+
+
+def _room_of(module: str) -> str | None:
+    parts = module.split(".")
+    return (
+        parts[1] if parts[0] == "actions" and len(parts) > 2 and parts[1] in ACTION_ROOMS else None
+    )
+
+
+def room_face_violations() -> list[str]:
+    """Imports of a room's insides from elsewhere in the app (another room, the app level), and
+    imports of a room's own face from inside it (the face is for others; used from inside, it
+    would loop). The layers above see only `actions.public` (the layer rule); the dev app and
+    the deployment's config may reach further, as they may into any app."""
+    graph, lines = import_graph()
+    found = []
+    for importer, targets in graph.items():
+        if importer.split(".")[0] != "actions":
+            continue
+        for imported in targets:
+            room = _room_of(imported)
+            if room is None:
+                continue
+            face = imported.split(".")[2] in ROOM_FACES
+            if _room_of(importer) != room and not face:
+                found.append(f"{importer}:{lines[importer, imported]} imports {imported}")
+            elif _room_of(importer) == room and imported == f"actions.{room}.public":
+                found.append(f"{importer}:{lines[importer, imported]} imports its own face")
+    return sorted(found)
+
+
+def test_a_room_is_used_from_outside_only_through_its_public_face_and_its_models():
+    """Each room of the wallet has a public face, `actions/<room>/public.py`; the other rooms,
+    the app level and the layers above use a room only through it and its models.py."""
+    assert all((ROOT / "actions" / room / "public.py").is_file() for room in ACTION_ROOMS)
+    assert room_face_violations() == []
+
+
+def test_the_room_rule_finds_an_import_of_a_rooms_insides():
+    """The rule above can fail: the graph it reads does hold cross-room edges, all of them to
+    a face, and the check names an edge to a room's insides."""
+    graph, _ = import_graph()
+    crossing = {
+        (a, b)
+        for a, targets in graph.items()
+        for b in targets
+        if a.split(".")[0] == "actions" and _room_of(b) and _room_of(a) != _room_of(b)
+    }
+    assert len(crossing) > 50
+    assert {b.split(".")[2] for _, b in crossing} == set(ROOM_FACES)
+    assert _room_of("actions.card.limit") == "card" and _room_of("actions.views") is None
 
 
 def test_each_room_keeps_its_models_in_its_own_module():

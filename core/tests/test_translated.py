@@ -20,8 +20,8 @@ TEMPLATES = [
     *sorted((ROOT / "oauth" / "templates" / "oauth").glob("*.html")),
 ]
 SOURCES = [
-    ROOT / "actions" / "execution" / "signing_views.py",
-    ROOT / "actions" / "execution" / "signing_facts.py",
+    ROOT / "actions" / "signing_page" / "views.py",
+    ROOT / "actions" / "signing_page" / "facts.py",
     ROOT / "actions" / "accounts" / "pages.py",
     ROOT / "actions" / "pages.py",
 ]

@@ -23,8 +23,8 @@ from actions.execution.services import (
     action_reconcile,
     action_submit,
 )
-from actions.proposals.checks import passkey_client
 from actions.ramps.models import RAMP_PROVIDER_FOR, RampAccount, RampCurrency
+from actions.tool_requests.checks import passkey_client
 from chain import contracts, ens, zodiac
 from chain.dev import fund, mint
 from chain.safe import DelayConfig, deploy_safe

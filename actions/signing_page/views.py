@@ -17,20 +17,22 @@ from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
 from actions.accounts.models import OwnerState
-from actions.accounts.passkeys import PasskeyError
-from actions.accounts.selectors import approving_passkey_count, passkeys_for_user
-from actions.bridges.services import action_outcome, bridge_leg_of, leg_open
-from actions.bridges.words import bridge_leg_words
+from actions.accounts.public import approving_passkey_count, passkeys_for_user
+from actions.bridges.public import action_outcome, bridge_leg_of, bridge_leg_words, leg_open
+from actions.errors import PasskeyError
 from actions.execution.models import Action, ActionStatus, ActionType
-from actions.execution.selectors import action_signer, actions_for_user
-from actions.execution.services import (
+from actions.execution.public import (
     action_expire_if_overdue,
+    action_reject,
+    action_sign,
+    action_signer,
     action_status_refresh,
+    actions_for_user,
+    authentication_options,
     swap_quote_bounded,
 )
-from actions.execution.signing import action_reject, action_sign, authentication_options
-from actions.execution.signing_facts import activity_facts, sign_facts
 from actions.pages import assertion_step, passkey_refusal, refusal
+from actions.signing_page.facts import activity_facts, sign_facts
 from core.chains import chain_name
 from core.live import entity_stream
 from core.templatetags.chains import explorer_url

@@ -27,7 +27,7 @@ from actions.accounts.models import Token
 from actions.chain_reads import CHAIN_RPC_ERRORS, token_balance
 from actions.execution.models import Action, ActionStatus, ActionType
 from actions.history.models import TokenTransfer
-from actions.permissions.reasons import CODES
+from actions.permissions.public import CODES
 from actions.providers.prices import PriceError, prices
 from core import l10n
 from core.agent_logos import agent_logo_url

@@ -1,7 +1,8 @@
 """What a transfer or swap asks, checked and built, before anything is proposed: the asset, the
 amount, the recipient (an address or an ENS name), the user's Picnic account on that chain, the
 swap quote, and the user operation with gas from the bundler. `ToolError` is what an action
-tool refuses. The entries that use these are services.py (and permissions/spending.py)."""
+tool refuses. The entries that use these are proposals/services.py and the spending
+permissions (grants.py, spending.py, revoking.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from django.utils import timezone
 from web3 import Web3
 
 from actions.accounts.models import SmartAccount, SmartAccountKind, Token
-from actions.accounts.passkeys import smart_accounts_cover_chains
+from actions.accounts.public import smart_accounts_cover_chains
 from actions.chain_reads import CHAIN_RPC_ERRORS
 from actions.evm_clients import bundler_client
 from actions.providers.lifi import LifiClient, ProviderUnavailable, QuoteError

@@ -3,7 +3,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from actions.bridges.services import OUTCOMES, action_outcome, bridge_leg_of
+from actions.bridges.public import OUTCOMES, action_outcome, bridge_leg_of
 from actions.execution.models import ActionStatus, ActionType
 from actions.presenters import signing_permission
 
