@@ -176,21 +176,46 @@ def _chain_has_change(change: AccountChange, chain_id: int) -> bool:
     return False
 
 
-def _fail(change: AccountChange, message: str) -> AccountChange:
+def change_settle(
+    change: AccountChange,
+    *,
+    to: str,
+    actor: Actor,
+    detail: str,
+    only_from: set[str] | None = None,
+    updates: dict | None = None,
+) -> tuple[AccountChange, bool]:
+    """A change's end and what it does to the owners, in one transaction: executed applies it,
+    failed or cancelled undoes what it held. A change another process ended first is read
+    again and returned with False (nothing applied or undone twice)."""
     with transaction.atomic():
         try:
-            change = transition(
+            ended = transition(
                 lifecycle=ACCOUNT_CHANGE_LIFECYCLE,
                 pk=change.pk,
-                to=S.FAILED,
-                actor=Actor.worker(),
-                updates={"error": message[:2000]},
-                detail=message[:2000],
+                to=to,
+                actor=actor,
+                only_from=only_from,
+                updates=updates,
+                detail=detail,
             )
         except IllegalTransition:
-            return AccountChange.objects.get(pk=change.pk)
-        _undo(change)
-    return change
+            return AccountChange.objects.get(pk=change.pk), False
+        if to == S.EXECUTED:
+            _apply(ended)
+        else:
+            _undo(ended)
+    return ended, True
+
+
+def _fail(change: AccountChange, message: str) -> AccountChange:
+    return change_settle(
+        change,
+        to=S.FAILED,
+        actor=Actor.worker(),
+        updates={"error": message[:2000]},
+        detail=message[:2000],
+    )[0]
 
 
 def _undo(change: AccountChange) -> None:
@@ -234,19 +259,13 @@ def _apply(change: AccountChange) -> None:
         )
         mail_on_commit(change, DEVICE_REMOVED)
     elif change.kind == K.CANCEL_RECOVERY and change.target_id:
-        recovery = change.target
-        try:
-            transition(
-                lifecycle=ACCOUNT_CHANGE_LIFECYCLE,
-                pk=recovery.pk,
-                to=S.CANCELLED,
-                actor=Actor.end_user(change.user),
-                only_from={S.WAITING, S.SUBMITTED},
-                detail=f"cancelled by an owner (change {change.pk})",
-            )
-        except IllegalTransition:
-            return
-        _undo(recovery)
+        change_settle(
+            change.target,
+            to=S.CANCELLED,
+            actor=Actor.end_user(change.user),
+            only_from={S.WAITING, S.SUBMITTED},
+            detail=f"cancelled by an owner (change {change.pk})",
+        )
 
 
 def account_change_reconcile(*, change: AccountChange) -> AccountChange:
@@ -277,19 +296,12 @@ def account_change_reconcile(*, change: AccountChange) -> AccountChange:
     change = _save_ops(change, ops)
     if not all(op["done"] for op in ops):
         return _send_ops(AccountChange.objects.get(pk=change.pk), only_unknown=True)
-    with transaction.atomic():
-        try:
-            change = transition(
-                lifecycle=ACCOUNT_CHANGE_LIFECYCLE,
-                pk=change.pk,
-                to=S.EXECUTED,
-                actor=Actor.worker(),
-                only_from={S.SUBMITTED},
-                updates={"ops": ops, "error": None, "behind_since": None},
-                detail="included on every chain: "
-                + ", ".join(f"{op['chain_id']} tx {op['tx_hash']}" for op in ops),
-            )
-        except IllegalTransition:
-            return AccountChange.objects.get(pk=change.pk)
-        _apply(change)
-    return change
+    return change_settle(
+        change,
+        to=S.EXECUTED,
+        actor=Actor.worker(),
+        only_from={S.SUBMITTED},
+        updates={"ops": ops, "error": None, "behind_since": None},
+        detail="included on every chain: "
+        + ", ".join(f"{op['chain_id']} tx {op['tx_hash']}" for op in ops),
+    )[0]

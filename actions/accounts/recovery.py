@@ -26,10 +26,9 @@ from webauthn.helpers.structs import (
 )
 
 from actions.accounts.change_delivery import (
-    _apply,
     _fail,
-    _undo,
     account_change_reconcile,
+    change_settle,
     owner_index_on_chain,
 )
 from actions.accounts.devices import coarse_ip, recovery_attempt_count, recovery_throttled
@@ -50,7 +49,7 @@ from actions.accounts.owner_changes import (
 from actions.accounts.passkeys import OFFERED_ALGORITHMS, PasskeyError, passkey_register
 from actions.errors import RecoveryRefused, RecoveryThrottled
 from actions.evm_clients import card_relayer, tool_web3
-from core.lifecycle import Actor, IllegalTransition, create, transition
+from core.lifecycle import Actor, create, transition
 from evm.bundler import BundlerError
 from evm.recovery import (
     InvalidRecoveryCode,
@@ -281,19 +280,12 @@ def recovery_settle(*, change: AccountChange) -> AccountChange:
         logger.error("recovery %s: its passkey is an owner before the ready time", change.pk)
         return change
     if not all(pending(state) for state in states.values()):
-        with transaction.atomic():
-            try:
-                change = transition(
-                    lifecycle=ACCOUNT_CHANGE_LIFECYCLE,
-                    pk=change.pk,
-                    to=S.CANCELLED,
-                    actor=Actor.system(),
-                    detail="no longer pending on chain: an owner cancelled it",
-                )
-            except IllegalTransition:
-                return AccountChange.objects.get(pk=change.pk)
-            _undo(change)
-        return change
+        return change_settle(
+            change,
+            to=S.CANCELLED,
+            actor=Actor.system(),
+            detail="no longer pending on chain: an owner cancelled it",
+        )[0]
     if not _ready_on_every_chain(change, states, pending):
         return change
     for account in picnic_accounts(user=change.user):
@@ -332,19 +324,14 @@ def _owner_added(change: AccountChange) -> bool:
 
 
 def _recovery_done(change: AccountChange) -> AccountChange:
-    with transaction.atomic():
-        try:
-            change = transition(
-                lifecycle=ACCOUNT_CHANGE_LIFECYCLE,
-                pk=change.pk,
-                to=S.EXECUTED,
-                actor=Actor.system(),
-                only_from={S.WAITING},
-                detail="executeRecovery: the new passkey is an owner on every chain",
-            )
-        except IllegalTransition:
-            return AccountChange.objects.get(pk=change.pk)
-        _apply(change)
+    change, moved = change_settle(
+        change,
+        to=S.EXECUTED,
+        actor=Actor.system(),
+        only_from={S.WAITING},
+        detail="executeRecovery: the new passkey is an owner on every chain",
+    )
+    if moved:
         mail_on_commit(change, RECOVERY_DONE)
     return change
 
