@@ -28,7 +28,7 @@ from actions.bridges.models import BridgeLeg
 from actions.contract import ACTION_OUTCOMES
 from actions.execution.models import ACTION_LIFECYCLE, LEG_DETAIL, Action, ActionStatus
 from actions.execution.public import action_touch
-from actions.providers.lifi import BridgeStatus, LifiClient, QuoteError, SwapQuote
+from actions.providers.lifi import BridgeStatus, LifiClient, QuoteError, SwapQuote, lifi_client
 from core import tracing
 from core.chains import chain_name
 from core.lifecycle import Actor, record_history
@@ -36,10 +36,6 @@ from core.lifecycle import Actor, record_history
 logger = logging.getLogger(__name__)
 
 WAITING = ("", "NOT_FOUND", "INVALID", "PENDING")
-
-
-def lifi_client() -> LifiClient:
-    return LifiClient(settings.SWAP_QUOTE_URL, timeout=settings.SWAP_QUOTE_TIMEOUT_SECONDS)
 
 
 def bridge_leg_open(*, action: Action, quote: SwapQuote, to_asset_id: str) -> BridgeLeg:

@@ -98,11 +98,7 @@ def _card_limit_relay(action: Action, *, actor: Actor, wait: float) -> Action:
 def _card_limit_follow_relay(action: Action, relayer, *, actor: Actor, wait: float) -> Action:
     p = action.params
     try:
-        receipt = relayer.receipt(p["relay_tx"])
-        if receipt is None:
-            if not relayer.known(p["relay_tx"]):
-                relayer.send(p["relay_raw"])  # never left, or dropped: the same transaction
-            receipt = relayer.receipt(p["relay_tx"], wait=wait)
+        receipt = _receipt_or_resend(relayer, p["relay_tx"], p["relay_raw"], wait=wait)
     except RelayError as exc:
         return action_record_error(action, str(exc))
     if receipt is None:
@@ -214,13 +210,22 @@ def _card_limit_follow_queue(action: Action, relayer, *, actor: Actor) -> Action
     return _card_limit_follow_dispatch(action, relayer, actor=actor)
 
 
+def _receipt_or_resend(relayer, tx_hash: str, raw: str, *, wait: float) -> dict | None:
+    """The transaction's receipt. One the node does not know (it never left, or was dropped)
+    is sent again, the same signed transaction, so it cannot happen twice; then waited for."""
+    receipt = relayer.receipt(tx_hash)
+    if receipt is None:
+        if not relayer.known(tx_hash):
+            relayer.send(raw)
+        receipt = relayer.receipt(tx_hash, wait=wait)
+    return receipt
+
+
 def _card_limit_follow_dispatch(action: Action, relayer, *, actor: Actor) -> Action:
     p = action.params
-    receipt = relayer.receipt(p["dispatch_tx"])
-    if receipt is None:
-        if not relayer.known(p["dispatch_tx"]):
-            relayer.send(p["dispatch_raw"])
-        receipt = relayer.receipt(p["dispatch_tx"], wait=settings.BUNDLER_TIMEOUT_SECONDS)
+    receipt = _receipt_or_resend(
+        relayer, p["dispatch_tx"], p["dispatch_raw"], wait=settings.BUNDLER_TIMEOUT_SECONDS
+    )
     if receipt is None:
         return action
     if receipt["status"] != 1:

@@ -27,7 +27,7 @@ from actions.permissions.models import (
     SpendPeriod,
     SpendPermission,
 )
-from actions.providers.lifi import LifiClient, ProviderUnavailable, QuoteError
+from actions.providers.lifi import ProviderUnavailable, QuoteError, lifi_client
 from actions.tool_requests.public import (
     ToolError,
     chain_of,
@@ -192,9 +192,7 @@ def _pair(token: Token, to_asset_id: str | None, chain, account: SmartAccount, u
             "to_asset_id is the permission's own token", errors={"to_asset_id": ["same token"]}
         )
     try:
-        quote = LifiClient(
-            settings.SWAP_QUOTE_URL, timeout=settings.SWAP_QUOTE_TIMEOUT_SECONDS
-        ).quote(
+        quote = lifi_client().quote(
             from_chain=chain.id,
             to_chain=chain.id,
             from_token=token.address,

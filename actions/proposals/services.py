@@ -184,9 +184,7 @@ def swap_propose_to_user(
             application=application,
             type=ActionType.SWAP,
             summary=summary,
-            detail=f"proposed by the action tool; not under a spending permission: {permission_note}"
-            if permission_note
-            else None,
+            detail=_permission_detail(permission_note),
             chain_id=chain.id,
             smart_account=account.address,
             params=params,
@@ -314,6 +312,13 @@ def _permission_params(reasons: Sequence[Reason]) -> dict:
     return {"permission_note": note_text(reasons), "permission_reasons": stored(reasons)}
 
 
+def _permission_detail(permission_note: str) -> str | None:
+    """The history's first line when a permission was asked and did not cover it."""
+    if not permission_note:
+        return None
+    return f"proposed by the action tool; not under a spending permission: {permission_note}"
+
+
 def transfer_propose_to_user(
     *,
     user,
@@ -348,9 +353,7 @@ def transfer_propose_to_user(
         application=application,
         type=ActionType.TRANSFER,
         summary=request.summary,
-        detail=f"proposed by the action tool; not under a spending permission: {permission_note}"
-        if permission_note
-        else None,
+        detail=_permission_detail(permission_note),
         chain_id=token.chain_id,
         smart_account=account.address,
         params=params,

@@ -20,6 +20,8 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
+
 from core.http import JsonHttpClient, NotSent, OutcomeUnknown
 
 
@@ -195,3 +197,9 @@ class LifiClient:
                 )
             raise QuoteError(f"{refused}: {message or f'HTTP {answer.status}'}")
         return body
+
+
+def lifi_client() -> LifiClient:
+    """The client of the configured quote and bridge provider (SWAP_QUOTE_URL), for every room
+    that asks it: a swap's quote, a permission's pair, a bridge leg's status."""
+    return LifiClient(settings.SWAP_QUOTE_URL, timeout=settings.SWAP_QUOTE_TIMEOUT_SECONDS)

@@ -20,7 +20,7 @@ from actions.accounts.models import SmartAccount, SmartAccountKind, Token
 from actions.accounts.public import smart_accounts_cover_chains
 from actions.chain_reads import CHAIN_RPC_ERRORS
 from actions.evm_clients import bundler_client
-from actions.providers.lifi import LifiClient, ProviderUnavailable, QuoteError
+from actions.providers.lifi import ProviderUnavailable, QuoteError, lifi_client
 from core.api import failure_reason
 from core.chains import Chain, UnknownChain, chain_name, get_chain
 from core.errors import DomainError, redact
@@ -275,9 +275,7 @@ def swap_quote(request: SwapRequest, *, from_address: str):
     outage is not the input's fault: ProviderUnavailable goes up to the view (503)."""
     chain, destination = request.chain, request.destination
     try:
-        quote = LifiClient(
-            settings.SWAP_QUOTE_URL, timeout=settings.SWAP_QUOTE_TIMEOUT_SECONDS
-        ).quote(
+        quote = lifi_client().quote(
             from_chain=chain.id,
             to_chain=destination.id,
             from_token=request.token.address,
