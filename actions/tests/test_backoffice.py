@@ -8,10 +8,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from actions.accounts.models import ACCOUNT_CHANGE_LIFECYCLE, AccountChangeKind
+from actions.accounts.models import AccountChangeStatus as C
 from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus
-from actions.tests.factories import make_action, user_op
+from actions.permissions.models import SPEND_PERMISSION_LIFECYCLE
+from actions.permissions.models import SpendPermissionStatus as P
+from actions.tests.factories import make_action, make_offline_wallet, make_permission, user_op
 from core.chains import with_endpoints
-from core.lifecycle import Actor, transition
+from core.lifecycle import Actor, create, transition
 from dev.testing import ScriptedServer
 
 S = ActionStatus
@@ -148,6 +152,69 @@ def test_the_timeline_stops_polling_at_a_terminal_state(staff_client, user, appl
     assert "hx-trigger" not in partial.text
     page = staff_client.get(f"/staff/actions/{action.pk}/")
     assert "hx-trigger" not in page.text and "(final)" in page.text
+
+
+def _account_change(user, application, monkeypatch):
+    values = {"kind": AccountChangeKind.ADD_OWNER, "user": user, "account": "0x" + "ab" * 20}
+    return create(lifecycle=ACCOUNT_CHANGE_LIFECYCLE, actor=Actor.end_user(user), values=values)
+
+
+def _spend_permission(user, application, monkeypatch):
+    wallet = make_offline_wallet(user, monkeypatch)
+    return make_permission(user=user, application=application, account=wallet, status=P.REQUESTED)
+
+
+# Each kind: how to make a live one, its lifecycle, its pages' path, an end and what that end
+# writes beside the status (an ended permission holds no key).
+LIVE_KINDS = {
+    "accountChange": (
+        _account_change,
+        ACCOUNT_CHANGE_LIFECYCLE,
+        "account-changes",
+        C.CANCELLED,
+        {},
+    ),
+    "spendPermission": (
+        _spend_permission,
+        SPEND_PERMISSION_LIFECYCLE,
+        "spend-permissions",
+        P.DECLINED,
+        {"session_key_encrypted": ""},
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", LIVE_KINDS)
+def test_account_changes_and_spend_permissions_have_the_same_live_timeline(
+    staff_client,
+    user,
+    application,
+    monkeypatch,
+    kind,
+    published,
+    django_capture_on_commit_callbacks,
+):
+    make, lifecycle, path, end, updates = LIVE_KINDS[kind]
+    entity = make(user, application, monkeypatch)
+    url = f"/staff/{path}/{entity.pk}/"
+    page = staff_client.get(url).text
+    assert f'class="badge badge-flight" data-status="{entity.status}"' in page
+    assert '<span class="live-note">(live, refreshing)</span>' in page
+    assert f'<a href="{url}">refresh</a>' in page
+    assert 'hx-trigger="sse:changed, every 2s"' in page
+    assert f'sse-connect="/staff/events?lifecycle={kind}&amp;id={entity.pk}"' in page
+
+    # The stream the page listens to hears its transitions.
+    with django_capture_on_commit_callbacks(execute=True):
+        transition(lifecycle=lifecycle, pk=entity.pk, to=end, actor=Actor.system(), updates=updates)
+    heard = [{k: event[k] for k in ("lifecycle", "id", "status")} for event in published]
+    assert {"lifecycle": kind, "id": str(entity.pk), "status": end} in heard
+    partial = staff_client.get(url, {"u": "old"}, HTTP_HX_REQUEST="true")
+    assert partial.status_code == 286  # htmx: stop polling
+    assert f'class="badge badge-neutral" data-status="{end}"' in partial.text
+    assert "hx-get" not in partial.text and "(final)" in partial.text
+    page = staff_client.get(url).text
+    assert "hx-get" not in page and "sse-connect" not in page and "(final)" in page
 
 
 def test_a_finished_action_shows_no_field_that_means_nothing_in_its_state(
