@@ -2,7 +2,8 @@
 (device 1) registers, makes an "add a device" link; the laptop (device 2) opens it, signs in,
 creates a passkey that signs nothing until the phone approves it (one prompt for both chains).
 Both sign a transfer; the laptop removes the phone; the phone's signature is refused in plain
-words, and the laptop still signs."""
+words, and the laptop still signs. And recovery: the phone makes a recovery code, the signed-out
+laptop recovers the account with it on the recovery page."""
 
 from __future__ import annotations
 
@@ -56,6 +57,17 @@ def _sign_in(page, url: str, next_path: str) -> None:
     page.click("#sign-in")
 
 
+def _registered_and_funded(page, url: str, user) -> SmartAccount:
+    """Signed in on `page`, a passkey registered there; its account holds 1 ETH on every chain."""
+    _sign_in(page, url, "/passkeys/")
+    page.click("#register-passkey")
+    page.wait_for_selector("li.passkey", timeout=30_000)
+    account = SmartAccount.objects.filter(user=user, passkey__isnull=False).first()
+    for chain in all_chains():
+        fund(Web3(Web3.HTTPProvider(chain.rpc_url)), account.address, Web3.to_wei(1, "ether"))
+    return account
+
+
 def test_link_approve_both_sign_remove_one_and_its_signature_is_refused(
     two_devices, live_server, django_user_model, application, make_token, api_client
 ):
@@ -63,13 +75,7 @@ def test_link_approve_both_sign_remove_one_and_its_signature_is_refused(
     url = live_server.url
     user = django_user_model.objects.create_user("alice", password="alice-password")
 
-    _sign_in(phone, url, "/passkeys/")
-    phone.click("#register-passkey")
-    phone.wait_for_selector("li.passkey", timeout=30_000)
-    account = SmartAccount.objects.filter(user=user, passkey__isnull=False).first()
-    for chain in all_chains():
-        w3 = Web3(Web3.HTTPProvider(chain.rpc_url))
-        fund(w3, account.address, Web3.to_wei(1, "ether"))
+    account = _registered_and_funded(phone, url, user)
     mint(Web3(Web3.HTTPProvider(all_chains()[0].rpc_url)), "USDC", account.address, 5_000_000)
     first = Passkey.objects.get(user=user)
 
@@ -158,3 +164,35 @@ def test_link_approve_both_sign_remove_one_and_its_signature_is_refused(
     laptop.click("#approve")
     laptop.wait_for_selector('[data-status="executed"]', timeout=90_000)
     assert "Signed with" in laptop.inner_text("#signing-passkey")
+
+
+def test_a_recovery_code_made_on_one_device_recovers_the_account_on_another(
+    two_devices, live_server, django_user_model
+):
+    """The phone makes a recovery code and approves its key on chain; the laptop, signed out,
+    creates a passkey on the recovery page with the code: the recovery waits for its delay."""
+    from django.core.cache import cache  # noqa: PLC0415
+
+    cache.clear()  # the recovery attempt counts of earlier tests
+    phone, laptop = two_devices
+    url = live_server.url
+    user = django_user_model.objects.create_user("alice", password="alice-password")
+    _registered_and_funded(phone, url, user)
+
+    phone.goto(f"{url}/passkeys/recovery-code")
+    phone.click("#create-recovery-code")
+    code = phone.inner_text("#recovery-code")
+    phone.click("#recovery-approve")
+    phone.click("#approve")
+    phone.wait_for_selector('[data-status="executed"]', timeout=120_000)
+
+    laptop.goto(f"{url}/recover/")
+    laptop.fill("#recover-username", "alice")
+    laptop.fill("#recover-code", code)
+    laptop.click("#recover")
+    laptop.wait_for_selector('#recover-result[data-outcome="started"]', timeout=60_000)
+    assert "Recovery started" in laptop.inner_text("#recover-result")
+    recovery = AccountChange.objects.get(user=user, kind="recovery")
+    assert recovery.status == "waiting" and recovery.ready_at is not None
+    assert recovery.passkey.owner_state == OwnerState.PENDING
+    assert Passkey.objects.filter(user=user).count() == 2

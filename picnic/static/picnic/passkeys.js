@@ -69,21 +69,8 @@
     say("passkey-result", gettext("Waiting for your passkey…"), "waiting");
     button.disabled = true;
     try {
-      const options = await post(button.dataset.optionsUrl);
-      options.challenge = b64urlToBytes(options.challenge);
-      options.user.id = b64urlToBytes(options.user.id);
-      (options.excludeCredentials || []).forEach((c) => { c.id = b64urlToBytes(c.id); });
-      const credential = await navigator.credentials.create({ publicKey: options });
-      await post(button.dataset.verifyUrl, {
-        id: credential.id,
-        rawId: bytesToB64url(credential.rawId),
-        type: credential.type,
-        response: {
-          clientDataJSON: bytesToB64url(credential.response.clientDataJSON),
-          attestationObject: bytesToB64url(credential.response.attestationObject),
-          transports: credential.response.getTransports ? credential.response.getTransports() : [],
-        },
-      });
+      const credential = await createCredential(await post(button.dataset.optionsUrl));
+      await post(button.dataset.verifyUrl, attestation(credential));
       say("passkey-result", gettext("Passkey registered."), "registered");
       // The list, its names and the account come from the server: show them (a page that
       // cannot be shown twice, an opened device link, names where to go instead).
@@ -95,6 +82,15 @@
     }
   }
 
+  // A new passkey from the server's creation options (their binary fields in base64url).
+  function createCredential(options) {
+    options.challenge = b64urlToBytes(options.challenge);
+    options.user.id = b64urlToBytes(options.user.id);
+    (options.excludeCredentials || []).forEach((c) => { c.id = b64urlToBytes(c.id); });
+    return navigator.credentials.create({ publicKey: options });
+  }
+  // The new passkey as the server's verify views read it (registration, and a recovery's
+  // `credential`).
   function attestation(credential) {
     return {
       id: credential.id,
@@ -120,11 +116,7 @@
     say("recover-result", gettext("Waiting for your passkey…"), "waiting");
     button.disabled = true;
     try {
-      const options = await post(form.dataset.optionsUrl, { username: username });
-      options.challenge = b64urlToBytes(options.challenge);
-      options.user.id = b64urlToBytes(options.user.id);
-      (options.excludeCredentials || []).forEach((c) => { c.id = b64urlToBytes(c.id); });
-      const credential = await navigator.credentials.create({ publicKey: options });
+      const credential = await createCredential(await post(form.dataset.optionsUrl, { username: username }));
       const data = await post(form.dataset.verifyUrl, { code: code, credential: attestation(credential) });
       say("recover-result", data.message, "started");
     } catch (error) {
