@@ -100,7 +100,7 @@ def use_broker(settings, monkeypatch, url: str) -> None:
     at the broker `url` (redis:// or amqp://), with the settings RabbitMQ needs (what
     picnic/settings.py does at start-up; pytest-django's `settings` and `monkeypatch` undo
     their part, `celery_broker` the app's)."""
-    from picnic.brokers import amqp_celery_settings
+    from picnic.brokers import amqp_celery_settings, publish_bound_settings
     from picnic.celery import app
 
     extra = {"broker_transport_options": {}}
@@ -110,6 +110,10 @@ def use_broker(settings, monkeypatch, url: str) -> None:
             prefix=settings.CELERY_QUEUE_PREFIX,
             delivery_limit=settings.CELERY_DELIVERY_LIMIT,
         )
+    # Its publishes bounded as in production (a Redis broker's timeouts are transport options).
+    bound = publish_bound_settings(url, settings.BROKER_TIMEOUT_SECONDS)
+    extra["broker_transport_options"] |= bound.pop("broker_transport_options", {})
+    extra |= bound
     # The URL's scheme names the transport (the filesystem default names its own class).
     extra["broker_transport"] = None
     settings.CELERY_BROKER_URL = url
@@ -164,6 +168,8 @@ AMQP_CONF_KEYS = (
     "broker_url",
     "broker_transport",
     "broker_transport_options",
+    "broker_connection_timeout",
+    "task_publish_retry_policy",
     "task_queues",
     "task_default_queue_type",
     "task_default_exchange_type",

@@ -1,12 +1,27 @@
 import os
 
+import celery
 from celery import Celery
 from celery.signals import worker_init, worker_process_init, worker_process_shutdown
 from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "picnic.settings")
 
-app = Celery("picnic")
+
+class Task(celery.Task):
+    """Every task's publish (`.delay()`, `apply_async`, the beat's ticks) waits at most
+    BROKER_TIMEOUT_SECONDS for the socket write and, on RabbitMQ, for the publisher confirm:
+    without a timeout a broker that stops answering holds the publisher forever. Redis
+    commands and every connect are bounded by the settings (picnic/brokers.py)."""
+
+    def apply_async(self, args=None, kwargs=None, **options):
+        timeout = settings.BROKER_TIMEOUT_SECONDS
+        options.setdefault("timeout", timeout)
+        options.setdefault("confirm_timeout", timeout)
+        return super().apply_async(args, kwargs, **options)
+
+
+app = Celery("picnic", task_cls=Task)
 # The app of every thread, not only of this one: core code reaches it as celery.current_app
 # (the readiness checks run in a thread pool, where the thread-local current app is unset).
 app.set_default()

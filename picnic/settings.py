@@ -17,7 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from core.chains import parse_chains
 from core.logs import logging_config
-from picnic.brokers import amqp_celery_settings, dead_letter_queue
+from picnic.brokers import amqp_celery_settings, dead_letter_queue, publish_bound_settings
 from picnic.env import (
     database_settings,
     env_bool,
@@ -499,8 +499,19 @@ CELERY_BROKER_URL = env_url(
     "filesystem://localhost/",  # a host named: kombu warns when it has to assume one
     schemes=("filesystem", "redis", "rediss", "sentinel", "amqp", "memory"),
 )
+CELERY_BROKER_TRANSPORT_OPTIONS = {}
 if CELERY_BROKER_URL.startswith("sentinel://"):
     CELERY_BROKER_TRANSPORT_OPTIONS = {"master_name": REDIS_SENTINEL_MASTER}
+# A broker that stops answering without closing the connection (a frozen node, a network path
+# that drops packets) never holds the request that publishes: each step of a publish gives up
+# after BROKER_TIMEOUT_SECONDS, a publish is tried three times, then it raises and the beat's
+# sweep takes the work over (picnic/brokers.py; docs/deploy.md, "A broker that does not
+# answer").
+BROKER_TIMEOUT_SECONDS = env_float("BROKER_TIMEOUT_SECONDS", 2.0)
+_publish_bound = publish_bound_settings(CELERY_BROKER_URL, BROKER_TIMEOUT_SECONDS)
+CELERY_BROKER_CONNECTION_TIMEOUT = _publish_bound["broker_connection_timeout"]
+CELERY_TASK_PUBLISH_RETRY_POLICY = _publish_bound["task_publish_retry_policy"]
+CELERY_BROKER_TRANSPORT_OPTIONS |= _publish_bound.get("broker_transport_options", {})
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _queue = VAR_DIR / "celery" / "queue"
     for _folder in (_queue, VAR_DIR / "celery" / "control", VAR_DIR / "celery" / "staging"):

@@ -67,7 +67,9 @@ def _settings(**environ: str) -> dict:
         "import django, json; django.setup(); from django.conf import settings as s; "
         "print(json.dumps({'db': s.DATABASES['default'], 'cache': s.CACHES['default'], "
         "'broker': s.CELERY_BROKER_URL, 'options': s.CELERY_BROKER_TRANSPORT_OPTIONS, "
-        "'events': s.EVENTS_URL, 'master': s.REDIS_SENTINEL_MASTER}, default=str))"
+        "'events': s.EVENTS_URL, 'master': s.REDIS_SENTINEL_MASTER, "
+        "'connect_timeout': s.CELERY_BROKER_CONNECTION_TIMEOUT, "
+        "'retry_policy': s.CELERY_TASK_PUBLISH_RETRY_POLICY}, default=str))"
     )
     done = subprocess.run(
         [sys.executable, "-c", script],
@@ -92,8 +94,10 @@ def test_the_settings_take_sentinels_and_a_multi_host_database():
 
     assert seen["db"]["HOST"] == "10.0.0.1,10.0.0.2"
     assert seen["events"] == seen["broker"] == SENTINELS
-    # Celery's Redis transport finds the primary by the sentinels it reads from the URL.
-    assert seen["options"] == {"master_name": "picnic-ha"}
+    # Celery's Redis transport finds the primary by the sentinels it reads from the URL; no
+    # command, connect or question to a sentinel waits longer than BROKER_TIMEOUT_SECONDS.
+    bounded = {"socket_timeout": 2.0, "socket_connect_timeout": 2.0}
+    assert seen["options"] == {"master_name": "picnic-ha", **bounded, "sentinel_kwargs": bounded}
     assert seen["cache"]["LOCATION"] == [SENTINELS]
     assert seen["cache"]["OPTIONS"] == {
         "pool_class": "core.stores.SentinelCachePool",
@@ -106,3 +110,19 @@ def test_the_broker_takes_a_list_of_rabbitmq_nodes():
     seen = _settings(CELERY_BROKER_URL=nodes)
     assert seen["broker"] == nodes
     assert seen["options"]["confirm_publish"] is True
+
+
+@pytest.mark.parametrize(
+    ("url", "options"),
+    [
+        ("redis://127.0.0.1:6379/0", {"socket_timeout": 1.5, "socket_connect_timeout": 1.5}),
+        ("amqp://g:g@127.0.0.1:5672//", {"confirm_publish": True}),
+    ],
+)
+def test_every_broker_bounds_a_publish(url, options):
+    # A broker that answers nothing holds no publish: connects and (Redis) commands time out,
+    # RabbitMQ's confirm is bounded per publish (picnic.celery.Task), a publish is tried 3 times.
+    seen = _settings(CELERY_BROKER_URL=url, BROKER_TIMEOUT_SECONDS="1.5")
+    assert seen["connect_timeout"] == 1.5
+    assert seen["retry_policy"]["max_retries"] == 2
+    assert seen["options"] == options
