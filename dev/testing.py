@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import socket
 import subprocess
 import sys
 import threading
@@ -425,3 +426,77 @@ class LoadThreads:
         self.stop.set()
         for thread in self.threads:
             thread.join(timeout=self.join_timeout)
+
+
+class TcpCut:
+    """A TCP proxy on a free loopback port in front of a real server (a broker) whose path can
+    be cut the way a frozen node or a network that drops packets cuts it: no reset, no refusal,
+    nothing answered. While `cut()`, every connection stays open but nothing crosses it (what
+    either side sends is held back), and no new connection is served (the kernel completes a
+    handshake or two into the listen backlog, later connects time out). After `heal()` new and
+    idle connections work again; one that had bytes held back is closed, as a connection that
+    outlived a partition would be by its peer. `with` closes everything."""
+
+    def __init__(self, host: str, port: int):
+        self.target = (host, port)
+        self._listener = socket.create_server(("127.0.0.1", 0), backlog=1)
+        self.port = self._listener.getsockname()[1]
+        self._open = threading.Event()
+        self._open.set()
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def cut(self) -> None:
+        self._open.clear()
+
+    def heal(self) -> None:
+        self._open.set()
+
+    def _accept(self) -> None:
+        while True:
+            self._open.wait()
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return  # closed
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._sockets += [client, upstream]
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                if not self._open.is_set():
+                    self._open.wait()  # held back until the cut heals, then never delivered
+                    break
+                dst.sendall(data)
+            else:
+                self._open.wait()  # an end (FIN) crosses no cut either
+        except OSError:
+            pass
+        for sock in (src, dst):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self._open.set()
+        self._listener.close()
+        with self._lock:
+            for sock in self._sockets:
+                sock.close()
+
+    def __enter__(self) -> TcpCut:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,8 +1,14 @@
-"""A broker restart loses no queued work, on each broker: a private Redis with AOF
-(`appendfsync always`) killed with SIGKILL, and a private RabbitMQ node with quorum queues
-stopped, each while DM sends wait in its queue, then started again on the same data. Sends accepted while the
-broker was down have no message at all: the beat's sweep re-derives them from the database.
-Every delivery ends `sent`, with exactly one request to the X API each."""
+"""Broker faults lose no work and hold no request, on each broker.
+
+A restart (`soak`): a private Redis with AOF (`appendfsync always`) killed with SIGKILL, and a
+private RabbitMQ node with quorum queues stopped, each while DM sends wait in its queue, then
+started again on the same data. Sends accepted while the broker was down have no message at
+all: the beat's sweep re-derives them from the database. Every delivery ends `sent`, with
+exactly one request to the X API each.
+
+A broker that answers nothing (the path to it cut: no reset, no refusal; dev.testing.TcpCut in
+front of the test session's Redis or RabbitMQ vhost): a DM send is answered within the publish
+bound (picnic.brokers.publish_bound), accepted and left to the beat's sweep, which sends it."""
 
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from kombu import Connection
@@ -20,11 +27,13 @@ from kombu import Connection
 from chain.stack import free_port
 from dev import processes
 from dev.providers.local_x import LocalXServer
-from dev.testing import process_env, wait_until
+from dev.testing import TcpCut, history_statuses, process_env, wait_until
 from messaging.models import D, Delivery
+from messaging.services import deliveries_process_due
 from messaging.tests.factories import TOKEN_ENV, X_TOKEN
+from picnic.brokers import publish_bound
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.soak]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")  # not the su wrapper on PATH
 
@@ -103,6 +112,7 @@ def broker(request, tmp_path, switch_broker):
         private.kill()
 
 
+@pytest.mark.soak
 def test_a_broker_killed_with_queued_sends_loses_none_and_the_sweep_finds_the_rest(
     broker, celery_test_queue, queue, tmp_path
 ):
@@ -159,3 +169,80 @@ def test_a_broker_killed_with_queued_sends_loses_none_and_the_sweep_finds_the_re
         f"{broker.kind}: first start {broker.first_start:.1f} s, restart "
         f"{restart:.1f} s, all {len(deliveries)} sent {settled:.1f} s after the worker started"
     )
+
+
+# What a request adds to its publish's bound on a loaded machine (the view, its statements).
+REQUEST_MARGIN = 2.0
+DEFAULT_PORTS = {"redis": 6379, "amqp": 5672}
+
+
+def queued_messages(url: str, queue: str) -> int:
+    """Messages waiting in `queue` on the broker itself (not through the cut path)."""
+    with Connection(url, connect_timeout=5) as conn:
+        if url.startswith("redis"):
+            return conn.default_channel.client.llen(queue)
+        return conn.default_channel.queue_declare(queue=queue, passive=True).message_count
+
+
+def test_a_send_while_the_broker_answers_nothing_is_answered_in_time_and_the_sweep_sends_it(
+    celery_broker, celery_test_queue, switch_broker, settings, post, send_body, dm_token,
+    x_server, caplog,
+):  # fmt: skip
+    # The web's publisher has a pooled connection to the broker, and then the path to the
+    # broker is cut: the broker neither answers nor closes anything. Without a bound the
+    # publish (a Redis LPUSH, RabbitMQ's publisher confirm) waits for ever, and so does the
+    # request; with it the publish gives up within publish_bound() and raises, the on-commit
+    # hand-over logs it (robust: the send is committed before it), and the request is
+    # answered. Its contract (core.lifecycle.enqueue_on_commit): accepted, 202, queued in the
+    # database with no message, and the beat's sweep sends it.
+    parts = urlsplit(celery_broker)
+    if parts.scheme not in DEFAULT_PORTS:
+        pytest.skip(f"needs a broker over TCP (Redis or RabbitMQ), not {parts.scheme}://")
+    bound = publish_bound(settings.BROKER_TIMEOUT_SECONDS) + REQUEST_MARGIN
+    with TcpCut(parts.hostname, parts.port or DEFAULT_PORTS[parts.scheme]) as path:
+        userinfo = parts.netloc.rpartition("@")[0]
+        address = f"127.0.0.1:{path.port}"
+        switch_broker(urlunsplit(parts._replace(netloc=f"{userinfo}@{address}".lstrip("@"))))
+
+        def send(text: str):
+            body = {**send_body, "text": text, "idempotency_key": str(uuid.uuid4())}
+            started = time.monotonic()
+            response = post("send", body, dm_token)
+            return response, time.monotonic() - started
+
+        before, _ = send("before the cut")
+        assert before.status_code == 202, before.content
+        waiting = queued_messages(celery_broker, celery_test_queue)
+        failed_before = len([r for r in caplog.records if "on_commit" in r.getMessage()])
+        path.cut()
+        cut = [send(f"while the path is cut {n}") for n in range(2)]
+        failed = [r for r in caplog.records if "on_commit" in r.getMessage()][failed_before:]
+        path.heal()
+        after, after_took = send("after the cut healed")
+
+    worst = max(took for _, took in cut)
+    print(
+        f"{parts.scheme}: sends while the broker's path was cut answered in "
+        + ", ".join(f"{took:.2f} s" for _, took in cut)
+        + f" (worst {worst:.2f} s, bound {bound:.1f} s); after it healed {after_took:.2f} s"
+    )
+    for response, took in cut:
+        assert took <= bound, (took, bound)
+        # Accepted: the delivery was committed before the hand-over, and a publish that fails
+        # never undoes it (the client is not told to send it again).
+        assert response.status_code == 202, response.content
+        action = response.json()["action"]
+        assert action["status"] == "queued"
+        assert history_statuses(Delivery.objects.get(pk=action["id"])) == ["queued"]
+    # Both publishes gave up (logged with the error), and neither reached the broker: the
+    # healed path delivered none of what it held back. After the cut the publisher reconnects.
+    assert len(failed) == 2 and all(r.exc_info for r in failed), [r.getMessage() for r in failed]
+    assert after.status_code == 202 and after_took <= bound
+    assert queued_messages(celery_broker, celery_test_queue) == waiting + 1
+    # The beat's sweep (what the dm workers run every 5 s) sends every accepted DM, once.
+    deliveries_process_due(worker_id="sweep")
+    assert set(Delivery.objects.values_list("status", flat=True)) == {D.SENT}
+    texts = sorted(request["text"] for request in x_server.requests)
+    assert texts == sorted(["before the cut", "after the cut healed"] + [
+        f"while the path is cut {n}" for n in range(2)
+    ])  # fmt: skip
