@@ -1,10 +1,12 @@
 """Chaos under load: the cluster on one machine (dev/cluster.py) behind HAProxy, with
 concurrent agents over the API and MCP, while a driver injects one fault after another.
 
-Everything the cluster runs on is the test's own: a PostgreSQL initdb'ed into a temporary
-directory, a Redis with AOF (cache, events), the broker (a second Redis with AOF; RabbitMQ with
-quorum queues when the broker supports it), each on a free loopback port, so restarting them
-disturbs no other test. The local X DM API and Responses backend record every request.
+Everything the cluster runs on is the test's own, each on free loopback ports, so killing it
+disturbs no other test. By default (wherever its engines are installed, `make deps`) no store
+is a single node: PostgreSQL is a primary and a standby under pg_auto_failover, Redis (cache,
+events) a primary, a replica and three sentinels, the broker three clustered RabbitMQ nodes
+with quorum queues, or the Redis group itself; the processes find the primaries themselves
+(dev/cluster.py). The local X DM API and Responses backend record every request.
 
 The agents (threads in this process, through HAProxy): DM sends over the API, each retried
 with its idempotency key after a retryable error and once more after success (the same action
@@ -12,10 +14,13 @@ must come back); operations submitted with their idempotency key; status polls; 
 with the official SDK client (DM sends with their key, operation status reads).
 
 The faults, in turn: SIGKILL one web, one MCP, one worker of each queue kind, the beat
-holder; restart Redis (SIGKILL, then start on its AOF); restart the broker; restart PostgreSQL
-(fast shutdown). The cluster's supervisor restarts what was killed; the time to recover is
-until every process serves again, HAProxy sees every server up and a fresh DM sent through
-the balancer reached the provider.
+holder; SIGKILL the Redis primary; SIGKILL the PostgreSQL primary; on RabbitMQ SIGKILL each
+node in turn (the dm queue's leader first); cut every connection web-1's processes hold to
+the broker's nodes (`ss -K`: the next publish must reconnect). The cluster's supervisor
+restarts what was killed; the time to recover is until every process serves again, HAProxy
+sees every server up and a fresh DM sent through the balancer reached the provider. After
+each store fault the killed node is started again and rejoins its group before the next fault
+(the table says how long).
 
 Afterwards: nothing accepted is lost and no DM reached the provider twice; every item is
 terminal (or the documented waiting state `unknown`, only for sends a fault interrupted)
@@ -24,14 +29,13 @@ connection, an answer cut off by a killed server), each followed by a success wi
 key; the billing invariants hold and /metrics agrees with the database. The table of the run is
 printed to the terminal, passing or not.
 
-PICNIC_CHAOS_FAILOVER=1 runs it with no single node instead (opt-in: it costs about half a
-minute more per broker): PostgreSQL as a primary and a standby under pg_auto_failover, Redis as
-a primary, a replica and three sentinels, three RabbitMQ nodes (or the Redis group as the
-broker), the processes finding the primaries themselves (dev/cluster.py). The store faults are
-then: SIGKILL the PostgreSQL primary, the Redis primary, each RabbitMQ node in turn (the dm
-queue's leader first), and cut a web process's broker connections. After each, the killed node
-is started again and rejoins as a standby before the next fault (the table says how long);
-the invariants are the same.
+PICNIC_CHAOS_FAILOVER=0 runs it on single nodes instead, a quicker run: a PostgreSQL, a Redis
+with AOF and the broker (a second Redis with AOF, or one RabbitMQ node), with the restart
+faults in place of the failover ones: restart Redis (SIGKILL, then start on its AOF), restart
+the broker, restart PostgreSQL (fast shutdown). An engine that is not installed (HAProxy,
+redis-server, RabbitMQ, pg_auto_failover) skips the test on a developer's machine, saying so,
+and fails it in CI (PICNIC_REQUIRE_POSTGRES=1) or when PICNIC_CHAOS_FAILOVER=1 asked for the
+failover mode: a skip must not pass for faults that never ran.
 """
 
 from __future__ import annotations
@@ -48,9 +52,10 @@ import threading
 import time
 import urllib.error
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 import anyio
 import httpx2
@@ -69,12 +74,7 @@ from mcp_adapter.sessions import EVENT_META_KEY
 from picnic.tests.chaos_world import PREFIX, System, world
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = [
-    pytest.mark.chaos,
-    pytest.mark.skipif(
-        not Path(clusters.HAPROXY).exists(), reason="needs Debian's haproxy (make deps)"
-    ),
-]
+pytestmark = pytest.mark.chaos
 
 WARM_SECONDS = 2  # load before the first fault
 RECOVER_BOUND = 90  # each fault: back within this
@@ -88,7 +88,22 @@ NOTIFY_BOUND = 20  # the followed action changed: its update reaches the MCP ses
 # After these faults the followed action changes: the MCP session must hear of it and answer a
 # tool call.
 FOLLOW_AFTER = ("SIGKILL mcp-1", "restart Redis (AOF)", "restart PostgreSQL")
-FAILOVER = os.environ.get("PICNIC_CHAOS_FAILOVER") == "1"
+
+
+def chaos_mode(environ: Mapping[str, str]) -> tuple[bool, bool]:
+    """Whether the run is in failover mode (no single node, the failover faults), and whether
+    an engine that is not installed fails it. The failover mode is the default wherever its
+    engines are installed (`make deps`); PICNIC_CHAOS_FAILOVER=0 runs the process faults on
+    single nodes instead (a quicker run), =1 insists on the failover mode. CI
+    (PICNIC_REQUIRE_POSTGRES=1), or a run that asked for the failover mode, fails on a missing
+    engine: a skip there would look like a pass of faults that never ran."""
+    setting = environ.get("PICNIC_CHAOS_FAILOVER", "")
+    if setting not in ("", "0", "1"):
+        raise pytest.UsageError(f"PICNIC_CHAOS_FAILOVER={setting!r}: 0, 1 or unset")
+    return setting != "0", bool(environ.get("PICNIC_REQUIRE_POSTGRES")) or setting == "1"
+
+
+FAILOVER, REQUIRE_ENGINES = chaos_mode(os.environ)
 if FAILOVER:
     FOLLOW_AFTER = ("SIGKILL mcp-1", "SIGKILL the Redis primary", "SIGKILL the PostgreSQL primary")
 REJOIN_BOUND = 240  # a killed store node is back in its group within this
@@ -96,6 +111,15 @@ REJOIN_BOUND = 240  # a killed store node is back in its group within this
 RETRYABLE_STATUSES = {502, 503, 504}
 RETRYABLE = {*RETRYABLE_STATUSES, "interrupted"}
 RETRYABLE_ERRORS = (ConnectionError, http.client.HTTPException, TimeoutError, socket.timeout)
+
+
+def missing_engine(what: str) -> NoReturn:
+    """A server the chaos test runs is not installed: skipped on a developer's machine (with
+    PICNIC_CHAOS_FAILOVER=0 as the way to run without the failover engines), failed in CI."""
+    if REQUIRE_ENGINES:
+        pytest.fail(f"the chaos test needs {what} (make deps)", pytrace=False)
+    quick = "; PICNIC_CHAOS_FAILOVER=0 runs the process faults on single nodes" if FAILOVER else ""
+    pytest.skip(f"needs {what} (make deps){quick}")
 
 
 @dataclass
@@ -359,18 +383,28 @@ class Agents(LoadThreads):
 
 
 @pytest.fixture(scope="module")
-def postgres():
+def engines() -> None:
+    """What every run needs installed (HAProxy, Redis; in failover mode pg_auto_failover too);
+    RabbitMQ is checked by its run."""
+    if not Path(clusters.HAPROXY).exists():
+        missing_engine("Debian's haproxy")
+    if shutil.which("redis-server") is None:
+        missing_engine("redis-server")
+    if FAILOVER and not clusters.FailoverPostgres.available():
+        missing_engine("pg_auto_failover (pg-auto-failover-cli, postgresql-15-auto-failover)")
+
+
+@pytest.fixture(scope="module")
+def postgres(engines):
     """One private PostgreSQL for both brokers' runs (each gets a fresh database on it, copied
     from a template migrated once): what the two runs can share without sharing a fault. In
     failover mode, a primary and a standby under pg_auto_failover."""
-    if not FAILOVER:
-        server = clusters.PostgresServer().start()
-    elif not clusters.FailoverPostgres.available():
-        pytest.skip("PICNIC_CHAOS_FAILOVER needs pg_auto_failover (make deps)")
-    else:
+    if FAILOVER:
         server = clusters.FailoverPostgres(
             Path(tempfile.mkdtemp(prefix="picnic-pg-ha-")), dbname="keeper"
         ).start()
+    else:
+        server = clusters.PostgresServer().start()
     yield server
     server.stop()
     if FAILOVER:
@@ -379,6 +413,8 @@ def postgres():
 
 @pytest.fixture(params=["redis", "amqp"])
 def system(request, tmp_path, postgres):
+    if request.param == "amqp" and not clusters.RABBITMQ_SERVER.exists():
+        missing_engine(f"RabbitMQ ({clusters.RABBITMQ_SERVER})")
     with world(tmp_path, request.param, postgres=postgres, failover=FAILOVER) as system:
         yield system
 
