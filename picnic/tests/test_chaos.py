@@ -15,12 +15,14 @@ with the official SDK client (DM sends with their key, operation status reads).
 
 The faults, in turn: SIGKILL one web, one MCP, one worker of each queue kind, the beat
 holder; SIGKILL the Redis primary; SIGKILL the PostgreSQL primary; on RabbitMQ SIGKILL each
-node in turn (the dm queue's leader first); cut every connection web-1's processes hold to
-the broker's nodes (`ss -K`: the next publish must reconnect). The cluster's supervisor
-restarts what was killed; the time to recover is until every process serves again, HAProxy
-sees every server up and a fresh DM sent through the balancer reached the provider. After
-each store fault the killed node is started again and rejoins its group before the next fault
-(the table says how long).
+node in turn (the dm queue's leader first); cut web-1's broker connections (reset again and
+again for at least CUT_SECONDS while DMs are sent straight to web-1: a publish must not hang
+its request, so each is answered within PUBLISH_ANSWER_BOUND, accepted or 503 with
+Retry-After; the slowest answer is printed). The cluster's supervisor restarts what was
+killed; the time to recover is until every process serves again, HAProxy sees every server up
+and a fresh DM sent through the balancer reached the provider. After each store fault the
+killed node is started again and rejoins its group before the next fault (the table says how
+long).
 
 Afterwards: nothing accepted is lost and no DM reached the provider twice; every item is
 terminal (or the documented waiting state `unknown`, only for sends a fault interrupted)
@@ -71,6 +73,7 @@ from dev import processes
 from dev.testing import DM_ENDS, OPERATION_ENDS, LoadThreads
 from mcp_adapter.event_store import INTERRUPTED
 from mcp_adapter.sessions import EVENT_META_KEY
+from picnic.brokers import publish_bound
 from picnic.tests.chaos_world import PREFIX, System, world
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,6 +114,12 @@ REJOIN_BOUND = 240  # a killed store node is back in its group within this
 RETRYABLE_STATUSES = {502, 503, 504}
 RETRYABLE = {*RETRYABLE_STATUSES, "interrupted"}
 RETRYABLE_ERRORS = (ConnectionError, http.client.HTTPException, TimeoutError, socket.timeout)
+# "cut web-1's broker connections" (failover mode): for at least CUT_SECONDS web-1's broker
+# connections are cut again and again while DMs are sent straight to web-1; each is answered
+# within PUBLISH_ANSWER_BOUND: the publish's own bound (picnic.brokers.publish_bound, with the
+# processes' default BROKER_TIMEOUT_SECONDS of 2 s) and what the request takes on this machine.
+CUT_SECONDS = 5
+PUBLISH_ANSWER_BOUND = publish_bound(2.0) + 5
 
 
 def missing_engine(what: str) -> NoReturn:
@@ -486,34 +495,122 @@ def kill_rabbit_node(which: str) -> Callable[[System], Callable[[], None]]:
     return inject
 
 
-CUT: dict[str, int] = {}
+@dataclass
+class PublishCut:
+    """The fault "cut web-1's broker connections": from its start until at least CUT_SECONDS
+    later (and until the cluster served again), every TCP connection web-1's processes hold to
+    the broker's nodes, a publisher's pooled connection among them, is reset (`ss -K`) again
+    and again, while a client sends DMs straight to web-1 (not through HAProxy, which could
+    send them to web-2). A publish must not hang its request: each answer comes within
+    PUBLISH_ANSWER_BOUND and is the send accepted (its publish reconnected, to another node if
+    need be, or gave up and left the send to the beat's sweep) or a 503 with Retry-After (the
+    client sends it again with its key)."""
 
+    cuts: int = 0  # connections reset
+    answers: list[tuple[float, str]] = field(default_factory=list)  # (seconds, status)
+    deliveries: dict[str, str] = field(default_factory=dict)  # accepted id -> text
+    problems: list[str] = field(default_factory=list)
+    lasted: float = 0.0  # how long the connections were being cut
+    stop: threading.Event = field(default_factory=threading.Event)
 
-def cut_broker_connections(s: System) -> None:
-    """Reset every connection web-1's processes hold to the broker's nodes (a publisher's
-    pooled connection among them): the next publish must reconnect, not hang."""
-    ports = {node.port for node in s.broker.nodes}
-    CUT["web-1"] = s.cluster.cut_connections("web-1", ports)
+    def __enter__(self) -> PublishCut:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()  # also when the run failed before the fault was over
+
+    def inject(self, s: System) -> Callable[[], None]:
+        stop = self.stop
+        started = time.monotonic()
+        ports = {node.port for node in s.broker.nodes}
+        url = f"http://127.0.0.1:{s.cluster.members['web-1'].port}"
+
+        def cutting() -> None:
+            while not stop.is_set():
+                self.cuts += s.cluster.cut_connections("web-1", ports)
+                stop.wait(0.2)
+
+        def sending() -> None:
+            while not stop.is_set():
+                self.send(s, url)
+                stop.wait(PACE_SECONDS)
+
+        threads = [threading.Thread(target=run, daemon=True) for run in (cutting, sending)]
+        for thread in threads:
+            thread.start()
+
+        def end() -> None:
+            deadline = started + CUT_SECONDS + 2 * PUBLISH_ANSWER_BOUND
+            while time.monotonic() < started + CUT_SECONDS or (
+                len(self.answers) < 3 and time.monotonic() < deadline
+            ):
+                time.sleep(0.1)
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=PUBLISH_ANSWER_BOUND + 10)
+            self.lasted = time.monotonic() - started
+
+        return end
+
+    def send(self, s: System, url: str) -> None:
+        """One DM to web-1, sent again with its key after a 503 with Retry-After."""
+        text = f"chaos cut {uuid.uuid4()}"
+        key = str(uuid.uuid4())
+        body = {**s.dm_target, "text": text, "idempotency_key": key}
+        deadline = time.monotonic() + RETRY_FOR
+        while True:
+            started = time.monotonic()
+            try:
+                status, headers, raw = processes.http(
+                    "POST",
+                    f"{url}/private-messaging-api/actions/send",
+                    body=body,
+                    token=s.api_token,
+                    headers={"Idempotency-Key": key},
+                    timeout=PUBLISH_ANSWER_BOUND + 5,
+                )
+            except (OSError, http.client.HTTPException) as exc:  # a hang ends as a timeout
+                took = time.monotonic() - started
+                self.answers.append((took, type(exc).__name__))
+                self.problems.append(f"web-1 gave no answer ({took:.1f} s): {exc!r}")
+                return
+            took = time.monotonic() - started
+            self.answers.append((took, str(status)))
+            if took > PUBLISH_ANSWER_BOUND:
+                self.problems.append(f"web-1 answered {status} after {took:.1f} s")
+            retry_after = {k.lower(): v for k, v in headers.items()}.get("retry-after")
+            if status in (200, 202):
+                self.deliveries[json.loads(raw)["action"]["id"]] = text
+                return
+            if status != 503 or not retry_after:
+                self.problems.append(f"web-1 answered {status} {retry_after=} {raw[:200]!r}")
+                return
+            if time.monotonic() > deadline:
+                self.problems.append(f"web-1 still answered 503 after {RETRY_FOR}s")
+                return
+            time.sleep(min(float(retry_after), 1.0))
+
+    def worst(self) -> float:
+        return max((took for took, _ in self.answers), default=0.0)
 
 
 PROCESS_FAULTS = FAULTS[:4]
-FAILOVER_FAULTS: dict[str, list[tuple[str, Callable]]] = {
-    "redis": [
+
+
+def failover_faults(broker_kind: str, cut: PublishCut) -> list[tuple[str, Callable]]:
+    """The faults of the failover mode, on the Redis group as the broker or on RabbitMQ."""
+    faults = [
         *PROCESS_FAULTS,
         ("SIGKILL the Redis primary", kill_redis_primary),
         ("SIGKILL the PostgreSQL primary", kill_postgres_primary),
-        ("cut web-1's broker connections", cut_broker_connections),
-    ],
-    "amqp": [
-        *PROCESS_FAULTS,
-        ("SIGKILL the Redis primary", kill_redis_primary),
-        ("SIGKILL the PostgreSQL primary", kill_postgres_primary),
-        ("SIGKILL the dm queue leader's node", kill_rabbit_node("leader")),
-        ("SIGKILL a second RabbitMQ node", kill_rabbit_node("next")),
-        ("SIGKILL the third RabbitMQ node", kill_rabbit_node("next")),
-        ("cut web-1's broker connections", cut_broker_connections),
-    ],
-}
+    ]
+    if broker_kind == "amqp":
+        faults += [
+            ("SIGKILL the dm queue leader's node", kill_rabbit_node("leader")),
+            ("SIGKILL a second RabbitMQ node", kill_rabbit_node("next")),
+            ("SIGKILL the third RabbitMQ node", kill_rabbit_node("next")),
+        ]
+    return [*faults, ("cut web-1's broker connections", cut.inject)]
 
 
 def test_chaos_faults_under_load_nothing_lost_nothing_sent_twice(system, caplog, capsys):
@@ -522,8 +619,9 @@ def test_chaos_faults_under_load_nothing_lost_nothing_sent_twice(system, caplog,
     recovered: dict[str, float] = {}
     rejoined: dict[str, float] = {}  # failover mode: the killed node back in its group
     followed: dict[str, bool] = {}  # fault -> the subscription made before it delivered after
-    faults = FAILOVER_FAULTS[system.broker_kind] if FAILOVER else FAULTS
-    with Agents(system) as agents:
+    cut = PublishCut()
+    faults = failover_faults(system.broker_kind, cut) if FAILOVER else FAULTS
+    with Agents(system) as agents, cut:
         assert agents.mcp.subscribed.wait(RETRY_FOR), "the MCP agent never subscribed"
         time.sleep(WARM_SECONDS)
         for name, inject in faults:
@@ -546,7 +644,7 @@ def test_chaos_faults_under_load_nothing_lost_nothing_sent_twice(system, caplog,
                 started = time.monotonic()
                 rejoin()
                 rejoined[name] = time.monotonic() - started
-    accepted = dict(agents.deliveries)
+    accepted = {**agents.deliveries, **cut.deliveries}
 
     def settled() -> dict | None:
         report = system.probe("check")
@@ -569,9 +667,15 @@ def test_chaos_faults_under_load_nothing_lost_nothing_sent_twice(system, caplog,
     with capsys.disabled():  # to the terminal: CI's output shows the table of a passing run too
         print_table(system, recovered, followed, agents, lost, duplicates, statuses, operations)
         if FAILOVER:
-            print_failover(rejoined)
+            print_failover(rejoined, cut)
 
     assert agents.tally.unexpected == [], agents.tally.unexpected[:10]
+    if FAILOVER:
+        # Requests to web-1 while its broker connections were being cut: each answered in time
+        # (accepted, or 503 with Retry-After), none hung.
+        assert cut.problems == [], cut.problems[:10]
+        assert cut.cuts > 0 and len(cut.answers) >= 3, (cut.cuts, cut.answers)
+        assert cut.worst() <= PUBLISH_ANSWER_BOUND, cut.answers
     # MCP: one session for the whole run, which went on on the other instance when mcp-1 died
     # (and through every other fault); after each fault it was checked after, its
     # subscription, made before the faults, delivered, and a tool call was answered.
@@ -652,8 +756,14 @@ def print_table(
     print("\n".join(lines))
 
 
-def print_failover(rejoined: dict[str, float]) -> None:
-    lines = ["failover: the killed node back in its group (standby) in"]
+def print_failover(rejoined: dict[str, float], cut: PublishCut) -> None:
+    lines = ["failover: the killed node back in its group (standby), or the cut over, in"]
     lines += [f"  {name:<44} {seconds:6.1f} s" for name, seconds in rejoined.items()]
-    lines.append(f"connections cut: {CUT or 'none'}")
+    statuses = collections.Counter(status for _, status in cut.answers)
+    lines.append(
+        f"web-1 while its broker connections were cut ({cut.cuts} connections over "
+        f"{cut.lasted:.1f} s): {len(cut.answers)} sends answered "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(statuses.items())) or 'none'}), "
+        f"the slowest in {cut.worst():.2f} s (bound {PUBLISH_ANSWER_BOUND:.1f} s)"
+    )
     print("\n".join(lines))
