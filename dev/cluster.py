@@ -552,7 +552,7 @@ class PostgresServer:
 
 
 # --- No single node: the stores with failover (`make cluster` HA mode, the chaos test's
-# PICNIC_CHAOS_FAILOVER mode). Each on its own loopback ports and folders under `workdir`.
+# default failover mode). Each on its own loopback ports and folders under `workdir`.
 
 
 class ReplicatedRedis:
