@@ -24,7 +24,7 @@ chromium:
 haproxy:
 	@test -x /usr/sbin/haproxy || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; }
 
-# `make cluster HA=1` and the chaos test's failover mode: PostgreSQL under Debian's
+# `make cluster` and the chaos test's failover mode: PostgreSQL under Debian's
 # pg_auto_failover (ADR 0008); Redis Sentinel is redis-server's own mode, RabbitMQ clusters itself.
 failover:
 	@test -x /usr/bin/pg_autoctl || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pg-auto-failover-cli postgresql-15-auto-failover; }
@@ -96,12 +96,12 @@ prod: deps prod-secrets
 # The same with several instances of each type behind HAProxy (docs/deploy.md, "The cluster on
 # one machine"): 2 web, 2 MCP, 2 workers per queue kind, a beat and a standby beat. Not the
 # default: `make run` stays the one-process embedded system. Celery on Redis, or on RabbitMQ
-# with CELERY_BROKER_URL=amqp://…. HA=1: no single node for the stores either (it starts its own
-# PostgreSQL under pg_auto_failover, Redis under Sentinel, three RabbitMQ nodes; HA_BROKER=redis
-# puts Celery on the Redis group).
+# with CELERY_BROKER_URL=amqp://…. No single node for the stores either: it starts its own
+# PostgreSQL under pg_auto_failover, Redis under Sentinel and three RabbitMQ nodes (HA_BROKER=redis
+# puts Celery on the Redis group). HA=0: the stores of CELERY_BROKER_URL and DATABASE_URL instead.
 cluster: deps prod-secrets
 	$(PROD_ENV) MCP_RESOURCE_URL=$${MCP_RESOURCE_URL:-http://127.0.0.1:8001/mcp} \
-	$(BIN)/python manage.py run_cluster $(if $(HA),--ha --ha-broker $(or $(HA_BROKER),amqp))
+	$(BIN)/python manage.py run_cluster $(if $(filter 0,$(HA)),,--ha --ha-broker $(or $(HA_BROKER),amqp))
 
 # On PostgreSQL, two pytest processes side by side: the chain/chaos/soak/browser tests (mostly
 # waiting on what they start) beside the rest, each with its own databases (dev/lanes.py).

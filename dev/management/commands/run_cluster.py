@@ -3,7 +3,7 @@ workers per queue kind, a beat and a standby beat, HAProxy in front — with DEB
 PostgreSQL, Redis and the broker CELERY_BROKER_URL names (Redis or RabbitMQ), the local
 providers and chain stack in place of real ones, as `make prod` starts them.
 
-`--ha` (`make cluster HA=1`): no single node either for the stores, which it starts itself on
+`--ha` (`make cluster`; `HA=0` leaves it out): no single node either for the stores, which it starts itself on
 loopback ports of their own with their data under var/cluster-ha/ (dev/cluster.py): PostgreSQL
 as a primary and a standby under pg_auto_failover, Redis as a primary, a replica and three
 sentinels, and three RabbitMQ nodes with quorum queues (`--ha-broker redis`: Celery on the
