@@ -79,6 +79,20 @@ def _sentinel(url: SentinelUrl, timeout: float | None, asynchronous: bool):
     return cls(list(url.sentinels), sentinel_kwargs=options)
 
 
+class FollowingConnection(redis.asyncio.sentinel.SentinelManagedConnection):
+    """An asyncio connection to the primary that asks the sentinels where it is on every
+    reconnect. redis-py's (8.1) asks only when the pool hands a connection out: a command
+    retried on the same connection (a pipeline's retries reconnect inside
+    `send_packed_command`) went back to the address it had, so after a failover every retry
+    knocked on the dead primary until the retries ran out (the MCP servers' event store then
+    failed; core/tests/test_stores.py). The sync client finds the new primary as it is."""
+
+    async def _connect(self):
+        if self.connection_pool.is_master:
+            self.host, self.port = await self.connection_pool.get_master_address()
+        return await super()._connect()
+
+
 def redis_client(url: str, *, master: str, asynchronous: bool = False, **options):
     """A client of the Redis `url` names: the one node, or the primary the sentinels know
     (found again on each new connection)."""
@@ -89,6 +103,8 @@ def redis_client(url: str, *, master: str, asynchronous: bool = False, **options
     timeout = options.get("socket_connect_timeout") or options.get("socket_timeout") or 2.0
     sentinel = _sentinel(parsed, timeout, asynchronous)
     cls = redis.asyncio.Redis if asynchronous else redis.Redis
+    if asynchronous:
+        options = {"connection_class": FollowingConnection, **options}
     return sentinel.master_for(
         master, redis_class=cls, db=parsed.db, password=parsed.password, **options
     )

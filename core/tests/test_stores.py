@@ -66,6 +66,45 @@ def test_a_sentinel_url_follows_the_primary_through_a_failover(sentinels):
 
 
 @needs_redis
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "asyncio"])
+def test_a_command_retried_on_its_connection_after_a_failover_reaches_the_new_primary(
+    sentinels, asynchronous
+):
+    """A pipeline on a connection opened before the primary died: its retries reconnect that
+    same connection, which must ask the sentinels again (redis-py's went back to the dead
+    address until its retries ran out: an MCP server's event store then failed for good)."""
+    import asyncio
+
+    import redis.asyncio.retry
+    import redis.retry
+    from redis.backoff import ExponentialBackoff
+
+    url = sentinels.url(db=4)
+    retry = redis.asyncio.retry.Retry if asynchronous else redis.retry.Retry
+    # About 30 s of retries: far longer than the failover takes here (1-2 s).
+    options = {"retry": retry(ExponentialBackoff(cap=0.5, base=0.05), retries=60)}
+    client = stores.redis_client(
+        url, master=sentinels.MASTER, asynchronous=asynchronous, socket_timeout=1, **options
+    )
+
+    async def maybe(result):
+        return await result if asynchronous else result
+
+    async def run():
+        await maybe(client.set("before", "1"))  # its one pooled connection: to the primary
+        killed = sentinels.kill_primary()
+        pipe = client.pipeline(transaction=True)
+        pipe.set("after", "2")
+        pipe.get("after")
+        assert (await maybe(pipe.execute()))[1] == b"2"
+        assert sentinels.primary() is not killed
+        if asynchronous:
+            await client.aclose()
+
+    asyncio.run(run())
+
+
+@needs_redis
 def test_the_cache_pool_and_an_async_client_reach_the_primary(sentinels):
     import asyncio
 
