@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import logging
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
@@ -34,6 +35,8 @@ from mcp.server.streamable_http import GET_STREAM_KEY, EventCallback, EventMessa
 
 from core import stores
 from mcp_adapter.sessions import EVENT_META_KEY, store_client
+
+logger = logging.getLogger(__name__)
 
 MAX_MEMORY_STREAMS = 10_000
 RESUME_POLL_SECONDS = 0.2
@@ -176,7 +179,17 @@ class SessionEventStore(EventStore):
             if message is None
             else message.model_dump_json(by_alias=True, exclude_unset=True)
         )
-        position = await self.backend.append(key, json.dumps(stream_id), payload, _once(message))
+        try:
+            position = await self.backend.append(
+                key, json.dumps(stream_id), payload, _once(message)
+            )
+        except redis.RedisError:
+            # The store is away beyond the client's retries. Raising here would end the SDK's
+            # message router for this session (it logs and stops): every later answer of the
+            # session would wait for ever. The message goes out live without an id instead;
+            # only a resumption past it finds nothing.
+            logger.warning("MCP event not stored (the store is unreachable): sent without an id")
+            return ""
         return f"{key}.{position}"
 
     async def replay_events_after(self, last_event_id: str, send_callback: EventCallback):

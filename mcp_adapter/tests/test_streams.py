@@ -199,3 +199,21 @@ def test_a_resumed_request_on_redis_is_told_interrupted_too(settings, redis_even
     stream, sent, _, again = anyio.run(_resume_orphan, redis_events, None)
     assert stream is None and isinstance(sent[-1].message, types.JSONRPCError)
     assert again[-1].event_id == sent[-1].event_id
+
+
+def test_an_event_the_store_cannot_take_goes_out_without_an_id(caplog):
+    """Redis away beyond the client's retries: the message is still sent (live, no id) instead
+    of the error reaching the SDK's message router, which would stop routing the session's
+    answers for good (every later tool call of the session would wait for ever)."""
+    from dev.cluster import free_port
+
+    backend = RedisEvents(f"redis://127.0.0.1:{free_port()}/0", max_events=10, ttl_seconds=60)
+    backend.client.connection_pool.connection_kwargs["retry"] = None  # fail at once here
+    session = PicnicEventStore(backend).for_session(uuid.uuid4().hex)
+
+    async def store():
+        return await session.store_event("1", _message(1)), await session.store_event("1", None)
+
+    with caplog.at_level("WARNING", logger="mcp_adapter.event_store"):
+        assert anyio.run(store) == ("", "")
+    assert "not stored" in caplog.text
