@@ -15,7 +15,10 @@ known before anything leaves (at most once, core.http).
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
+import os
 import socket
 import ssl
 import threading
@@ -66,18 +69,79 @@ def remaining(deadline: float) -> float:
     return left
 
 
+class _Alarms:
+    """The process's one watchdog thread: a heap of deadlines, each fired when it passes.
+
+    One long-lived thread instead of a `threading.Timer` per request: starting and joining a
+    thread for every provider call cost more than the rest of the deadline's bookkeeping. A
+    watchdog that ends first is only marked (its entry is skipped when it comes up)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[list[Any]] = []  # [deadline, sequence, Watchdog | None]
+        self._count = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def add(self, deadline: float, dog: Watchdog) -> list[Any]:
+        entry = [deadline, next(self._count), dog]
+        with self._cond:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="outbound-watchdog", daemon=True
+                )
+                self._thread.start()
+            heapq.heappush(self._heap, entry)
+            if self._heap[0] is entry:  # sooner than what the thread waits for
+                self._cond.notify()
+        return entry
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    while self._heap and self._heap[0][2] is None:
+                        heapq.heappop(self._heap)  # ended before its deadline
+                    if not self._heap:
+                        self._cond.wait()
+                        continue
+                    left = self._heap[0][0] - time.monotonic()
+                    if left <= 0:
+                        dog = heapq.heappop(self._heap)[2]
+                        break
+                    self._cond.wait(left)
+            if dog is not None:
+                dog._fire()
+
+
+_alarms = _Alarms()
+
+
+def _alarms_after_fork() -> None:
+    # A forked child (a prefork worker) has no copy of the thread, and the condition's lock
+    # may have been held by it at the fork: the child starts its own.
+    global _alarms
+    _alarms = _Alarms()
+
+
+os.register_at_fork(after_in_child=_alarms_after_fork)
+
+
 class Watchdog:
-    """Shuts `sock` down at `deadline` (from a timer thread), ending any wait on it."""
+    """Shuts `sock` down at `deadline` (from the process's watchdog thread), ending any wait
+    on it. Once the `with` block is left it never fires."""
 
     def __init__(self, sock: socket.socket | None, deadline: float):
         self.sock = sock
         self.fired = False
+        self.deadline = deadline
         self._lock = threading.Lock()
-        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._fire)
-        self._timer.daemon = True
+        self._ended = False
+        self._entry: list[Any] | None = None
 
     def _fire(self) -> None:
         with self._lock:
+            if self._ended:
+                return
             self.fired = True
             if self.sock is None:
                 return
@@ -89,11 +153,14 @@ class Watchdog:
                 pass  # already closed: nothing waits on it
 
     def __enter__(self) -> Watchdog:
-        self._timer.start()
+        self._entry = _alarms.add(self.deadline, self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._timer.cancel()
+        with self._lock:
+            self._ended = True
+        if self._entry is not None:
+            self._entry[2] = None
 
 
 @contextmanager

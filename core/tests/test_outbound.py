@@ -159,3 +159,74 @@ def test_each_address_is_tried_in_turn_and_the_last_failure_is_raised():
             outbound.get_any(ips=[], deadline=outbound.deadline_in(TIMEOUT), **fetch)
     finally:
         listener.close()
+
+
+def test_every_watchdog_of_a_process_runs_on_one_thread_and_fires_in_deadline_order():
+    pairs = [socket.socketpair() for _ in range(3)]
+    now = outbound.deadline_in(0)
+    # Added latest-first: the thread must wake for the sooner deadline each time.
+    dogs = [
+        outbound.Watchdog(pairs[i][0], now + delay) for i, delay in ((0, 3.0), (1, 0.3), (2, 0.1))
+    ]
+    try:
+        before = {t.name for t in threading.enumerate()}
+        for dog in dogs:
+            dog.__enter__()
+        watchers = [t for t in threading.enumerate() if t.name == "outbound-watchdog"]
+        assert len(watchers) == 1
+        assert {t.name for t in threading.enumerate()} - before <= {"outbound-watchdog"}
+        # A socket shut down by its watchdog reads end-of-stream instead of waiting.
+        pairs[2][0].settimeout(5)
+        assert pairs[2][0].recv(1) == b""
+        assert dogs[2].fired and not dogs[0].fired
+        pairs[0][0].settimeout(5)
+        assert pairs[0][0].recv(1) == b""
+        assert all(dog.fired for dog in dogs)
+    finally:
+        for dog in dogs:
+            dog.__exit__(None, None, None)
+        for a, b in pairs:
+            a.close()
+            b.close()
+
+
+def test_a_watchdog_left_before_its_deadline_never_fires():
+    a, b = socket.socketpair()
+    try:
+        with outbound.watchdog(a, outbound.deadline_in(0.2)) as dog:
+            pass
+        # A later one on the same thread fires: the first had its chance and was skipped.
+        with outbound.watchdog(None, outbound.deadline_in(0.4)) as later:
+            deadline = outbound.deadline_in(5)
+            while not later.fired and outbound.deadline_in(0) < deadline:
+                threading.Event().wait(0.05)
+        assert later.fired and not dog.fired
+        b.sendall(b"x")
+        a.settimeout(1)
+        assert a.recv(1) == b"x"  # not shut down
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_forked_child_gets_a_watchdog_thread_of_its_own():
+    import os
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its deadline fires although the parent's thread is not here
+        try:
+            os.close(read)
+            c, d = socket.socketpair()
+            with outbound.watchdog(c, outbound.deadline_in(0.1)):
+                c.settimeout(5)
+                ok = c.recv(1) == b""
+            os.write(write, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(write)
+    try:
+        assert os.read(read, 1) == b"1"
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
