@@ -13,7 +13,7 @@ Prints throughput (requests/s) and p99 per kind for each size, then the ratios 2
 
     .venv/bin/python bench/cluster_scale.py [--seconds 20] [--clients 4] [--instances 1,2]
 
-The ratios need both sizes; `--instances 2` (CI's smoke run) starts one cluster, not two.
+The ratios need both sizes; `--instances 1` (CI's smoke run) starts one cluster, not two.
 """
 
 from __future__ import annotations
