@@ -156,19 +156,24 @@ def world(
     instances: int = 2,
     postgres: clusters.PostgresServer | clusters.FailoverPostgres | None = None,
     failover: bool = False,
+    rabbits: clusters.RabbitCluster | None = None,
 ) -> Iterator[System]:
     """The cluster (`instances` of each process type) on services of its own, with the agent
     made and its tokens in `System`; everything it started stopped on the way out. A running
     `postgres` may be passed (the chaos test's brokers share one): the world gets a fresh
     database on it. `failover`: no single node (a FailoverPostgres must be passed; Redis under
-    Sentinel; three RabbitMQ nodes, or the Redis group's database 1 as the broker)."""
+    Sentinel; three RabbitMQ nodes, or the Redis group's database 1 as the broker). A running
+    RabbitMQ cluster may be passed as `rabbits` (the caller started it and stops it)."""
     own_postgres = postgres is None
     postgres = postgres or clusters.PostgresServer()
     if broker_kind == "amqp" and not clusters.RABBITMQ_SERVER.exists():
         pytest.skip(f"RabbitMQ is not installed ({clusters.RABBITMQ_SERVER})")
     if failover:
         redis = clusters.ReplicatedRedis(tmp_path / "redis")
-        broker = clusters.RabbitCluster(tmp_path / "broker") if broker_kind == "amqp" else redis
+        if broker_kind != "amqp":
+            broker = redis
+        else:
+            broker = rabbits or clusters.RabbitCluster(tmp_path / "broker")
     else:
         redis = clusters.RedisServer(tmp_path / "redis")
         if broker_kind == "amqp":  # a node of its own: quorum queues, restarted on its own
@@ -178,7 +183,9 @@ def world(
     rabbit = isinstance(broker, clusters.RabbitServer | clusters.RabbitCluster)
     started: list = []
     try:
-        if rabbit:
+        if broker is rabbits:
+            pass  # running already
+        elif rabbit:
             started.append(broker.launch())  # its boot overlaps initdb and the migrations
         elif broker is not redis:
             started.append(broker.start())
@@ -224,7 +231,7 @@ def world(
                 "PYTHONUNBUFFERED": "1",
             }
             fresh_database(postgres, env)
-            if rabbit:
+            if rabbit and broker is not rabbits:
                 broker.wait()
             # Workers on the production pool (prefork), one child each: a solo worker runs its
             # task inside its event loop, and a task read by the loop's own follow-up read
