@@ -8,7 +8,7 @@ served by the same server in this run.
 `--server asgi` (the default) is the Procfile's web process: `gunicorn -c picnic/gunicorn_conf.py
 picnic.asgi:application` (2 uvicorn workers, pooled database connections); `--server wsgi` is
 gunicorn's sync workers on `picnic.wsgi` with persistent connections (what the first passes of
-issue 16 measured). DEBUG off either way.
+the scale work measured). DEBUG off either way.
 
 Makes its own database (bench_hot_status, or `--database`): `--actions` copies of an executed action with its
 five history rows, made in SQL, and the one the requests read. Rounds alternate which endpoint

@@ -1,4 +1,4 @@
-"""The client's address behind our own proxies (issue 42): X-Forwarded-For is believed only
+"""The client's address behind our own proxies: X-Forwarded-For is believed only
 from a peer in TRUSTED_PROXY_IPS, and only up to the first address that is not a trusted
 proxy, reading from the right (each proxy appends the address it saw; anything left of that
 is whatever the client wrote). Throttles, device records and the access line then read

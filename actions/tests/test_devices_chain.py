@@ -310,7 +310,7 @@ def test_recovery_started_cancelled_started_again_and_executed_after_the_delay(
 def test_a_recovery_passkey_cannot_be_approved_early_and_executes_only_after_its_ready_time(
     two_chains, client, staff_user, user, settings
 ):
-    """The bypass of issue 42: the recovery's passkey approved as a linked device. Refused
+    """The bypass a review found: the recovery's passkey approved as a linked device. Refused
     (409, the error shape), every chain's owners unchanged. Even with the key added on chain
     by an op of the test's own before the delay, nothing is recorded as executed (nor shown
     so on the staff timeline) until chain time passes readyAt on every chain."""

@@ -1,4 +1,4 @@
-"""Issue 14: the action tools and read tools against careless or hostile input. Every refusal
+"""The action tools and read tools against careless or hostile input. Every refusal
 is a 4xx in the one error body naming the field; nothing is written; no internal address is
 shown to the client; an unreachable chain is a 503, not a 500."""
 
@@ -167,7 +167,7 @@ def test_redact_removes_internal_addresses_and_keeps_the_reason():
 
 @pytest.mark.parametrize("path", ["/api/v1/actions/{}", "/api/v1/operations/{}"])
 def test_a_60_kb_id_in_the_path_is_not_echoed_back(user, application, make_token, client, path):
-    """The whole id came back in `detail` (issue 42)."""
+    """The whole id came back in `detail`."""
     token = make_token(user, application, scope="read:actions operations:read")
     long_id = "a" * 60_000
     response = client.get(path.format(long_id), headers={"Authorization": f"Bearer {token.token}"})

@@ -1,4 +1,4 @@
-"""Issue 42: the end-user routes that take a body, against junk, and the passkey pages when the
+"""The end-user routes that take a body, against junk, and the passkey pages when the
 chain refuses. Every refusal is a 4xx in the one error body with nothing written; a node that
 does not answer is a 503 `chain_unavailable` (page or error body), never a 500. The sweep of
 every route of the URL conf is picnic/tests/test_fuzz.py."""

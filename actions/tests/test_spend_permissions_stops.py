@@ -1,4 +1,4 @@
-"""Spending permissions stop when they must, on the real chain stack and PostgreSQL (issue 42):
+"""Spending permissions stop when they must, on the real chain stack and PostgreSQL:
 a deactivated user's agent spends nothing under their permission; the per-agent cap holds
 for requests made at once; a Revoke that commits while a transfer is being built leaves that
 transfer unsigned by the session key."""

@@ -1,4 +1,4 @@
-"""The admin as support staff use it (issue 17, item 6): the index, full errors, no delete on
+"""The admin as support staff use it: the index, full errors, no delete on
 append-only records, per-action permissions, timestamps in the staff member's time zone."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A live update arriving without reload (issue 17, item 7): Debian's Chromium (Playwright) on a
+"""A live update arriving without reload: Debian's Chromium (Playwright) on a
 staff timeline served by uvicorn on picnic.asgi; a transition committed by another connection
 reaches the page through its event stream, before the fallback poll would have run."""
 

@@ -1,4 +1,4 @@
-"""The client's address and the login throttles keyed on it (issue 42, finding 2). The real
+"""The client's address and the login throttles keyed on it. The real
 HAProxy in front of gunicorn: picnic/tests/test_proxy.py."""
 
 from __future__ import annotations

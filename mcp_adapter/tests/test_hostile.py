@@ -1,4 +1,4 @@
-"""Issue 14, items 6 and 7: what a hostile or careless agent sends through the adapter.
+"""What a hostile or careless agent sends through the adapter.
 
 Path arguments are one quoted path segment (no `../profile`, no `?query`), empty ones are
 refused before any call, a 2xx that is not the tool's JSON object is an error, and every
@@ -312,7 +312,7 @@ def test_the_status_json_is_unchanged_for_a_real_id(make_server, action, token_a
     assert json.loads(result.content[0].text)["action_id"] == str(action.pk)
 
 
-# --- no echo of long values (issue 42) -----------------------------------------------------
+# --- no echo of long values -----------------------------------------------------------
 
 LONG = "x" * 60_000
 

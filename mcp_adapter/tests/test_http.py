@@ -321,7 +321,7 @@ def test_the_python_sdks_oauth_client_steps_up_on_the_403(
     )
     assert new.user == user and set(new.scope.split()) == {"read:actions", "write:actions"}
     # The retry passed the gate (a result, not a 403) and the API took the token bound to the
-    # MCP resource (issue 21 item 1): the answer is the API's own, for a user with no card.
+    # MCP resource: the answer is the API's own, for a user with no card.
     assert result.is_error
     assert result.content[0].text == "No Picnic card for this user"
 

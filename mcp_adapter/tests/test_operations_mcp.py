@@ -273,7 +273,7 @@ def test_cancel_in_review_releases_the_hold(http_server, backend, agent, user):
 def test_another_agent_of_the_user_can_neither_read_nor_cancel_the_operation(
     http_server, backend, agent, user, make_application, make_token
 ):
-    """Issue 42: operations are per agent, as actions are (seed 000)."""
+    """Operations are per agent, as actions are (seed 000)."""
     agent_b = make_token(user, make_application("agent-b"), scope=SCOPES)
     with http_server(output_schemas=True) as http:
         (quote,) = sdk(http.url, agent.token, ("tong_operation_quote", quote_args()))

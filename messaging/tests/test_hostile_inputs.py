@@ -1,4 +1,4 @@
-"""Issue 14: DM sends against careless or hostile input: refused whole, in the one error body,
+"""DM sends against careless or hostile input: refused whole, in the one error body,
 with nothing written, and a send that fails midway leaves no conversation behind."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Deactivated means stopped (issue 42, finding 5): whichever way a user is set inactive (the
+"""Deactivated means stopped: whichever way a user is set inactive (the
 service, the admin's or a shell's save), their tokens are revoked, a refresh is refused, their
 spending keys are destroyed and their grants withdrawn; a token that survived anyway is refused
 by the API and the MCP server (401 invalid_token); reactivating brings none of it back."""

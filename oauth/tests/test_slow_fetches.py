@@ -1,4 +1,4 @@
-"""Slow servers on the other end of our fetches (issue 42, finding 3): a metadata document and
+"""Slow servers on the other end of our fetches: a metadata document and
 a logo served one byte a second by real local servers. The fetch ends at its deadline, the
 token request is a 401 invalid_client, no database connection waits with it, and the web
 stays ready and serves others meanwhile; logos are fetched on their own queue."""

@@ -1,4 +1,4 @@
-"""Issue 14: quotes and submissions against careless or hostile input: a 4xx in the one error
+"""Quotes and submissions against careless or hostile input: a 4xx in the one error
 body naming the field, never a negative price, never a database constraint hit (a 500)."""
 
 from __future__ import annotations

@@ -334,7 +334,7 @@ def _ledger(op) -> list[tuple[str, Decimal]]:
 
 
 def test_an_overrun_is_billed_at_most_the_hold_and_the_rest_written_off(backend_server, user):
-    """Issue 42 (4): 0.05 credits, a quote for 16 output tokens, a backend that answers 800
+    """A quote caps the bill: 0.05 credits, a quote for 16 output tokens, a backend that answers 800
     anyway: the charge is the hold, never the wallet's other credits."""
     billing.wallet_grant(owner=user, amount=Decimal("0.05"))
     quote = quote_create(

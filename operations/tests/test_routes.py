@@ -123,7 +123,7 @@ def test_another_owners_operation_answers_like_a_missing_one_on_every_route(
 def test_another_agents_operation_answers_like_a_missing_one_and_its_own_agent_still_can(
     funded, application, make_application, make_token, api
 ):
-    """Issue 42 (smaller finding): operations are per agent, as actions are. Agent B of the
+    """Operations are per agent, as actions are. Agent B of the
     same user cannot read, fetch the result of, or cancel agent A's operation."""
     op = operation_submit(
         owner=funded, application=application, tool="text-gen", category="c", input_text="x"

@@ -1,5 +1,5 @@
-"""The operations batch costs a fixed number of SQL statements per item (issue 16: query
-counts for the hot paths; `bench/batches.py` measures the same at scale)."""
+"""The operations batch costs a fixed number of SQL statements per item (the
+query counts of the hot paths; `bench/batches.py` measures the same at scale)."""
 
 from __future__ import annotations
 

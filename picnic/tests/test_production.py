@@ -1,4 +1,4 @@
-"""The production process model (issue 15, item 1): the ASGI app under the real gunicorn with
+"""The production process model: the ASGI app under the real gunicorn with
 uvicorn workers, static files from WhiteNoise, task routing by queue kind, exactly one beat."""
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def _inspect_ping(prefix: str) -> set[str]:
 
 def test_celery_control_reaches_only_the_workers_of_its_own_deployment(tmp_path):
     # Two deployments on one Redis: their queues were apart, but `celery inspect` from one
-    # reached the other's workers over the shared control exchange (issue 42).
+    # reached the other's workers over the shared control exchange.
     if not settings.CELERY_BROKER_URL.startswith("redis"):
         pytest.skip("needs the Redis broker (CELERY_BROKER_URL=redis://…)")
     tag = uuid.uuid4().hex[:8]

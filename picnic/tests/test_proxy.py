@@ -1,4 +1,4 @@
-"""The proxy owns the client's address (issue 42, finding 2): the shipped HAProxy
+"""The proxy owns the client's address: the shipped HAProxy
 configuration in front of the real gunicorn, a client forging X-Forwarded-For."""
 
 from __future__ import annotations

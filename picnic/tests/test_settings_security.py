@@ -1,4 +1,4 @@
-"""Safe settings (issue 14, items 2 and 8): DEBUG off unless asked, secrets masked in every
+"""Safe settings: DEBUG off unless asked, secrets masked in every
 error report, HTTPS settings from the deployment, OAuth per RFC 9700, login throttling."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The soak test (issue 15, item 5): the production process model under load while a worker dies.
+"""The soak test: the production process model under load while a worker dies.
 
 gunicorn (2 uvicorn workers) + 2 Celery workers (one for the `dm` queue, one for the rest) +
 beat, on PostgreSQL and Redis, with the local X DM API and the local Responses backend, which

@@ -1,4 +1,4 @@
-"""Issue 14 item 5: a client_credentials token has no user. Every API endpoint acts for a
+"""A client_credentials token has no user. Every API endpoint acts for a
 user, so such a token gets one 403 in the error body, before anything is looked up: no 500,
 and no difference between an id that exists and one that does not. The token endpoint no
 longer issues them (oauth/tests/test_metadata.py); these tests keep the API safe from one made
