@@ -74,12 +74,17 @@ class _Alarms:
 
     One long-lived thread instead of a `threading.Timer` per request: starting and joining a
     thread for every provider call cost more than the rest of the deadline's bookkeeping. A
-    watchdog that ends first is only marked (its entry is skipped when it comes up)."""
+    watchdog that ends first is only marked (its entry is skipped when it comes up); when
+    the marked ones are most of the heap, it is rebuilt without them, so long deadlines do
+    not pile up."""
+
+    COMPACT_AT = 1024  # entries, before marked ones are dropped
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._heap: list[list[Any]] = []  # [deadline, sequence, Watchdog | None]
         self._count = itertools.count()
+        self._ended = 0  # marked entries still in the heap
         self._thread: threading.Thread | None = None
 
     def add(self, deadline: float, dog: Watchdog) -> list[Any]:
@@ -90,10 +95,23 @@ class _Alarms:
                     target=self._run, name="outbound-watchdog", daemon=True
                 )
                 self._thread.start()
+            if len(self._heap) >= self.COMPACT_AT and self._ended * 2 > len(self._heap):
+                self._heap = [e for e in self._heap if e[2] is not None]
+                heapq.heapify(self._heap)
+                self._ended = 0
             heapq.heappush(self._heap, entry)
             if self._heap[0] is entry:  # sooner than what the thread waits for
                 self._cond.notify()
         return entry
+
+    def end(self, entry: list[Any]) -> None:
+        with self._cond:
+            if entry[2] is not None:
+                entry[2] = None
+                self._ended += 1
+
+    def __len__(self) -> int:
+        return len(self._heap)
 
     def _run(self) -> None:
         while True:
@@ -101,12 +119,14 @@ class _Alarms:
                 while True:
                     while self._heap and self._heap[0][2] is None:
                         heapq.heappop(self._heap)  # ended before its deadline
+                        self._ended -= 1
                     if not self._heap:
                         self._cond.wait()
                         continue
                     left = self._heap[0][0] - time.monotonic()
                     if left <= 0:
-                        dog = heapq.heappop(self._heap)[2]
+                        entry = heapq.heappop(self._heap)
+                        dog, entry[2] = entry[2], None  # fired: not to be ended again
                         break
                     self._cond.wait(left)
             if dog is not None:
@@ -137,6 +157,7 @@ class Watchdog:
         self._lock = threading.Lock()
         self._ended = False
         self._entry: list[Any] | None = None
+        self._alarms: _Alarms | None = None
 
     def _fire(self) -> None:
         with self._lock:
@@ -153,14 +174,15 @@ class Watchdog:
                 pass  # already closed: nothing waits on it
 
     def __enter__(self) -> Watchdog:
-        self._entry = _alarms.add(self.deadline, self)
+        self._alarms = _alarms
+        self._entry = self._alarms.add(self.deadline, self)
         return self
 
     def __exit__(self, *exc: object) -> None:
         with self._lock:
             self._ended = True
-        if self._entry is not None:
-            self._entry[2] = None
+        if self._alarms is not None and self._entry is not None:
+            self._alarms.end(self._entry)
 
 
 @contextmanager

@@ -209,6 +209,15 @@ def test_a_watchdog_left_before_its_deadline_never_fires():
         b.close()
 
 
+def test_watchdogs_left_long_before_their_deadlines_do_not_pile_up():
+    """A process that makes many calls with a long deadline: the entries of the finished ones
+    are dropped once they are most of the heap, not kept until their deadlines pass."""
+    for _ in range(10 * outbound._Alarms.COMPACT_AT):
+        with outbound.watchdog(None, outbound.deadline_in(3600)):
+            pass
+    assert len(outbound._alarms) <= 2 * outbound._Alarms.COMPACT_AT
+
+
 def test_a_forked_child_gets_a_watchdog_thread_of_its_own():
     import os
 
