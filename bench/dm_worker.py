@@ -102,8 +102,9 @@ def make_template():
     return one
 
 
-def queue_copies(template, count: int, tag: str) -> list[str]:
-    """`count` queued deliveries like `template`, each with its first history row, in SQL."""
+def queue_copies(template, count: int, tag: str) -> list[tuple[str, str]]:
+    """`count` queued deliveries like `template`, each with its first history row, in SQL, and
+    each in a trace of its own, as the request that queues one has: (id, trace id) pairs."""
     from django.db import connection
 
     with connection.cursor() as cursor:
@@ -119,22 +120,23 @@ def queue_copies(template, count: int, tag: str) -> list[str]:
             "created_at": "now()",
             "updated_at": "now()",
             "next_attempt_at": "now()",
+            "trace_id": "md5(gen_random_uuid()::text)",
         }
         chosen = ", ".join(fresh.get(c, f't."{c}"') for c in columns)
         names = ", ".join(f'"{c}"' for c in columns)
         cursor.execute(
             f"INSERT INTO messaging_delivery ({names}) SELECT {chosen} FROM messaging_delivery t, "
-            "generate_series(1, %s) AS n WHERE t.id = %s RETURNING id",
+            "generate_series(1, %s) AS n WHERE t.id = %s RETURNING id, trace_id",
             [count, template.pk],
         )
-        ids = [str(row[0]) for row in cursor.fetchall()]
+        copies = [(str(pk), trace_id) for pk, trace_id in cursor.fetchall()]
         cursor.execute(
             "INSERT INTO messaging_deliverystatushistory (delivery_id, from_status, status, "
             "timestamp, detail, actor_kind, trace_id) SELECT id, NULL, 'queued', now(), "
             "'accepted for delivery', 'agent', trace_id FROM messaging_delivery WHERE text LIKE %s",
             [f"{tag} %"],
         )
-    return ids
+    return copies
 
 
 def statements(fn) -> int:
@@ -153,7 +155,8 @@ def cpu_in_process(template, per_round: int = 300, rounds: int = 4) -> dict[str,
     import logging
 
     from bench.dm_tasks import floor_deliver_now, protocol_deliver_now
-    from messaging.services import delivery_process
+    from core import tracing
+    from messaging.worker import delivery_process
 
     handlers = [h for h in logging.getLogger().handlers if hasattr(h, "setStream")]
     devnull = open(os.devnull, "w")  # noqa: SIM115 - closed below
@@ -167,10 +170,12 @@ def cpu_in_process(template, per_round: int = 300, rounds: int = 4) -> dict[str,
     try:
         for round_no in range(rounds):
             for kind in rotated(round_no):
-                ids = queue_copies(template, per_round, f"cpu-{kind}-{round_no}")
+                copies = queue_copies(template, per_round, f"cpu-{kind}-{round_no}")
                 started = time.process_time()
-                for pk in ids:
-                    assert deliver[kind](pk) == "sent"
+                for pk, trace_id in copies:
+                    # Each in the trace that queued it, as a worker's task span is.
+                    with tracing.adopt(trace_id):
+                        assert deliver[kind](pk) == "sent"
                 samples[kind].append((time.process_time() - started) * 1000 / per_round)
     finally:
         for handler, stream in zip(handlers, streams, strict=True):
@@ -206,12 +211,18 @@ def rss_mb(pids: list[int]) -> float:
     return total / 1024
 
 
-def run_round(app, queue: str, kind: str, ids: list[str], tag: str, pids) -> tuple[float, float]:
+def run_round(app, queue: str, kind: str, copies, tag: str, pids) -> tuple[float, float]:
     from django.db import connection
 
+    from core import tracing
+
+    ids = [pk for pk, _trace_id in copies]
     cpu_before = cpu_seconds(pids)
-    for pk in ids:
-        app.send_task(TASKS[kind], args=[pk], queue=queue)
+    for pk, trace_id in copies:
+        # Published in the delivery's trace, as `enqueue_on_commit` does in the request that
+        # queued it: the Celery instrumentation carries it to the worker's task span.
+        with tracing.adopt(trace_id):
+            app.send_task(TASKS[kind], args=[pk], queue=queue)
     deadline = time.monotonic() + 600
     with connection.cursor() as cursor:
         while True:
@@ -294,7 +305,8 @@ def main() -> None:
     from django.conf import settings
 
     from bench.dm_tasks import floor_deliver_now, protocol_deliver_now
-    from messaging.services import delivery_process
+    from core import tracing
+    from messaging.worker import delivery_process
     from picnic.celery import app
 
     procs = []
@@ -320,11 +332,20 @@ def main() -> None:
         make_one = make_template()
         template = make_one("template")
         # Statements of one delivery each, in this process: the conversation already has its
-        # provider id (the steady state), the deliveries exist before counting starts.
+        # provider id and the process has resolved the credential once (the steady state), the
+        # deliveries exist before counting starts, and ours is worked in the trace that queued
+        # it, as a worker's task is.
         delivery_process(delivery_id=make_one("first").pk, worker_id="bench")
-        ours, theirs, floor = make_one("x"), make_one("y"), make_one("z")
+        with tracing.span(name="bench.send"):
+            ours = make_one("x")
+        theirs, floor = make_one("y"), make_one("z")
+
+        def ours_in_its_trace():
+            with tracing.adopt(ours.trace_id):
+                return delivery_process(delivery_id=ours.pk, worker_id="bench")
+
         counts = {
-            PROJECT: statements(lambda: delivery_process(delivery_id=ours.pk, worker_id="bench")),
+            PROJECT: statements(ours_in_its_trace),
             PROTOCOL: statements(lambda: protocol_deliver_now(str(theirs.pk))),
             FLOOR: statements(lambda: floor_deliver_now(str(floor.pk))),
         }
@@ -384,8 +405,8 @@ def main() -> None:
         for round_no in range(args.rounds):
             for kind in rotated(round_no):
                 tag = f"{kind}-{round_no}"
-                ids = queue_copies(template, args.per_round, tag)
-                rate, cpu_ms = run_round(app, queue, kind, ids, tag, pids)
+                copies = queue_copies(template, args.per_round, tag)
+                rate, cpu_ms = run_round(app, queue, kind, copies, tag, pids)
                 results[kind].append(rate)
                 cpu[kind].append(cpu_ms)
                 if kind == PROJECT:

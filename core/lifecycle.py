@@ -285,6 +285,7 @@ def transition(
     model: type[models.Model] | None = None,
     expected: str | None = None,
     fields: tuple[str, ...] | None = None,
+    guard: lifecycle_sql.Guard | None = None,
 ) -> models.Model:
     """Move entity `pk` to `to`; raise IllegalTransition if the move is not (or no longer) legal.
 
@@ -300,7 +301,7 @@ def transition(
 
     `fields` narrows what the returned instance holds to those attributes (and the pk), the
     others deferred as `.only()` leaves them: a caller that reads one or two of them saves
-    loading the whole row.
+    loading the whole row. `guard`: see `transition_path()`.
 
     Inside a caller's transaction no savepoint is taken (two round trips each): a move that is
     not legal has written nothing and is raised after the block, so the caller's transaction
@@ -316,6 +317,7 @@ def transition(
         model=model,
         expected=expected,
         fields=fields,
+        guard=guard,
     )
 
 
@@ -329,6 +331,7 @@ def transition_path(
     model: type[models.Model] | None = None,
     expected: str | None = None,
     fields: tuple[str, ...] | None = None,
+    guard: lifecycle_sql.Guard | None = None,
 ) -> models.Model:
     """`transition()` through several moves at once, all or none (e.g. a delivery claimed and
     `sending` in the transaction that precedes its request): each step must be legal from the
@@ -339,6 +342,10 @@ def transition_path(
     timestamp; a later step's value wins), one INSERT of a history row per step (one instant,
     ascending ids), and after commit one `status_changed` per step, the events published
     together (`core.events.batch`). One log line names the whole path.
+
+    With a `guard` (PostgreSQL only, `lifecycle_sql.Guard`), the UPDATE also requires the
+    guard's condition and loads its related rows onto the instance; when it matches nothing,
+    IllegalTransition is raised at once, without reading why: the caller reads and decides.
     """
     if not steps:
         raise ValueError("transition_path() needs at least one step")
@@ -376,11 +383,13 @@ def transition_path(
         # The UPDATE and the history rows in one statement (atomic by itself): outside a
         # caller's transaction no BEGIN/COMMIT, and the events leave right after it.
         instance, current, now, illegal = _apply(
-            lifecycle, model, pk, steps, only_from, expected, fields, history=history
+            lifecycle, model, pk, steps, only_from, expected, fields, history, guard
         )
         if instance is not None:
             done = moves(current)
             transaction.on_commit(lambda: _announce(lifecycle, model, pk, done), using=using)
+    elif guard is not None:
+        raise ValueError("a guarded transition needs PostgreSQL's UPDATE … FROM")
     else:
         with transaction.atomic(using=using, savepoint=False):
             instance, current, now, illegal = _apply(
@@ -420,7 +429,9 @@ def _history_fk_attname(lifecycle: Lifecycle) -> str:
     return lifecycle.history_model._meta.get_field(lifecycle.history_fk).attname
 
 
-def _apply(lifecycle, model, pk, steps, only_from, expected, fields, history=None) -> tuple:
+def _apply(
+    lifecycle, model, pk, steps, only_from, expected, fields, history=None, guard=None
+) -> tuple:
     """The legality check and the conditional UPDATE of `transition_path()`: (instance, the
     status it moved from, the instant, None) or (None, …, the exception to raise)."""
     status_field = lifecycle.status_field
@@ -456,10 +467,15 @@ def _apply(lifecycle, model, pk, steps, only_from, expected, fields, history=Non
         if history is not None:
             rows = (lifecycle.history_model, lifecycle.history_fk, history(current, now, pk))
         instance = lifecycle_sql.update_returning(
-            model, pk, status_field, current, values, rows, fields
+            model, pk, status_field, current, values, rows, fields, guard
         )
         if instance is not None:
             return instance, current, now, None
+        if guard is not None:  # the status, the guard or both: the caller reads what it needs
+            illegal = IllegalTransition(
+                model=model.__name__, pk=pk, current="(guarded)", target=first
+            )
+            return None, current, now, illegal
         # Not (or no longer) `current`: another writer moved it, or the guess was wrong.
         # The next attempt reads the status and re-checks.
     illegal = IllegalTransition(model=model.__name__, pk=pk, current="(contended)", target=first)

@@ -6,7 +6,8 @@ the ORM's compilers do."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connections, models
@@ -19,6 +20,20 @@ def one_statement(using: str) -> bool:
     return connections[using].vendor == "postgresql"
 
 
+@dataclass(frozen=True)
+class Guard:
+    """What a conditional UPDATE also requires, and the rows it reads with it (PostgreSQL): the
+    tables of the forward foreign keys `related` names join the UPDATE (`UPDATE … FROM`), `sql`
+    is a further condition over the model's table and theirs (each by its table name), with
+    `params`, and the joined rows come back on the instance, as `select_related` leaves them.
+    So a worker can move a row it has not read, on the condition that what it would have read
+    allows the move, and learn what it needs in the same statement."""
+
+    sql: str
+    params: Sequence[Any] = ()
+    related: tuple[str, ...] = ()
+
+
 def update_returning(
     model: type[models.Model],
     pk: Any,
@@ -27,15 +42,20 @@ def update_returning(
     values: Mapping[str, Any],
     history: tuple[type[models.Model], str, list[dict[str, Any]]] | None = None,
     fields: tuple[str, ...] | None = None,
+    guard: Guard | None = None,
 ) -> models.Model | None:
     """UPDATE … WHERE pk AND status = current, returning the updated row as an instance (None
     when no row matched): the conditional UPDATE and the read of the row in one statement.
     With `history` (PostgreSQL only), the history rows are inserted by that same statement,
     only if the UPDATE matched (`_with_history`). With `fields`, only those columns (and the
-    pk) are returned and loaded; the instance defers the others, as `.only()` would."""
+    pk) are returned and loaded; the instance defers the others, as `.only()` would. With a
+    `guard` (PostgreSQL only), the UPDATE also requires its condition and returns its related
+    rows."""
     manager = model._default_manager
     using = manager.db
     connection = connections[using]
+    if guard is not None:
+        return _guarded(model, pk, status_field, current, values, history, fields, guard)
     if not connection.features.can_return_rows_from_bulk_insert:  # no UPDATE … RETURNING
         rows = manager.filter(pk=pk, **{status_field: current})
         if rows.update(**values) != 1:
@@ -64,11 +84,106 @@ def update_returning(
         row = cursor.fetchone()
     if row is None:
         return None
-    row = list(row)
+    return _load(model, using, names, converters, row, connection)
+
+
+def _guarded(model, pk, status_field, current, values, history, fields, guard: Guard):
+    """`update_returning` with a `Guard`: `UPDATE <table> SET … FROM <related tables> WHERE
+    <pk> AND <status> AND <each join> AND (<guard>) RETURNING <the row>, <each related row>`."""
+    using = model._default_manager.db
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        raise ValueError("a guarded transition needs PostgreSQL's UPDATE … FROM")
+    if any(hasattr(value, "resolve_expression") for value in values.values()):
+        raise ValueError("a guarded transition writes values, not expressions")
+    sql, assigned, names, converters, related = _guarded_plan(
+        model, using, status_field, tuple(values), fields, guard.related, guard.sql
+    )
+    meta = model._meta
+    params = [_db_value(field, values[name], connection) for name, field in assigned]
+    params += [
+        meta.pk.get_db_prep_value(pk, connection),
+        meta.get_field(status_field).get_db_prep_value(current, connection),
+        *guard.params,
+    ]
+    if history is not None:
+        sql, params = _with_history(model, using, sql, params, *history)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    instance = _load(model, using, names, converters, row[: len(names)], connection)
+    start = len(names)
+    for field, rel_names, rel_converters in related:
+        end = start + len(rel_names)
+        rel = _load(
+            field.related_model, using, rel_names, rel_converters, row[start:end], connection
+        )
+        field.set_cached_value(instance, rel)  # as select_related leaves it
+        start = end
+    return instance
+
+
+def _load(model, using, names, converters, values, connection) -> models.Model:
+    row = list(values)
     for index, (functions, expression) in converters.items():
         for convert in functions:
             row[index] = convert(row[index], expression, connection)
     return model.from_db(using, names, row)
+
+
+_GUARDED: dict[tuple, tuple] = {}
+
+
+def _guarded_plan(model, using, status_field, names, only, related, condition) -> tuple:
+    """The guarded UPDATE for a model, its columns, `only`, related tables and condition, built
+    once: every column is qualified by its table (the joined tables have columns of the same
+    names), and a related row's columns are named `<fk>__<column>` in the RETURNING, so the
+    history CTE's `u.<pk>` is the model's own."""
+    key = (model._meta.label, using, status_field, names, only, related, condition)
+    if key not in _GUARDED:
+        meta = model._meta
+        quote = connections[using].ops.quote_name
+        table = quote(meta.db_table)
+        assigned = [(name, meta.get_field(name)) for name in names]
+        joins, tables, returning, loads = [], [], [], []
+        _, main_names, main_converters = _returning_plan(model, using, only)
+        columns = {f.attname: f.column for f in meta.concrete_fields}
+        returning = [f"{table}.{quote(columns[n])}" for n in main_names]
+        for name in related:
+            field = meta.get_field(name)
+            rel_meta = field.related_model._meta
+            rel_table = quote(rel_meta.db_table)
+            if rel_table == table or rel_table in tables:
+                raise ValueError(f"{name}: a guard joins each table once")
+            tables.append(rel_table)
+            joins.append(
+                f"{rel_table}.{quote(field.target_field.column)} = {table}.{quote(field.column)}"
+            )
+            _, rel_names, rel_converters = _returning_plan(field.related_model, using)
+            rel_columns = {f.attname: f.column for f in rel_meta.concrete_fields}
+            returning += [
+                f"{rel_table}.{quote(rel_columns[n])} AS {quote(name + '__' + n)}"
+                for n in rel_names
+            ]
+            loads.append((field, rel_names, rel_converters))
+        assignments = ", ".join(f"{quote(field.column)} = %s" for _name, field in assigned)
+        where = [
+            f"{table}.{quote(meta.pk.column)} = %s",
+            f"{table}.{quote(meta.get_field(status_field).column)} = %s",
+            *joins,
+            f"({condition})",
+        ]
+        _GUARDED[key] = (
+            f"UPDATE {table} SET {assignments}{' FROM ' + ', '.join(tables) if tables else ''} "
+            f"WHERE {' AND '.join(where)} RETURNING {', '.join(returning)}",
+            assigned,
+            main_names,
+            main_converters,
+            loads,
+        )
+    return _GUARDED[key]
 
 
 def _db_value(field: models.Field, value: Any, connection) -> Any:

@@ -8,7 +8,7 @@ import uuid
 
 from celery import shared_task
 
-from messaging import services
+from messaging import worker
 
 
 def _worker_id() -> str:
@@ -18,14 +18,14 @@ def _worker_id() -> str:
 # acks_late off: a redelivered task must never resend; the lease reaper handles dead workers.
 @shared_task(name="messaging.tasks.delivery_deliver", acks_late=False)
 def delivery_deliver(delivery_id: str) -> str:
-    return services.delivery_process(delivery_id=delivery_id, worker_id=_worker_id())
+    return worker.delivery_process(delivery_id=delivery_id, worker_id=_worker_id())
 
 
 @shared_task(name="messaging.tasks.deliveries_process_due", acks_late=False)
 def deliveries_process_due() -> dict[str, int]:
-    return services.deliveries_process_due(worker_id=_worker_id())
+    return worker.deliveries_process_due(worker_id=_worker_id())
 
 
 @shared_task(name="messaging.tasks.deliveries_reap_leases")
 def deliveries_reap_leases() -> int:
-    return services.deliveries_reap_leases()
+    return worker.deliveries_reap_leases()

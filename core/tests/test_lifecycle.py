@@ -6,6 +6,7 @@ import threading
 import uuid
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import close_old_connections, connection, transaction
 
 from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionStatusHistory
@@ -18,6 +19,7 @@ from core.lifecycle import (
     transition,
     transition_path,
 )
+from core.lifecycle_sql import Guard
 from core.models import ActorKind, AppendOnlyError
 
 S = ActionStatus
@@ -223,6 +225,88 @@ def test_a_move_asked_for_some_fields_returns_those_and_defers_the_rest(
     with django_assert_num_queries(1):
         assert moved.signed_at is not None
     assert list(action.history.values_list("from_status", "status"))[-1] == ("proposed", "signed")
+
+
+def _active_user_guard(*params) -> Guard:
+    quote = connection.ops.quote_name
+    user = quote(User._meta.db_table)
+    return Guard(
+        f"{user}.{quote('is_active')} AND {user}.{quote('username')} = %s",
+        params,
+        related=("user",),
+    )
+
+
+@pytest.mark.postgres  # UPDATE … FROM
+def test_a_guarded_move_loads_its_related_rows_in_the_same_statement(
+    action, django_assert_num_queries
+):
+    with django_assert_num_queries(1) as captured:
+        moved = transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
+            to=S.SIGNED,
+            actor=Actor.system(),
+            fields=("status", "user"),
+            guard=_active_user_guard(action.user.username),
+        )
+        # The user came with the move, as select_related leaves it: no query for it.
+        assert (moved.user.pk, moved.user.username) == (action.user_id, action.user.username)
+    assert captured.captured_queries[0]["sql"].startswith("WITH")
+    assert moved.status == S.SIGNED and "summary" in moved.get_deferred_fields()
+    history = list(action.history.order_by("id").values_list("from_status", "status"))
+    assert history == [(None, "proposed"), ("proposed", "signed")]
+
+
+@pytest.mark.postgres
+def test_a_guarded_move_whose_guard_fails_writes_nothing_and_reads_nothing_more(
+    action, django_assert_num_queries
+):
+    User.objects.filter(pk=action.user_id).update(is_active=False)
+    with django_assert_num_queries(1), pytest.raises(IllegalTransition):
+        transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
+            to=S.SIGNED,
+            actor=Actor.system(),
+            guard=_active_user_guard(action.user.username),
+        )
+    # The same guard over the wrong name fails as well; the right one then moves it.
+    User.objects.filter(pk=action.user_id).update(is_active=True)
+    with pytest.raises(IllegalTransition):
+        transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
+            to=S.SIGNED,
+            actor=Actor.system(),
+            guard=_active_user_guard("someone else"),
+        )
+    action.refresh_from_db()
+    assert action.status == S.PROPOSED and action.history.count() == 1
+    transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=action.pk,
+        to=S.SIGNED,
+        actor=Actor.system(),
+        guard=_active_user_guard(action.user.username),
+    )
+    action.refresh_from_db()
+    assert action.status == S.SIGNED and action.history.count() == 2
+
+
+def test_a_guard_without_update_from_is_refused(action):
+    if connection.vendor == "postgresql":
+        pytest.skip("PostgreSQL runs guarded moves")
+    with pytest.raises(ValueError, match="PostgreSQL"):
+        transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=action.pk,
+            to=S.SIGNED,
+            actor=Actor.system(),
+            guard=_active_user_guard(action.user.username),
+        )
+    action.refresh_from_db()
+    assert action.status == S.PROPOSED and action.history.count() == 1
 
 
 @pytest.mark.postgres  # one statement a move there (the CTE); more on SQLite

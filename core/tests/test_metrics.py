@@ -29,7 +29,8 @@ from core.lifecycle import Actor
 from dev.testing import ScriptedServer
 from evm.bundler import BundlerUnavailable
 from messaging.models import D, Delivery
-from messaging.services import delivery_cancel, delivery_process
+from messaging.services import delivery_cancel
+from messaging.worker import delivery_process
 
 TOKEN = "metrics-token-for-tests-0123456789"
 ROOT = Path(__file__).resolve().parents[2]

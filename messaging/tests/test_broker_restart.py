@@ -29,8 +29,8 @@ from dev import processes
 from dev.providers.local_x import LocalXServer
 from dev.testing import TcpCut, history_statuses, process_env, wait_until
 from messaging.models import D, Delivery
-from messaging.services import deliveries_process_due
 from messaging.tests.factories import TOKEN_ENV, X_TOKEN
+from messaging.worker import deliveries_process_due
 from picnic.brokers import publish_bound
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -9,20 +9,22 @@ from datetime import timedelta
 import pytest
 from django.db import close_old_connections, connection
 from django.utils import timezone
+from prometheus_client import REGISTRY
 
 from chain.stack import free_port
+from core import tracing
 from core.lifecycle import Actor
 from dev.providers.local_x import LocalXServer
 from dev.testing import history_statuses
 from messaging.models import D, Delivery
-from messaging.services import (
+from messaging.services import delivery_transition
+from messaging.tests.factories import X_TOKEN
+from messaging.worker import (
     deliveries_claim,
     deliveries_process_due,
     deliveries_reap_leases,
     delivery_process,
-    delivery_transition,
 )
-from messaging.tests.factories import X_TOKEN
 
 
 def test_a_delivery_is_sent_once_with_the_provider_message_id(x_server, queue):
@@ -133,7 +135,7 @@ def test_a_delivery_cancelled_while_connecting_is_not_sent(x_server, queue):
     delivery = queue()
     assert deliveries_claim(worker_id="w1", delivery_id=delivery.pk) == [delivery.pk]
     delivery_transition(delivery_id=delivery.pk, to=D.CANCELLED, actor=Actor.system())
-    from messaging.services import delivery_attempt
+    from messaging.worker import delivery_attempt
 
     assert delivery_attempt(delivery_id=delivery.pk, worker_id="w1") == "not_ours"
     assert x_server.requests == []
@@ -215,7 +217,8 @@ def test_one_send_through_the_task_costs_a_fixed_number_of_statements(
     from messaging.tasks import delivery_deliver
 
     first, second = queue("one"), queue("two")  # the same conversation
-    # The delivery with its account and conversation; claimed and sending in one statement
+    # Outside the trace they were queued in (tested below: there a delivery is claimed before
+    # it is read), the delivery with its account and conversation; claimed and sending in one statement
     # (the conditional UPDATE … RETURNING and both history rows, a data-modifying CTE: in
     # production no BEGIN/COMMIT), committed before the POST; then sent, one statement. The
     # first message of a conversation also stores the conversation's id.
@@ -233,8 +236,157 @@ def test_one_send_through_the_task_costs_a_fixed_number_of_statements(
     assert len(x_server.requests) == 2
 
 
+@pytest.fixture
+def queue_traced(queue):
+    """Queue a DM as a request does, in a trace of its own; its on-commit task then runs in
+    that trace (`in_its_trace`), as the Celery instrumentation carries it to the worker."""
+
+    def make(text: str = "Your order shipped") -> Delivery:
+        with tracing.span(name="test.send"):
+            return queue(text)
+
+    return make
+
+
+def in_its_trace(delivery: Delivery, worker_id: str = "w1", trace_id: str | None = None) -> str:
+    with tracing.adopt(trace_id or delivery.trace_id):
+        return delivery_process(delivery_id=delivery.pk, worker_id=worker_id)
+
+
+def history_rows(delivery: Delivery) -> list[tuple]:
+    return list(
+        delivery.history.order_by("id").values_list(
+            "from_status", "status", "detail", "actor_kind", "trace_id"
+        )
+    )
+
+
+@pytest.fixture
+def credential_resolved(x_server, queue):
+    """This process has resolved the test account's credential once (a first delivery, read
+    before it was claimed), so later ones may be claimed before they are read."""
+    assert delivery_process(delivery_id=queue("first").pk, worker_id="w0") == D.SENT
+
+
+@pytest.mark.postgres  # a guarded move is PostgreSQL's UPDATE … FROM
+def test_a_delivery_worked_in_its_own_trace_costs_two_statements_and_tells_the_same_story(
+    x_server, credential_resolved, queue, queue_traced, django_assert_num_queries
+):
+    read_first = queue_traced("read first")
+    with tracing.adopt("0" * 31 + "1"):  # another trace: read, then claimed, as before
+        assert delivery_process(delivery_id=read_first.pk, worker_id="w1") == D.SENT
+    unread = queue_traced("unread")
+    # The claim (queued -> claimed -> sending, reading the account and the conversation with
+    # it, guarded by the credential and the trace), then the outcome: no read first.
+    with django_assert_num_queries(2) as captured:
+        assert in_its_trace(unread) == D.SENT
+    assert [q["sql"].split()[0] for q in captured.captured_queries] == ["WITH", "WITH"]
+    # Both tell the same story, each in its own trace.
+    for delivery in (read_first, unread):
+        rows = history_rows(delivery)
+        assert [row[:2] for row in rows] == [
+            (None, "queued"),
+            ("queued", "claimed"),
+            ("claimed", "sending"),
+            ("sending", "sent"),
+        ]
+        assert [row[2] for row in rows[1:3]] == ["claimed by w1", "sending to x as w1"]
+        assert rows[3][2].startswith("provider message id ")
+        assert {row[4] for row in rows} == {delivery.trace_id}
+        delivery.refresh_from_db()
+        assert (delivery.status, delivery.lease_owner, delivery.lease_expires_at) == (
+            D.SENT,
+            "w1",
+            None,
+        )
+        assert delivery.provider_message_id.isdigit()
+    assert [r["text"] for r in x_server.requests] == ["first", "read first", "unread"]
+    assert {r["auth"] for r in x_server.requests} == {f"Bearer {X_TOKEN}"}
+
+
+@pytest.mark.postgres
+def test_a_delivery_whose_credential_does_not_resolve_is_read_and_failed_from_claimed(
+    x_server, credential_resolved, queue_traced, social_account, monkeypatch
+):
+    # The account now names a credential this process has never resolved (and cannot); the
+    # one it resolved still does. The guarded claim must not take the delivery to `sending`.
+    monkeypatch.delenv("PICNIC_TEST_MISSING", raising=False)
+    social_account.credential_ref = "env:PICNIC_TEST_MISSING"
+    social_account.save(update_fields=["credential_ref"])
+    delivery = queue_traced("never sent")
+    assert in_its_trace(delivery) == D.FAILED
+    delivery.refresh_from_db()
+    assert (
+        delivery.reason == "credential env:PICNIC_TEST_MISSING is not configured; nothing was sent"
+    )
+    assert [row[:2] for row in history_rows(delivery)] == [
+        (None, "queued"),
+        ("queued", "claimed"),
+        ("claimed", "failed"),
+    ]
+    assert [r["text"] for r in x_server.requests] == ["first"]
+
+
+@pytest.mark.postgres
+def test_a_delivery_cancelled_before_its_worker_is_not_claimed_unread(
+    x_server, credential_resolved, queue_traced, django_assert_num_queries
+):
+    delivery = queue_traced("cancelled")
+    delivery_transition(delivery_id=delivery.pk, to=D.CANCELLED, actor=Actor.system())
+    assert in_its_trace(delivery) == "not_claimed"
+    assert [row[:2] for row in history_rows(delivery)] == [
+        (None, "queued"),
+        ("queued", "cancelled"),
+    ]
+    assert [r["text"] for r in x_server.requests] == ["first"]
+
+
+@pytest.mark.postgres
+def test_a_provider_that_refuses_the_connection_is_asked_once_per_attempt(
+    x_server, credential_resolved, queue_traced, settings
+):
+    settings.X_API_BASE_URL = f"http://127.0.0.1:{free_port()}"
+    settings.DM_RETRY_BACKOFF_SECONDS = 0.0
+    refused = {"provider": "x", "kind": "not_sent"}
+    before = REGISTRY.get_sample_value("picnic_provider_errors_total", refused) or 0
+    delivery = queue_traced("refused")
+    assert in_its_trace(delivery) == "retry"
+    # The connection opened before the delivery was read is the attempt's: one, not two.
+    assert REGISTRY.get_sample_value("picnic_provider_errors_total", refused) == before + 1
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == (D.CLAIMED, 1)
+    assert [row[:2] for row in history_rows(delivery)] == [(None, "queued"), ("queued", "claimed")]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_handed_the_same_delivery_in_its_trace_send_it_once(
+    x_server, credential_resolved, queue_traced
+):
+    delivery = queue_traced("once")
+    barrier = threading.Barrier(2)
+    outcomes: dict[str, str] = {}
+
+    def worker(name: str) -> None:
+        try:
+            barrier.wait(timeout=10)
+            outcomes[name] = in_its_trace(delivery, worker_id=name)
+        finally:
+            close_old_connections()
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(f"w{n}",)) for n in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert sorted(map(str, outcomes.values())) == ["not_claimed", "sent"]
+    assert [r["text"] for r in x_server.requests] == ["first", "once"]
+    assert [row[1] for row in history_rows(delivery)] == ["queued", "claimed", "sending", "sent"]
+
+
 def test_a_late_real_answer_settles_a_delivery_the_reaper_marked_unknown(queue):
-    from messaging.services import _settle, delivery_transition
+    from messaging.worker import _settle
 
     delivery = queue()
     for step in (D.CLAIMED, D.SENDING, D.UNKNOWN):

@@ -10,15 +10,11 @@ from django.utils import timezone
 
 from chain.stack import free_port
 from dev.testing import history_statuses
-from messaging import services
+from messaging import worker
 from messaging.models import D, Delivery
 from messaging.providers.x import NotSent
-from messaging.services import (
-    deliveries_claim,
-    deliveries_process_due,
-    delivery_attempt,
-    delivery_cancel,
-)
+from messaging.services import delivery_cancel
+from messaging.worker import deliveries_claim, deliveries_process_due, delivery_attempt
 
 
 class Unreachable:
@@ -33,15 +29,15 @@ class Unreachable:
 
 
 def _first_call(monkeypatch, name, replacement):
-    """Replace services.<name> for its first call only."""
-    real = getattr(services, name)
+    """Replace worker.<name> for its first call only."""
+    real = getattr(worker, name)
     calls = []
 
     def once(*args, **kwargs):
         calls.append(1)
         return replacement(*args, **kwargs) if len(calls) == 1 else real(*args, **kwargs)
 
-    monkeypatch.setattr(services, name, once)
+    monkeypatch.setattr(worker, name, once)
 
 
 @pytest.mark.parametrize("failure", ["credential-missing", "unreachable-at-the-last-attempt"])
@@ -59,7 +55,7 @@ def test_a_batch_goes_on_when_the_sender_cancels_one_of_its_deliveries(
 
         def credential(account):
             sender_cancels()
-            raise services.CredentialMissing("credential env:X is not configured")
+            raise worker.CredentialMissing("credential env:X is not configured")
 
         _first_call(monkeypatch, "resolve_credential", credential)
     else:

@@ -22,8 +22,8 @@ from dev.testing import (
     wait_until,
 )
 from messaging.models import D, Delivery
-from messaging.services import deliveries_process_due
 from messaging.tests.factories import TOKEN_ENV, X_TOKEN
+from messaging.worker import deliveries_process_due
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

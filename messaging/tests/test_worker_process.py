@@ -15,8 +15,8 @@ from dev.providers.local_x import LocalXServer
 from dev.testing import start_celery_worker, stop_celery_worker, wait_until
 from messaging import tasks
 from messaging.models import D, Delivery
-from messaging.services import deliveries_process_due, deliveries_reap_leases
 from messaging.tests.factories import TOKEN_ENV, X_TOKEN
+from messaging.worker import deliveries_process_due, deliveries_reap_leases
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
