@@ -69,22 +69,31 @@ def update_returning(
     else:
         # The statement for this set of columns is built once; each call only adapts values.
         sql, assigned = _update_plan(model, using, status_field, tuple(values))
-        params = [_db_value(field, values[name], connection) for name, field in assigned]
-        meta = model._meta
-        params += [
-            meta.pk.get_db_prep_value(pk, connection),
-            meta.get_field(status_field).get_db_prep_value(current, connection),
-        ]
+        params = _update_params(model, assigned, values, pk, status_field, current, connection)
     returning, names, converters = _returning_plan(model, using, fields)
-    sql = f"{sql} {returning}"
+    row = _fetch_one(model, using, f"{sql} {returning}", params, history, connection)
+    if row is None:
+        return None
+    return _load(model, using, names, converters, row, connection)
+
+
+def _update_params(model, assigned, values, pk, status_field, current, connection) -> list:
+    """The UPDATE's values, each adapted by its field, then the pk and the status it requires."""
+    meta = model._meta
+    return [
+        *(_db_value(field, values[name], connection) for name, field in assigned),
+        meta.pk.get_db_prep_value(pk, connection),
+        meta.get_field(status_field).get_db_prep_value(current, connection),
+    ]
+
+
+def _fetch_one(model, using, sql, params, history, connection) -> tuple | None:
+    """Run the UPDATE … RETURNING (with its history rows in the same statement, if any)."""
     if history is not None:
         sql, params = _with_history(model, using, sql, list(params), *history)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    return _load(model, using, names, converters, row, connection)
+        return cursor.fetchone()
 
 
 def _guarded(model, pk, status_field, current, values, history, fields, guard: Guard):
@@ -99,18 +108,8 @@ def _guarded(model, pk, status_field, current, values, history, fields, guard: G
     sql, assigned, names, converters, related = _guarded_plan(
         model, using, status_field, tuple(values), fields, guard.related, guard.sql
     )
-    meta = model._meta
-    params = [_db_value(field, values[name], connection) for name, field in assigned]
-    params += [
-        meta.pk.get_db_prep_value(pk, connection),
-        meta.get_field(status_field).get_db_prep_value(current, connection),
-        *guard.params,
-    ]
-    if history is not None:
-        sql, params = _with_history(model, using, sql, params, *history)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
+    params = _update_params(model, assigned, values, pk, status_field, current, connection)
+    row = _fetch_one(model, using, sql, [*params, *guard.params], history, connection)
     if row is None:
         return None
     instance = _load(model, using, names, converters, row[: len(names)], connection)

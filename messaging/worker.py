@@ -250,8 +250,10 @@ def _claim_unread(delivery_id, worker_id: str, spare: _Spare) -> str | None:
     and nothing was written: the caller reads the delivery and goes the usual way."""
     using = Delivery.objects.db
     trace_id = tracing.current_trace_id()
+    if not (trace_id and lifecycle_sql.one_statement(using)):
+        return None
     tokens = {ref: token for ref in tuple(_RESOLVED_REFS) if (token := _token(ref))}
-    if not (trace_id and tokens and lifecycle_sql.one_statement(using)):
+    if not tokens:
         return None
     try:
         pk = uuid.UUID(str(delivery_id))

@@ -237,19 +237,24 @@ def _active_user_guard(*params) -> Guard:
     )
 
 
+def _sign_if_active(action, username: str, **kwargs):
+    """Sign `action` on the condition that its user is active and named `username`."""
+    return transition(
+        lifecycle=ACTION_LIFECYCLE,
+        pk=action.pk,
+        to=S.SIGNED,
+        actor=Actor.system(),
+        guard=_active_user_guard(username),
+        **kwargs,
+    )
+
+
 @pytest.mark.postgres  # UPDATE … FROM
 def test_a_guarded_move_loads_its_related_rows_in_the_same_statement(
     action, django_assert_num_queries
 ):
     with django_assert_num_queries(1) as captured:
-        moved = transition(
-            lifecycle=ACTION_LIFECYCLE,
-            pk=action.pk,
-            to=S.SIGNED,
-            actor=Actor.system(),
-            fields=("status", "user"),
-            guard=_active_user_guard(action.user.username),
-        )
+        moved = _sign_if_active(action, action.user.username, fields=("status", "user"))
         # The user came with the move, as select_related leaves it: no query for it.
         assert (moved.user.pk, moved.user.username) == (action.user_id, action.user.username)
     assert captured.captured_queries[0]["sql"].startswith("WITH")
@@ -264,32 +269,14 @@ def test_a_guarded_move_whose_guard_fails_writes_nothing_and_reads_nothing_more(
 ):
     User.objects.filter(pk=action.user_id).update(is_active=False)
     with django_assert_num_queries(1), pytest.raises(IllegalTransition):
-        transition(
-            lifecycle=ACTION_LIFECYCLE,
-            pk=action.pk,
-            to=S.SIGNED,
-            actor=Actor.system(),
-            guard=_active_user_guard(action.user.username),
-        )
+        _sign_if_active(action, action.user.username)
     # The same guard over the wrong name fails as well; the right one then moves it.
     User.objects.filter(pk=action.user_id).update(is_active=True)
     with pytest.raises(IllegalTransition):
-        transition(
-            lifecycle=ACTION_LIFECYCLE,
-            pk=action.pk,
-            to=S.SIGNED,
-            actor=Actor.system(),
-            guard=_active_user_guard("someone else"),
-        )
+        _sign_if_active(action, "someone else")
     action.refresh_from_db()
     assert action.status == S.PROPOSED and action.history.count() == 1
-    transition(
-        lifecycle=ACTION_LIFECYCLE,
-        pk=action.pk,
-        to=S.SIGNED,
-        actor=Actor.system(),
-        guard=_active_user_guard(action.user.username),
-    )
+    _sign_if_active(action, action.user.username)
     action.refresh_from_db()
     assert action.status == S.SIGNED and action.history.count() == 2
 
@@ -298,13 +285,7 @@ def test_a_guard_without_update_from_is_refused(action):
     if connection.vendor == "postgresql":
         pytest.skip("PostgreSQL runs guarded moves")
     with pytest.raises(ValueError, match="PostgreSQL"):
-        transition(
-            lifecycle=ACTION_LIFECYCLE,
-            pk=action.pk,
-            to=S.SIGNED,
-            actor=Actor.system(),
-            guard=_active_user_guard(action.user.username),
-        )
+        _sign_if_active(action, action.user.username)
     action.refresh_from_db()
     assert action.status == S.PROPOSED and action.history.count() == 1
 
