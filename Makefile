@@ -31,10 +31,14 @@ failover:
 
 # From the hash-pinned lock (every package, direct or not, at one version with its hashes):
 # pip refuses a file whose hash is not in it. requirements*.txt say what we depend on and why;
-# `make lock` turns them into the locks.
+# `make lock` turns them into the locks. --no-deps: the lock already names every package, so pip
+# resolves nothing (venv's pip 23.2 looked past a pin for an extra, `cachecontrol[filecache]`,
+# to the newest release on the index and refused it as unpinned); `pip check` then proves the
+# set consistent.
 $(PY_STAMP): requirements.lock requirements-dev.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --require-hashes -r requirements-dev.lock
+	$(BIN)/pip install --quiet --no-deps --require-hashes -r requirements-dev.lock
+	$(BIN)/pip check
 	touch $@
 
 # After editing requirements*.txt: uv resolves them on PyPI into the locks, keeping every pin it

@@ -1,6 +1,6 @@
 """A production install (docs/deploy.md, "Production install"): a virtualenv made from the
-runtime lock alone (`pip install --require-hashes -r requirements.lock`: no dev packages, no
-npm, no chain/ at all) starts Django with `check --deploy`, imports what the processes import,
+runtime lock alone (`pip install --no-deps --require-hashes -r requirements.lock`, then `pip
+check`: no dev packages, no npm, no chain/ at all) starts Django with `check --deploy`, imports what the processes import,
 reads the contracts from evm/artifacts.json, serves /healthz and /readyz under gunicorn and runs
 a task in a Celery worker.
 
@@ -75,13 +75,22 @@ def _production_venv() -> Path:
         installed = subprocess.run(
             [
                 sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"),
-                "install", "--quiet", "--no-compile", "--require-hashes", "-r", str(LOCK),
+                "install", "--quiet", "--no-compile", "--no-deps", "--require-hashes",
+                "-r", str(LOCK),
             ],
             capture_output=True,
             text=True,
             timeout=900,
         )  # fmt: skip
         assert installed.returncode == 0, installed.stderr[-3000:]
+        # --no-deps installs the lock as it is; this proves it whole and consistent.
+        checked = subprocess.run(
+            [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "check"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert checked.returncode == 0, checked.stdout[-3000:]
         done.touch()
     return venv
 
