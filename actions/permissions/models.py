@@ -136,6 +136,8 @@ class SpendPermission(LifecycleModel):
         indexes = [
             # The console's search by name, whatever its case (exact on LOWER(name)).
             models.Index(Lower("name"), name="spend_permission_name_lower"),
+            # And by its session key's address (any of the forms address_forms gives).
+            models.Index(fields=["session_key_address"], name="spend_permission_session_key"),
         ]
         constraints = [
             models.CheckConstraint(

@@ -6,7 +6,8 @@ from datetime import datetime
 
 from django import template
 from django.utils import timezone
-from django.utils.html import format_html, format_html_join
+from django.utils.html import escape, format_html
+from django.utils.safestring import mark_safe
 
 register = template.Library()
 
@@ -23,6 +24,13 @@ def age(since: datetime, now: datetime) -> str:
     if hours:
         return f"{hours} h {minutes % 60} min"
     return f"{minutes} min"
+
+
+@register.filter(expects_localtime=True)
+def stamp(value: datetime) -> str:
+    """`value|date:'Y-m-d H:i:s T'` by strftime: the same text, a tenth of the date filter's
+    cost (two a row on a list of a hundred)."""
+    return value.strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 @register.filter
@@ -48,15 +56,15 @@ def hours_chart(hours: list[tuple[datetime, int, int]], label: str) -> str:
         h = CHART_H * total / peak
         hf = CHART_H * failed / peak
         local = timezone.localtime(hour)  # the staff member's zone (core.timezones)
-        title = f"{local:%H}:00 {local:%Z} — {total} transitions, {failed} to a failure"
-        numbers = (x, CHART_H - h, width - BAR_GAP, h, x, CHART_H - hf, width - BAR_GAP, hf)
-        bars.append((title, *(f"{n:.1f}" for n in numbers)))
-    body = format_html_join(
-        "",
-        '<g><title>{}</title><rect class="bar" x="{}" y="{}" width="{}" height="{}"/>'
-        '<rect class="bar-failed" x="{}" y="{}" width="{}" height="{}"/></g>',
-        bars,
-    )
+        title = escape(f"{local:%H}:00 {local:%Z} — {total} transitions, {failed} to a failure")
+        w = width - BAR_GAP
+        # Numbers and an escaped title: joined as text, not by format_html per bar (120 a page).
+        bars.append(
+            f'<g><title>{title}</title><rect class="bar" x="{x:.1f}" y="{CHART_H - h:.1f}" '
+            f'width="{w:.1f}" height="{h:.1f}"/><rect class="bar-failed" x="{x:.1f}" '
+            f'y="{CHART_H - hf:.1f}" width="{w:.1f}" height="{hf:.1f}"/></g>'
+        )
+    body = mark_safe("".join(bars))  # noqa: S308 - numbers and escaped titles only
     start = timezone.localtime(hours[0][0]) if hours else None
     # The last bar is the hour in progress: its right edge is now, not the hour's end.
     end = timezone.localtime() if hours else None

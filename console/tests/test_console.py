@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import pytest
 from django.contrib.auth.models import Permission
@@ -608,3 +608,122 @@ def test_the_chart_axis_ends_now_not_at_the_end_of_the_hour(staff_client, stuck_
     labels = set(re.findall(r"<span>now \((\d\d:\d\d) UTC\)</span>", text))
     after = timezone.localtime()
     assert labels and labels <= {f"{before:%H:%M}", f"{after:%H:%M}"}
+
+
+# --- Reading only what a page shows ------------------------------------------------------------
+
+
+def rows_built(monkeypatch) -> list[str]:
+    """The ids each kind's row function builds (a row read whole), as they are built."""
+    from console import selectors
+
+    built: list[str] = []
+    for name in ("_action_row", "_delivery_row", "_operation_row"):
+        real = getattr(selectors, name)
+
+        def spy(item, why, real=real):
+            built.append(str(item.pk))
+            return real(item, why)
+
+        monkeypatch.setattr(selectors, name, spy)
+        monkeypatch.setitem(selectors._TO_ROW, name[1:].removesuffix("_row"), spy)
+    return built
+
+
+def test_the_home_reads_whole_only_the_rows_it_shows(staff_client, stuck_all, monkeypatch):
+    from console import selectors, views
+
+    every = selectors.needs_attention(selectors.Filters()).rows
+    built = rows_built(monkeypatch)
+    monkeypatch.setattr(views, "SHOWN", 2)
+    page = staff_client.get("/staff/")
+    listing = page.context["listing"]
+    # The count and the order are the whole list's; two rows built, the two oldest.
+    assert listing.count == len(every) == 4 and page.text.count('<tr data-key="') == 2
+    assert [row.key for row in listing.rows] == [row.key for row in every[:2]]
+    assert sorted(built) == sorted(row.id for row in every[:2])
+    assert 'data-count="rows">4<' in page.text and "the 2 oldest shown" in page.text
+
+
+def test_a_kind_cut_at_its_bound_is_counted_at_the_bound_and_said(
+    staff_client, make_operation, monkeypatch
+):
+    from console import selectors, views
+
+    monkeypatch.setattr(selectors, "LIMIT", 3)
+    monkeypatch.setattr(views, "SHOWN", 2)
+    for _ in range(5):
+        make_operation("sensitive")
+    page = staff_client.get("/staff/")
+    assert page.context["listing"].count == 3 and page.context["listing"].cut == ["operation"]
+    assert 'data-count="rows">3<' in page.text and "more than 3 operations" in page.text
+    assert page.text.count('<tr data-key="') == 2
+
+
+def test_a_row_that_leaves_the_list_between_the_two_reads_is_not_shown(
+    staff_client, stuck_all, monkeypatch
+):
+    """The ids are read, then the rows: one resolved in between is left out, not shown stale."""
+    from console import selectors
+
+    gone = stuck_all["unknown_delivery"]
+    real = selectors._bounded
+
+    def then_resolve(queryset, order):
+        found = real(queryset, order)
+        if queryset.model is Delivery:
+            Delivery.objects.filter(pk=gone.pk).update(status=D.FAILED)
+        return found
+
+    monkeypatch.setattr(selectors, "_bounded", then_resolve)
+    listing = selectors.needs_attention(selectors.Filters(), shown=10)
+    assert key(gone) not in {row.key for row in listing.rows}
+    assert len(listing.rows) == 3 and listing.count == 4
+
+
+def test_a_search_reads_whole_only_the_rows_it_shows(staff_client, stuck_all, monkeypatch):
+    from console import selectors, views
+
+    every = selectors.search("alice").rows
+    built = rows_built(monkeypatch)
+    monkeypatch.setattr(views, "SHOWN", 3)
+    page = staff_client.get("/staff/search/", {"q": "alice"})
+    result = page.context["result"]
+    assert result.count == result.found == len(every) == 4
+    assert [row.key for row in result.rows] == [row.key for row in every[:3]]
+    assert sorted(built) == sorted(row.id for row in every[:3])
+    assert 'data-count="found">4<' in page.text and "The first 3 shown" in page.text
+
+
+def test_a_search_that_finds_one_row_among_the_ids_still_goes_to_it(staff_client, stuck_all):
+    operation = stuck_all["review_operation"]
+    page = staff_client.get("/staff/search/", {"q": str(operation.pk)})
+    assert page.status_code == 302 and page.url == f"/staff/operations/{operation.pk}/"
+
+
+def test_the_csv_streams_in_chunks_of_rows_with_the_same_lines(
+    staff_client, stuck_all, monkeypatch
+):
+    from console import views
+
+    whole = b"".join(staff_client.get("/staff/attention.csv").streaming_content)
+    monkeypatch.setattr(views, "CSV_CHUNK", 2)
+    chunks = list(staff_client.get("/staff/attention.csv").streaming_content)
+    # Header and four rows: chunks of two lines, then the last one.
+    assert [chunk.count(b"\r\n") for chunk in chunks] == [2, 2, 1]
+    assert b"".join(chunks) == whole
+
+
+@pytest.mark.parametrize("zone", ["UTC", "America/Sao_Paulo", "Asia/Kolkata"])
+def test_the_stamp_filter_writes_what_the_date_filter_wrote(zone):
+    from datetime import datetime
+
+    from django.template import engines
+
+    moment = datetime(2026, 3, 8, 23, 59, 7, 123456, tzinfo=UTC)
+    template = engines["django"].from_string(
+        "{% load console_tags %}{{ t|stamp }}|{{ t|date:'Y-m-d H:i:s T' }}"
+    )
+    with timezone.override(zone):
+        ours, django = template.render({"t": moment}).split("|")
+    assert ours == django
