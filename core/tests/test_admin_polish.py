@@ -273,3 +273,28 @@ def test_the_review_queue_tells_approve_from_reject_and_asks_before_rejecting(st
     assert "hx-confirm" not in approve
     assert 'hx-confirm="Reject this text-gen operation of alice?' in reject
     assert "{#" not in text and "{%" not in text
+
+
+@pytest.mark.django_db
+def test_every_list_draws_djangos_row_checkbox_without_a_widget_render(make_user, rf):
+    """Each registered admin draws the row checkbox through core.admin.FastActionCheckbox,
+    and its markup is what Django's widget renders, a name that needs escaping included."""
+    from django.contrib import admin
+
+    from core.admin import FastActionCheckbox
+
+    user = make_user('<b>o\'neil & "co"</b>')
+    for model, model_admin in admin.site._registry.items():
+        assert isinstance(model_admin, FastActionCheckbox), model
+    user_admin = admin.site._registry[type(user)]
+    assert user_admin.action_checkbox(user) == admin.ModelAdmin.action_checkbox(user_admin, user)
+    assert "&lt;b&gt;o&#x27;neil &amp; &quot;co&quot;&lt;/b&gt;" in user_admin.action_checkbox(user)
+
+
+@pytest.mark.django_db
+def test_the_user_list_shows_each_row_checkbox(staff_client, make_user):
+    make_user("maria")
+    text = staff_client.get("/admin/auth/user/").text
+    assert re.search(r'<input type="checkbox" name="_selected_action" value="\d+" '
+                     r'class="action-select" aria-label="Select this object for an action - '
+                     r'maria">', text)  # fmt: skip
