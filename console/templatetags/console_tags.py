@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import html
 from datetime import datetime
 
 from django import template
 from django.utils import timezone
 from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
+
+from core.templatetags.chains import chain, explorer_url
+from core.templatetags.picnic_ui import badge_html, status_family
 
 register = template.Library()
 
@@ -39,6 +43,51 @@ def short_id(value) -> str:
     text = str(value)
     shown = text if len(text) <= 12 else f"{text[:8]}…"
     return format_html('<code class="id" title="{}">{}</code>', text, shown)
+
+
+def _e(value) -> str:
+    """`{{ value }}`'s escaping: safe text as it is, anything else escaped."""
+    return value.__html__() if hasattr(value, "__html__") else html.escape(str(value))
+
+
+@register.simple_tag(takes_context=True)
+def console_row(context, row) -> str:
+    """One row of a console list (`console/_rows.html`): the markup a template drew, built in
+    one pass. A hundred rows of about 25 template nodes each were most of the home's time."""
+    key, kind, rid = _e(row.key), _e(row.kind), _e(row.id)
+    family = status_family(row.outcome or row.status)
+    select = ""
+    if context.get("selectable"):
+        checked = " checked" if row.key in (context.get("checked") or ()) else ""
+        select = (
+            f'<td><input type="checkbox" name="key" value="{key}" '
+            f'aria-label="select {kind} {rid}"{checked}></td>'
+        )
+    on_chain = f' <small class="muted">on {chain(row.chain_id)}</small>' if row.chain_id else ""
+    links = f'<a href="{_e(row.timeline_url)}">timeline</a> · ' if row.timeline_url else ""
+    links += f'<a href="{_e(row.admin_url)}">admin</a>'
+    if row.tx_hash and (tx_url := explorer_url(row.chain_id, "tx", row.tx_hash)):
+        links += (
+            f' · <a class="explorer" href="{_e(tx_url)}" rel="noopener noreferrer" '
+            f'title="{_e(row.tx_hash)} on the explorer">tx</a>'
+        )
+    since, created = timezone.localtime(row.since), timezone.localtime(row.created_at)
+    now = context.get("now")
+    return mark_safe(  # noqa: S308 - every value above is escaped or built safe
+        f'<tr data-key="{key}" class="status-{_e(row.status)} family-{_e(family)}">\n'
+        f"      {select}\n"
+        f"      <td>{kind}{on_chain}</td>\n"
+        f'      <td class="nowrap">{short_id(row.id)}<button type="button" class="copy" '
+        f'data-copy="{rid}" aria-label="copy {kind} id {rid}">copy</button></td>\n'
+        f'      <td class="nowrap">{badge_html(row.status, outcome=row.outcome)}</td>\n'
+        f"      <td>{_e(row.why)}</td>\n"
+        f'      <td class="nowrap age" title="last change {_e(stamp(since))}, created '
+        f'{_e(stamp(created))}">{_e(age(row.since, now))}</td>\n'
+        f"      <td>{_e(row.owner)}</td>\n"
+        f'      <td class="error">{_e(row.error)}</td>\n'
+        f'      <td class="nowrap">{links}</td>\n'
+        "    </tr>"
+    )
 
 
 CHART_W, CHART_H, BAR_GAP = 240, 48, 1

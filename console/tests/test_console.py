@@ -727,3 +727,68 @@ def test_the_stamp_filter_writes_what_the_date_filter_wrote(zone):
     with timezone.override(zone):
         ours, django = template.render({"t": moment}).split("|")
     assert ours == django
+
+
+# The row markup as console/_rows.html drew it in template nodes, before console_row: the tag
+# must write the same bytes for every kind of row.
+ROW_TEMPLATE = """{% load console_tags chains picnic_ui %}<tr data-key="{{ row.key }}" class="status-{{ row.status }} family-{{ row.outcome|default:row.status|status_family }}">
+      {% if selectable %}<td><input type="checkbox" name="key" value="{{ row.key }}" aria-label="select {{ row.kind }} {{ row.id }}"{% if row.key in checked %} checked{% endif %}></td>{% endif %}
+      <td>{{ row.kind }}{% if row.chain_id %} <small class="muted">on {% chain row.chain_id %}</small>{% endif %}</td>
+      <td class="nowrap">{{ row.id|short_id }}<button type="button" class="copy" data-copy="{{ row.id }}" aria-label="copy {{ row.kind }} id {{ row.id }}">copy</button></td>
+      <td class="nowrap">{% status_badge row.status outcome=row.outcome %}</td>
+      <td>{{ row.why }}</td>
+      <td class="nowrap age" title="last change {{ row.since|date:'Y-m-d H:i:s T' }}, created {{ row.created_at|date:'Y-m-d H:i:s T' }}">{{ row.since|age:now }}</td>
+      <td>{{ row.owner }}</td>
+      <td class="error">{{ row.error }}</td>
+      <td class="nowrap">{% if row.timeline_url %}<a href="{{ row.timeline_url }}">timeline</a> · {% endif %}<a href="{{ row.admin_url }}">admin</a>{% if row.tx_hash %}{% explorer_url row.chain_id "tx" row.tx_hash as tx_url %}{% if tx_url %} · <a class="explorer" href="{{ tx_url }}" rel="noopener noreferrer" title="{{ row.tx_hash }} on the explorer">tx</a>{% endif %}{% endif %}</td>
+    </tr>"""  # noqa: E501
+
+
+@pytest.mark.parametrize("zone", ["UTC", "America/Sao_Paulo"])
+def test_a_console_row_is_the_markup_the_template_drew(settings, zone):
+    from dataclasses import replace
+
+    from django.template import Context, engines
+
+    from console.selectors import Row
+    from console.templatetags.console_tags import console_row
+    from core.chains import Chain
+
+    chain = next(row for row in settings.CHAINS if row.id == settings.CARD_CHAIN_ID)
+    settings.CHAINS = (
+        replace(chain, explorer_url="https://scan.example/{kind}/{value}?a=1&b=2"),
+        *(row for row in settings.CHAINS if row.id != chain.id),
+    )
+    assert isinstance(settings.CHAINS[0], Chain)
+    now = timezone.now()
+    base = Row(
+        kind="action",
+        id="6f1c0a4e-9d5b-4c1e-8f0a-2b3c4d5e6f70",
+        status="executed",
+        since=now - timedelta(hours=3, minutes=2),
+        created_at=now - timedelta(days=2),
+        owner='o\'neil <b>&"co"',
+        error='revert: "<script>alert(1)</script>" & more',
+        why="stuck > 1 h",
+        chain_id=chain.id,
+        tx_hash="0x" + "ab" * 32,
+        outcome="refunded",
+    )
+    rows = [
+        base,
+        replace(base, chain_id=None, tx_hash="", outcome=""),
+        replace(base, kind="delivery", status="unknown", chain_id=None, tx_hash="", error=""),
+        replace(base, kind="accountChange", id="42", status="pending", outcome="", chain_id=None),
+    ]
+    template = engines["django"].from_string(ROW_TEMPLATE)
+    drawn = []
+    with timezone.override(zone):
+        for row in rows:
+            for selectable, checked in ((True, {row.key}), (True, set()), (False, set())):
+                values = {"row": row, "selectable": selectable, "checked": checked, "now": now}
+                drawn.append(template.render(values))
+                assert console_row(Context(values), row) == drawn[-1], (row, selectable, checked)
+    # The branches were drawn: the explorer link, a checked box, escaped text.
+    text = "".join(drawn)
+    assert 'class="explorer" href="https://scan.example/tx/0x' in text and " checked>" in text
+    assert "&lt;script&gt;" in text and "o&#x27;neil &lt;b&gt;&amp;&quot;co&quot;" in text
