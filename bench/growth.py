@@ -667,6 +667,8 @@ def main() -> None:
             f"{p95} | {p50} | {shown} |"
         )
     pages = [name for name, _, _ in work if name != BASELINE]
+    if not pages:  # --only matched the baseline alone (a load, say): nothing to compare
+        return
     within = [name for name in pages if relative[name][0] <= GROWTH_GOAL]
     # The same answer give or take an age or a count's digits: within 1 %.
     same = [

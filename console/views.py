@@ -18,6 +18,7 @@ from django.views.decorators.http import require_POST
 from console import selectors
 from console.moves import MOVES, apply_move, refusal_for
 from console.selectors import Filters, Row
+from console.summaries import summaries_cached
 from core.api import error_json
 from core.lifecycle import lifecycles
 from core.live import session_grant, staff_stream, stream_response
@@ -64,7 +65,7 @@ def home(request: HttpRequest) -> HttpResponse:
     )
     if request.htmx:
         return render(request, "console/home.html#attention", context)
-    summaries, context["summaries_at"] = selectors.summaries_cached()
+    summaries, context["summaries_at"] = summaries_cached()
     kinds = selectors.viewable_kinds(request.user)
     context["summaries"] = [summary for summary in summaries if summary.name in kinds]
     return render(request, "console/home.html", context)

@@ -792,3 +792,72 @@ def test_a_console_row_is_the_markup_the_template_drew(settings, zone):
     text = "".join(drawn)
     assert 'class="explorer" href="https://scan.example/tx/0x' in text and " checked>" in text
     assert "&lt;script&gt;" in text and "o&#x27;neil &lt;b&gt;&amp;&quot;co&quot;" in text
+
+
+# --- The 24 h charts -----------------------------------------------------------------------------
+
+
+def chart_of(kind: str) -> dict:
+    from console.summaries import summaries
+
+    summary = next(s for s in summaries() if s.name == kind)
+    return {hour: (total, failed) for hour, total, failed in summary.hours}
+
+
+def backdate(delivery, when, status: str | None = None) -> None:
+    """Move a delivery's history rows (append-only for the models) to `when`, in SQL."""
+    from django.db import connection
+
+    sql = "UPDATE messaging_deliverystatushistory SET timestamp = %s WHERE delivery_id = %s"
+    params = [when, delivery.pk]
+    if status is not None:
+        sql, params = sql + " AND status = %s", [*params, status]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def test_an_ended_hour_is_read_once_and_kept_while_the_hour_in_progress_is_read_again(
+    settings, make_delivery
+):
+    """With the summary cache on, an ended hour is kept (it takes no more transitions): a
+    transition written into it afterwards is not read again; one in the hour in progress is.
+    With the cache off, every hour is read."""
+    from django.core.cache import cache
+
+    cache.clear()
+    settings.CONSOLE_SUMMARY_CACHE_SECONDS = 15
+    now = timezone.now()
+    three_ago = (now - timedelta(hours=3)).replace(minute=30, second=0, microsecond=0)
+    hour = three_ago.replace(minute=0)
+    backdate(make_delivery(D.CLAIMED, D.SENDING, D.UNKNOWN), three_ago)
+    assert chart_of("delivery")[hour] == (4, 1)  # queued, claimed, sending, unknown (a failure)
+    later = make_delivery(D.CLAIMED, D.SENDING, D.FAILED)
+    backdate(later, three_ago, status=D.FAILED)  # into the kept hour: not read again
+    after = chart_of("delivery")
+    assert after[hour] == (4, 1)
+    assert after[max(after)][0] >= 3  # the later one's other transitions, in this hour
+    settings.CONSOLE_SUMMARY_CACHE_SECONDS = 0
+    assert chart_of("delivery")[hour] == (5, 2)  # every hour read: both
+    cache.clear()
+
+
+def test_an_hour_ended_less_than_a_minute_ago_is_not_kept(settings, make_delivery):
+    from django.core.cache import cache
+
+    from console.summaries import _transitions_by_hour
+    from core.lifecycle import lifecycle_named
+
+    cache.clear()
+    settings.CONSOLE_SUMMARY_CACHE_SECONDS = 15
+    delivery = make_delivery()
+    hour = (timezone.now() - timedelta(hours=2)).replace(minute=0, second=0, microsecond=0)
+    start, now = hour - timedelta(hours=22), hour + timedelta(hours=1, seconds=30)
+    lifecycle = lifecycle_named("delivery")
+    assert _transitions_by_hour(lifecycle, start, now).get(hour) is None
+    backdate(delivery, hour + timedelta(minutes=59, seconds=59))  # committed late
+    assert _transitions_by_hour(lifecycle, start, now)[hour] == [1, 0]  # read again, not kept
+    later = now + timedelta(minutes=1)  # now settled: kept from here on
+    assert _transitions_by_hour(lifecycle, start, later)[hour] == [1, 0]
+    backdate(make_delivery(), hour + timedelta(minutes=5))  # into the kept hour: not read
+    assert _transitions_by_hour(lifecycle, start, later)[hour] == [1, 0]
+    cache.clear()
