@@ -7,9 +7,11 @@ import json
 import re
 import uuid
 from functools import cache, cached_property
+from urllib.parse import parse_qsl, urlencode
 
 from django.contrib import admin
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.db import connections
@@ -144,10 +146,31 @@ class EstimatedCountMixin:
         return EstimatedCountPaginator(queryset, per_page, orphans, allow_empty_first_page)
 
 
-class FastActionCheckbox:
-    """A changelist row's checkbox in Django's markup, without a template render per row: the
-    widget's render was a third to a half of a 100-row page (PicnicAdminSite gives it to every
-    registered admin)."""
+class FilteredRowLinks(ChangeList):
+    """A filtered list's row links with the filters to come back to, the query made once: for
+    each row Django's add_preserved_filters resolved the row's URL against every pattern only
+    to learn it is not the list's own (a sixth of a filtered 50-row page). The query it adds
+    to a change page's URL is the same for every row; add_preserved_filters, given none,
+    keeps the row URL's own query as it is."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.row_query = urlencode(dict(parse_qsl(self.preserved_filters)))
+        self.preserved_filters = ""
+
+    def url_for_result(self, result) -> str:
+        url = super().url_for_result(result)
+        return f"{url}?{self.row_query}" if self.row_query else url
+
+
+class FastListRows:
+    """A changelist's rows without a template render or a URL resolution per row: the
+    checkbox in Django's markup (the widget's render was a third to a half of a 100-row page)
+    and the row links' filters made once (FilteredRowLinks). PicnicAdminSite gives it to every
+    registered admin."""
+
+    def get_changelist(self, request, **kwargs):
+        return FilteredRowLinks
 
     def action_checkbox(self, obj):
         return format_html(
@@ -159,7 +182,7 @@ class FastActionCheckbox:
 
 
 class LifecycleAdmin(
-    FastActionCheckbox,
+    FastListRows,
     EstimatedCountMixin,
     ExactSearchMixin,
     ReadOnlyAdminMixin,

@@ -10,7 +10,7 @@ from django.urls import path
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from core.admin import FastActionCheckbox
+from core.admin import FastListRows
 from core.timezones import set_zone_cookie, zone_named, zone_names
 
 # --- The site ----------------------------------------------------------------------------
@@ -41,12 +41,12 @@ class PicnicAdminSite(admin.AdminSite):
 
     def register(self, model_or_iterable, admin_class=None, **options):
         # Every list, Django's and other apps' included, draws its rows' checkboxes without a
-        # template render each (core.admin.FastActionCheckbox): the same markup.
+        # template render each (core.admin.FastListRows): the same markup.
         admin_class = admin_class or admin.ModelAdmin
-        if not issubclass(admin_class, FastActionCheckbox):
+        if not issubclass(admin_class, FastListRows):
             admin_class = type(
                 admin_class.__name__,
-                (FastActionCheckbox, admin_class),
+                (FastListRows, admin_class),
                 {"__module__": admin_class.__module__, "__qualname__": admin_class.__qualname__},
             )
         super().register(model_or_iterable, admin_class, **options)

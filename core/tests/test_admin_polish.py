@@ -277,15 +277,15 @@ def test_the_review_queue_tells_approve_from_reject_and_asks_before_rejecting(st
 
 @pytest.mark.django_db
 def test_every_list_draws_djangos_row_checkbox_without_a_widget_render(make_user, rf):
-    """Each registered admin draws the row checkbox through core.admin.FastActionCheckbox,
+    """Each registered admin draws the row checkbox through core.admin.FastListRows,
     and its markup is what Django's widget renders, a name that needs escaping included."""
     from django.contrib import admin
 
-    from core.admin import FastActionCheckbox
+    from core.admin import FastListRows
 
     user = make_user('<b>o\'neil & "co"</b>')
     for model, model_admin in admin.site._registry.items():
-        assert isinstance(model_admin, FastActionCheckbox), model
+        assert isinstance(model_admin, FastListRows), model
     user_admin = admin.site._registry[type(user)]
     assert user_admin.action_checkbox(user) == admin.ModelAdmin.action_checkbox(user_admin, user)
     assert "&lt;b&gt;o&#x27;neil &amp; &quot;co&quot;&lt;/b&gt;" in user_admin.action_checkbox(user)
@@ -298,3 +298,32 @@ def test_the_user_list_shows_each_row_checkbox(staff_client, make_user):
     assert re.search(r'<input type="checkbox" name="_selected_action" value="\d+" '
                      r'class="action-select" aria-label="Select this object for an action - '
                      r'maria">', text)  # fmt: skip
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("query", ["?is_staff__exact=0&q=m", "?is_staff__exact=0&o=-1", ""])
+def test_a_filtered_lists_row_links_keep_the_filters_without_a_url_resolution_each(
+    staff_client, make_user, monkeypatch, query
+):
+    """Each row links to its change page with the list's filters to come back to, as Django
+    draws it (the same page with Django's own ChangeList), and no row's URL is resolved."""
+    from django.contrib import admin
+    from django.contrib.admin.templatetags import admin_urls
+    from django.contrib.admin.views.main import ChangeList
+    from django.contrib.auth import get_user_model
+
+    for name in ("maria", "marta", "mario & co"):
+        make_user(name)
+    resolved = []
+    real = admin_urls.resolve
+    monkeypatch.setattr(admin_urls, "resolve", lambda path: resolved.append(path) or real(path))
+    ours = staff_client.get("/admin/auth/user/" + query).text
+    rows = len(re.findall(r'name="_selected_action"', ours))
+    assert rows >= 3 and len(resolved) <= 1  # at most the page's own "add" link
+    user_admin = admin.site._registry[get_user_model()]
+    monkeypatch.setattr(type(user_admin), "get_changelist", lambda self, request, **kw: ChangeList)
+    djangos = staff_client.get("/admin/auth/user/" + query).text
+    strip = re.compile(r'(csrfmiddlewaretoken" value="|X-CSRFToken": ")[^"]+"')
+    assert strip.sub("", ours) == strip.sub("", djangos)
+    if query:
+        assert "_changelist_filters=" in ours
