@@ -10,8 +10,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import connections, models
+from django.db.backends.postgresql import base as postgresql
 from django.db.models.sql import UpdateQuery
+from psycopg.pq import Format
 
 
 def one_statement(using: str) -> bool:
@@ -91,9 +94,34 @@ def _fetch_one(model, using, sql, params, history, connection) -> tuple | None:
     """Run the UPDATE … RETURNING (with its history rows in the same statement, if any)."""
     if history is not None:
         sql, params = _with_history(model, using, sql, list(params), *history)
-    with connection.cursor() as cursor:
+    with _binding_cursor(connection) as cursor:
         cursor.execute(sql, params)
         return cursor.fetchone()
+
+
+def _binding_cursor(connection):
+    """On PostgreSQL, a cursor that binds values on the server (psycopg's `Cursor`; Django's
+    default is its `ClientCursor`, which quotes each value into the text). A transition's text
+    is the same every time, so it is prepared after `DATABASE_PREPARE_THRESHOLD` runs on a
+    connection and PostgreSQL stops parsing and planning it. Django turns psycopg's
+    preparation off (a threshold of None) for the sake of poolers; its own cursors never
+    prepare whatever the threshold, so setting it here prepares only these statements.
+    Wrapped as Django wraps its own cursors (errors, query logging, execute wrappers)."""
+    if connection.vendor != "postgresql":
+        return connection.cursor()
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    with connection.wrap_database_errors:
+        raw = connection.connection
+        threshold = settings.DATABASE_PREPARE_THRESHOLD or None
+        if raw.prepare_threshold != threshold:
+            raw.prepare_threshold = threshold
+        cursor = postgresql.ServerBindingCursor(raw)
+        # As Django's `create_cursor`: timestamps load in the wrapper's zone.
+        loader = connection.connection.adapters.get_loader(postgresql.TIMESTAMPTZ_OID, Format.TEXT)
+        if connection.timezone != loader.timezone:
+            postgresql.register_tzloader(connection.timezone, cursor)
+        return connection._prepare_cursor(cursor)
 
 
 def _guarded(model, pk, status_field, current, values, history, fields, guard: Guard):

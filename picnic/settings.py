@@ -159,6 +159,10 @@ if DATABASE_POOL and DATABASES["default"]["ENGINE"] == "django.db.backends.postg
         "max_size": env_int("DATABASE_POOL_MAX_SIZE", 10, minimum=1),
         "timeout": env_float("DATABASE_POOL_TIMEOUT_SECONDS", 10.0),
     }
+# A transition's statement (core/lifecycle_sql.py) is prepared on each connection after this
+# many runs of it. Django leaves psycopg's preparation off for every other statement, for the
+# sake of transaction-mode poolers (pgbouncer before 1.21): behind one, set 0 (never).
+DATABASE_PREPARE_THRESHOLD = env_int("DATABASE_PREPARE_THRESHOLD", 5, minimum=0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Auth, i18n, static --------------------------------------------------------------------

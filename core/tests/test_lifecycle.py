@@ -208,6 +208,50 @@ def test_a_move_from_its_one_legal_source_is_one_statement(action, django_assert
     assert list(action.history.values_list("from_status", "status"))[-1] == ("proposed", "signed")
 
 
+@pytest.mark.postgres  # psycopg binds on the server and prepares; SQLite quotes as ever
+def test_a_move_is_bound_on_the_server_and_prepared_after_a_few_runs(user, application):
+    # The values travel apart from the text (quotes, JSON and NULLs arrive as they were), and
+    # from the sixth run on this connection PostgreSQL runs the prepared statement.
+    actions = [make_action(user=user, application=application) for _ in range(7)]
+    detail = 'it\'s "quoted" -- $1 %s; DROP TABLE x'
+    for moved in actions:
+        transition(
+            lifecycle=ACTION_LIFECYCLE,
+            pk=moved.pk,
+            to=S.SIGNED,
+            actor=Actor.end_user(user),
+            detail=detail,
+            payload={"quote": "'", "none": None},
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT statement FROM pg_prepared_statements WHERE statement LIKE %s",
+            ['WITH u AS (UPDATE "actions_action" SET %'],
+        )
+        prepared = [row[0] for row in cursor.fetchall()]
+    assert len(prepared) == 1 and "$1" in prepared[0]
+    for moved in actions:
+        last = moved.history.order_by("id").last()
+        assert (last.from_status, last.status, last.detail) == ("proposed", "signed", detail)
+        assert last.payload == {"quote": "'", "none": None} and last.actor_user == user
+    assert set(Action.objects.filter(pk__in=[a.pk for a in actions]).values_list("status")) == {
+        (S.SIGNED,)
+    }
+
+
+@pytest.mark.postgres
+def test_a_threshold_of_zero_binds_on_the_server_and_never_prepares(user, application, settings):
+    # Behind a transaction-mode pooler a prepared statement may be on another connection.
+    settings.DATABASE_PREPARE_THRESHOLD = 0
+    for _ in range(7):
+        moved = make_action(user=user, application=application)
+        transition(lifecycle=ACTION_LIFECYCLE, pk=moved.pk, to=S.SIGNED, actor=Actor.system())
+        assert Action.objects.get(pk=moved.pk).status == S.SIGNED
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        assert cursor.fetchone() == (0,)
+
+
 def test_a_move_asked_for_some_fields_returns_those_and_defers_the_rest(
     action, django_assert_num_queries
 ):
