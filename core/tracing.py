@@ -21,6 +21,7 @@ their own (`bind()`), so every log line written while handling an item names it.
 from __future__ import annotations
 
 import contextvars
+import functools
 import re
 import secrets
 from collections.abc import Iterator, Mapping
@@ -62,7 +63,10 @@ class Ids:
         )
 
 
+@functools.cache
 def _tracer() -> otel_trace.Tracer:
+    # Asked once: the SDK makes a new Tracer on every call. One asked for before the SDK's
+    # provider is installed is the API's proxy, which follows the provider once it is.
     return otel_trace.get_tracer("picnic")
 
 
