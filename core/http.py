@@ -3,7 +3,7 @@
 `connect()` opens the connection before anything is sent: failing there (refused, unreachable,
 TLS) raises NotSent, which callers may retry. `request()` sends on that connection and reads
 the answer: a timeout or a dropped connection after that raises OutcomeUnknown, and nothing is
-ever sent again by itself (httpx is handed that one connection: core/outbound.py). An HTTP
+ever sent again by itself (the request goes on that one connection: core/outbound.py). An HTTP
 answer is returned as is, so each adapter maps its provider's status codes and bodies.
 
 `timeout` bounds each connect and the whole of `request()` (send to last byte: a provider that

@@ -1,4 +1,5 @@
-"""Outbound HTTP on httpx, with a total deadline, a size limit, and no database connection held.
+"""Outbound HTTP on httpcore (httpx's HTTP/1.1 layer), with a total deadline, a size limit,
+and no database connection held.
 
 A socket timeout bounds each read, not the fetch: a server that sends one byte a second never
 trips it (httpx's timeouts are per read too). Here a watchdog shuts the socket down when the
@@ -8,13 +9,14 @@ body is read a chunk at a time against the deadline and the byte limit. Callers 
 one of the pool's few connections.
 
 A request is sent on a connection opened beforehand (`open_connection`: TCP to an address
-already checked or a configured name, then TLS checked against the host name): httpx's pool is handed that one
-connection and can open no other, so a request is never sent twice and a failure to connect is
-known before anything leaves (at most once, core.http).
+already checked or a configured name, then TLS checked against the host name): httpcore's
+HTTP/1.1 connection is made on that one socket and can open no other, so a request is never
+sent twice and a failure to connect is known before anything leaves (at most once, core.http).
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import logging
@@ -225,30 +227,6 @@ class _Stream(httpcore2.NetworkStream):
         return self.sock if info == "socket" else None
 
 
-class _HandOver(httpcore2.NetworkBackend):
-    """The pool's only way to a connection: the one opened beforehand, once."""
-
-    def __init__(self, stream: _Stream):
-        self._stream: _Stream | None = stream
-
-    def connect_tcp(self, host: str, port: int, *args: Any, **kwargs: Any) -> _Stream:
-        stream, self._stream = self._stream, None
-        if stream is None:  # never a second connection, so never a second send
-            raise httpcore2.ConnectError("the connection was used already")
-        return stream
-
-
-class _OneConnection(httpx2.HTTPTransport):
-    """httpx's transport whose pool has the one connection of `_HandOver` and no retry."""
-
-    def __init__(self, stream: _Stream):
-        # Not HTTPTransport's own set-up: its pool would connect by itself (and load a TLS
-        # context that is never used); the request-to-httpcore mapping is kept.
-        self._pool = httpcore2.ConnectionPool(
-            network_backend=_HandOver(stream), max_connections=1, retries=0
-        )
-
-
 @dataclass
 class Connection:
     """A connection opened to `ip` for `host` (TLS for https), for one request."""
@@ -298,36 +276,40 @@ def exchange(
     max_bytes: int,
     dog: Watchdog,
 ) -> Answer:
-    """Send one request on `conn` with httpx and read the answer: the whole of it before
-    `deadline` (`dog` watches `conn`) and at most `max_bytes` of body, or DeadlineExceeded /
-    TooLarge / FetchFailed. `target` is the path and query. The body is read as sent (the
-    request asks for no content coding)."""
+    """Send one request on `conn` with httpcore (httpx's HTTP/1.1 layer) and read the answer:
+    the whole of it before `deadline` (`dog` watches `conn`) and at most `max_bytes` of body,
+    or DeadlineExceeded / TooLarge / FetchFailed. `target` is the path and query. The body is
+    read as sent (the request asks for no content coding).
+
+    The request is httpcore's on the one connection, not httpx's through a pool handed that
+    connection: the same bytes on the wire (`wire_headers`), without the pool, the URL parsing
+    and the model mapping around it, which were half of a provider call's CPU."""
     dog.sock = conn.sock
-    url = httpx2.URL(
-        scheme="https" if conn.secure else "http",
-        host=conn.host,
-        port=conn.port,
-        raw_path=target.encode(),
+    scheme = b"https" if conn.secure else b"http"
+    host = conn.host.encode("idna") if not conn.host.isascii() else conn.host.encode()
+    request = httpcore2.Request(
+        method.encode("ascii"),
+        httpcore2.URL(scheme=scheme, host=host, port=conn.port, target=target.encode()),
+        headers=wire_headers(method, conn, headers, body),
+        content=body or b"",
+        extensions={
+            "timeout": dict.fromkeys(("connect", "read", "write", "pool"), remaining(deadline))
+        },
     )
-    # http.client's defaults, kept: no compression, so the limit is on the bytes we hold.
-    request = httpx2.Request(
-        method,
-        url,
-        headers={"Accept-Encoding": "identity", **headers},
-        content=body,
-        extensions={"timeout": httpx2.Timeout(remaining(deadline)).as_dict()},
+    connection = httpcore2.HTTP11Connection(
+        origin=httpcore2.Origin(scheme, host, conn.port), stream=_Stream(conn.sock)
     )
-    transport = _OneConnection(_Stream(conn.sock))
     try:
-        response = transport.handle_request(request)
+        response = connection.handle_request(request)
         try:
-            declared = response.headers.get("Content-Length", "")
+            received = httpx2.Headers(response.headers)
+            declared = received.get("Content-Length", "")
             if declared.isdigit() and int(declared) > max_bytes:
                 raise TooLarge(f"{declared} bytes, over the {max_bytes}-byte limit")
             parts: list[bytes] = []
             size = 0
             # Chunks as they arrive, so a drip-fed body is checked against the clock each time.
-            for chunk in response.iter_raw():
+            for chunk in response.iter_stream():
                 remaining(deadline)
                 size += len(chunk)
                 if size > max_bytes:
@@ -337,13 +319,51 @@ def exchange(
             response.close()
         if dog.fired:
             raise DeadlineExceeded("deadline passed while reading the body")
-        return Answer(response.status_code, response.headers, b"".join(parts))
-    except httpx2.TransportError as exc:
-        if dog.fired or isinstance(exc, httpx2.TimeoutException):
+        return Answer(response.status, received, b"".join(parts))
+    except _TRANSPORT_ERRORS as exc:
+        if dog.fired or isinstance(exc, httpcore2.TimeoutException):
             raise DeadlineExceeded(f"{conn.host}: no whole answer before the deadline") from exc
         raise FetchFailed(f"{conn.host}: {type(exc).__name__}: {exc}") from exc
     finally:
-        transport.close()
+        connection.close()
+
+
+# What httpx reports as its TransportError, at httpcore's level.
+_TRANSPORT_ERRORS = (
+    httpcore2.TimeoutException,
+    httpcore2.NetworkError,
+    httpcore2.ProtocolError,
+    httpcore2.UnsupportedProtocol,
+    httpcore2.ProxyError,
+)
+
+
+@functools.lru_cache(maxsize=256)
+def _netloc(secure: bool, host: str, port: int) -> bytes:
+    # httpx's own `Host` value: the name lower-cased (IDNA), an IPv6 address in brackets, the
+    # port only when it is not the scheme's.
+    return httpx2.URL(scheme="https" if secure else "http", host=host, port=port).netloc
+
+
+def wire_headers(
+    method: str, conn: Connection, headers: dict[str, str], body: bytes | None
+) -> list[tuple[bytes, bytes]]:
+    """The request's headers in the order httpx's `Request` sends them: `Host` first (unless
+    given), `Accept-Encoding: identity` (http.client's default, kept: no compression, so the
+    limit is on the bytes we hold) and the caller's in their order, then the body's
+    `Content-Length` (an empty POST, PUT or PATCH says 0, right after `Host`)."""
+    given = {"Accept-Encoding": "identity", **headers}
+    names = {name.lower() for name in given}
+    front: list[tuple[bytes, bytes]] = []
+    if "host" not in names:
+        front.append((b"Host", _netloc(conn.secure, conn.host, conn.port)))
+    wire = [(name.encode("ascii"), value.encode("ascii")) for name, value in given.items()]
+    if body and "content-length" not in names:
+        wire.append((b"Content-Length", str(len(body)).encode()))
+    elif not body and method.upper() in ("POST", "PUT", "PATCH"):
+        if "content-length" not in names and "transfer-encoding" not in names:
+            front.append((b"Content-Length", b"0"))
+    return front + wire
 
 
 def get(

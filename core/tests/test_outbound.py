@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import threading
 
+import httpx2
 import pytest
 from django.db import connection, transaction
 
@@ -39,6 +40,54 @@ def test_a_provider_answer_over_the_byte_limit_is_refused():
             client.call("POST", "/", body={"jsonrpc": "2.0", "id": 1, "method": "m"})
         server.result = "small"
         assert client.call("POST", "/", body={"id": 1}).json()["result"] == "small"
+
+
+WIRE_CASES = [
+    ("POST", "127.0.0.1", 8080, False, {"Content-Type": "application/json"}, b'{"a": 1}'),
+    ("POST", "127.0.0.1", 8080, False, {"Authorization": "Bearer t"}, None),
+    ("PUT", "api.example.com", 443, True, {}, b""),
+    ("PATCH", "API.Example.com", 8443, True, {"Content-Length": "0"}, None),
+    ("GET", "api.example.com", 80, False, {"Accept": "application/json"}, None),
+    ("GET", "::1", 443, True, {"Host": "example.org", "X-Trace": "1"}, None),
+    ("DELETE", "2001:db8::1", 9000, False, {}, b"x"),
+    (
+        "POST",
+        "example.com",
+        80,
+        False,
+        {"accept-encoding": "gzip", "Transfer-Encoding": "chunked"},
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(("method", "host", "port", "secure", "headers", "body"), WIRE_CASES)
+def test_a_request_carries_the_headers_httpx_would_send_in_its_order(
+    method, host, port, secure, headers, body
+):
+    # The request is httpcore's now; what leaves must be what httpx's Request sent.
+    url = httpx2.URL(scheme="https" if secure else "http", host=host, port=port, raw_path=b"/p")
+    expected = httpx2.Request(
+        method, url, headers={"Accept-Encoding": "identity", **headers}, content=body
+    ).headers.raw
+    conn = outbound.Connection(sock=None, host=host, port=port, secure=secure)  # type: ignore[arg-type]
+    assert outbound.wire_headers(method, conn, headers, body) == expected
+
+
+def test_a_provider_sees_the_request_as_httpx_sent_it():
+    with ScriptedServer() as server:
+        server.result = "ok"
+        client = JsonHttpClient(server.url, timeout=TIMEOUT, provider="prices")
+        answer = client.call("POST", "/rpc?x=1", body={"id": 1}, headers={"X-Key": "k"})
+        assert (answer.status, answer.json()["result"]) == (200, "ok")
+        [seen] = server.headers
+        port = server.url.rsplit(":", 1)[1].rstrip("/")
+        assert list(seen.items())[:2] == [
+            ("Host", f"127.0.0.1:{port}"),
+            ("Accept-Encoding", "identity"),
+        ]
+        assert seen["Content-Length"] == str(len(b'{"id": 1}')) and seen["X-Key"] == "k"
+        assert server.requests == [{"id": 1}]
 
 
 @pytest.mark.django_db(transaction=True)
