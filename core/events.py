@@ -68,6 +68,10 @@ def publish(event: dict[str, Any]) -> None:
 _pending: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar(
     "picnic_events_batch", default=None
 )
+# The current batch's Redis writes whose replies are not read yet (after a `flush()`).
+_unread: contextvars.ContextVar[_Publisher | None] = contextvars.ContextVar(
+    "picnic_events_unread", default=None
+)
 
 
 @contextmanager
@@ -79,25 +83,34 @@ def batch() -> Iterator[None]:
         yield
         return
     token = _pending.set([])
+    unread = _unread.set(None)
     try:
         yield
     finally:
-        pending = _pending.get()
+        pending, publisher = _pending.get(), _unread.get()
         _pending.reset(token)
-        if pending:
-            _send(pending)
+        _unread.reset(unread)
+        if pending or publisher is not None:
+            _send(pending or [], publisher=publisher)
 
 
 def flush() -> None:
     """Inside a batch: publish what it holds now, before a wait that its readers should not sit
-    through (a provider call); the batch goes on collecting after it."""
+    through (a provider call); the batch goes on collecting after it. On Redis the events are
+    written at once and their replies read with the batch's last ones, so the batch still
+    waits on Redis once."""
     pending = _pending.get()
     if pending:
-        _send(list(pending))
+        # None when it failed: its publisher was let go, the batch's next write starts anew.
+        _unread.set(_send(list(pending), publisher=_unread.get(), hold=True))
         pending.clear()
 
 
-def _send(events: list[dict[str, Any]]) -> None:
+def _send(
+    events: list[dict[str, Any]], *, publisher: _Publisher | None = None, hold: bool = False
+) -> _Publisher | None:
+    """Publish `events`; on Redis through `publisher` (the batch's earlier writes) or a new one.
+    With `hold`, the replies are left to read later and the publisher is returned."""
     # On the wire each event gets an `event_id`: the MCP instances that all hear it write one
     # notification per event into a session's shared stream (mcp_adapter/sessions.py).
     data = [
@@ -106,34 +119,72 @@ def _send(events: list[dict[str, Any]]) -> None:
     ]
     try:
         if stores.is_redis(settings.EVENTS_URL):
-            _redis_publish(channel(), data)
+            publisher = publisher or _Publisher()
+            try:
+                if data:
+                    publisher.write(channel(), data)
+                if hold:
+                    return publisher
+            except BaseException:
+                publisher.abandon()
+                raise
+            publisher.finish()
         else:
             for item in data:
                 _publish_local(item)
     except Exception:  # noqa: BLE001 - notifications are best-effort by design
         logger.warning("could not publish events %s", events, exc_info=True)
+    return None
 
 
-def _redis_publish(name: str, data: list[bytes]) -> None:
-    """PUBLISH each item on one pooled connection: one write of the packed commands, then
-    their replies (a pipeline's one round trip without its per-command bookkeeping, which
-    cost more CPU than the round trip on a DM worker). A connection the server dropped is
-    reconnected and the write made once more, as the client's own retry would."""
-    pool = _redis().connection_pool
-    conn = pool.get_connection()
-    try:
-        packed = conn.pack_commands([("PUBLISH", name, item) for item in data])
+class _Publisher:
+    """PUBLISHes on one pooled connection: each write is one packed send, the replies are read
+    by `finish()` (a pipeline's one round trip without its per-command bookkeeping, which cost
+    more CPU than the round trip on a DM worker). A DM delivery writes its `claimed` and
+    `sending` before the provider call and reads their replies after it, with its outcome's:
+    one wait on Redis, not two. A connection the server dropped is reconnected and every write
+    made once more, as the client's own retry would (listeners drop repeats by `event_id`)."""
+
+    def __init__(self) -> None:
+        self.pool = _redis().connection_pool
+        self.conn = self.pool.get_connection()
+        self.written: list[Any] = []  # the packed commands, in order
+        self.replies = 0
+
+    def write(self, name: str, data: list[bytes]) -> None:
+        packed = self.conn.pack_commands([("PUBLISH", name, item) for item in data])
+        self.written.append(packed)
+        self.replies += len(data)
         try:
-            conn.send_packed_command(packed)
-            for _item in data:
-                conn.read_response()
+            self.conn.send_packed_command(packed)
         except (redis.ConnectionError, redis.TimeoutError):
-            conn.disconnect()
-            conn.send_packed_command(packed)
-            for _item in data:
-                conn.read_response()
-    finally:
-        pool.release(conn)
+            self._again()
+
+    def finish(self) -> None:
+        try:
+            try:
+                self._read()
+            except (redis.ConnectionError, redis.TimeoutError):
+                self._again()
+                self._read()
+        except BaseException:
+            self.abandon()
+            raise
+        self.pool.release(self.conn)
+
+    def abandon(self) -> None:
+        # Replies may be left unread on it: never handed to the next publisher as it is.
+        self.conn.disconnect()
+        self.pool.release(self.conn)
+
+    def _read(self) -> None:
+        for _reply in range(self.replies):
+            self.conn.read_response()
+
+    def _again(self) -> None:
+        self.conn.disconnect()
+        for packed in self.written:
+            self.conn.send_packed_command(packed)
 
 
 _redis_client = None

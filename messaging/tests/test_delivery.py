@@ -435,10 +435,10 @@ def test_a_deliverys_events_leave_in_two_round_trips_sending_before_the_provider
 
     asked: list[int] = []  # how many DMs the provider had received at each publish
 
-    def spy(batch):
+    def spy(batch, **kwargs):
         sent.append([dict(event) for event in batch])
         asked.append(len(x_server.requests))
-        real(batch)
+        return real(batch, **kwargs)
 
     monkeypatch.setattr(events, "_send", spy)
     delivery = queue("one trip")
