@@ -46,7 +46,11 @@ def short_id(value) -> str:
 
 
 def _e(value) -> str:
-    """`{{ value }}`'s escaping: safe text as it is, anything else escaped."""
+    """`{{ value }}`'s escaping: safe text as it is, anything else escaped. Django's own
+    `conditional_escape`, minus its wrapping: it calls the same `html.escape`, but through
+    `keep_lazy` and with a `SafeString` made for each result, which for the 25 values of 100
+    rows was a measurable part of the row's time; the row is marked safe once, whole. The
+    row test compares this markup with the template's, hostile text included."""
     return value.__html__() if hasattr(value, "__html__") else html.escape(str(value))
 
 
