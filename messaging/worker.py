@@ -453,9 +453,10 @@ def delivery_process(*, delivery_id, worker_id: str) -> str:
     once for the attempt (`_claim_and_attempt`); anything else goes through
     `deliveries_claim`.
 
-    The events of its transitions leave in two Redis round trips, each after the commits that
+    The events of its transitions leave in two writes to Redis, each after the commits that
     made them: claimed and sending together just before the provider call (the timelines show
-    `sending` while it waits), then the outcome."""
+    `sending` while it waits), then the outcome; the first write's replies are read with the
+    second's (one wait on Redis)."""
     with events.batch():
         return _process(delivery_id, worker_id)
 

@@ -425,7 +425,7 @@ def test_the_attempts_read_is_one_statement_and_the_same_as_select_related(
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_a_deliverys_events_leave_in_two_round_trips_sending_before_the_provider_call(
+def test_a_deliverys_events_leave_in_two_writes_sending_before_the_provider_call(
     x_server, queue, monkeypatch
 ):
     from core import events
