@@ -118,10 +118,10 @@ def _binding_cursor(connection):
             raw.prepare_threshold = threshold
         cursor = postgresql.ServerBindingCursor(raw)
         # As Django's `create_cursor`: timestamps load in the wrapper's zone.
-        loader = connection.connection.adapters.get_loader(postgresql.TIMESTAMPTZ_OID, Format.TEXT)
+        loader = raw.adapters.get_loader(postgresql.TIMESTAMPTZ_OID, Format.TEXT)
         if connection.timezone != loader.timezone:
             postgresql.register_tzloader(connection.timezone, cursor)
-        return connection._prepare_cursor(cursor)
+        return connection._prepare_cursor(cursor)  # what `connection.cursor()` returns
 
 
 def _guarded(model, pk, status_field, current, values, history, fields, guard: Guard):
