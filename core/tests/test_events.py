@@ -62,24 +62,14 @@ def test_a_vanished_local_listener_is_forgotten(settings, tmp_path):
 def test_a_batch_publishes_its_events_together_when_it_ends(backend, settings):
     import json
     import socket
-    import time
     import uuid
-
-    import redis
 
     ours = [str(uuid.uuid4()) for _ in range(3)]
     if backend == "redis":
-        client = redis.Redis.from_url(settings.EVENTS_URL)
-        listener = client.pubsub(ignore_subscribe_messages=True)
-        listener.subscribe(events.channel())
+        listener, heard = _redis_listener(settings, ours)
 
         def received() -> list[str]:
-            seen, deadline = [], time.monotonic() + 0.5
-            while time.monotonic() < deadline:
-                message = listener.get_message(timeout=0.1)
-                if message and json.loads(message["data"]).get("id") in ours:
-                    seen.append(json.loads(message["data"])["id"])
-            return seen
+            return [id_ for id_, _ in heard()]
     else:
         folder = events._events_dir()
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
