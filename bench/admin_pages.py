@@ -50,6 +50,22 @@ STAFF = "bench-staff"
 # rows added later (bench/growth.py grows a database) are older and the recent ones stay put.
 # SETUP_SQL runs once and empties the tables; each APP_SQL statement makes rows %(lo)s..%(hi)s
 # of one app and, from the rows it inserted, their three history rows.
+# Row i is a rare one (a stuck submitted action, an unknown or stuck claimed delivery, a stuck
+# running operation) when i mod RARE is 0 or 1, an operation waiting on staff (review,
+# reconciliation, an unknown dispatch) when i mod ACCOUNTS is 5, 6 or 7, and it belongs to smart
+# account i mod ACCOUNTS. Each kind fills more than a page (50 rows in the admin, 100 in the
+# console) from 1M rows on, so a page listing them shows as many rows at 1M as at 10M, and a
+# page's growth is that of its reads, not of its answer (with 100,003 and 50,000, the 1M pages
+# showed 10 to 20 of these rows and the 10M ones a full page).
+RARE = 4001
+ACCOUNTS = 5000
+
+
+def app_params(lo: int, hi: int, t0) -> dict:
+    """The parameters of an APP_SQL statement making rows lo..hi."""
+    return {"lo": lo, "hi": hi, "t0": t0, "rare": RARE, "accounts": ACCOUNTS}
+
+
 SETUP_SQL = [
     """TRUNCATE actions_actionstatushistory, actions_historyentry, actions_action,
        messaging_deliverystatushistory, messaging_delivery, messaging_conversation,
@@ -93,7 +109,7 @@ APP_SQL = {
        SELECT md5('a' || i)::uuid, (ARRAY['transfer', 'swap', 'cardFreeze', 'cardUnfreeze',
               'cardLimitSet'])[i %% 5 + 1], st,
               'Send 1.5 USDC to 0x' || substr(md5('to' || i), 1, 40), 31337,
-              '0x' || substr(md5('sa' || (i %% 50000)) || md5('sb' || (i %% 50000)), 1, 40), '{"amount": "1.5"}'::jsonb,
+              '0x' || substr(md5('sa' || (i %% %(accounts)s)) || md5('sb' || (i %% %(accounts)s)), 1, 40), '{"amount": "1.5"}'::jsonb,
               NULL, '0x0000000071727de22e5e9d8baf0edac6f37da032', '0.7',
               CASE WHEN onchain AND st NOT IN ('proposed', 'expired', 'rejected')
                    THEN '0x' || md5('uo' || i) || md5('uo2' || i) END,
@@ -109,7 +125,7 @@ APP_SQL = {
        FROM (SELECT i, %(t0)s::timestamptz - i * interval '20 seconds' AS at, i %% 5 < 2 AS onchain,
                     CASE WHEN i <= 30 THEN (ARRAY['signed', 'submitted', 'broadcast'])[i %% 3 + 1]
                          WHEN i <= 60 THEN 'proposed'
-                         WHEN i %% 100003 = 0 THEN 'submitted'
+                         WHEN i %% %(rare)s = 0 THEN 'submitted'
                          WHEN i %% 100 < 80 THEN 'executed'
                          WHEN i %% 100 < 88 THEN 'failed'
                          WHEN i %% 100 < 94 THEN 'expired'
@@ -146,8 +162,8 @@ APP_SQL = {
               md5('trace-d' || i)
        FROM (SELECT i, i * 7 AS c, %(t0)s::timestamptz - i * interval '20 seconds' AS at,
                     CASE WHEN i <= 3 THEN (ARRAY['queued', 'claimed', 'sending'])[i]
-                         WHEN i %% 100003 = 0 THEN 'unknown'
-                         WHEN i %% 100003 = 1 THEN 'claimed'
+                         WHEN i %% %(rare)s = 0 THEN 'unknown'
+                         WHEN i %% %(rare)s = 1 THEN 'claimed'
                          WHEN i %% 100 < 92 THEN 'sent'
                          WHEN i %% 100 < 97 THEN 'failed'
                          ELSE 'cancelled' END AS st
@@ -188,12 +204,12 @@ APP_SQL = {
               (SELECT min(id) FROM auth_user WHERE username LIKE 'benchuser%%') + i %% 5000, NULL,
               md5('trace-o' || i)
        FROM (SELECT i, %(t0)s::timestamptz - i * interval '20 seconds' AS at,
-                    i %% 50000 = 7 AS du,
+                    i %% %(accounts)s = 7 AS du,
                     CASE WHEN i <= 20 THEN 'running'
-                         WHEN i %% 100003 = 0 THEN 'running'
-                         WHEN i %% 50000 = 5 THEN 'needs_review'
-                         WHEN i %% 50000 = 6 THEN 'reconciling'
-                         WHEN i %% 50000 = 7 THEN 'queued'
+                         WHEN i %% %(rare)s = 0 THEN 'running'
+                         WHEN i %% %(accounts)s = 5 THEN 'needs_review'
+                         WHEN i %% %(accounts)s = 6 THEN 'reconciling'
+                         WHEN i %% %(accounts)s = 7 THEN 'queued'
                          WHEN i %% 100 < 88 THEN 'succeeded'
                          WHEN i %% 100 < 95 THEN 'failed'
                          ELSE 'cancelled' END AS st
@@ -246,7 +262,7 @@ def fill(conn, have: dict[str, int], rows: int, t0, chunk: int = CHUNK) -> float
         if lo > rows:
             continue
         for first in range(lo, rows + 1, chunk):
-            conn.execute(sql, {"lo": first, "hi": min(rows, first + chunk - 1), "t0": t0})
+            conn.execute(sql, app_params(first, min(rows, first + chunk - 1), t0))
             conn.commit()
         took = time.monotonic() - started
         made = 4 * (rows - lo + 1)  # each row and its three history rows
@@ -327,7 +343,7 @@ def targets(rows: int, row: int | None = None) -> list[tuple[str, str]]:
         ("actions: search userOpHash", a + "?q=0x" + h(f"uo{mid}") + h(f"uo2{mid}")),
         (
             "actions: search smart account",
-            a + "?q=0x" + (h(f"sa{mid % 50000}") + h(f"sb{mid % 50000}"))[:40],
+            a + "?q=0x" + (h(f"sa{mid % ACCOUNTS}") + h(f"sb{mid % ACCOUNTS}"))[:40],
         ),
         ("actions: search username", a + f"?q=benchuser{mid % 5000 + 1}"),
         ("actions: change page", a + action + "/change/"),
@@ -425,10 +441,10 @@ def expected(rows: int, row: int | None = None) -> dict[str, str]:
         if "username" in page_name:
             found[page_name] = path.rsplit("=", 1)[1]
         elif "smart account" in page_name:
-            # The account's newest action: row r shares it with every row r + k × 50,000, so
-            # past 50 rows per account (2.5M rows) the middle row is not on the first page.
+            # The account's newest action: row r shares it with every row r + k × ACCOUNTS, so
+            # past 50 rows per account the middle row is not on the first page.
             mid = target_row(rows // 2 + 1 if row is None else row)
-            newest = mid % 50000 or 50000
+            newest = mid % ACCOUNTS or ACCOUNTS
             found[page_name] = str(uuid.UUID(hashlib.md5(f"a{newest}".encode()).hexdigest()))
         else:
             # The target row's id is in the change page path of the same app.

@@ -289,7 +289,7 @@ def insert(url: str, have: dict[str, int], rows: int, t0, chunk: int) -> float:
     def run(worker, job: tuple[str, int, int]) -> None:
         table, lo, hi = job
         started = time.monotonic()
-        worker.execute(ap.APP_SQL[table], {"lo": lo, "hi": hi, "t0": t0})
+        worker.execute(ap.APP_SQL[table], ap.app_params(lo, hi, t0))
         worker.commit()
         with lock:
             spent[table] += time.monotonic() - started
