@@ -9,11 +9,14 @@ from decimal import Decimal
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from actions.execution.models import ACTION_LIFECYCLE, Action, ActionStatus, ActionStatusHistory
 from actions.tests.factories import make_action
 from core import events, lifecycle
+from core.admin import COUNT_CAP
 from core.lifecycle import (
     Actor,
     Lifecycle,
@@ -296,6 +299,20 @@ def test_the_admin_index_lists_the_tracked_work(client, staff_user, user, applic
     assert kinds["delivery"]["unfinished"] == 0
     for row in kinds.values():
         assert f'href="{row["url"]}"' in response.text
+
+
+def test_the_admin_index_counts_open_work_without_sorting_it(client, staff_user, user, application):
+    """Each kind's open rows are counted up to the cap with no ORDER BY (the model's ordering
+    sorted every open row before the cap: 2 → 10 ms from 1M to 10M rows per app) and only the
+    status read, which its index holds."""
+    make_action(user=user, application=application)
+    client.force_login(staff_user)
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get("/admin/").status_code == 200
+    counts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SELECT COUNT(")]
+    assert len(counts) == 5, counts
+    for sql in counts:
+        assert "ORDER BY" not in sql and f"LIMIT {COUNT_CAP + 1}" in sql, sql
 
 
 def test_the_admin_shows_each_entitys_history_and_timeline(client, staff_user, operation):
