@@ -24,6 +24,7 @@ from actions.execution.public import (
     action_mark_failed,
     action_reconcile,
     action_resend,
+    actions_of_account,
     actions_stuck,
 )
 from actions.history.models import CardPurchase, HistoryEntry, TokenTransfer
@@ -36,7 +37,6 @@ from core.admin import (
     LifecycleAdmin,
     ReadOnlyAdminMixin,
     address_cell,
-    address_forms,
     text_cell,
     user_ids_matching,
 )
@@ -220,7 +220,7 @@ class ActionAdmin(ChainColumn, LifecycleAdmin):
         if kind == "hash":  # hashes are stored as the bundler/node return them: lowercase
             return queryset.filter(Q(user_op_hash=value) | Q(tx_hash=value))
         if kind == "address":
-            return queryset.filter(smart_account__in=address_forms(value))
+            return actions_of_account(queryset, value)
         return queryset.filter(user__in=user_ids_matching(value))
 
     @admin.display(description="age", ordering="created_at")

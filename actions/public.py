@@ -27,6 +27,7 @@ from actions.execution.public import (
     action_reconcile_now,
     action_resend,
     action_with_history,
+    actions_of_account,
     actions_stuck,
     kind_of,
 )
@@ -156,7 +157,7 @@ def actions_search(*, shape: str, value: Any, term: str) -> list[tuple[str, Quer
         # values in JSON() on SQLite, "malformed JSON" for an address) off the comparison.
         recipient = Action.objects.alias(param_to=_json_text("to"))
         return [
-            ("smart account", Action.objects.filter(smart_account__in=address_forms(value))),
+            ("smart account", actions_of_account(Action.objects.all(), value)),
             ("recipient", recipient.filter(param_to__in=address_forms(value))),
         ]
     if shape == "text" and "." in term:

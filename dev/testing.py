@@ -307,6 +307,36 @@ def assert_change_page_bounds_history(
     return text
 
 
+def plan_nodes(sql: str) -> list[dict[str, Any]]:
+    """Every node of PostgreSQL's plan for `sql`, with sequential scans and sorts disabled: on
+    a test's few rows any plan is cheap, so this shows whether an index serves the statement
+    (its WHERE and its order), and a missing one as a scan or a sort that had to stay."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET enable_seqscan = off")
+        cursor.execute("SET enable_sort = off")
+        try:
+            cursor.execute("EXPLAIN (FORMAT JSON) " + sql)
+            plan = cursor.fetchone()[0]
+        finally:
+            cursor.execute("SET enable_seqscan = on")
+            cursor.execute("SET enable_sort = on")
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    nodes, stack = [], [plan[0]["Plan"]]
+    while stack:
+        nodes.append(stack.pop())
+        stack.extend(nodes[-1].get("Plans", []))
+    return nodes
+
+
+def assert_reads_in_order_from(sql: str, table: str, index: str) -> None:
+    """`sql` reads `table` from `index` alone, in the order it asks for: no sort, no other
+    scan of the table (PostgreSQL)."""
+    nodes = plan_nodes(sql)
+    assert not [n for n in nodes if n["Node Type"] in ("Sort", "Incremental Sort")], nodes
+    scans = [n for n in nodes if n.get("Relation Name") == table]
+    assert [n.get("Index Name") for n in scans] == [index], nodes
+
+
 def admin_search(client, url: str, term: str) -> str:
     """The changelist searched for `term`; fails if a query compares by substring, case-folded
     or cast (each would miss the index). The users' e-mail is compared ignoring case: users are

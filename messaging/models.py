@@ -136,6 +136,11 @@ DELIVERY_LIFECYCLE = register(
     )
 )
 CANCELLABLE = frozenset({D.QUEUED, D.CLAIMED})
+# Not done with, by a worker or by staff: where stuck work is (the partial indexes below).
+# Said as "none of the ended statuses": PostgreSQL proves that each branch of the stuck
+# list's OR implies this (each of its statuses is none of them), not that it implies an IN of
+# the open ones (it wants every branch to imply one value of such a list).
+OPEN_DELIVERIES = ~Q(status__in=[D.SENT, D.FAILED, D.CANCELLED])
 
 
 class Delivery(LifecycleModel):
@@ -195,6 +200,17 @@ class Delivery(LifecycleModel):
             models.Index(fields=["provider_message_id"], name="delivery_provider_message_id"),
             # The console's search by owner: a user's newest first, read only up to its limit.
             models.Index(fields=["created_by", "-created_at"], name="delivery_creator_created"),
+            # Stuck work (`deliveries_stuck`: every branch of its OR is one of these statuses)
+            # in each list's order, so a list reads its page, not every open delivery: oldest
+            # change first (the console), newest first (the admin's "stuck" filter).
+            models.Index(
+                fields=["updated_at"], name="delivery_open_updated", condition=OPEN_DELIVERIES
+            ),
+            models.Index(
+                fields=["-created_at", "-id"],
+                name="delivery_open_created",
+                condition=OPEN_DELIVERIES,
+            ),
         ]
         constraints = [
             # Keys are scoped to workspace + social account; concurrent duplicates lose here.

@@ -34,6 +34,20 @@ class State(models.TextChoices):
     CANCELLED = "cancelled"
 
 
+# Finished, and not: the partial indexes below say "none of the finished states", which
+# PostgreSQL proves each branch of a list's OR implies (it would not prove an IN of the
+# unfinished ones: it wants every branch to imply one value of such a list).
+FINISHED_STATES = [State.SUCCEEDED, State.FAILED, State.CANCELLED]
+UNFINISHED_STATES = [
+    State.QUEUED,
+    State.RUNNING,
+    State.WAITING,
+    State.NEEDS_REVIEW,
+    State.PAUSED,
+    State.RECONCILING,
+]
+
+
 class Status(models.TextChoices):
     ACCEPTED = "accepted"
     RUNNING = "running"
@@ -335,6 +349,21 @@ class Operation(LifecycleModel):
             models.Index(fields=["backend_response_id"], name="operation_backend_response"),
             # The console's search by owner: a user's newest first, read only up to its limit.
             models.Index(fields=["owner", "-created_at"], name="operation_owner_created"),
+            # The console's needs-attention list, oldest change first: every branch of its OR
+            # (`operations_needing_attention`) is an unfinished state, so it reads its page
+            # from here, not every open operation sorted.
+            models.Index(
+                fields=["updated_at"],
+                name="operation_open_updated",
+                condition=~Q(state__in=FINISHED_STATES),
+            ),
+            # The admin's filters of unfinished work (stuck running, needs review, …), newest
+            # first: a page reads its page from the open operations in the list's order.
+            models.Index(
+                fields=["-created_at", "-id"],
+                name="operation_open_created",
+                condition=~Q(state__in=FINISHED_STATES),
+            ),
         ]
         constraints = [
             # Keys are per agent (OAuth application), as the operations themselves are; two

@@ -7,8 +7,9 @@ import uuid
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Lower
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -79,12 +80,14 @@ class Action(LifecycleModel):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     type = models.CharField(max_length=16, choices=ActionType.choices)
+    # Indexed with the lists' order (`action_status_created`).
     status = models.CharField(
-        max_length=16, choices=ActionStatus.choices, default=ActionStatus.PROPOSED, db_index=True
+        max_length=16, choices=ActionStatus.choices, default=ActionStatus.PROPOSED
     )
     summary = models.TextField(help_text="What the user sees on the signing page.")
     chain_id = models.PositiveBigIntegerField()
-    smart_account = models.CharField(max_length=42, db_index=True)
+    # Indexed by its lowercase form with the lists' order (`action_account_created`).
+    smart_account = models.CharField(max_length=42)
 
     # Owner: the user and the OAuth client (agent) that created the action.
     user = models.ForeignKey(
@@ -139,6 +142,15 @@ class Action(LifecycleModel):
         ]
         indexes = [
             models.Index(fields=["status", "updated_at"], name="action_status_updated"),
+            # Every lookup by status, and the admin's status filter read in the list's order
+            # (newest first): a page of a rare status reads its page, not all of them sorted.
+            models.Index(fields=["status", "-created_at", "-id"], name="action_status_created"),
+            # The admin's "stuck" filter (in flight, signed long ago), newest first.
+            models.Index(
+                fields=["-created_at", "-id"],
+                name="action_in_flight_created",
+                condition=Q(status__in=IN_FLIGHT),
+            ),
             # The console's search by owner: a user's newest first, read only up to its limit
             # (on user_id alone every row of the user is fetched and sorted).
             models.Index(fields=["user", "-created_at"], name="action_user_created"),
@@ -146,6 +158,16 @@ class Action(LifecycleModel):
             # these exact expressions: params->>'to', params->>'ens').
             models.Index(KeyTextTransform("to", "params"), name="action_params_to"),
             models.Index(KeyTextTransform("ens", "params"), name="action_params_ens"),
+            # A smart account's actions, newest first, in any spelling of its address (the
+            # admin's and the console's searches read LOWER(smart_account)): a page reads its
+            # rows from here however long the account's history (an IN over the spellings
+            # sorted all of them, or walked the whole list's order).
+            models.Index(
+                Lower("smart_account"),
+                F("created_at").desc(),
+                F("id").desc(),
+                name="action_account_created",
+            ),
         ]
         constraints = [
             models.CheckConstraint(

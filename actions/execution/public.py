@@ -19,6 +19,7 @@ from actions.execution.selectors import (
     action_status_statement,
     action_with_history,
     actions_for_user,
+    actions_of_account,
     actions_stuck,
 )
 from actions.execution.services import (
@@ -73,6 +74,7 @@ __all__ = [
     "action_with_history",
     "actions_expire_overdue",
     "actions_for_user",
+    "actions_of_account",
     "actions_purge_retained",
     "actions_reconcile_pending",
     "actions_stuck",

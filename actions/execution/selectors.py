@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from django.db import connections
 from django.db.models import Aggregate, F, JSONField, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import JSONObject
+from django.db.models.functions import JSONObject, Lower
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -25,6 +25,16 @@ from actions.execution.models import (
     ActionStatusHistory,
 )
 from core.echo import named
+
+
+def actions_of_account(queryset: QuerySet[Action], address: str) -> QuerySet[Action]:
+    """The actions of `queryset` on the smart account `address`, however either is spelled
+    (lowercase or EIP-55): LOWER(smart_account) as the index action_account_created has it,
+    with the lists' order (newest first) after it, so a page of an account's actions reads
+    that page."""
+    return queryset.alias(account_lower=Lower("smart_account")).filter(
+        account_lower=address.lower()
+    )
 
 
 def retention_cutoff(now: datetime | None = None) -> datetime:

@@ -10,12 +10,17 @@ from datetime import UTC, timedelta
 
 import pytest
 from django.contrib.auth.models import Permission
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from eth_utils import to_checksum_address
 
 from actions.execution.models import Action, ActionStatus
+from console.selectors import LIMIT
 from console.tests.conftest import REVERT, TX_HASH
 from core.chains import with_endpoints
 from core.models import ActorKind
+from dev.testing import assert_reads_in_order_from, plan_nodes
 from messaging.models import D, Delivery
 from operations.models import Operation, State
 
@@ -304,11 +309,6 @@ def test_search_by_username_reads_only_the_users_newest_rows(staff_client, stuck
     no sort of every row the user has (which grew with the user's history), no walk of the
     whole table in date order filtering by owner (EXPLAIN, sequential scans and sorts
     disabled)."""
-    import json
-
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
     with CaptureQueriesContext(connection) as queries:
         assert found(staff_client, "alice").status_code == 200
     lookups = [
@@ -320,23 +320,55 @@ def test_search_by_username_reads_only_the_users_newest_rows(staff_client, stuck
     # A few rows: the planner's cheapest plan then depends on the statistics the earlier tests
     # left (a sort of three rows costs nothing). Disabled sequential scans and sorts make it
     # take the index whenever one serves; without one the sort or the walk still shows.
-    with connection.cursor() as cursor:
-        cursor.execute("SET enable_seqscan = off")
-        cursor.execute("SET enable_sort = off")
-        try:
-            cursor.execute("EXPLAIN (FORMAT JSON) " + lookups[0])
-            plan = cursor.fetchone()[0]
-        finally:
-            cursor.execute("SET enable_seqscan = on")
-            cursor.execute("SET enable_sort = on")
-    plan = json.loads(plan) if isinstance(plan, str) else plan
-    nodes, stack = [], [plan[0]["Plan"]]
-    while stack:
-        nodes.append(stack.pop())
-        stack.extend(nodes[-1].get("Plans", []))
-    assert not [n for n in nodes if n["Node Type"] in ("Sort", "Incremental Sort")], plan
+    nodes = plan_nodes(lookups[0])
+    assert not [n for n in nodes if n["Node Type"] in ("Sort", "Incremental Sort")], nodes
     scans = [n for n in nodes if n.get("Relation Name") == table]
-    assert len(scans) == 1 and owner in scans[0].get("Index Cond", ""), plan
+    assert len(scans) == 1 and owner in scans[0].get("Index Cond", ""), nodes
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "table, index",
+    [
+        ("messaging_delivery", "delivery_open_updated"),
+        ("operations_operation", "operation_open_updated"),
+    ],
+)
+def test_the_home_reads_each_kinds_oldest_in_order_from_an_index(
+    staff_client, stuck_all, table, index
+):
+    """The needs-attention list takes each kind's oldest changes (up to its limit) from an
+    index in that order: not every waiting row of the kind read and sorted, which grew with
+    the items waiting (EXPLAIN, sequential scans and sorts disabled)."""
+    with CaptureQueriesContext(connection) as queries:
+        assert staff_client.get("/staff/").status_code == 200
+    (keys,) = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith(f'SELECT "{table}"."updated_at" AS "updated_at", "{table}"."id"')
+    ]
+    assert keys.endswith(f"ORDER BY 1 ASC LIMIT {LIMIT + 1}"), keys
+    assert_reads_in_order_from(keys, table, index)
+
+
+@pytest.mark.postgres
+def test_search_by_smart_account_reads_the_accounts_newest_from_its_index(
+    staff_client, stuck_action
+):
+    """An account's actions come from LOWER(smart_account), newest first, whatever the
+    spelling searched: a page reads itself, not all of the account's history sorted."""
+    for term in (
+        stuck_action.smart_account.lower(),
+        to_checksum_address(stuck_action.smart_account),
+    ):
+        with CaptureQueriesContext(connection) as queries:
+            assert found(staff_client, term).status_code in (200, 302)
+        (lookup,) = [
+            q["sql"]
+            for q in queries.captured_queries
+            if 'LOWER("actions_action"."smart_account")' in q["sql"]
+        ]
+        assert_reads_in_order_from(lookup, "actions_action", "action_account_created")
 
 
 # --- Bulk resolution ---------------------------------------------------------------------------
@@ -663,7 +695,8 @@ def test_a_kind_cut_at_its_bound_is_counted_at_the_bound_and_said(
 def test_a_row_that_leaves_the_list_between_the_two_reads_is_not_shown(
     staff_client, stuck_all, monkeypatch
 ):
-    """The ids are read, then the rows: one resolved in between is left out, not shown stale."""
+    """The ids are read, then the rows by primary key: one changed in between (resolved) is
+    left out, not shown stale."""
     from console import selectors
 
     gone = stuck_all["unknown_delivery"]
@@ -672,7 +705,8 @@ def test_a_row_that_leaves_the_list_between_the_two_reads_is_not_shown(
     def then_resolve(queryset, order):
         found = real(queryset, order)
         if queryset.model is Delivery:
-            Delivery.objects.filter(pk=gone.pk).update(status=D.FAILED)
+            # As every change does (the transition function, a touch): a new updated_at.
+            Delivery.objects.filter(pk=gone.pk).update(status=D.FAILED, updated_at=timezone.now())
         return found
 
     monkeypatch.setattr(selectors, "_bounded", then_resolve)

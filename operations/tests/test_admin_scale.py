@@ -8,17 +8,22 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from dev.testing import (
     admin_search,
     assert_change_page_bounds_history,
     assert_queries_do_not_grow,
+    assert_reads_in_order_from,
+    plan_nodes,
 )
 from operations import billing
 from operations.models import Operation, State
 from operations.tests.factories import fund, make_dispatch_unknown, submit_operation
 
+ORDER = 'ORDER BY "operations_operation"."created_at" DESC, "operations_operation"."id" DESC'
 URL = "/admin/operations/operation/"
 
 
@@ -78,6 +83,50 @@ def test_each_id_search_finds_exactly_its_operation(staff_client, submit, other_
         assert str(target.pk) in text and str(other.pk) not in text
     assert str(target.pk) not in _search(staff_client, "resp_abc")  # exact, not a prefix
     assert str(target.pk) not in _search(staff_client, "text-gen")  # no free-text scan
+
+
+def _page_sql(client, query: str) -> str:
+    """The statement that reads the changelist's page of operations for `query` (with one page
+    of rows or fewer, Django reads them without a LIMIT: the order is still the index's)."""
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(URL + query).status_code == 200
+    (page,) = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith('SELECT "operations_operation".') and ORDER in q["sql"]
+    ]
+    return page
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "attention, index",
+    [
+        ("stuck_running", "operation_open_created"),
+        ("reconciling", "operation_open_created"),
+        ("needs_review", "operation_review_queue"),  # the review queue's, narrower still
+    ],
+)
+def test_an_attention_filter_reads_its_page_newest_first_from_an_index(
+    staff_client, submit, attention, index
+):
+    """Unfinished work, newest first, from a partial index of it: not every matching
+    operation read and sorted (2,500 of them at 10M rows, for a page of 50)."""
+    submit(category="sensitive")
+    page = _page_sql(staff_client, f"?attention={attention}")
+    assert_reads_in_order_from(page, "operations_operation", index)
+
+
+@pytest.mark.postgres
+def test_a_search_by_username_reads_the_owners_newest_from_its_index(staff_client, submit):
+    """A username is no backend response id (looked up first, alone): the page is the owner's
+    newest, read from (owner, created_at) and stopped at 50, not all of the owner's
+    operations OR-ed with the response id and sorted."""
+    submit()
+    nodes = plan_nodes(_page_sql(staff_client, "?q=alice"))
+    assert not [n for n in nodes if n["Node Type"] == "Sort"], nodes  # an Incremental one, by id
+    scans = [n for n in nodes if n.get("Relation Name") == "operations_operation"]
+    assert [n.get("Index Name") for n in scans] == ["operation_owner_created"], nodes
 
 
 def test_the_attention_filters_select_the_right_rows(staff_client, submit, settings):
