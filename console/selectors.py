@@ -319,10 +319,23 @@ def needs_attention(
     read = {}
     for kind, pks in wanted.items():
         queryset, to_row = sources[kind]
-        read |= {(kind, item.pk): to_row(item) for item in queryset.filter(pk__in=pks)}
-    # A row changed between the two reads (it left the list) is not shown.
-    rows = [read[kind, pk] for _, kind, pk in keys[:shown] if (kind, pk) in read]
+        read |= {(kind, item.pk): (item, to_row) for item in _by_pk(queryset, pks)}
+    # A row changed between the two reads (it may have left the list) is not shown.
+    rows = []
+    for since, kind, pk in keys[:shown]:
+        item, to_row = read.get((kind, pk), (None, None))
+        if item is not None and item.updated_at == since:
+            rows.append(to_row(item))
     return Listing(rows=rows, cut=cut, limit=LIMIT, count=len(keys))
+
+
+def _by_pk(queryset: QuerySet, pks: list) -> QuerySet:
+    """The rows of `queryset` with these primary keys, read by them alone: the list's
+    condition was the first read's (a row changed since shows a new `updated_at`). With it
+    in the WHERE too, the planner read every waiting row of the kind to keep the page's."""
+    by_pk = queryset.all()
+    by_pk.query.clear_where()
+    return by_pk.filter(pk__in=pks)
 
 
 def _read_whole(sources: dict[str, tuple[QuerySet, Any]]) -> Listing:
