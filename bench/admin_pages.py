@@ -48,8 +48,6 @@ STAFF = "bench-staff"
 # The data, in SQL. Ids and hashes are md5-derived so a page or search target can be computed
 # from its row number (see `targets`); row i was made i × 20 s before the anchor %(t0)s, so
 # rows added later (bench/growth.py grows a database) are older and the recent ones stay put.
-# SETUP_SQL runs once and empties the tables; each APP_SQL statement makes rows %(lo)s..%(hi)s
-# of one app and, from the rows it inserted, their three history rows.
 # Row i is a rare one (a stuck submitted action, an unknown or stuck claimed delivery, a stuck
 # running operation) when i mod RARE is 0 or 1, an operation waiting on staff (review,
 # reconciliation, an unknown dispatch) when i mod ACCOUNTS is 5, 6 or 7, and it belongs to smart
@@ -66,6 +64,8 @@ def app_params(lo: int, hi: int, t0) -> dict:
     return {"lo": lo, "hi": hi, "t0": t0, "rare": RARE, "accounts": ACCOUNTS}
 
 
+# SETUP_SQL runs once and empties the tables; each APP_SQL statement makes rows %(lo)s..%(hi)s
+# of one app and, from the rows it inserted, their three history rows.
 SETUP_SQL = [
     """TRUNCATE actions_actionstatushistory, actions_historyentry, actions_action,
        messaging_deliverystatushistory, messaging_delivery, messaging_conversation,

@@ -318,14 +318,13 @@ def needs_attention(
         wanted.setdefault(kind, []).append(pk)
     read = {}
     for kind, pks in wanted.items():
-        queryset, to_row = sources[kind]
-        read |= {(kind, item.pk): (item, to_row) for item in _by_pk(queryset, pks)}
+        read |= {(kind, item.pk): item for item in _by_pk(sources[kind][0], pks)}
     # A row changed between the two reads (it may have left the list) is not shown.
-    rows = []
-    for since, kind, pk in keys[:shown]:
-        item, to_row = read.get((kind, pk), (None, None))
-        if item is not None and item.updated_at == since:
-            rows.append(to_row(item))
+    rows = [
+        sources[kind][1](item)
+        for since, kind, pk in keys[:shown]
+        if (item := read.get((kind, pk))) is not None and item.updated_at == since
+    ]
     return Listing(rows=rows, cut=cut, limit=LIMIT, count=len(keys))
 
 

@@ -307,19 +307,21 @@ def assert_change_page_bounds_history(
     return text
 
 
-def plan_nodes(sql: str) -> list[dict[str, Any]]:
-    """Every node of PostgreSQL's plan for `sql`, with sequential scans and sorts disabled: on
-    a test's few rows any plan is cheap, so this shows whether an index serves the statement
-    (its WHERE and its order), and a missing one as a scan or a sort that had to stay."""
+def plan_nodes(sql: str, params=None, *, sorts: bool = False) -> list[dict[str, Any]]:
+    """Every node of PostgreSQL's plan for `sql`, with sequential scans (and, unless `sorts`,
+    sorts) disabled: on a test's few rows any plan is cheap, so this shows whether an index
+    serves the statement (its WHERE and its order), and a missing one as a scan or a sort that
+    had to stay."""
+    disabled = ["enable_seqscan"] if sorts else ["enable_seqscan", "enable_sort"]
     with connection.cursor() as cursor:
-        cursor.execute("SET enable_seqscan = off")
-        cursor.execute("SET enable_sort = off")
+        for setting in disabled:
+            cursor.execute(f"SET {setting} = off")
         try:
-            cursor.execute("EXPLAIN (FORMAT JSON) " + sql)
+            cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
             plan = cursor.fetchone()[0]
         finally:
-            cursor.execute("SET enable_seqscan = on")
-            cursor.execute("SET enable_sort = on")
+            for setting in disabled:
+                cursor.execute(f"SET {setting} = on")
     plan = json.loads(plan) if isinstance(plan, str) else plan
     nodes, stack = [], [plan[0]["Plan"]]
     while stack:

@@ -34,18 +34,12 @@ class State(models.TextChoices):
     CANCELLED = "cancelled"
 
 
-# Finished, and not: the partial indexes below say "none of the finished states", which
-# PostgreSQL proves each branch of a list's OR implies (it would not prove an IN of the
-# unfinished ones: it wants every branch to imply one value of such a list).
+# The lifecycle's ended states (a test holds them equal), for the partial indexes below, which
+# say "none of the finished states": PostgreSQL proves that each branch of a list's OR implies
+# that, not that it implies an IN of the unfinished ones (it wants every branch to imply one
+# value of such a list).
 FINISHED_STATES = [State.SUCCEEDED, State.FAILED, State.CANCELLED]
-UNFINISHED_STATES = [
-    State.QUEUED,
-    State.RUNNING,
-    State.WAITING,
-    State.NEEDS_REVIEW,
-    State.PAUSED,
-    State.RECONCILING,
-]
+OPEN_OPERATIONS = ~Q(state__in=FINISHED_STATES)
 
 
 class Status(models.TextChoices):
@@ -355,14 +349,14 @@ class Operation(LifecycleModel):
             models.Index(
                 fields=["updated_at"],
                 name="operation_open_updated",
-                condition=~Q(state__in=FINISHED_STATES),
+                condition=OPEN_OPERATIONS,
             ),
             # The admin's filters of unfinished work (stuck running, needs review, …), newest
             # first: a page reads its page from the open operations in the list's order.
             models.Index(
                 fields=["-created_at", "-id"],
                 name="operation_open_created",
-                condition=~Q(state__in=FINISHED_STATES),
+                condition=OPEN_OPERATIONS,
             ),
         ]
         constraints = [

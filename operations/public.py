@@ -21,14 +21,7 @@ from operations.decisions import (
     operation_resume,
     operation_review_decide,
 )
-from operations.models import (
-    UNFINISHED_STATES,
-    BillingStatus,
-    DispatchStatus,
-    Operation,
-    Quote,
-    State,
-)
+from operations.models import BillingStatus, DispatchStatus, Operation, Quote, State
 from operations.selectors import operations_stuck
 from operations.serializers import operation_status_payload
 from operations.services import NotCancellable, backend_unreachable, operation_cancel_by_owner
@@ -60,12 +53,13 @@ _WAITING_FOR_STAFF = (State.NEEDS_REVIEW, State.RECONCILING, State.PAUSED)
 def operations_needing_attention(*, now: datetime, hold_cutoff: datetime) -> tuple[QuerySet, Any]:
     """Running too long, waiting for staff (review, reconciling, paused), or holding credits
     since before `hold_cutoff`; and how to say why one is listed."""
+    unfinished = [s for s in State.values if s not in Operation.lifecycle.terminal]
     found = operations_stuck(now=now) | Operation.objects.filter(
         Q(state__in=_WAITING_FOR_STAFF)
         | Q(
             billing_status=BillingStatus.PENDING,
             created_at__lt=hold_cutoff,
-            state__in=UNFINISHED_STATES,
+            state__in=unfinished,
         )
     )
 

@@ -36,6 +36,7 @@ from chain.stack import free_port
 from console.selectors import Filters, needs_attention
 from core.lifecycle import Actor, transition
 from dev.providers.local_lifi import TRANSFER, TRANSFER_TOPIC, LocalLifiServer
+from dev.testing import plan_nodes
 
 CARD, L2 = 31337, 31338
 ACCOUNT = "0x" + "ab" * 20
@@ -401,8 +402,6 @@ def test_the_needs_attention_query_reads_actions_by_index_not_by_scanning_them(
     through the legs' join, it made PostgreSQL scan every action, so the console home grew
     linearly with the table (EXPLAIN with sequential scans disabled: a scan it cannot avoid
     still shows)."""
-    from django.db import connection
-
     from actions.public import actions_needing_attention
 
     waiting = executed_bridge_swap(user, application, minutes_ago=300)
@@ -410,24 +409,13 @@ def test_the_needs_attention_query_reads_actions_by_index_not_by_scanning_them(
     assert waiting in found
     # Without an ORDER BY, so walking a date index in order is never the cheaper plan.
     sql, params = found.order_by().query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute("SET enable_seqscan = off")
-        try:
-            cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
-            plan = cursor.fetchone()[0]
-        finally:
-            cursor.execute("SET enable_seqscan = on")
-    plan = json.loads(plan) if isinstance(plan, str) else plan
-    nodes, stack = [], [plan[0]["Plan"]]
-    while stack:
-        nodes.append(stack.pop())
-        stack.extend(nodes[-1].get("Plans", []))
+    nodes = plan_nodes(sql, params, sorts=True)
     # Every read of the actions table is bounded by an index condition: a bitmap of
     # conditions, or an index scan with one (a full index walk has none).
     scans = [n for n in nodes if n.get("Relation Name") == "actions_action"]
-    assert scans, plan
+    assert scans, nodes
     for scan in scans:
-        assert scan["Node Type"] == "Bitmap Heap Scan" or "Index Cond" in scan, plan
+        assert scan["Node Type"] == "Bitmap Heap Scan" or "Index Cond" in scan, nodes
 
 
 @pytest.mark.django_db
