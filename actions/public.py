@@ -102,24 +102,24 @@ def action_agent_cancel(*, action_id, detail: str) -> Action:
 # --- The support console -----------------------------------------------------------------------
 
 
-def actions_needing_attention(*, now: datetime) -> tuple[QuerySet, Any]:
+def actions_needing_attention(*, now: datetime) -> tuple[tuple[QuerySet, ...], Any]:
     """Stuck in flight, failed in the last hour, or a cross-chain swap whose bridge waits too
-    long or failed; and how to say why one is listed."""
+    long or failed (each a queryset of its own, read in its own index's order); and how to say
+    why one is listed."""
     failed_recently = Q(status=ActionStatus.FAILED, updated_at__gte=now - timedelta(hours=1))
-    # Querysets OR-ed, not subqueries: one WHERE the planner serves with a BitmapOr of indexes.
     found = (
-        actions_stuck(now=now)
-        | Action.objects.filter(failed_recently)
+        actions_stuck(now=now),
+        Action.objects.filter(failed_recently),
         # The action is executed (its source transaction); its destination leg is not done.
-        | Action.objects.filter(pk__in=bridges_waiting(now=now))
-    ).select_related("bridge_leg")
+        Action.objects.filter(pk__in=bridges_waiting(now=now)),
+    )
 
     def why(action: Action) -> str:
         if action.status == ActionStatus.FAILED:
             return "failed in the last hour"
         return bridge_why(action, now) or "stuck in flight"
 
-    return found, why
+    return tuple(branch.select_related("bridge_leg") for branch in found), why
 
 
 def listed_bridge_outcome(action: Action) -> str:
@@ -174,7 +174,7 @@ def actions_search(*, shape: str, value: Any, term: str) -> list[tuple[str, Quer
 # --- Account changes (owners and recovery): staff see them, never move them ------------------
 
 
-def account_changes_needing_attention(*, now: datetime) -> tuple[QuerySet, Any]:
+def account_changes_needing_attention(*, now: datetime) -> tuple[tuple[QuerySet, ...], Any]:
     """Stuck signed/submitted changes (and changes some chain still misses), recoveries
     waiting past readyAt, and failures in the last hour. The console lists them; no staff move applies to them (console/moves.py)."""
     failed_recently = Q(status=AccountChangeStatus.FAILED, updated_at__gte=now - timedelta(hours=1))
@@ -190,7 +190,7 @@ def account_changes_needing_attention(*, now: datetime) -> tuple[QuerySet, Any]:
             return f"applied on some chains, missing on {', '.join(missing)} (retrying)"
         return "stuck in flight"
 
-    return found, why
+    return (found,), why
 
 
 def account_changes_search(*, shape: str, value: Any, term: str) -> list[tuple[str, QuerySet]]:
@@ -204,7 +204,7 @@ def account_changes_search(*, shape: str, value: Any, term: str) -> list[tuple[s
 # --- Spending permissions: staff see them, never move them -----------------------------------
 
 
-def spend_permissions_needing_attention(*, now: datetime) -> tuple[QuerySet, Any]:
+def spend_permissions_needing_attention(*, now: datetime) -> tuple[tuple[QuerySet, ...], Any]:
     """Grants that failed in the last hour, and revocations waiting more than a day (the
     session key is destroyed; the on-chain revocation was not signed or not included)."""
     found = SpendPermission.objects.filter(
@@ -217,7 +217,7 @@ def spend_permissions_needing_attention(*, now: datetime) -> tuple[QuerySet, Any
             return "grant failed in the last hour"
         return "revocation not on chain after a day (its key is destroyed)"
 
-    return found, why
+    return (found,), why
 
 
 def spend_permissions_search(*, shape: str, value: Any, term: str) -> list[tuple[str, QuerySet]]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from actions import public as actions
@@ -187,14 +187,16 @@ def _operation_row(operation, why: str) -> Row:
     )
 
 
-def _narrow(queryset: QuerySet, *, status_field: str, owner_field: str, filters: Filters, now):
+def _narrowing(kind: str, *, filters: Filters, owners: list[int] | None, now: datetime) -> Q:
+    """The page's filters on a kind's rows (`owners`: the users the owner filter matched)."""
+    narrowing = Q()
     if filters.status:
-        queryset = queryset.filter(**{status_field: filters.status})
+        narrowing &= Q(**{lifecycle_named(kind).status_field: filters.status})
     if filters.older is not None:
-        queryset = queryset.filter(updated_at__lt=now - timedelta(minutes=filters.older))
-    if filters.owner:
-        queryset = queryset.filter(**{f"{owner_field}__in": user_ids_matching(filters.owner)})
-    return queryset
+        narrowing &= Q(updated_at__lt=now - timedelta(minutes=filters.older))
+    if owners is not None:
+        narrowing &= Q(**{f"{_OWNER[kind]}__in": owners})
+    return narrowing
 
 
 def _bounded(queryset: QuerySet, order: str) -> tuple[list, bool]:
@@ -206,9 +208,9 @@ def hold_cutoff(now: datetime) -> datetime:
     return now - timedelta(minutes=settings.CONSOLE_HOLD_STUCK_MINUTES)
 
 
-def attention_sources(now: datetime) -> dict[str, tuple[QuerySet, Any]]:
-    """Each kind's "needs attention" queryset (its app's provider), and its row with why it
-    is in it."""
+def attention_sources(now: datetime) -> dict[str, tuple[tuple[QuerySet, ...], Any]]:
+    """Each kind's "needs attention" querysets (its app's provider: one, or a few whose rows
+    are listed together), and its row with why it is in it."""
     sources = {
         "action": (actions.actions_needing_attention(now=now), _action_row),
         "delivery": (messaging.deliveries_needing_attention(now=now), _delivery_row),
@@ -227,7 +229,7 @@ def attention_sources(now: datetime) -> dict[str, tuple[QuerySet, Any]]:
     }
     return {
         kind: (
-            found.select_related(_OWNER[kind]),
+            tuple(branch.select_related(_OWNER[kind]) for branch in found),
             lambda item, why=why, to_row=to_row: to_row(item, why(item)),
         )
         for kind, ((found, why), to_row) in sources.items()
@@ -283,32 +285,31 @@ def needs_attention(
     kinds: frozenset[str] = frozenset(KINDS),
     shown: int | None = None,
 ) -> Listing:
-    """Oldest change first, each kind's source read up to LIMIT + 1 rows; only `kinds`.
+    """Oldest change first, each kind's source read up to LIMIT + 1 rows; only `kinds`; the
+    `shown` oldest of them (all when None).
 
-    With `shown`, only the `shown` oldest of them are read whole: each kind's ids and times
-    first (up to LIMIT + 1: the count and the cut), then the rows shown by primary key. A page
-    then builds and draws the same rows whether a kind holds 70 or its 201, so its work does
-    not grow with the items waiting (it did, 1.3-1.5x, from 1M to 10M rows per app)."""
+    Each kind's ids and times are read first (up to LIMIT + 1: the count and the cut), then
+    the rows shown by primary key. A page then builds and draws the same rows whether a kind
+    holds 70 or its 201, so its work does not grow with the items waiting (it did, 1.3-1.5x,
+    from 1M to 10M rows per app)."""
     now = now or timezone.now()
+    owners = user_ids_matching(filters.owner) if filters.owner else None
     sources = {}
-    for kind, (queryset, to_row) in attention_sources(now).items():
+    for kind, (branches, to_row) in attention_sources(now).items():
         if (filters.kind and filters.kind != kind) or kind not in kinds:
             continue
-        lifecycle = lifecycle_named(kind)
-        queryset = _narrow(
-            queryset,
-            status_field=lifecycle.status_field,
-            owner_field=_OWNER[kind],
-            filters=filters,
-            now=now,
+        narrowing = _narrowing(kind, filters=filters, owners=owners, now=now)
+        sources[kind] = (
+            tuple(
+                _only(kind, branch.filter(narrowing), _ATTENTION_FIELDS[kind])
+                for branch in branches
+            ),
+            to_row,
         )
-        sources[kind] = (_only(kind, queryset, _ATTENTION_FIELDS[kind]), to_row)
-    if shown is None:
-        return _read_whole(sources)
     keys: list[tuple[datetime, str, Any]] = []
     cut: list[str] = []
-    for kind, (queryset, _) in sources.items():
-        found, more = _bounded(queryset.values_list("updated_at", "pk"), "updated_at")
+    for kind, (branches, _) in sources.items():
+        found, more = _bounded(_times_and_keys(branches), "updated_at")
         keys.extend((since, kind, pk) for since, pk in found)
         if more:
             cut.append(kind)
@@ -318,7 +319,7 @@ def needs_attention(
         wanted.setdefault(kind, []).append(pk)
     read = {}
     for kind, pks in wanted.items():
-        read |= {(kind, item.pk): item for item in _by_pk(sources[kind][0], pks)}
+        read |= {(kind, item.pk): item for item in _by_pk(sources[kind][0][0], pks)}
     # A row changed between the two reads (it may have left the list) is not shown.
     rows = [
         sources[kind][1](item)
@@ -328,6 +329,17 @@ def needs_attention(
     return Listing(rows=rows, cut=cut, limit=LIMIT, count=len(keys))
 
 
+def _times_and_keys(branches: tuple[QuerySet, ...]) -> QuerySet:
+    """(updated_at, pk) of a kind's rows. Several querysets are read each in that order up to
+    LIMIT + 1 and merged (UNION): as one OR, PostgreSQL read every row of every branch and
+    sorted them (the in-flight actions: 0.9 ms at 1M rows, 4.8 ms at 10M)."""
+    reads = [branch.values_list("updated_at", "pk") for branch in branches]
+    if len(reads) == 1:
+        return reads[0]
+    first, *rest = (read.order_by("updated_at")[: LIMIT + 1] for read in reads)
+    return first.union(*rest)
+
+
 def _by_pk(queryset: QuerySet, pks: list) -> QuerySet:
     """The rows of `queryset` with these primary keys, read by them alone: the list's
     condition was the first read's (a row changed since shows a new `updated_at`). With it
@@ -335,18 +347,6 @@ def _by_pk(queryset: QuerySet, pks: list) -> QuerySet:
     by_pk = queryset.all()
     by_pk.query.clear_where()
     return by_pk.filter(pk__in=pks)
-
-
-def _read_whole(sources: dict[str, tuple[QuerySet, Any]]) -> Listing:
-    rows: list[Row] = []
-    cut: list[str] = []
-    for kind, (queryset, to_row) in sources.items():
-        found, more = _bounded(queryset, "updated_at")
-        rows.extend(to_row(item) for item in found)
-        if more:
-            cut.append(kind)
-    rows.sort(key=lambda row: row.since)
-    return Listing(rows=rows, cut=cut, limit=LIMIT, count=len(rows))
 
 
 # --- Search ------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ def delivery_payload(delivery: Delivery) -> dict[str, Any]:
     return contract.action_payload(delivery)
 
 
-def deliveries_needing_attention(*, now: datetime) -> tuple[QuerySet, Any]:
+def deliveries_needing_attention(*, now: datetime) -> tuple[tuple[QuerySet, ...], Any]:
     """Unknown, past its lease or overdue (`deliveries_stuck`); and how to say why."""
 
     def why(delivery: Delivery) -> str:
@@ -49,7 +49,7 @@ def deliveries_needing_attention(*, now: datetime) -> tuple[QuerySet, Any]:
             return "outcome unknown"
         return "past its lease or overdue"
 
-    return deliveries_stuck(now), why
+    return (deliveries_stuck(now),), why
 
 
 def deliveries_search(*, shape: str, value: Any, term: str) -> list[tuple[str, QuerySet]]:

@@ -50,7 +50,9 @@ __all__ = [
 _WAITING_FOR_STAFF = (State.NEEDS_REVIEW, State.RECONCILING, State.PAUSED)
 
 
-def operations_needing_attention(*, now: datetime, hold_cutoff: datetime) -> tuple[QuerySet, Any]:
+def operations_needing_attention(
+    *, now: datetime, hold_cutoff: datetime
+) -> tuple[tuple[QuerySet, ...], Any]:
     """Running too long, waiting for staff (review, reconciling, paused), or holding credits
     since before `hold_cutoff`; and how to say why one is listed."""
     unfinished = [s for s in State.values if s not in Operation.lifecycle.terminal]
@@ -72,7 +74,7 @@ def operations_needing_attention(*, now: datetime, hold_cutoff: datetime) -> tup
             return "running too long"
         return "credit hold pending too long"
 
-    return found, why
+    return (found,), why
 
 
 def operations_search(*, shape: str, value: Any, term: str) -> list[tuple[str, QuerySet]]:

@@ -151,6 +151,13 @@ class Action(LifecycleModel):
                 name="action_in_flight_created",
                 condition=Q(status__in=IN_FLIGHT),
             ),
+            # The console's needs-attention list (stuck in flight), oldest change first: its
+            # page is read in this order (by status, each in-flight status is in order alone).
+            models.Index(
+                fields=["updated_at"],
+                name="action_in_flight_updated",
+                condition=Q(status__in=IN_FLIGHT),
+            ),
             # The console's search by owner: a user's newest first, read only up to its limit
             # (on user_id alone every row of the user is fetched and sorted).
             models.Index(fields=["user", "-created_at"], name="action_user_created"),

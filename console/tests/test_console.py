@@ -352,6 +352,36 @@ def test_the_home_reads_each_kinds_oldest_in_order_from_an_index(
 
 
 @pytest.mark.postgres
+def test_the_home_reads_each_reason_an_action_is_listed_in_order_from_an_index(
+    staff_client, stuck_all
+):
+    """An action is listed stuck in flight or failed in the last hour (or for its bridge):
+    each reason's oldest changes are read up to the limit from an index in that order, and
+    merged. As one OR, every in-flight action was read and sorted (0.9 ms at 1M rows per app,
+    4.8 ms at 10M). Only the merge of those few is sorted."""
+    with CaptureQueriesContext(connection) as queries:
+        page = staff_client.get("/staff/")
+    assert {key(stuck_all["stuck_action"]), key(stuck_all["failed_action"])} <= keys_listed(page)
+    (keys,) = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith('(SELECT "actions_action"."updated_at" AS "updated_at"')
+    ]
+    assert " UNION (SELECT " in keys and keys.endswith(f"ORDER BY 1 ASC LIMIT {LIMIT + 1}")
+    nodes = plan_nodes(keys)
+    (merge,) = [n for n in nodes if n["Node Type"] == "Append"]
+    under, stack = [], list(merge["Plans"])
+    while stack:
+        under.append(stack.pop())
+        stack.extend(under[-1].get("Plans", []))
+    assert not [n for n in under if n["Node Type"] in ("Sort", "Incremental Sort")], nodes
+    assert sorted(n.get("Index Name") for n in under if "Relation Name" in n) == [
+        "action_in_flight_updated",
+        "action_status_updated",
+    ], nodes
+
+
+@pytest.mark.postgres
 def test_search_by_smart_account_reads_the_accounts_newest_from_its_index(
     staff_client, stuck_action
 ):
