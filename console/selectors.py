@@ -330,6 +330,15 @@ def needs_attention(
     return Listing(rows=rows, cut=cut, limit=LIMIT, count=len(keys))
 
 
+def _by_pk(queryset: QuerySet, pks: list) -> QuerySet:
+    """The rows of `queryset` with these primary keys, read by them alone: the list's
+    condition was the first read's (a row changed since shows a new `updated_at`). With it
+    in the WHERE too, the planner read every waiting row of the kind to keep the page's."""
+    by_pk = queryset.all()
+    by_pk.query.clear_where()
+    return by_pk.filter(pk__in=pks)
+
+
 def _times_and_keys(branches: tuple[QuerySet, ...]) -> QuerySet:
     """(updated_at, pk) of a kind's rows. Several querysets are read each in that order up to
     LIMIT + 1 and merged (UNION): as one OR, PostgreSQL read every row of every branch and
@@ -356,15 +365,6 @@ def _read_whole(sources: dict[str, tuple[tuple[QuerySet, ...], Any]]) -> Listing
             cut.append(kind)
     rows.sort(key=lambda row: row.since)
     return Listing(rows=rows, cut=cut, limit=LIMIT, count=len(rows))
-
-
-def _by_pk(queryset: QuerySet, pks: list) -> QuerySet:
-    """The rows of `queryset` with these primary keys, read by them alone: the list's
-    condition was the first read's (a row changed since shows a new `updated_at`). With it
-    in the WHERE too, the planner read every waiting row of the kind to keep the page's."""
-    by_pk = queryset.all()
-    by_pk.query.clear_where()
-    return by_pk.filter(pk__in=pks)
 
 
 # --- Search ------------------------------------------------------------------------------------
