@@ -206,6 +206,13 @@ class Delivery(LifecycleModel):
             models.Index(
                 fields=["updated_at"], name="delivery_open_updated", condition=OPEN_DELIVERIES
             ),
+            # The same list filtered by owner: the owner's unfinished rows, oldest change first
+            # (the owner's rows AND-ed with every unfinished row grew with both).
+            models.Index(
+                fields=["created_by", "updated_at"],
+                name="delivery_open_owner_updated",
+                condition=OPEN_DELIVERIES,
+            ),
             models.Index(
                 fields=["-created_at", "-id"],
                 name="delivery_open_created",

@@ -351,6 +351,12 @@ class Operation(LifecycleModel):
                 name="operation_open_updated",
                 condition=OPEN_OPERATIONS,
             ),
+            # The same list filtered by owner (the console's owner filter).
+            models.Index(
+                fields=["owner", "updated_at"],
+                name="operation_open_owner_updated",
+                condition=OPEN_OPERATIONS,
+            ),
             # The admin's filters of unfinished work (stuck running, needs review, …), newest
             # first: a page reads its page from the open operations in the list's order.
             models.Index(

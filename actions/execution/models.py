@@ -158,6 +158,12 @@ class Action(LifecycleModel):
                 name="action_in_flight_updated",
                 condition=Q(status__in=IN_FLIGHT),
             ),
+            # The same filtered by owner (the console's owner filter).
+            models.Index(
+                fields=["user", "updated_at"],
+                name="action_in_flight_user_updated",
+                condition=Q(status__in=IN_FLIGHT),
+            ),
             # The console's search by owner: a user's newest first, read only up to its limit
             # (on user_id alone every row of the user is fetched and sorted).
             models.Index(fields=["user", "-created_at"], name="action_user_created"),
