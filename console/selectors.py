@@ -7,15 +7,17 @@ the history tables' timestamp and trace_id, and each exact id column."""
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import cache, partial
+from functools import cache, partial, reduce
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.db import connections
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -344,8 +346,12 @@ def _times_and_keys(branches: tuple[QuerySet, ...]) -> QuerySet:
     LIMIT + 1 and merged (UNION): as one OR, PostgreSQL read every row of every branch and
     sorted them (the in-flight actions: 0.9 ms at 1M rows, 4.8 ms at 10M)."""
     reads = [branch.values_list("updated_at", "pk") for branch in branches]
-    if len(reads) == 1:
-        return reads[0]
+    if (
+        len(reads) == 1
+        or not connections[reads[0].db].features.supports_slicing_ordering_in_compound
+    ):
+        # SQLite takes no LIMIT inside a UNION: one OR, as before (the embedded default's rows).
+        return reduce(operator.or_, reads)
     first, *rest = (read.order_by("updated_at")[: LIMIT + 1] for read in reads)
     return first.union(*rest)
 

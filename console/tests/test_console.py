@@ -389,6 +389,20 @@ def test_the_home_reads_each_reason_an_action_is_listed_in_order_from_an_index(
     ], nodes
 
 
+def test_the_list_is_the_same_where_the_reasons_cannot_be_merged_in_sql(stuck_all, monkeypatch):
+    """SQLite (the embedded default) takes no LIMIT inside a UNION: there an action's reasons
+    are one OR, as before, and the page lists the same rows."""
+    from console import selectors
+
+    merged = selectors.needs_attention(selectors.Filters(), shown=10)
+    monkeypatch.setattr(connection.features, "supports_slicing_ordering_in_compound", False)
+    with CaptureQueriesContext(connection) as queries:
+        ored = selectors.needs_attention(selectors.Filters(), shown=10)
+    assert not [q for q in queries.captured_queries if " UNION " in q["sql"]]
+    assert [row.key for row in ored.rows] == [row.key for row in merged.rows]
+    assert ored.count == merged.count == len(stuck_all)
+
+
 @pytest.mark.postgres
 def test_search_by_smart_account_reads_the_accounts_newest_from_its_index(
     staff_client, stuck_action
